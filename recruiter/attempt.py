@@ -1,0 +1,96 @@
+"""Judging an attempt: pure functions from a job and what happened to a decision.
+
+The worker runs these because it has the user's code and the exception. They
+take ``now`` explicitly and touch no database.
+"""
+
+from __future__ import annotations
+
+import traceback
+from datetime import datetime
+from typing import Any
+
+import bson
+from bson.errors import InvalidDocument
+
+from recruiter.naming import UnknownClass, exception_lineage
+from recruiter.outcome import CRASHED_TOO_MANY_TIMES
+from recruiter.retry import Archive, Decision, Failure, RetryAt, WorkerCrashed, policy_from_document
+
+MAX_MESSAGE_CHARS = 2_000
+MAX_TRACE_CHARS = 8_000
+MAX_RESULT_BYTES = 16 * 1024
+BAD_RETRY_POLICY = "bad-retry-policy"
+
+
+def describe_exception(exc: BaseException) -> tuple[str, str, str]:
+    """(``module:Qualname`` of the class, message, trace), trimmed to storable sizes."""
+    lineage = exception_lineage(type(exc))
+    trace = "".join(traceback.format_exception(exc))
+    return lineage[0], str(exc)[:MAX_MESSAGE_CHARS], trace[-MAX_TRACE_CHARS:]
+
+
+def failure_of(job: dict[str, Any], exc: BaseException, ended_at: datetime) -> Failure:
+    return Failure(
+        job_id=str(job["_id"]),
+        attempts=int(job.get("attempts", 1)),
+        created_at=job["created_at"],
+        scheduled_at=job["scheduled_at"],
+        ended_at=ended_at,
+        exception_types=exception_lineage(type(exc)),
+        message=str(exc)[:MAX_MESSAGE_CHARS],
+        crashed=False,
+    )
+
+
+def judge(job: dict[str, Any], failure: Failure, now: datetime) -> Decision:
+    """What the job's retry policy says about ``failure``.
+
+    A policy that cannot be loaded or that raises archives the job with
+    ``why: "bad-retry-policy"`` rather than losing it or retrying forever.
+    """
+    try:
+        policy = policy_from_document(job["retry_policy"])
+        decision = policy.decide(failure, now)
+    except (UnknownClass, ValueError, TypeError, KeyError, AttributeError, ArithmeticError):
+        return Archive(BAD_RETRY_POLICY)
+    return decision
+
+
+def judge_crash(job: dict[str, Any], now: datetime, max_crashes: int) -> Decision | None:
+    """Decide about a job whose previous worker died (``crash_pending``).
+
+    ``None`` means run it now. The framework's poison limit comes before the
+    job's own policy: after ``max_crashes`` crashes the job is archived with
+    ``why: "crashed-too-many-times"``.
+    """
+    if int(job.get("crashes", 0)) >= max_crashes:
+        return Archive(CRASHED_TOO_MANY_TIMES)
+    last = job.get("last_execution") or {}
+    failure = Failure(
+        job_id=str(job["_id"]),
+        attempts=int(last.get("attempt") or max(1, int(job.get("attempts", 1)) - 1)),
+        created_at=job["created_at"],
+        scheduled_at=last.get("scheduled_at") or job["scheduled_at"],
+        ended_at=last.get("ended_at") or now,
+        exception_types=exception_lineage(WorkerCrashed),
+        message=last.get("message") or "the worker died during the attempt",
+        crashed=True,
+    )
+    decision = judge(job, failure, now)
+    if type(decision) is RetryAt and decision.at <= now:
+        return None
+    return decision
+
+
+def storable_result(value: Any) -> tuple[Any, str | None]:
+    """The job's return value if it fits in the archive, else ``None`` and why not."""
+    if value is None:
+        return None, None
+    try:
+        size = len(bson.encode({"r": value}))
+    except (InvalidDocument, TypeError, OverflowError) as exc:
+        return None, f"result not stored: cannot be encoded as BSON ({exc})"
+    if size > MAX_RESULT_BYTES:
+        return None, f"result not stored: {size} bytes is over the {MAX_RESULT_BYTES} byte limit"
+    return value, None

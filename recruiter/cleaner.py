@@ -1,0 +1,149 @@
+"""The cleaner process: removes dead workers, unlocks their jobs, prunes history.
+
+A worker is dead when its ``last_seen_at`` is older than
+``considered_dead_after``. Its roster entry is deleted first (so the worker,
+if it was only paused, is fenced: its outcome write finds no entry), then the
+jobs it held are unlocked as crashed attempts. An entry that still holds an
+unapplied outcome is left for the recruiter to apply first. Jobs locked by a
+worker that no longer exists (a cleaner that died between the two steps) are
+swept the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import structlog
+from bson import ObjectId
+from pymongo import UpdateOne
+from pymongo.errors import PyMongoError
+
+from recruiter.clock import Clock
+from recruiter.lease import Lease
+from recruiter.outcome import crash_update
+from recruiter.store import Collections
+
+log = structlog.get_logger("recruiter.cleaner")
+
+
+@dataclass(frozen=True)
+class CleanerConfig:
+    considered_dead_after_s: float = 30.0
+    clean_after_s: float = 7 * 24 * 3600.0
+    interval_s: float = 2.0
+    lease_ttl_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.considered_dead_after_s <= 0:
+            raise ValueError("considered-dead-after must be positive")
+        if self.clean_after_s <= 0:
+            raise ValueError("clean-after must be positive")
+        if self.interval_s <= 0 or self.lease_ttl_s <= 0:
+            raise ValueError("interval and lease ttl must be positive")
+
+
+@dataclass
+class CleanReport:
+    dead_workers: int = 0
+    unlocked_jobs: int = 0
+    pruned: int = 0
+
+
+class CleanerProcess:
+    def __init__(self, db: Any, clock: Clock, config: CleanerConfig, *, owner: str | None = None) -> None:
+        self.c = Collections.of(db)
+        self.clock = clock
+        self.config = config
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{ObjectId()}"
+        self.lease = Lease(self.c.metadata, "cleaner", self.owner, timedelta(seconds=config.lease_ttl_s), clock)
+        self._stop = asyncio.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def run(self) -> None:
+        interval = min(self.config.interval_s, self.config.lease_ttl_s / 3)
+        leading = False
+        while not self._stop.is_set():
+            try:
+                if await self.lease.acquire():
+                    if not leading:
+                        log.info("leader.elected", role="cleaner", epoch=self.lease.epoch)
+                        leading = True
+                    await self.clean()
+                elif leading:
+                    log.warning("leader.lost", role="cleaner")
+                    leading = False
+            except PyMongoError as exc:
+                log.warning("clean.failed", error=str(exc).splitlines()[0][:200])
+            try:
+                await asyncio.wait_for(self._stop.wait(), timeout=interval)
+            except TimeoutError:
+                pass
+        await self.lease.release()
+
+    async def clean(self) -> CleanReport:
+        now = self.clock.now()
+        report = CleanReport()
+        cutoff = now - timedelta(seconds=self.config.considered_dead_after_s)
+        for worker in await self.c.roster.find({"last_seen_at": {"$lt": cutoff}}).to_list():
+            if not self.lease.held:
+                return report
+            unlocked = await self.remove_dead_worker(worker, now)
+            if unlocked is not None:
+                report.dead_workers += 1
+                report.unlocked_jobs += unlocked
+        report.unlocked_jobs += await self.sweep_orphans(now, cutoff)
+        report.pruned = await self.prune(now)
+        return report
+
+    async def remove_dead_worker(self, worker: dict[str, Any], now: datetime) -> int | None:
+        """Delete a dead worker's entry and unlock its jobs; None if it was not deleted."""
+        if worker.get("outcome"):
+            log.info("worker.dead_with_outcome", worker_id=worker["_id"],
+                     detail="waiting for the recruiter to apply its last outcome")
+            return None
+        deleted = await self.c.roster.delete_one(
+            {"_id": worker["_id"], "last_seen_at": worker["last_seen_at"], "outcome": {"$exists": False}}
+        )
+        if not deleted.deleted_count:
+            return None  # it came back to life, or someone else handled it
+        seen = worker["last_seen_at"]
+        log.warning("worker.dead", worker_id=worker["_id"], last_seen_at=seen.isoformat(),
+                    pid=worker.get("pid"), hostname=worker.get("hostname"))
+        jobs = await self.c.scheduled.find({"locked": True, "locked_by": worker["_id"]}).to_list()
+        reason = (f"worker {worker['_id']} (pid {worker.get('pid')} on {worker.get('hostname')}) "
+                  f"stopped heartbeating; last seen {seen.isoformat()}")
+        return await self._unlock(jobs, {worker["_id"]: worker}, now, reason)
+
+    async def sweep_orphans(self, now: datetime, cutoff: datetime) -> int:
+        """Unlock jobs whose worker no longer exists (locked before ``cutoff``)."""
+        locked = await self.c.scheduled.find({"locked": True, "locked_at": {"$lt": cutoff}}).to_list()
+        if not locked:
+            return 0
+        present = {d["_id"] for d in await self.c.roster.find(
+            {"_id": {"$in": list({j.get("locked_by") for j in locked})}}, {"_id": 1}).to_list()}
+        orphans = [j for j in locked if j.get("locked_by") not in present]
+        return await self._unlock(orphans, {}, now, "its worker left the roster without finishing it")
+
+    async def _unlock(self, jobs: list[dict[str, Any]], workers: dict[str, Any], now: datetime, reason: str) -> int:
+        if not jobs:
+            return 0
+        ops = [UpdateOne(*crash_update(j, workers.get(j.get("locked_by")), now, reason)) for j in jobs]
+        result = await self.c.scheduled.bulk_write(ops, ordered=False)
+        for j in jobs:
+            log.warning("job.crashed", job_id=str(j["_id"]), worker_id=j.get("locked_by"),
+                        attempt=j.get("attempts"), group=j.get("group"))
+        return result.modified_count
+
+    async def prune(self, now: datetime) -> int:
+        cutoff = now - timedelta(seconds=self.config.clean_after_s)
+        result = await self.c.archived.delete_many({"archived_at": {"$lt": cutoff}})
+        if result.deleted_count:
+            log.info("archived.pruned", count=result.deleted_count)
+        return result.deleted_count

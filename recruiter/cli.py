@@ -1,0 +1,321 @@
+"""Command line: ``recruiter start``, ``worker start``, ``cleaner start`` and friends.
+
+Commands are thin: they parse and validate options into frozen configs, set up
+logging, connect, and run the process objects. Every option can also be given
+as an environment variable (shown in ``--help``); the MongoDB URI comes from
+``--target``, ``RECRUITER_MONGODB_URI`` or ``MONGODB_URI``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import click
+import structlog
+from pymongo.errors import PyMongoError
+
+from recruiter import embedded, logs
+from recruiter.cleaner import CleanerConfig, CleanerProcess
+from recruiter.clock import ServerClock
+from recruiter.connection import (
+    DEFAULT_URI,
+    URI_ENVVARS,
+    ConnectionProblem,
+    Target,
+    async_client,
+    describe,
+    parse_target,
+    wait_until_reachable,
+)
+from recruiter.durations import parse_duration
+from recruiter.recruiting import RecruiterConfig, RecruiterProcess
+from recruiter.store import ensure_indexes
+from recruiter.worker import WorkerConfig, WorkerIdTaken, WorkerProcess
+
+log = structlog.get_logger("recruiter.cli")
+
+RECALIBRATE_CLOCK_S = 60.0
+
+
+class Duration(click.ParamType):
+    """A duration such as ``200ms``, ``30s``, ``5m``, ``2h`` or ``5d``."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> timedelta:
+        if isinstance(value, timedelta):
+            return value
+        try:
+            td = parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        if td <= timedelta():
+            self.fail(f"{value!r} must be longer than zero", param, ctx)
+        return td
+
+
+DURATION = Duration()
+
+
+def env(name: str) -> str:
+    return f"RECRUITER_{name}"
+
+
+def common_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("--target", envvar=list(URI_ENVVARS), default=DEFAULT_URI, show_default=True,
+                     show_envvar=True, help="MongoDB URI; the database defaults to 'recruiter'."),
+        click.option("--embedded/--no-embedded", envvar=env("EMBEDDED"), default=False, show_envvar=True,
+                     help="If nothing answers at a localhost target, start the embedded server there."),
+        click.option("--embedded-path", envvar=env("EMBEDDED_PATH"), type=click.Path(path_type=Path),
+                     default=embedded.DEFAULT_STORAGE, show_default=True, show_envvar=True,
+                     help="Storage directory of the embedded server."),
+        click.option("--log-level", envvar=env("LOG_LEVEL"), type=click.Choice(logs.LEVELS), default="info",
+                     show_default=True, show_envvar=True, help="debug also shows tracebacks."),
+        click.option("--log-format", envvar=env("LOG_FORMAT"), type=click.Choice(logs.FORMATS), default="auto",
+                     show_default=True, show_envvar=True, help="auto: console on a terminal, JSON otherwise."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def connect_target(target_uri: str, use_embedded: bool, embedded_path: Path) -> Target:
+    if use_embedded:
+        return embedded.ensure_running(target_uri, embedded_path)
+    target = parse_target(target_uri)
+    wait_until_reachable(target, timeout_s=5.0)
+    return target
+
+
+def run_process(opts: dict[str, Any], app_name: str,
+                make: Callable[[Any, ServerClock], Any]) -> None:
+    """Connect, build the process with ``make(db, clock)`` and run it until a signal stops it."""
+    logs.configure(opts["log_level"], opts["log_format"])
+    debug = opts["log_level"] == "debug"
+    target: Target | None = None
+    try:
+        target = connect_target(opts["target"], opts["embedded"], opts["embedded_path"])
+        asyncio.run(_main(target, app_name, make))
+    except (ConnectionProblem, WorkerIdTaken, ValueError) as exc:
+        if debug:
+            raise
+        raise click.ClickException(str(exc)) from None
+    except PyMongoError as exc:
+        if debug or target is None:
+            raise
+        raise click.ClickException(describe(exc, target)) from None
+
+
+async def _main(target: Target, app_name: str, make: Callable[[Any, ServerClock], Any]) -> None:
+    client = async_client(target, app_name=app_name)
+    try:
+        clock = ServerClock()
+        await clock.calibrate(client)
+        db = client[target.database]
+        await ensure_indexes(db)
+        process = make(db, clock)
+        main = asyncio.current_task()
+        assert main is not None
+        signals = {"count": 0}
+
+        def on_signal(signum: int) -> None:
+            signals["count"] += 1
+            if signals["count"] == 1:
+                log.info("signal.received", signal=signal.Signals(signum).name, action="graceful stop")
+                process.stop()
+            else:
+                log.warning("signal.received", signal=signal.Signals(signum).name, action="forced stop")
+                main.cancel()
+
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal, sig)
+        calibrator = asyncio.create_task(_recalibrate(clock, client), name="clock.calibrate")
+        try:
+            await process.run()
+        except asyncio.CancelledError:
+            log.warning("process.forced_stop")
+        finally:
+            calibrator.cancel()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+    finally:
+        await client.close()
+
+
+async def _recalibrate(clock: ServerClock, client: Any) -> None:
+    while True:
+        await asyncio.sleep(RECALIBRATE_CLOCK_S)
+        with contextlib.suppress(PyMongoError):
+            await clock.calibrate(client)
+
+
+def seconds(td: timedelta) -> float:
+    return td.total_seconds()
+
+
+# -- commands ------------------------------------------------------------------------------
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="recruiter")
+def main() -> None:
+    """recruiter: a job queue on MongoDB with one central recruiter."""
+
+
+@main.command("start")
+@common_options
+@click.option("--backoff-from", envvar=env("BACKOFF_FROM"), type=DURATION, default="50ms", show_default=True,
+              show_envvar=True, help="First idle wait between rounds.")
+@click.option("--backoff-to", envvar=env("BACKOFF_TO"), type=DURATION, default="1s", show_default=True,
+              show_envvar=True, help="Longest idle wait between rounds.")
+@click.option("--round-size", envvar=env("ROUND_SIZE"), type=click.IntRange(1, 1000), default=42,
+              show_default=True, show_envvar=True, help="Most workers assigned in one round.")
+@click.option("--lease-ttl", envvar=env("LEASE_TTL"), type=DURATION, default="10s", show_default=True,
+              show_envvar=True, help="Leader lease; a standby takes over this long after the leader dies.")
+def start_recruiter(backoff_from: timedelta, backoff_to: timedelta, round_size: int, lease_ttl: timedelta,
+                    **opts: Any) -> None:
+    """Run the recruiter (one leads; others stand by)."""
+    config = _valid(lambda: RecruiterConfig(round_size=round_size, backoff_from_s=seconds(backoff_from),
+                                            backoff_to_s=seconds(backoff_to), lease_ttl_s=seconds(lease_ttl)))
+    run_process(opts, "recruiter", lambda db, clock: RecruiterProcess(db, clock, config))
+
+
+@main.group("worker")
+def worker_group() -> None:
+    """Workers: run the jobs."""
+
+
+@worker_group.command("start")
+@common_options
+@click.option("--group", "groups", envvar=env("GROUP"), multiple=True, default=("*",), show_default=True,
+              show_envvar=True, help="Group to work on; repeat for several; '*' takes any group.")
+@click.option("--concurrency", envvar=env("CONCURRENCY"), type=click.IntRange(1, 1024), default=1,
+              show_default=True, show_envvar=True, help="Workers in this process, each with its own roster entry.")
+@click.option("--id", "worker_id", envvar=env("WORKER_ID"), default=None, show_envvar=True,
+              help="Worker id (default: a new ObjectId); with --concurrency N, ids are ID-0..ID-N-1.")
+@click.option("--heartbeat-interval", envvar=env("HEARTBEAT_INTERVAL"), type=DURATION, default="5s",
+              show_default=True, show_envvar=True, help="How often last_seen_at is refreshed.")
+@click.option("--poll-from", envvar=env("POLL_FROM"), type=DURATION, default="20ms", show_default=True,
+              show_envvar=True, help="First idle wait between reads of the roster entry.")
+@click.option("--poll-to", envvar=env("POLL_TO"), type=DURATION, default="500ms", show_default=True,
+              show_envvar=True, help="Longest idle wait between reads of the roster entry.")
+@click.option("--max-crashes", envvar=env("MAX_CRASHES"), type=click.IntRange(1), default=3, show_default=True,
+              show_envvar=True, help="A job whose workers died this many times is archived as crashed-too-many-times.")
+@click.option("--import-path", envvar=env("IMPORT_PATH"), multiple=True, default=(".",), show_default=True,
+              show_envvar=True, help="Directory added to sys.path so job classes can be imported.")
+@click.option("--preload", envvar=env("PRELOAD"), multiple=True, show_envvar=True,
+              help="Module to import at start, so a typo fails now rather than in every job.")
+def start_worker(groups: tuple[str, ...], concurrency: int, worker_id: str | None, heartbeat_interval: timedelta,
+                 poll_from: timedelta, poll_to: timedelta, max_crashes: int, import_path: tuple[str, ...],
+                 preload: tuple[str, ...], **opts: Any) -> None:
+    """Run workers for the given groups."""
+    for p in reversed(import_path):
+        sys.path.insert(0, str(Path(p).resolve()))
+    for module in preload:
+        try:
+            __import__(module)
+        except Exception as exc:  # noqa: BLE001 - reported as one line
+            raise click.ClickException(f"cannot preload {module!r}: {type(exc).__name__}: {exc}") from None
+    groups = tuple(dict.fromkeys(g for spec in groups for g in spec.split(",") if g))
+    config = _valid(lambda: WorkerConfig(
+        groups=groups, concurrency=concurrency, worker_id=worker_id,
+        heartbeat_interval_s=seconds(heartbeat_interval), poll_from_s=seconds(poll_from),
+        poll_to_s=seconds(poll_to), max_crashes=max_crashes))
+    run_process(opts, "recruiter-worker", lambda db, clock: WorkerProcess(db, clock, config))
+
+
+@main.group("cleaner")
+def cleaner_group() -> None:
+    """The cleaner: dead workers and old history."""
+
+
+@cleaner_group.command("start")
+@common_options
+@click.option("--considered-dead-after", envvar=env("CONSIDERED_DEAD_AFTER"), type=DURATION, default="30s",
+              show_default=True, show_envvar=True, help="A worker silent this long is dead (missed heartbeats).")
+@click.option("--clean-after", envvar=env("CLEAN_AFTER"), type=DURATION, default="7d", show_default=True,
+              show_envvar=True, help="Archived jobs older than this are deleted.")
+@click.option("--interval", envvar=env("CLEANER_INTERVAL"), type=DURATION, default="2s", show_default=True,
+              show_envvar=True, help="Time between cleaning passes.")
+@click.option("--lease-ttl", envvar=env("LEASE_TTL"), type=DURATION, default="10s", show_default=True,
+              show_envvar=True, help="Cleaner lease; a standby takes over this long after the holder dies.")
+def start_cleaner(considered_dead_after: timedelta, clean_after: timedelta, interval: timedelta,
+                  lease_ttl: timedelta, **opts: Any) -> None:
+    """Run the cleaner (one active; others stand by)."""
+    config = _valid(lambda: CleanerConfig(
+        considered_dead_after_s=seconds(considered_dead_after), clean_after_s=seconds(clean_after),
+        interval_s=seconds(interval), lease_ttl_s=seconds(lease_ttl)))
+    run_process(opts, "recruiter-cleaner", lambda db, clock: CleanerProcess(db, clock, config))
+
+
+@main.group("embedded")
+def embedded_group() -> None:
+    """The embedded development server (SecantusDB, optional)."""
+
+
+@embedded_group.command("start")
+@click.option("--port", envvar=env("EMBEDDED_PORT"), type=click.IntRange(1, 65535), default=27017,
+              show_default=True, show_envvar=True)
+@click.option("--host", envvar=env("EMBEDDED_HOST"), default="127.0.0.1", show_default=True, show_envvar=True)
+@click.option("--embedded-path", "storage", envvar=env("EMBEDDED_PATH"), default=str(embedded.DEFAULT_STORAGE),
+              show_default=True, show_envvar=True, help="Storage directory, or :memory:.")
+def embedded_start(port: int, host: str, storage: str) -> None:
+    """Run the embedded server in the foreground until interrupted."""
+    try:
+        proc = embedded.start(port, storage, host=host)
+    except ConnectionProblem as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"embedded server on mongodb://{host}:{port}/recruiter (storage: {storage}); Ctrl-C stops it",
+               err=True)
+    try:
+        sys.exit(proc.wait())
+    except KeyboardInterrupt:
+        proc.terminate()
+        sys.exit(proc.wait())
+
+
+@main.command("status")
+@click.option("--target", envvar=list(URI_ENVVARS), default=DEFAULT_URI, show_default=True, show_envvar=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def status(target: str, as_json: bool) -> None:
+    """Counts of queued, running and archived jobs, and the roster."""
+    from recruiter.status import collect_status, render_status
+
+    try:
+        t = parse_target(target)
+        wait_until_reachable(t, timeout_s=5.0)
+        figures = collect_status(t)
+    except ConnectionProblem as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(render_status(figures, as_json))
+
+
+def _valid(build: Callable[[], Any]) -> Any:
+    try:
+        return build()
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+def worker_main() -> None:
+    """Entry point of ``bin/worker``: ``worker start ...``."""
+    main(["worker", *sys.argv[1:]], prog_name="worker")
+
+
+def cleaner_main() -> None:
+    """Entry point of ``bin/cleaner``: ``cleaner start ...``."""
+    main(["cleaner", *sys.argv[1:]], prog_name="cleaner")
+
+
+
+if __name__ == "__main__":
+    main()

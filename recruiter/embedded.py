@@ -1,0 +1,73 @@
+"""Starting the embedded development server (SecantusDB) as a separate process.
+
+SecantusDB is GPL-2.0 and optional (``pip install 'recruiter[embedded]'``); it
+is only ever run as a child process through its ``secantusd-py`` command, never
+imported.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from recruiter.connection import ConnectionProblem, Target, parse_target, wait_until_reachable
+
+DEFAULT_PORT = 27017
+DEFAULT_STORAGE = Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "recruiter" / "embedded"
+LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
+
+
+def server_command() -> str:
+    found = shutil.which("secantusd-py") or shutil.which("secantusd-py", path=str(Path(sys.executable).parent))
+    if not found:
+        raise ConnectionProblem(
+            "the embedded server is not installed: pip install 'recruiter[embedded]' (SecantusDB)"
+        )
+    return found
+
+
+def start(port: int, storage_path: Path | str, *, host: str = "127.0.0.1", log_path: Path | None = None,
+          detach: bool = False) -> subprocess.Popen[bytes]:
+    """Start ``secantusd-py``; with ``detach`` it outlives this process."""
+    storage = str(storage_path)
+    if storage != ":memory:":
+        Path(storage).mkdir(parents=True, exist_ok=True)
+    out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
+    return subprocess.Popen(
+        [server_command(), "--host", host, "--port", str(port), "--storage-path", storage],
+        stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=detach,
+    )
+
+
+def local_port(target: Target) -> int | None:
+    """The port of ``target`` if it is a single server on this machine."""
+    from pymongo.uri_parser import parse_uri
+
+    nodes = parse_uri(target.uri, validate=False)["nodelist"]
+    if len(nodes) == 1 and nodes[0][0] in LOCAL_HOSTS:
+        return int(nodes[0][1])
+    return None
+
+
+def ensure_running(uri: str | None, storage_path: Path | str = DEFAULT_STORAGE, timeout_s: float = 20.0) -> Target:
+    """Make ``uri`` reachable, starting the embedded server on its port if nothing answers there."""
+    target = parse_target(uri)
+    try:
+        wait_until_reachable(target, timeout_s=1.0)
+        return target
+    except ConnectionProblem:
+        pass
+    port = local_port(target)
+    if port is None:
+        raise ConnectionProblem(
+            f"cannot reach MongoDB at {target.display}, and the embedded server only starts on this machine "
+            "(localhost)"
+        )
+    storage = Path(storage_path)
+    storage.mkdir(parents=True, exist_ok=True)
+    start(port, storage, log_path=storage / "server.log", detach=True)
+    wait_until_reachable(target, timeout_s=timeout_s)
+    return target

@@ -1,0 +1,94 @@
+"""Leader leases in ``metadata``, each with an epoch that fences stale leaders.
+
+A lease document is ``{_id: name, owner, epoch, expires_at, renewed_at}``. The
+owner renews it well before ``expires_at``; anyone may take it once it has
+expired, and taking it increments ``epoch``. Times come from the process clock,
+which follows the server's clock (:class:`recruiter.clock.ServerClock`), so
+machines with skewed clocks agree on when a lease expires.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from pymongo import ReturnDocument
+from pymongo.errors import DuplicateKeyError
+
+from recruiter.clock import Clock
+
+
+@dataclass
+class Lease:
+    collection: Any  # async metadata collection
+    name: str
+    owner: str
+    ttl: timedelta
+    clock: Clock
+    epoch: int | None = None
+    expires_at: datetime | None = None
+
+    @property
+    def held(self) -> bool:
+        return self.epoch is not None and self.expires_at is not None and self.clock.now() < self.expires_at
+
+    async def acquire(self) -> bool:
+        """Take or renew the lease. Returns whether this process holds it now."""
+        now = self.clock.now()
+        expires_at = now + self.ttl
+        try:
+            doc = await self.collection.find_one_and_update(
+                {"_id": self.name, "$or": [{"owner": self.owner}, {"expires_at": {"$lte": now}}]},
+                [{"$set": {
+                    "epoch": {"$cond": [
+                        {"$eq": ["$owner", self.owner]},
+                        "$epoch",
+                        {"$add": [{"$ifNull": ["$epoch", 0]}, 1]},
+                    ]},
+                    "owner": self.owner,
+                    "expires_at": expires_at,
+                    "renewed_at": now,
+                }}],
+                upsert=True,
+                return_document=ReturnDocument.AFTER,
+            )
+        except DuplicateKeyError:
+            doc = None  # someone else holds an unexpired lease
+        if doc is None or doc.get("owner") != self.owner:
+            self.epoch = None
+            self.expires_at = None
+            return False
+        self.epoch = doc["epoch"]
+        self.expires_at = expires_at
+        return True
+
+    async def renew(self) -> bool:
+        """Extend the lease only if it is still ours with the same epoch."""
+        if self.epoch is None:
+            return False
+        now = self.clock.now()
+        expires_at = now + self.ttl
+        result = await self.collection.update_one(
+            {"_id": self.name, "owner": self.owner, "epoch": self.epoch},
+            {"$set": {"expires_at": expires_at, "renewed_at": now}},
+        )
+        if result.matched_count != 1:
+            self.epoch = None
+            self.expires_at = None
+            return False
+        self.expires_at = expires_at
+        return True
+
+    async def release(self) -> None:
+        if self.epoch is None:
+            return
+        await self.collection.update_one(
+            {"_id": self.name, "owner": self.owner, "epoch": self.epoch},
+            {"$set": {"expires_at": self.clock.now()}},
+        )
+        self.epoch = None
+        self.expires_at = None
+
+    async def holder(self) -> dict[str, Any] | None:
+        return await self.collection.find_one({"_id": self.name})

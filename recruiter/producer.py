@@ -1,0 +1,122 @@
+"""Enqueueing jobs from application code: :class:`Recruiter` (sync) and
+:class:`AsyncRecruiter` (asyncio). Both build documents with the same pure
+builder (:func:`recruiter.job.build_job_document`) and differ only in how they
+talk to MongoDB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from bson import ObjectId
+
+from recruiter.clock import Clock, ServerClock, SystemClock
+from recruiter.connection import Target, async_client, parse_target, sync_client
+from recruiter.job import JobBuilder, as_builder
+from recruiter.store import Collections, ensure_indexes, ensure_indexes_sync
+from recruiter.workable import Workable
+
+
+def _documents(recruiter: Any, items: Iterable[JobBuilder | Workable]) -> list[dict[str, Any]]:
+    now = recruiter.clock.now()
+    return [as_builder(item, recruiter).build(now) for item in items]
+
+
+class Recruiter:
+    """Producer handle for synchronous code.
+
+    >>> rec = Recruiter.connect("mongodb://localhost:27017/recruiter")
+    >>> job_id = SendInvoice("42").as_job_of(rec).in_group("billing").enqueue()
+    """
+
+    def __init__(self, client: Any, database: str, *, clock: Clock | None = None, owns_client: bool = False) -> None:
+        self.client = client
+        self.db = client[database]
+        self.collections = Collections.of(self.db)
+        self.clock = clock or SystemClock()
+        self._owns_client = owns_client
+
+    @classmethod
+    def connect(cls, uri: str | None = None, *, clock: Clock | None = None, create_indexes: bool = True,
+                server_selection_timeout_s: float = 10.0) -> Recruiter:
+        """Connect to ``uri`` (default ``mongodb://localhost:27017/recruiter``)."""
+        target: Target = parse_target(uri)
+        client = sync_client(target, app_name="recruiter-producer",
+                             server_selection_timeout_s=server_selection_timeout_s)
+        if clock is None:
+            clock = ServerClock()
+            clock.calibrate_sync(client)  # schedule on the server's time line
+        rec = cls(client, target.database, clock=clock, owns_client=True)
+        if create_indexes:
+            ensure_indexes_sync(rec.db)
+        return rec
+
+    def enqueue(self, item: JobBuilder | Workable) -> ObjectId:
+        """Store one job; returns its id."""
+        (doc,) = _documents(self, [item])
+        self.collections.scheduled.insert_one(doc)
+        return doc["_id"]
+
+    def enqueue_many(self, items: Iterable[JobBuilder | Workable]) -> list[ObjectId]:
+        """Store many jobs in one round trip. All are validated before anything is written."""
+        docs = _documents(self, items)
+        if docs:
+            self.collections.scheduled.insert_many(docs, ordered=True)
+        return [d["_id"] for d in docs]
+
+    def close(self) -> None:
+        if self._owns_client:
+            self.client.close()
+
+    def __enter__(self) -> Recruiter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncRecruiter:
+    """Producer handle for asyncio code; ``enqueue`` and ``enqueue_many`` are awaitable."""
+
+    def __init__(self, client: Any, database: str, *, clock: Clock | None = None, owns_client: bool = False) -> None:
+        self.client = client
+        self.db = client[database]
+        self.collections = Collections.of(self.db)
+        self.clock = clock or SystemClock()
+        self._owns_client = owns_client
+
+    @classmethod
+    async def connect(cls, uri: str | None = None, *, clock: Clock | None = None, create_indexes: bool = True,
+                      server_selection_timeout_s: float = 10.0) -> AsyncRecruiter:
+        target = parse_target(uri)
+        client = async_client(target, app_name="recruiter-producer",
+                              server_selection_timeout_s=server_selection_timeout_s)
+        if clock is None:
+            clock = ServerClock()
+            await clock.calibrate(client)
+        rec = cls(client, target.database, clock=clock, owns_client=True)
+        if create_indexes:
+            await ensure_indexes(rec.db)
+        return rec
+
+    async def enqueue(self, item: JobBuilder | Workable) -> ObjectId:
+        (doc,) = _documents(self, [item])
+        await self.collections.scheduled.insert_one(doc)
+        return doc["_id"]
+
+    async def enqueue_many(self, items: Iterable[JobBuilder | Workable]) -> list[ObjectId]:
+        docs = _documents(self, items)
+        if docs:
+            await self.collections.scheduled.insert_many(docs, ordered=True)
+        return [d["_id"] for d in docs]
+
+    async def close(self) -> None:
+        if self._owns_client:
+            await self.client.close()
+
+    async def __aenter__(self) -> AsyncRecruiter:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

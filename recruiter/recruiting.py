@@ -1,0 +1,318 @@
+"""The recruiter process: one leader assigns ready jobs to free workers in rounds.
+
+A round (:meth:`RecruiterProcess.round`):
+
+1. reads the roster entries that are available or hold an outcome;
+2. applies those outcomes in bulk (archive, or put back in the queue);
+3. picks jobs for the free workers (:mod:`recruiter.selection`);
+4. locks the picked jobs with one bulk write;
+5. assigns them with ONE ``update_many`` setting the ``assigned_to`` map.
+
+Any step may be repeated after a crash without harm: archiving ignores
+duplicates, every job update is conditional on its lock token, and locks that
+never reached a worker are rolled back when a leader starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import structlog
+from bson import ObjectId
+from pymongo import InsertOne, UpdateOne
+from pymongo.errors import BulkWriteError, PyMongoError
+
+from recruiter.clock import Clock
+from recruiter.job import Status
+from recruiter.lease import Lease
+from recruiter.outcome import ROLLBACK_PIPELINE, archived_document, held_by, is_archive, reschedule_update
+from recruiter.selection import Assignment, Candidate, FreeWorker, candidate_queries, select
+from recruiter.store import Collections
+
+log = structlog.get_logger("recruiter.recruiter")
+
+DUPLICATE_KEY = 11000
+
+
+@dataclass(frozen=True)
+class RecruiterConfig:
+    round_size: int = 42
+    backoff_from_s: float = 0.05
+    backoff_to_s: float = 1.0
+    lease_ttl_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.round_size < 1:
+            raise ValueError("round size must be at least 1")
+        if not 0 < self.backoff_from_s <= self.backoff_to_s:
+            raise ValueError("backoff-from must be positive and not above backoff-to")
+        if self.lease_ttl_s <= 0:
+            raise ValueError("lease ttl must be positive")
+
+
+@dataclass
+class RoundReport:
+    applied: int = 0
+    assigned: int = 0
+    free_workers: int = 0
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.applied or self.assigned)
+
+
+class LostLease(Exception):
+    """The lease expired or was taken over during a round."""
+
+
+class RecruiterProcess:
+    def __init__(self, db: Any, clock: Clock, config: RecruiterConfig, *, owner: str | None = None) -> None:
+        self.c = Collections.of(db)
+        self.clock = clock
+        self.config = config
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{ObjectId()}"
+        self.lease = Lease(self.c.metadata, "recruiter", self.owner, timedelta(seconds=config.lease_ttl_s), clock)
+        self._stop = asyncio.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def _sleep(self, seconds: float) -> None:
+        try:
+            await asyncio.wait_for(self._stop.wait(), timeout=seconds)
+        except TimeoutError:
+            pass
+
+    async def run(self) -> None:
+        """Wait for the lease, lead while holding it, stand by again when it is lost."""
+        standby_poll_s = min(1.0, self.config.lease_ttl_s / 4)
+        while not self._stop.is_set():
+            if not await self.lease.acquire():
+                await self._sleep(standby_poll_s)
+                continue
+            log.info("leader.elected", epoch=self.lease.epoch, owner=self.owner)
+            try:
+                await self.rollback_unassigned()
+                await self._lead()
+            except LostLease:
+                log.warning("leader.lost", epoch=self.lease.epoch)
+        await self.lease.release()
+
+    async def _lead(self) -> None:
+        backoff = self.config.backoff_from_s
+        while not self._stop.is_set():
+            await self._keep_lease()
+            try:
+                report = await self.round()
+            except PyMongoError as exc:
+                # A blip in the database: nothing half-done is lost (see module doc);
+                # wait, then release any lock this round took before its assignment.
+                log.warning("round.failed", error=str(exc).splitlines()[0][:200])
+                await self._sleep(self.config.backoff_to_s)
+                await self._keep_lease()
+                await self.rollback_unassigned()
+                continue
+            if report.busy:
+                backoff = self.config.backoff_from_s
+                continue
+            await self._sleep(backoff)
+            backoff = min(backoff * 2, self.config.backoff_to_s)
+
+    async def _keep_lease(self) -> None:
+        expires_at = self.lease.expires_at
+        renew_after = timedelta(seconds=self.config.lease_ttl_s * 2 / 3)
+        if expires_at is None or self.clock.now() >= expires_at - renew_after:
+            if not await self.lease.renew():
+                raise LostLease()
+
+    def _check_lease(self) -> None:
+        if not self.lease.held:
+            raise LostLease()
+
+    async def round(self) -> RoundReport:
+        """One assignment round; returns what it did."""
+        now = self.clock.now()
+        report = RoundReport()
+        entries = await self.c.roster.find(
+            {"$or": [{"available": True}, {"outcome.token": {"$exists": True}}]},
+            {"assigned_to": 0},
+        ).to_list()
+        with_outcome = [e for e in entries if e.get("outcome")]
+        if with_outcome:
+            self._check_lease()
+            report.applied = await self.apply_outcomes(with_outcome, now)
+        free = sorted(
+            (e for e in entries if e.get("available") and not e.get("stopping") and e.get("work_on")),
+            key=lambda e: (e.get("available_since") or now, e["_id"]),
+        )[: self.config.round_size]
+        report.free_workers = len(free)
+        if not free:
+            return report
+        workers = [FreeWorker(e["_id"], tuple(e["work_on"])) for e in free]
+        candidates: dict[Any, Candidate] = {}
+        for filter_, limit in candidate_queries(workers, now):
+            docs = await self.c.scheduled.find(filter_, {"group": 1, "scheduled_at": 1}).sort(
+                "scheduled_at", 1).limit(limit).to_list()
+            for d in docs:
+                candidates[d["_id"]] = Candidate(d["_id"], d["group"], d["scheduled_at"])
+        assignments = select(workers, candidates.values())
+        if not assignments:
+            return report
+        self._check_lease()
+        locked = await self.lock(assignments, now)
+        self._check_lease()
+        report.assigned = await self.assign(locked, now)
+        if report.assigned:
+            log.debug("round.assigned", assigned=report.assigned, free_workers=len(free))
+        return report
+
+    async def apply_outcomes(self, entries: list[dict[str, Any]], now: datetime) -> int:
+        """Archive or reschedule the jobs whose outcomes workers recorded; idempotent."""
+        outcomes = {e["outcome"]["job"]: (e["_id"], e["outcome"]) for e in entries}
+        jobs = {j["_id"]: j for j in await self.c.scheduled.find({"_id": {"$in": list(outcomes)}}).to_list()}
+        archive: list[dict[str, Any]] = []
+        reschedule: list[UpdateOne] = []
+        for job_id, (worker_id, outcome) in outcomes.items():
+            job = jobs.get(job_id)
+            if not held_by(job, outcome):
+                # Already applied by an earlier round, or the lock was taken away.
+                log.info("outcome.stale", job_id=str(job_id), worker_id=worker_id)
+                continue
+            if is_archive(outcome):
+                archive.append(archived_document(job, outcome, now))
+            else:
+                filter_, update = reschedule_update(job, outcome)
+                reschedule.append(UpdateOne(filter_, update))
+        if archive:
+            try:
+                await self.c.archived.bulk_write([InsertOne(d) for d in archive], ordered=False)
+            except BulkWriteError as exc:
+                others = [e for e in exc.details.get("writeErrors", []) if e.get("code") != DUPLICATE_KEY]
+                if others:
+                    raise
+            await self.c.scheduled.delete_many(
+                {"$or": [{"_id": d["_id"], "lock_token": outcomes[d["_id"]][1]["token"]} for d in archive]}
+            )
+            for d in archive:
+                log.info("job.archived", job_id=str(d["_id"]), why=d["why"], attempts=d.get("attempts"),
+                         group=d.get("group"))
+        if reschedule:
+            await self.c.scheduled.bulk_write(reschedule, ordered=False)
+        await self.c.roster.bulk_write(
+            [UpdateOne({"_id": w, "outcome.token": o["token"]}, {"$unset": {"outcome": ""}})
+             for w, o in outcomes.values()],
+            ordered=False,
+        )
+        return len(archive) + len(reschedule)
+
+    async def lock(self, assignments: list[Assignment], now: datetime) -> list[tuple[Assignment, ObjectId]]:
+        """Lock the chosen jobs for their workers; returns the ones that were still free."""
+        tokens = {a.job_id: ObjectId() for a in assignments}
+        result = await self.c.scheduled.bulk_write(
+            [
+                UpdateOne(
+                    {"_id": a.job_id, "locked": False},
+                    {
+                        "$set": {
+                            "locked": True,
+                            "locked_by": a.worker_id,
+                            "locked_at": now,
+                            "lock_token": tokens[a.job_id],
+                            "lock_epoch": self.lease.epoch,
+                            "status": Status.ASSIGNED.value,
+                        },
+                        "$inc": {"attempts": 1},
+                    },
+                )
+                for a in assignments
+            ],
+            ordered=False,
+        )
+        if result.modified_count == len(assignments):
+            return [(a, tokens[a.job_id]) for a in assignments]
+        mine = {
+            d["_id"]
+            for d in await self.c.scheduled.find(
+                {"_id": {"$in": list(tokens)}}, {"lock_token": 1}
+            ).to_list()
+            if d.get("lock_token") == tokens[d["_id"]]
+        }
+        return [(a, tokens[a.job_id]) for a in assignments if a.job_id in mine]
+
+    async def assign(self, locked: list[tuple[Assignment, ObjectId]], now: datetime) -> int:
+        """Hand locked jobs to their workers with one update; roll back what did not land."""
+        if not locked:
+            return 0
+        mapping = {a.worker_id: a.job_id for a, _ in locked}
+        result = await self.c.roster.update_many(
+            {"_id": {"$in": list(mapping)}, "available": True, "stopping": {"$ne": True}},
+            {
+                "$set": {"available": False, "assigned_to": mapping, "assigned_since": now},
+                "$unset": {"outcome": ""},
+            },
+        )
+        if result.modified_count == len(mapping):
+            return len(mapping)
+        # Some workers went away or started stopping between the read and the update.
+        got = {
+            d["_id"]
+            for d in await self.c.roster.find({"_id": {"$in": list(mapping)}}, {"assigned_to": 1}).to_list()
+            if (d.get("assigned_to") or {}).get(d["_id"]) == mapping[d["_id"]]
+        }
+        missed = [(a, t) for a, t in locked if a.worker_id not in got]
+        await self._rollback([(a.job_id, t) for a, t in missed])
+        return len(locked) - len(missed)
+
+    async def _rollback(self, locks: list[tuple[Any, ObjectId]]) -> None:
+        if not locks:
+            return
+        await self.c.scheduled.bulk_write(
+            [UpdateOne({"_id": job_id, "lock_token": token}, ROLLBACK_PIPELINE) for job_id, token in locks],
+            ordered=False,
+        )
+        log.info("jobs.rolled_back", count=len(locks))
+
+    async def rollback_unassigned(self) -> None:
+        """Release locks a previous leader took but never handed to a worker."""
+        locked = await self.c.scheduled.find(
+            {"locked": True}, {"locked_by": 1, "lock_token": 1}
+        ).to_list()
+        if not locked:
+            return
+        workers = {
+            w["_id"]: w
+            for w in await self.c.roster.find(
+                {"_id": {"$in": list({j.get("locked_by") for j in locked})}},
+                {"assigned_to": 1, "outcome.job": 1, "working_on": 1},
+            ).to_list()
+        }
+        orphans = []
+        for job in locked:
+            w = workers.get(job.get("locked_by"))
+            if w is None:
+                continue  # the worker is gone: a crash, handled by the cleaner
+            refs = {(w.get("assigned_to") or {}).get(w["_id"]), (w.get("outcome") or {}).get("job"),
+                    w.get("working_on")}
+            if job["_id"] not in refs:
+                orphans.append((job["_id"], job["lock_token"]))
+        await self._rollback(orphans)
+
+
+async def run_recruiter(db: Any, clock: Clock, config: RecruiterConfig, stop: asyncio.Event) -> None:
+    """Run a recruiter until ``stop`` is set."""
+    process = RecruiterProcess(db, clock, config)
+
+    async def watch_stop() -> None:
+        await stop.wait()
+        process.stop()
+
+    watcher = asyncio.create_task(watch_stop(), name="recruiter.stop-watch")
+    try:
+        await process.run()
+    finally:
+        watcher.cancel()

@@ -1,0 +1,55 @@
+"""A snapshot of a recruiter database for the ``recruiter status`` command."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from recruiter.connection import Target, sync_client
+from recruiter.store import Collections
+
+
+def collect_status(target: Target) -> dict[str, Any]:
+    client = sync_client(target, app_name="recruiter-status", server_selection_timeout_s=5.0)
+    try:
+        c = Collections.of(client[target.database])
+        scheduled = {d["_id"]: d["n"] for d in c.scheduled.aggregate(
+            [{"$group": {"_id": "$status", "n": {"$sum": 1}}}])}
+        archived = {d["_id"]: d["n"] for d in c.archived.aggregate(
+            [{"$group": {"_id": "$why", "n": {"$sum": 1}}}])}
+        workers = list(c.roster.find({}, {"assigned_to": 0, "outcome": 0}))
+        leases = {d["_id"]: {"owner": d.get("owner"), "epoch": d.get("epoch"),
+                             "expires_at": d["expires_at"].isoformat() if d.get("expires_at") else None}
+                  for d in c.metadata.find({"_id": {"$in": ["recruiter", "cleaner"]}})}
+    finally:
+        client.close()
+    return {
+        "scheduled": dict(sorted(scheduled.items(), key=lambda kv: str(kv[0]))),
+        "archived": dict(sorted(archived.items(), key=lambda kv: str(kv[0]))),
+        "workers": {
+            "total": len(workers),
+            "available": sum(1 for w in workers if w.get("available")),
+            "by_group": _by_group(workers),
+        },
+        "leases": leases,
+    }
+
+
+def _by_group(workers: list[dict[str, Any]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for w in workers:
+        for g in w.get("work_on") or []:
+            counts[g] = counts.get(g, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def render_status(figures: dict[str, Any], as_json: bool) -> str:
+    if as_json:
+        return json.dumps(figures, indent=2, default=str)
+    lines = ["scheduled: " + (", ".join(f"{k}={v}" for k, v in figures["scheduled"].items()) or "none"),
+             "archived:  " + (", ".join(f"{k}={v}" for k, v in figures["archived"].items()) or "none"),
+             f"workers:   {figures['workers']['total']} ({figures['workers']['available']} available)"
+             + "".join(f", {g}={n}" for g, n in figures["workers"]["by_group"].items())]
+    for name, lease in figures["leases"].items():
+        lines.append(f"{name} lease: epoch {lease['epoch']} held by {lease['owner']} until {lease['expires_at']}")
+    return "\n".join(lines)

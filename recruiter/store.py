@@ -1,0 +1,68 @@
+"""Collection names and indexes: the one place that knows the database layout.
+
+Every query the loops run is backed by one of the indexes below; the comment on
+each says which query it serves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pymongo import ASCENDING, IndexModel
+
+SCHEDULED = "scheduled"
+ARCHIVED = "archived"
+ROSTER = "roster"
+METADATA = "metadata"
+
+INDEXES: dict[str, list[IndexModel]] = {
+    SCHEDULED: [
+        # Recruiter candidates of one group: equality on locked+group, range and
+        # sort on scheduled_at, so the index yields jobs in order and the query
+        # stops after `limit` entries instead of scanning the backlog.
+        IndexModel([("locked", ASCENDING), ("group", ASCENDING), ("scheduled_at", ASCENDING)],
+                   name="candidates_by_group"),
+        # Candidates for workers that take any group ("*"), same reasoning.
+        IndexModel([("locked", ASCENDING), ("scheduled_at", ASCENDING)], name="candidates_any_group"),
+        # Jobs held by one worker (cleaner unlocking a dead worker's jobs).
+        IndexModel([("locked_by", ASCENDING)], name="by_worker", sparse=True),
+    ],
+    ARCHIVED: [
+        # Retention: the cleaner deletes by archived_at range.
+        IndexModel([("archived_at", ASCENDING)], name="retention"),
+        # History reads in mongosh: db.archived.find({why: ...}).
+        IndexModel([("why", ASCENDING), ("archived_at", ASCENDING)], name="by_why"),
+    ],
+    ROSTER: [
+        # Recruiter: available workers and workers holding an outcome.
+        IndexModel([("available", ASCENDING)], name="available"),
+        IndexModel([("outcome.token", ASCENDING)], name="pending_outcomes", sparse=True),
+        # Cleaner: workers whose heartbeat is older than the cutoff.
+        IndexModel([("last_seen_at", ASCENDING)], name="heartbeat"),
+    ],
+}
+
+
+@dataclass(frozen=True)
+class Collections:
+    """The four collections of one recruiter database (sync or async handles)."""
+
+    scheduled: Any
+    archived: Any
+    roster: Any
+    metadata: Any
+
+    @classmethod
+    def of(cls, db: Any) -> Collections:
+        return cls(db[SCHEDULED], db[ARCHIVED], db[ROSTER], db[METADATA])
+
+
+def ensure_indexes_sync(db: Any) -> None:
+    for name, models in INDEXES.items():
+        db[name].create_indexes(models)
+
+
+async def ensure_indexes(db: Any) -> None:
+    for name, models in INDEXES.items():
+        await db[name].create_indexes(models)

@@ -1,0 +1,395 @@
+"""The worker process: N worker slots, each with its own roster document.
+
+A slot reads only its own roster document. When the recruiter has assigned it a
+job (``available: false`` and ``assigned_to.<id>`` set) it reads the job, checks
+that the lock is its own, runs it, judges the result by the job's retry policy
+and writes the outcome into its roster document in the same write that makes it
+available again. That write is conditional on the assignment still being there,
+so a slot declared dead by the cleaner cannot record anything (it is halted).
+
+One heartbeat task per process keeps ``last_seen_at`` fresh for every slot,
+whether idle or running a long job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import socket
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import structlog
+from bson import ObjectId
+from pymongo import UpdateOne
+from pymongo.errors import DuplicateKeyError, PyMongoError
+
+from recruiter.attempt import describe_exception, failure_of, judge, judge_crash, storable_result
+from recruiter.clock import Clock
+from recruiter.outcome import DONE, Execution, Outcome
+from recruiter.retry import Archive, Decision
+from recruiter.selection import ANY_GROUP
+from recruiter.store import Collections
+from recruiter.workable import JobContext, accepts_context, workable_from_document
+
+log = structlog.get_logger("recruiter.worker")
+
+
+class JobTimedOut(Exception):
+    """The attempt ran longer than the job's timeout."""
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    groups: tuple[str, ...] = (ANY_GROUP,)
+    concurrency: int = 1
+    worker_id: str | None = None
+    heartbeat_interval_s: float = 5.0
+    poll_from_s: float = 0.02
+    poll_to_s: float = 0.5
+    max_crashes: int = 3
+    deregister_wait_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        if not self.groups:
+            raise ValueError("a worker needs at least one group")
+        for g in self.groups:
+            if not g or g.startswith("$") or "." in g:
+                raise ValueError(f"invalid group {g!r}")
+        if self.concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        if self.worker_id is not None and (
+            not self.worker_id or "." in self.worker_id or self.worker_id.startswith("$")
+        ):
+            raise ValueError(f"invalid worker id {self.worker_id!r}: it cannot be empty, contain '.' or start with '$'")
+        if self.heartbeat_interval_s <= 0:
+            raise ValueError("heartbeat interval must be positive")
+        if not 0 < self.poll_from_s <= self.poll_to_s:
+            raise ValueError("poll-from must be positive and not above poll-to")
+        if self.max_crashes < 1:
+            raise ValueError("max crashes must be at least 1")
+
+    def slot_ids(self) -> list[str]:
+        base = self.worker_id or str(ObjectId())
+        if self.concurrency == 1:
+            return [base]
+        return [f"{base}-{i}" for i in range(self.concurrency)]
+
+
+@dataclass
+class Running:
+    job_id: ObjectId
+    started_at: datetime
+    task: asyncio.Task[Any] | None = None
+    halted: bool = False
+
+
+@dataclass
+class Slot:
+    id: str
+    running: Running | None = None
+    lost: bool = False  # our roster document disappeared (declared dead)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class WorkerProcess:
+    def __init__(self, db: Any, clock: Clock, config: WorkerConfig) -> None:
+        self.c = Collections.of(db)
+        self.clock = clock
+        self.config = config
+        self.pid = os.getpid()
+        self.hostname = socket.gethostname()
+        self.slots = [Slot(i) for i in config.slot_ids()]
+        self.stopping = asyncio.Event()
+
+    # -- roster ---------------------------------------------------------------
+
+    def _roster_document(self, slot: Slot, now: datetime) -> dict[str, Any]:
+        return {
+            "_id": slot.id,
+            "work_on": list(self.config.groups),
+            "available": True,
+            "available_since": now,
+            "last_seen_at": now,
+            "created_at": now,
+            "working": False,
+            "pid": self.pid,
+            "hostname": self.hostname,
+        }
+
+    async def register(self, slot: Slot) -> None:
+        now = self.clock.now()
+        try:
+            await self.c.roster.insert_one(self._roster_document(slot, now))
+        except DuplicateKeyError:
+            raise WorkerIdTaken(slot.id) from None
+        slot.lost = False
+        log.info("worker.registered", worker_id=slot.id, groups=list(self.config.groups), pid=self.pid)
+
+    async def deregister(self, slot: Slot) -> None:
+        """Leave the roster without losing an assignment or an unapplied outcome."""
+        result = await self.c.roster.update_one(
+            {"_id": slot.id, "available": True}, {"$set": {"stopping": True, "available": False}}
+        )
+        if result.matched_count == 0:
+            doc = await self.c.roster.find_one({"_id": slot.id}, {f"assigned_to.{slot.id}": 1})
+            job_id = ((doc or {}).get("assigned_to") or {}).get(slot.id)
+            if job_id is not None:
+                # Assigned while we were deciding to stop: do it, then leave.
+                await self.work(slot, job_id)
+        deadline = asyncio.get_running_loop().time() + self.config.deregister_wait_s
+        while True:
+            result = await self.c.roster.delete_one({"_id": slot.id, "outcome": {"$exists": False}})
+            if result.deleted_count or not await self.c.roster.find_one({"_id": slot.id}, {"_id": 1}):
+                log.info("worker.deregistered", worker_id=slot.id)
+                return
+            if asyncio.get_running_loop().time() >= deadline:
+                log.warning("worker.left_outcome", worker_id=slot.id,
+                            detail="the recruiter has not applied the last outcome yet; the cleaner removes "
+                                   "this entry once it has")
+                return
+            await asyncio.sleep(0.1)
+
+    # -- main loops -------------------------------------------------------------
+
+    async def run(self) -> None:
+        for slot in self.slots:
+            await self.register(slot)
+        slot_tasks = [asyncio.create_task(self._slot_loop(s), name=f"worker.slot.{s.id}") for s in self.slots]
+        heartbeat = asyncio.create_task(self._heartbeat_loop(), name="worker.heartbeat")
+        try:
+            done, _ = await asyncio.wait([*slot_tasks, heartbeat], return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                if task.exception() is not None:
+                    raise task.exception()  # type: ignore[misc]
+        finally:
+            self.stopping.set()
+            for s in self.slots:
+                s.wake.set()
+            await asyncio.gather(*slot_tasks, return_exceptions=True)
+            heartbeat.cancel()
+            await asyncio.gather(heartbeat, return_exceptions=True)
+
+    def stop(self) -> None:
+        """Graceful stop: take no new work, let running jobs finish, leave the roster."""
+        if not self.stopping.is_set():
+            log.info("worker.stopping", workers=[s.id for s in self.slots])
+        self.stopping.set()
+        for s in self.slots:
+            s.wake.set()
+
+    async def _slot_loop(self, slot: Slot) -> None:
+        backoff = self.config.poll_from_s
+        while not self.stopping.is_set():
+            try:
+                job_id = await self.poll(slot)
+            except PyMongoError as exc:
+                log.warning("poll.failed", worker_id=slot.id, error=str(exc).splitlines()[0][:200])
+                job_id = None
+                backoff = self.config.poll_to_s
+            if job_id is not None:
+                await self.work(slot, job_id)
+                backoff = self.config.poll_from_s
+                continue
+            slot.wake.clear()
+            try:
+                await asyncio.wait_for(slot.wake.wait(), timeout=backoff)
+            except TimeoutError:
+                pass
+            backoff = min(backoff * 2, self.config.poll_to_s)
+        await self.deregister(slot)
+
+    async def poll(self, slot: Slot) -> ObjectId | None:
+        """Read our own roster document; return the job assigned to us, if any."""
+        doc = await self.c.roster.find_one({"_id": slot.id}, {"available": 1, f"assigned_to.{slot.id}": 1})
+        if doc is None:
+            log.warning("worker.lost_registration", worker_id=slot.id,
+                        detail="the cleaner removed this worker (missed heartbeats); registering again")
+            await self.register(slot)
+            return None
+        if doc.get("available"):
+            return None
+        return (doc.get("assigned_to") or {}).get(slot.id)
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            try:
+                await self.heartbeat()
+            except PyMongoError as exc:
+                log.warning("heartbeat.failed", error=str(exc).splitlines()[0][:200])
+            await asyncio.sleep(self.config.heartbeat_interval_s)
+
+    async def heartbeat(self) -> None:
+        """Refresh ``last_seen_at`` of every slot in one round trip; halt slots that lost their entry."""
+        now = self.clock.now()
+        ops = []
+        for s in self.slots:
+            set_: dict[str, Any] = {"last_seen_at": now}
+            if s.running is not None:
+                set_.update(working=True, working_on=s.running.job_id, working_since=s.running.started_at)
+            ops.append(UpdateOne({"_id": s.id}, {"$set": set_}))
+        result = await self.c.roster.bulk_write(ops, ordered=False)
+        if result.matched_count == len(self.slots):
+            return
+        present = {d["_id"] for d in await self.c.roster.find(
+            {"_id": {"$in": [s.id for s in self.slots]}}, {"_id": 1}).to_list()}
+        for s in self.slots:
+            if s.id not in present and s.running is not None and not s.running.halted:
+                self._halt(s, "the worker was declared dead; its job may run elsewhere")
+
+    def _halt(self, slot: Slot, reason: str) -> None:
+        assert slot.running is not None
+        slot.running.halted = True
+        log.warning("job.halted", worker_id=slot.id, job_id=str(slot.running.job_id), reason=reason)
+        if slot.running.task is not None:
+            slot.running.task.cancel()
+
+    # -- one job ----------------------------------------------------------------
+
+    async def work(self, slot: Slot, job_id: ObjectId) -> None:
+        job = await self.c.scheduled.find_one({"_id": job_id})
+        if not job or not job.get("locked") or job.get("locked_by") != slot.id:
+            log.warning("assignment.stale", worker_id=slot.id, job_id=str(job_id))
+            await self.c.roster.update_one(
+                {"_id": slot.id, f"assigned_to.{slot.id}": job_id},
+                {"$set": {"available": not self.stopping.is_set(), "available_since": self.clock.now()},
+                 "$unset": {"assigned_to": ""}},
+            )
+            return
+        bound = log.bind(worker_id=slot.id, job_id=str(job_id), group=job.get("group"), attempt=job.get("attempts"))
+        slot.running = Running(job_id, self.clock.now())
+        try:
+            outcome = await self.attempt(slot, job, bound)
+            await self.record(slot, outcome, bound)
+        finally:
+            slot.running = None
+
+    async def attempt(self, slot: Slot, job: dict[str, Any], bound: Any) -> Outcome:
+        """Run (or, after a crash, judge) one attempt and return its outcome."""
+        now = self.clock.now()
+        token = job["lock_token"]
+        attempt = int(job.get("attempts", 1))
+        if job.get("crash_pending"):
+            verdict = judge_crash(job, now, self.config.max_crashes)
+            if verdict is not None:
+                bound.info("job.crash_judged", decision=repr(verdict))
+                return Outcome(job["_id"], token, attempt, executed=False, decision=verdict)
+
+        started_at = now
+        error: BaseException | None = None
+        result: Any = None
+        kind = "done"
+        try:
+            result = await self._execute(slot, job)
+        except asyncio.CancelledError:
+            if slot.running is not None and slot.running.halted:
+                error = RuntimeError("halted: the worker lost its assignment")
+            else:
+                raise
+        except JobTimedOut as exc:
+            error, kind = exc, "timed-out"
+        except Exception as exc:  # noqa: BLE001 - any failure of user code is an attempt outcome
+            error = exc
+        ended_at = self.clock.now()
+
+        decision: Decision
+        if error is None:
+            result, dropped = storable_result(result)
+            if dropped:
+                bound.warning("job.result_dropped", reason=dropped)
+            decision = Archive(DONE)
+            execution = self._execution(job, attempt, "done", started_at, ended_at)
+            bound.info("job.done", duration_s=(ended_at - started_at).total_seconds())
+        else:
+            kind = kind if kind == "timed-out" else "failed"
+            cls, message, trace = describe_exception(error)
+            decision = judge(job, failure_of(job, error, ended_at), ended_at)
+            execution = self._execution(job, attempt, kind, started_at, ended_at, cls, message, trace)
+            bound.info("job.failed", error=cls, message=message[:200], decision=repr(decision))
+        return Outcome(job["_id"], token, attempt, executed=True, decision=decision,
+                       execution=execution, result=result if error is None else None)
+
+    def _execution(self, job: dict[str, Any], attempt: int, kind: Any, started_at: datetime, ended_at: datetime,
+                   cls: str | None = None, message: str | None = None, trace: str | None = None) -> Execution:
+        return Execution(
+            attempt=attempt, kind=kind, worker=str(job.get("locked_by")), pid=self.pid, hostname=self.hostname,
+            scheduled_at=job.get("scheduled_at"), started_at=started_at, ended_at=ended_at,
+            error_class=cls, message=message, trace=trace,
+        )
+
+    async def _execute(self, slot: Slot, job: dict[str, Any]) -> Any:
+        workable = workable_from_document(job["workable"])
+        method = getattr(workable, job["workable"].get("method") or "execute")
+        ctx = JobContext(
+            job_id=str(job["_id"]), attempt=int(job.get("attempts", 1)), worker_id=slot.id,
+            group=job.get("group", ""), tags=tuple(job.get("tags") or ()), tenant=job.get("tenant"),
+            scheduled_at=job.get("scheduled_at"),
+        )
+        args = (ctx,) if accepts_context(method) else ()
+        if inspect.iscoroutinefunction(method):
+            coro = method(*args)
+        else:
+            coro = asyncio.to_thread(method, *args)
+        task = asyncio.ensure_future(coro)
+        assert slot.running is not None
+        slot.running.task = task
+        timeout_s = job.get("timeout_s")
+        try:
+            if timeout_s:
+                try:
+                    value = await asyncio.wait_for(task, timeout=timeout_s)
+                except TimeoutError:
+                    raise JobTimedOut(f"the attempt ran longer than its timeout of {timeout_s}s") from None
+            else:
+                value = await task
+        finally:
+            slot.running.task = None
+        if inspect.isawaitable(value):
+            value = await value
+        return value
+
+    async def record(self, slot: Slot, outcome: Outcome, bound: Any) -> None:
+        """Write the outcome into our roster entry and become available, in one write.
+
+        Retries on connection errors: a lost outcome would leave the job locked.
+        """
+        if slot.running is not None and slot.running.halted:
+            bound.warning("job.outcome_discarded", reason="halted")
+            return
+        stopping = self.stopping.is_set()
+        backoff = self.config.poll_from_s
+        while True:
+            now = self.clock.now()
+            try:
+                result = await self.c.roster.update_one(
+                    {"_id": slot.id, f"assigned_to.{slot.id}": outcome.job_id},
+                    {
+                        "$set": {
+                            "outcome": outcome.to_document(),
+                            "available": not stopping,
+                            "stopping": stopping,
+                            "available_since": now,
+                            "last_seen_at": now,
+                            "working": False,
+                        },
+                        "$unset": {"assigned_to": "", "working_on": "", "working_since": ""},
+                    },
+                )
+                break
+            except PyMongoError as exc:
+                bound.warning("outcome.write_failed", error=str(exc).splitlines()[0][:200])
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self.config.poll_to_s)
+        if result.matched_count == 0:
+            bound.warning("job.outcome_discarded",
+                          reason="the assignment was taken away (worker declared dead or job cancelled)")
+
+
+class WorkerIdTaken(RuntimeError):
+    def __init__(self, worker_id: str) -> None:
+        super().__init__(
+            f"worker id {worker_id!r} is already in the roster; another worker is using it, "
+            "or it has not been cleaned yet"
+        )
