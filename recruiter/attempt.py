@@ -13,9 +13,9 @@ from typing import Any
 import bson
 from bson.errors import InvalidDocument
 
-from recruiter.naming import UnknownClass, exception_lineage
+from recruiter.naming import exception_lineage
 from recruiter.outcome import CRASHED_TOO_MANY_TIMES
-from recruiter.retry import Archive, Decision, Failure, RetryAt, WorkerCrashed, policy_from_document
+from recruiter.retry import Archive, Decision, Failure, MoveToGroup, RetryAt, WorkerCrashed, policy_from_document
 
 MAX_MESSAGE_CHARS = 2_000
 MAX_TRACE_CHARS = 8_000
@@ -40,6 +40,7 @@ def failure_of(job: dict[str, Any], exc: BaseException, ended_at: datetime) -> F
         exception_types=exception_lineage(type(exc)),
         message=str(exc)[:MAX_MESSAGE_CHARS],
         crashed=False,
+        group=job.get("group"),
     )
 
 
@@ -52,7 +53,9 @@ def judge(job: dict[str, Any], failure: Failure, now: datetime) -> Decision:
     try:
         policy = policy_from_document(job["retry_policy"])
         decision = policy.decide(failure, now)
-    except (UnknownClass, ValueError, TypeError, KeyError, AttributeError, ArithmeticError):
+    except Exception:  # noqa: BLE001 - a user policy's bug must not stop the worker
+        return Archive(BAD_RETRY_POLICY)
+    if not isinstance(decision, RetryAt | Archive | MoveToGroup):
         return Archive(BAD_RETRY_POLICY)
     return decision
 
@@ -76,6 +79,7 @@ def judge_crash(job: dict[str, Any], now: datetime, max_crashes: int) -> Decisio
         exception_types=exception_lineage(WorkerCrashed),
         message=last.get("message") or "the worker died during the attempt",
         crashed=True,
+        group=job.get("group"),
     )
     decision = judge(job, failure, now)
     if type(decision) is RetryAt and decision.at <= now:

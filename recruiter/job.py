@@ -81,7 +81,9 @@ def build_job_document(
         workable_doc = workable.to_document()
     except TypeError as exc:
         raise JobRefused(str(exc)) from exc
-    group = _check_name("group", options.group or type(workable).group or DEFAULT_GROUP)
+    # An explicit group is checked as given: in_group("") is an error, not the default.
+    group = options.group if options.group is not None else type(workable).group or DEFAULT_GROUP
+    group = _check_name("group", group)
     policy = options.retry_policy or type(workable).retry_policy or DoNotDoItAgain()
     if not isinstance(policy, RetryPolicy):
         raise JobRefused(f"retry policy must be a recruiter.retry.RetryPolicy, got {policy!r}")

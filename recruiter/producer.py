@@ -10,9 +10,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from bson import ObjectId
+from pymongo.errors import PyMongoError
 
 from recruiter.clock import Clock, ServerClock, SystemClock
-from recruiter.connection import Target, async_client, parse_target, sync_client
+from recruiter.connection import ConnectionProblem, Target, async_client, describe, parse_target, sync_client
 from recruiter.job import JobBuilder, as_builder
 from recruiter.store import Collections, ensure_indexes, ensure_indexes_sync
 from recruiter.workable import Workable
@@ -40,16 +41,24 @@ class Recruiter:
     @classmethod
     def connect(cls, uri: str | None = None, *, clock: Clock | None = None, create_indexes: bool = True,
                 server_selection_timeout_s: float = 10.0) -> Recruiter:
-        """Connect to ``uri`` (default ``mongodb://localhost:27017/recruiter``)."""
+        """Connect to ``uri`` (default ``mongodb://localhost:27017/recruiter``).
+
+        Raises :class:`~recruiter.connection.ConnectionProblem`, with a one-line
+        message, for a bad URI or a server that does not answer.
+        """
         target: Target = parse_target(uri)
         client = sync_client(target, app_name="recruiter-producer",
                              server_selection_timeout_s=server_selection_timeout_s)
-        if clock is None:
-            clock = ServerClock()
-            clock.calibrate_sync(client)  # schedule on the server's time line
-        rec = cls(client, target.database, clock=clock, owns_client=True)
-        if create_indexes:
-            ensure_indexes_sync(rec.db)
+        try:
+            if clock is None:
+                clock = ServerClock()
+                clock.calibrate_sync(client)  # schedule on the server's time line
+            rec = cls(client, target.database, clock=clock, owns_client=True)
+            if create_indexes:
+                ensure_indexes_sync(rec.db)
+        except PyMongoError as exc:
+            client.close()
+            raise ConnectionProblem(describe(exc, target)) from exc
         return rec
 
     def enqueue(self, item: JobBuilder | Workable) -> ObjectId:
@@ -89,15 +98,20 @@ class AsyncRecruiter:
     @classmethod
     async def connect(cls, uri: str | None = None, *, clock: Clock | None = None, create_indexes: bool = True,
                       server_selection_timeout_s: float = 10.0) -> AsyncRecruiter:
+        """Connect to ``uri``; see :meth:`Recruiter.connect`."""
         target = parse_target(uri)
         client = async_client(target, app_name="recruiter-producer",
                               server_selection_timeout_s=server_selection_timeout_s)
-        if clock is None:
-            clock = ServerClock()
-            await clock.calibrate(client)
-        rec = cls(client, target.database, clock=clock, owns_client=True)
-        if create_indexes:
-            await ensure_indexes(rec.db)
+        try:
+            if clock is None:
+                clock = ServerClock()
+                await clock.calibrate(client)
+            rec = cls(client, target.database, clock=clock, owns_client=True)
+            if create_indexes:
+                await ensure_indexes(rec.db)
+        except PyMongoError as exc:
+            await client.close()
+            raise ConnectionProblem(describe(exc, target)) from exc
         return rec
 
     async def enqueue(self, item: JobBuilder | Workable) -> ObjectId:

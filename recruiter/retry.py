@@ -21,50 +21,35 @@ needs to be a module-level frozen dataclass that subclasses
                 return RetryAt(now + self.wait)
             return Archive(NOT_SCHEDULED)
 
-Durations given to constructors may be a ``timedelta``, a number of seconds
-or a string such as ``"5m"`` (see :mod:`recruiter.durations`); they are
-stored as ``timedelta`` on the instance and as float seconds in documents.
+Durations given to the built-in policies may be a ``timedelta``, a number of
+seconds or a string such as ``"5m"`` (see :mod:`recruiter.durations`); they
+are kept as ``timedelta`` on the instance and stored as float seconds.
 """
 
 from __future__ import annotations
 
 import abc
 import dataclasses
+import itertools
 import math
 import random
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Union
 
 from recruiter.durations import parse_duration
 from recruiter.naming import UnknownClass, import_qualified, qualified_name
 
 __all__ = [
-    "NON_RETRIABLE",
-    "NOT_SCHEDULED",
-    "TRIED_TOO_MANY_TIMES",
-    "Archive",
-    "Decision",
-    "DoNotDoItAgain",
-    "ExponentialBackoff",
-    "Failure",
-    "MoveToGroup",
-    "RetriableExceptionFilter",
-    "RetryAt",
-    "RetryForever",
-    "RetryManyTimes",
-    "RetryPolicy",
-    "SelectByException",
-    "SwitchGroup",
-    "TimeTable",
-    "UnknownClass",
-    "WorkerCrashed",
-    "policy_from_document",
-    "policy_to_document",
-]
+    "NON_RETRIABLE", "NOT_SCHEDULED", "TRIED_TOO_MANY_TIMES", "Archive", "Decision",
+    "DoNotDoItAgain", "DurationLike", "ExceptionRefs", "ExponentialBackoff", "Failure",
+    "MoveToGroup", "RetriableExceptionFilter", "RetryAt", "RetryForever", "RetryManyTimes",
+    "RetryPolicy", "SelectByException", "SwitchGroup", "TimeTable", "UnknownClass",
+    "WorkerCrashed", "policy_from_document", "policy_to_document",
+]  # fmt: skip
 
 # Values of ``Archive.why`` produced by the policies in this module.
 TRIED_TOO_MANY_TIMES = "tried-too-many-times"
@@ -95,6 +80,8 @@ class Failure:
     """``exception_lineage()`` of the error, most specific first."""
     message: str
     crashed: bool = False
+    group: str | None = None
+    """The group the job was in when the attempt failed."""
 
     def __post_init__(self) -> None:
         if self.attempts < 1:
@@ -125,6 +112,11 @@ class MoveToGroup:
 
 Decision = RetryAt | Archive | MoveToGroup
 
+DurationLike = timedelta | float | str
+"""A ``timedelta``, a number of seconds, or text for :func:`~recruiter.durations.parse_duration`."""
+ExceptionRefs = type[BaseException] | str | Iterable[type[BaseException] | str]
+"""Exception classes or ``"module:Qualname"`` names (one or several)."""
+
 
 # -- validation helpers ------------------------------------------------------
 
@@ -134,7 +126,10 @@ def _duration(value: Any, name: str) -> timedelta:
     if isinstance(value, timedelta):
         result = value
     elif isinstance(value, str):
-        result = parse_duration(value)
+        try:
+            result = parse_duration(value)
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         if not math.isfinite(value):
             raise ValueError(f"{name} must be a finite number of seconds, got {value!r}")
@@ -143,8 +138,7 @@ def _duration(value: Any, name: str) -> timedelta:
         result = timedelta(seconds=value)
     else:
         raise ValueError(
-            f"{name} must be a timedelta, a number of seconds or a string like '5m', "
-            f"got {value!r}"
+            f"{name} must be a timedelta, a number of seconds or a string like '5m', got {value!r}"
         )
     if result < timedelta(0):
         raise ValueError(f"{name} must not be negative, got {value!r}")
@@ -265,7 +259,7 @@ def _decode(value: Any, hint: Any) -> Any:
         if len(args) == 2 and args[1] is Ellipsis:
             return tuple(_decode(item, args[0]) for item in value)
         if len(args) == len(value):
-            return tuple(_decode(item, arg) for item, arg in zip(value, args))
+            return tuple(_decode(item, arg) for item, arg in zip(value, args, strict=True))
         return tuple(_decode_untyped(item) for item in value)
     if origin is list and isinstance(value, list):
         item_hint = args[0] if args else Any
@@ -320,9 +314,7 @@ class RetryPolicy(abc.ABC):
             hints = typing.get_type_hints(cls)
         except (NameError, TypeError):
             hints = {}
-        kwargs = {
-            name: _decode(value, hints.get(name, Any)) for name, value in parameters.items()
-        }
+        kwargs = {name: _decode(value, hints.get(name, Any)) for name, value in parameters.items()}
         return cls(**kwargs)
 
 
@@ -355,6 +347,14 @@ def policy_from_document(doc: dict[str, Any]) -> RetryPolicy:
 
 
 # -- policies ----------------------------------------------------------------
+# The built-in policies take loosely typed arguments (durations as text or
+# seconds, exceptions as classes or names) and store them normalised, hence
+# their explicit __init__ (``init=False``); the fields keep the stored types.
+
+
+def _set(instance: RetryPolicy, /, **values: Any) -> None:
+    for name, value in values.items():
+        object.__setattr__(instance, name, value)
 
 
 @dataclass(frozen=True)
@@ -365,16 +365,15 @@ class DoNotDoItAgain(RetryPolicy):
         return Archive(NOT_SCHEDULED)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class RetryManyTimes(RetryPolicy):
     """Retry ``times`` times, ``wait`` after each failure; ``times=2`` means 3 executions."""
 
     times: int
-    wait: timedelta = timedelta(0)
+    wait: timedelta
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "times", _times(self.times))
-        object.__setattr__(self, "wait", _duration(self.wait, "wait"))
+    def __init__(self, times: int, wait: DurationLike = 0) -> None:
+        _set(self, times=_times(times), wait=_duration(wait, "wait"))
 
     def decide(self, failure: Failure, now: datetime) -> Decision:
         if failure.attempts > self.times:
@@ -382,7 +381,7 @@ class RetryManyTimes(RetryPolicy):
         return RetryAt(_after(now, self.wait))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class ExponentialBackoff(RetryPolicy):
     """Retry ``times`` times, waiting ``initial * 2**(attempts - 1)``, at most ``cap``.
 
@@ -392,26 +391,33 @@ class ExponentialBackoff(RetryPolicy):
     """
 
     times: int
-    initial: timedelta = timedelta(seconds=1)
-    cap: timedelta | None = None
-    jitter: float = 0.0
+    initial: timedelta
+    cap: timedelta | None
+    jitter: float
 
     # 2**80 microseconds is beyond timedelta.max: more doublings change nothing.
     _MAX_DOUBLINGS: ClassVar[int] = 80
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "times", _times(self.times))
-        object.__setattr__(self, "initial", _duration(self.initial, "initial"))
-        if self.cap is not None:
-            object.__setattr__(self, "cap", _duration(self.cap, "cap"))
-        jitter = self.jitter
+    def __init__(
+        self,
+        times: int,
+        initial: DurationLike = 1,
+        cap: DurationLike | None = None,
+        jitter: float = 0.0,
+    ) -> None:
         if (
             isinstance(jitter, bool)
             or not isinstance(jitter, (int, float))
             or not 0.0 <= jitter <= 1.0
         ):
             raise ValueError(f"jitter must be a number between 0 and 1, got {jitter!r}")
-        object.__setattr__(self, "jitter", float(jitter))
+        _set(
+            self,
+            times=_times(times),
+            initial=_duration(initial, "initial"),
+            cap=None if cap is None else _duration(cap, "cap"),
+            jitter=float(jitter),
+        )
 
     def delay(self, attempts: int, job_id: str = "") -> timedelta:
         """The wait after the ``attempts``-th failed execution of job ``job_id``."""
@@ -433,22 +439,22 @@ class ExponentialBackoff(RetryPolicy):
         return RetryAt(_after(now, self.delay(failure.attempts, failure.job_id)))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class RetryForever(RetryPolicy):
     """Always retry, ``wait`` after the failure."""
 
-    wait: timedelta = timedelta(0)
+    wait: timedelta
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "wait", _duration(self.wait, "wait"))
+    def __init__(self, wait: DurationLike = 0) -> None:
+        _set(self, wait=_duration(wait, "wait"))
 
     def decide(self, failure: Failure, now: datetime) -> Decision:
         return RetryAt(_after(now, self.wait))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class TimeTable(RetryPolicy):
-    """"While the job is younger than X, retry every Y".
+    """Retry every Y while the job is younger than X, by a table of (X, Y) rows.
 
     ``TimeTable({"5m": "1m", "1h": "5m", "1d": "1h"})`` retries every minute
     during the job's first 5 minutes, then every 5 minutes until it is an hour
@@ -460,9 +466,11 @@ class TimeTable(RetryPolicy):
 
     table: tuple[tuple[timedelta, timedelta], ...]
 
-    def __post_init__(self) -> None:
-        raw: Any = self.table
-        pairs = list(raw.items()) if isinstance(raw, Mapping) else list(raw)
+    def __init__(
+        self,
+        table: Mapping[Any, DurationLike] | Iterable[tuple[DurationLike, DurationLike]],
+    ) -> None:
+        pairs: list[Any] = list(table.items()) if isinstance(table, Mapping) else list(table)
         if not pairs:
             raise ValueError("table must have at least one (within, every) entry")
         rows: list[tuple[timedelta, timedelta]] = []
@@ -474,20 +482,23 @@ class TimeTable(RetryPolicy):
                 raise ValueError(f"table: 'within' must be positive, got {pair[0]!r}")
             rows.append((within, every))
         rows.sort(key=lambda row: row[0])
-        for before, after in zip(rows, rows[1:]):
+        for before, after in itertools.pairwise(rows):
             if before[0] == after[0]:
                 raise ValueError(f"table lists the age {before[0]} twice")
-        object.__setattr__(self, "table", tuple(rows))
+        _set(self, table=tuple(rows))
 
     def decide(self, failure: Failure, now: datetime) -> Decision:
-        age = now - failure.created_at
+        created_at = failure.created_at
+        if created_at.tzinfo is None and now.tzinfo is not None:
+            created_at = created_at.replace(tzinfo=UTC)  # a naive BSON date is UTC
+        age = now - created_at
         for within, every in self.table:
             if age < within:
                 return RetryAt(_after(now, every))
         return Archive(TRIED_TOO_MANY_TIMES)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class RetriableExceptionFilter(RetryPolicy):
     """Let ``policy`` judge only failures raised by one of ``exceptions``.
 
@@ -501,9 +512,12 @@ class RetriableExceptionFilter(RetryPolicy):
     policy: RetryPolicy
     exceptions: tuple[str, ...]
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "policy", _policy(self.policy, "policy"))
-        object.__setattr__(self, "exceptions", _exception_names(self.exceptions, "exceptions"))
+    def __init__(self, policy: RetryPolicy, exceptions: ExceptionRefs) -> None:
+        _set(
+            self,
+            policy=_policy(policy, "policy"),
+            exceptions=_exception_names(exceptions, "exceptions"),
+        )
 
     def decide(self, failure: Failure, now: datetime) -> Decision:
         if failure.crashed or not set(self.exceptions).isdisjoint(failure.exception_types):
@@ -511,7 +525,7 @@ class RetriableExceptionFilter(RetryPolicy):
         return Archive(NON_RETRIABLE)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class SelectByException(RetryPolicy):
     """Choose the policy by exception: the first rule naming one of the failure's types wins.
 
@@ -522,22 +536,21 @@ class SelectByException(RetryPolicy):
     """
 
     rules: tuple[tuple[tuple[str, ...], RetryPolicy], ...]
-    default: RetryPolicy = field(default_factory=DoNotDoItAgain)
+    default: RetryPolicy
 
-    def __post_init__(self) -> None:
-        rules: list[tuple[tuple[str, ...], RetryPolicy]] = []
-        for index, rule in enumerate(self.rules):
+    def __init__(
+        self,
+        rules: Iterable[tuple[ExceptionRefs, RetryPolicy]],
+        default: RetryPolicy | None = None,
+    ) -> None:
+        normalised: list[tuple[tuple[str, ...], RetryPolicy]] = []
+        for index, rule in enumerate(rules):
             if not isinstance(rule, (tuple, list)) or len(rule) != 2:
                 raise ValueError(f"rules[{index}] must be an (exceptions, policy) pair")
-            exceptions, policy = rule
-            rules.append(
-                (
-                    _exception_names(exceptions, f"rules[{index}]"),
-                    _policy(policy, f"rules[{index}] policy"),
-                )
-            )
-        object.__setattr__(self, "rules", tuple(rules))
-        object.__setattr__(self, "default", _policy(self.default, "default"))
+            exceptions = _exception_names(rule[0], f"rules[{index}]")
+            normalised.append((exceptions, _policy(rule[1], f"rules[{index}] policy")))
+        default = DoNotDoItAgain() if default is None else _policy(default, "default")
+        _set(self, rules=tuple(normalised), default=default)
 
     def decide(self, failure: Failure, now: datetime) -> Decision:
         for exceptions, policy in self.rules:
@@ -546,28 +559,26 @@ class SelectByException(RetryPolicy):
         return self.default.decide(failure, now)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class SwitchGroup(RetryPolicy):
     """Follow ``after``; where it would archive, move the job to ``group`` instead.
 
     The job is moved to run ``wait`` later. It keeps this policy and its
-    attempt count, so a job that fails again in ``group`` is moved again
-    whenever ``after`` would archive it; give the jobs of ``group`` a
-    worker that can succeed, or nest a different policy for them.
+    attempt count; once it is in ``group``, what ``after`` decides stands, so
+    a job that keeps failing there is archived rather than moved forever.
     """
 
     group: str
     after: RetryPolicy
-    wait: timedelta = timedelta(0)
+    wait: timedelta
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.group, str) or not self.group.strip():
-            raise ValueError(f"group must be a non-empty string, got {self.group!r}")
-        object.__setattr__(self, "after", _policy(self.after, "after"))
-        object.__setattr__(self, "wait", _duration(self.wait, "wait"))
+    def __init__(self, group: str, after: RetryPolicy, wait: DurationLike = 0) -> None:
+        if not isinstance(group, str) or not group.strip():
+            raise ValueError(f"group must be a non-empty string, got {group!r}")
+        _set(self, group=group, after=_policy(after, "after"), wait=_duration(wait, "wait"))
 
     def decide(self, failure: Failure, now: datetime) -> Decision:
         decision = self.after.decide(failure, now)
-        if isinstance(decision, Archive):
+        if isinstance(decision, Archive) and failure.group != self.group:
             return MoveToGroup(self.group, _after(now, self.wait))
         return decision

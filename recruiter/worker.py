@@ -160,10 +160,15 @@ class WorkerProcess:
         slot_tasks = [asyncio.create_task(self._slot_loop(s), name=f"worker.slot.{s.id}") for s in self.slots]
         heartbeat = asyncio.create_task(self._heartbeat_loop(), name="worker.heartbeat")
         try:
-            done, _ = await asyncio.wait([*slot_tasks, heartbeat], return_when=asyncio.FIRST_EXCEPTION)
-            for task in done:
-                if task.exception() is not None:
-                    raise task.exception()  # type: ignore[misc]
+            # The heartbeat is a supervised side task: if it dies, the process stops.
+            pending: set[asyncio.Task[Any]] = {*slot_tasks, heartbeat}
+            while any(t in pending for t in slot_tasks):
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    if task.exception() is not None:
+                        raise task.exception()  # type: ignore[misc]
+                    if task is heartbeat:
+                        raise RuntimeError("the heartbeat task stopped")
         finally:
             self.stopping.set()
             for s in self.slots:

@@ -38,8 +38,28 @@ def test_parse_accepts(text: str, expected: timedelta) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", "   ", "abc", "-5s", "-1", "5x", "5 s", "s", "ms", "1h 30m", "1m1h", "5s5s",
-     "1.2.3s", "1e3s", "inf", "nan", "5sm", "10mss", "5S", "٣s"],
+    [
+        "",
+        "   ",
+        "abc",
+        "-5s",
+        "-1",
+        "5x",
+        "5 s",
+        "s",
+        "ms",
+        "1h 30m",
+        "1m1h",
+        "5s5s",
+        "1.2.3s",
+        "1e3s",
+        "inf",
+        "nan",
+        "5sm",
+        "10mss",
+        "5S",
+        "٣s",
+    ],
 )
 def test_parse_rejects_with_one_clear_line(text: str) -> None:
     with pytest.raises(ValueError) as info:

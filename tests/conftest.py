@@ -1,0 +1,112 @@
+"""Test fixtures: a real server for the whole session, a fresh database per test.
+
+The server is the embedded SecantusDB, started here as a separate process on a
+free port with a throwaway storage directory, unless
+``RECRUITER_TEST_MONGODB_URI`` points at a real MongoDB.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pymongo import MongoClient
+from pymongo.uri_parser import parse_uri
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def with_database(uri: str, database: str) -> str:
+    """``uri`` with its database replaced (options kept)."""
+    head, sep, options = uri.partition("?")
+    scheme, _, rest = head.partition("://")
+    hosts = rest.split("/", 1)[0]
+    return f"{scheme}://{hosts}/{database}{sep}{options}"
+
+
+def wait_for(condition: Callable[[], Any], timeout_s: float = 30.0, interval_s: float = 0.05,
+             message: str = "condition") -> Any:
+    """Poll ``condition`` until it returns something truthy; fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {message}")
+        time.sleep(interval_s)
+
+
+@pytest.fixture(scope="session")
+def server_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    external = os.environ.get("RECRUITER_TEST_MONGODB_URI")
+    if external:
+        parse_uri(external)
+        yield external
+        return
+    exe = shutil.which("secantusd-py", path=str(Path(sys.executable).parent)) or shutil.which("secantusd-py")
+    if exe is None:
+        pytest.exit("secantusd-py not found: pip install -e '.[dev]' or set RECRUITER_TEST_MONGODB_URI", 2)
+    port = free_port()
+    storage = tmp_path_factory.mktemp("secantus")
+    log = open(storage / "server.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen([exe, "--host", "127.0.0.1", "--port", str(port), "--storage-path", str(storage / "data")],
+                            stdout=log, stderr=subprocess.STDOUT)
+    uri = f"mongodb://127.0.0.1:{port}/"
+    client: MongoClient[Any] = MongoClient(uri, serverSelectionTimeoutMS=500)
+    try:
+        wait_for(lambda: _ping(client) or proc.poll() is not None, timeout_s=30, message="the embedded server")
+        if proc.poll() is not None:
+            pytest.exit(f"the embedded server exited: {(storage / 'server.log').read_text()[-2000:]}", 2)
+        yield uri
+    finally:
+        client.close()
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def _ping(client: MongoClient[Any]) -> bool:
+    try:
+        client.admin.command("ping")
+        return True
+    except Exception:  # noqa: BLE001 - not up yet
+        return False
+
+
+@pytest.fixture
+def db_uri(server_uri: str) -> Iterator[str]:
+    """A URI naming a database of this test's own, dropped afterwards."""
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    uri = with_database(server_uri, name)
+    yield uri
+    client: MongoClient[Any] = MongoClient(uri)
+    try:
+        client.drop_database(name)
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def db(db_uri: str) -> Iterator[Any]:
+    client: MongoClient[Any] = MongoClient(db_uri, tz_aware=True)
+    yield client.get_default_database()
+    client.close()
