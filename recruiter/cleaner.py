@@ -12,6 +12,7 @@ swept the same way.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 from dataclasses import dataclass
@@ -81,10 +82,8 @@ class CleanerProcess:
                     leading = False
             except PyMongoError as exc:
                 log.warning("clean.failed", error=str(exc).splitlines()[0][:200])
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), timeout=interval)
-            except TimeoutError:
-                pass
         await self.lease.release()
 
     async def clean(self) -> CleanReport:
@@ -134,7 +133,7 @@ class CleanerProcess:
     async def _unlock(self, jobs: list[dict[str, Any]], workers: dict[str, Any], now: datetime, reason: str) -> int:
         if not jobs:
             return 0
-        ops = [UpdateOne(*crash_update(j, workers.get(j.get("locked_by")), now, reason)) for j in jobs]
+        ops = [UpdateOne(*crash_update(j, workers.get(str(j.get("locked_by"))), now, reason)) for j in jobs]
         result = await self.c.scheduled.bulk_write(ops, ordered=False)
         for j in jobs:
             log.warning("job.crashed", job_id=str(j["_id"]), worker_id=j.get("locked_by"),

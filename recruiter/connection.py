@@ -8,6 +8,7 @@ node.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -42,9 +43,20 @@ class Target:
         return f"mongodb://{hosts}/{self.database}"
 
 
+def uri_from_environment() -> str:
+    """``RECRUITER_MONGODB_URI``, else ``MONGODB_URI``, else the default URI."""
+    for name in URI_ENVVARS:
+        if os.environ.get(name):
+            return os.environ[name]
+    return DEFAULT_URI
+
+
 def parse_target(uri: str | None) -> Target:
-    """Validate a MongoDB URI and find its database (``recruiter`` when the URI names none)."""
-    uri = (uri or DEFAULT_URI).strip()
+    """Validate a MongoDB URI and find its database (``recruiter`` when the URI names none).
+
+    Without a URI, the environment decides (:func:`uri_from_environment`).
+    """
+    uri = (uri or uri_from_environment()).strip()
     try:
         parsed = parse_uri(uri, validate=True, warn=False)
     except (InvalidURI, ConfigurationError, ValueError) as exc:

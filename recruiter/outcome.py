@@ -106,7 +106,7 @@ def is_archive(outcome_doc: dict[str, Any]) -> bool:
 
 def held_by(job: dict[str, Any] | None, outcome_doc: dict[str, Any]) -> bool:
     """Whether ``job`` is still under the lock the outcome was produced for (fencing)."""
-    return bool(job) and job.get("locked") is True and job.get("lock_token") == outcome_doc["token"]
+    return job is not None and job.get("locked") is True and job.get("lock_token") == outcome_doc["token"]
 
 
 def _history(job: dict[str, Any], execution: dict[str, Any] | None) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ never reached a worker are rolled back when a leader starts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 from dataclasses import dataclass
@@ -83,10 +84,8 @@ class RecruiterProcess:
         self._stop.set()
 
     async def _sleep(self, seconds: float) -> None:
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stop.wait(), timeout=seconds)
-        except TimeoutError:
-            pass
 
     async def run(self) -> None:
         """Wait for the lease, lead while holding it, stand by again when it is lost."""
@@ -124,11 +123,12 @@ class RecruiterProcess:
             backoff = min(backoff * 2, self.config.backoff_to_s)
 
     async def _keep_lease(self) -> None:
+        # Renew once a third of the lease has passed, so two renewals can fail before it expires.
         expires_at = self.lease.expires_at
-        renew_after = timedelta(seconds=self.config.lease_ttl_s * 2 / 3)
-        if expires_at is None or self.clock.now() >= expires_at - renew_after:
-            if not await self.lease.renew():
-                raise LostLease()
+        margin = timedelta(seconds=self.config.lease_ttl_s * 2 / 3)
+        due = expires_at is None or self.clock.now() >= expires_at - margin
+        if due and not await self.lease.renew():
+            raise LostLease()
 
     def _check_lease(self) -> None:
         if not self.lease.held:
@@ -179,7 +179,7 @@ class RecruiterProcess:
         reschedule: list[UpdateOne] = []
         for job_id, (worker_id, outcome) in outcomes.items():
             job = jobs.get(job_id)
-            if not held_by(job, outcome):
+            if job is None or not held_by(job, outcome):
                 # Already applied by an earlier round, or the lock was taken away.
                 log.info("outcome.stale", job_id=str(job_id), worker_id=worker_id)
                 continue

@@ -14,6 +14,7 @@ whether idle or running a long job.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import os
 import socket
@@ -199,10 +200,8 @@ class WorkerProcess:
                 backoff = self.config.poll_from_s
                 continue
             slot.wake.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(slot.wake.wait(), timeout=backoff)
-            except TimeoutError:
-                pass
             backoff = min(backoff * 2, self.config.poll_to_s)
         await self.deregister(slot)
 
@@ -333,10 +332,8 @@ class WorkerProcess:
             scheduled_at=job.get("scheduled_at"),
         )
         args = (ctx,) if accepts_context(method) else ()
-        if inspect.iscoroutinefunction(method):
-            coro = method(*args)
-        else:
-            coro = asyncio.to_thread(method, *args)
+        # Synchronous code runs in a thread so the event loop (and the heartbeat) keeps going.
+        coro = method(*args) if inspect.iscoroutinefunction(method) else asyncio.to_thread(method, *args)
         task = asyncio.ensure_future(coro)
         assert slot.running is not None
         slot.running.task = task

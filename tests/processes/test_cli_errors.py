@@ -1,0 +1,72 @@
+"""Bad input on the command line: one clear line, a non-zero exit, no traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO, free_port
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    for var in ("RECRUITER_MONGODB_URI", "MONGODB_URI"):
+        if not env or var not in env:
+            full_env.pop(var, None)
+    return subprocess.run([sys.executable, "-m", "recruiter.cli", *args], capture_output=True, text=True,
+                          cwd=REPO, env=full_env, timeout=timeout_s)
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr, result.stderr
+    error_lines = [line for line in result.stderr.splitlines() if line.startswith("Error")]
+    assert len(error_lines) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in error_lines[0], result.stderr
+
+
+@pytest.mark.parametrize("command", [["start"], ["worker", "start"], ["cleaner", "start"]])
+def test_unreachable_server_is_one_line(command: list[str]) -> None:
+    uri = f"mongodb://127.0.0.1:{free_port()}/recruiter"
+    result = run_cli(*command, "--target", uri)
+    assert_one_line_error(result, "cannot reach MongoDB", "127.0.0.1")
+
+
+@pytest.mark.parametrize("uri", ["not-a-uri", "mongodb://", "mongodb://host:99999/db"])
+def test_bad_uri_is_one_line(uri: str) -> None:
+    assert_one_line_error(run_cli("start", "--target", uri), "invalid MongoDB URI")
+
+
+def test_uri_from_environment_is_used() -> None:
+    result = run_cli("worker", "start", env={"MONGODB_URI": "definitely not a uri"})
+    assert_one_line_error(result, "invalid MongoDB URI", "definitely not a uri")
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["start", "--backoff-from", "soon"], "invalid duration 'soon'"),
+    (["start", "--backoff-from", "2s", "--backoff-to", "1s"], "backoff-from"),
+    (["start", "--round-size", "0"], "--round-size"),
+    (["worker", "start", "--concurrency", "zero"], "--concurrency"),
+    (["worker", "start", "--id", "a.b"], "invalid worker id"),
+    (["worker", "start", "--group", "$bad"], "invalid group"),
+    (["cleaner", "start", "--considered-dead-after", "-5s"], "invalid duration"),
+    (["cleaner", "start", "--clean-after", "0s"], "longer than zero"),
+])
+def test_bad_option_values_are_one_line(args: list[str], fragment: str) -> None:
+    result = run_cli(*args, "--target", "mongodb://127.0.0.1:1/never-contacted")
+    assert result.returncode == 2, result.stderr
+    assert_one_line_error(result, fragment)
+
+
+def test_options_come_from_environment_variables() -> None:
+    result = run_cli("start", env={"RECRUITER_BACKOFF_FROM": "whenever"})
+    assert_one_line_error(result, "invalid duration 'whenever'")
+
+
+def test_preloading_an_unknown_module_is_one_line() -> None:
+    result = run_cli("worker", "start", "--preload", "no_such_module_here")
+    assert_one_line_error(result, "cannot preload 'no_such_module_here'")
