@@ -53,7 +53,13 @@ def local_port(target: Target) -> int | None:
 
 
 def ensure_running(uri: str | None, storage_path: Path | str = DEFAULT_STORAGE, timeout_s: float = 20.0) -> Target:
-    """Make ``uri`` reachable, starting the embedded server on its port if nothing answers there."""
+    """Make ``uri`` reachable, starting the embedded server on its port if nothing answers there.
+
+    The server is started detached (it outlives this process, so the recruiter,
+    workers and cleaner can share it); its pid is written to ``server.pid`` in the
+    storage directory. When several processes race to start it, one binds the port
+    and the others find it answering.
+    """
     target = parse_target(uri)
     try:
         wait_until_reachable(target, timeout_s=1.0)
@@ -68,6 +74,14 @@ def ensure_running(uri: str | None, storage_path: Path | str = DEFAULT_STORAGE, 
         )
     storage = Path(storage_path)
     storage.mkdir(parents=True, exist_ok=True)
-    start(port, storage, log_path=storage / "server.log", detach=True)
-    wait_until_reachable(target, timeout_s=timeout_s)
+    proc = start(port, storage, log_path=storage / "server.log", detach=True)
+    (storage / "server.pid").write_text(f"{proc.pid}\n")
+    try:
+        wait_until_reachable(target, timeout_s=timeout_s)
+    except ConnectionProblem:
+        if proc.poll() is not None:
+            raise ConnectionProblem(
+                f"the embedded server did not start on port {port}; see {storage / 'server.log'}"
+            ) from None
+        raise
     return target

@@ -1,0 +1,86 @@
+"""Worker process behaviours: concurrency, bad jobs, and the embedded server on demand."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from recruiter import Recruiter
+from recruiter.retry import RetryManyTimes
+from tests.conftest import REPO, free_port, wait_for
+from tests.processes.conftest import Processes
+from tests.workables import BrokenConstructor, Record
+
+
+def test_concurrency_runs_n_workers_with_their_own_roster_entries(
+        processes: Processes, db: Any, db_uri: str) -> None:
+    processes.recruiter()
+    worker = processes.worker("--id", "multi", "--concurrency", "3")
+    entries = wait_for(lambda: (docs := list(db.roster.find())) and len(docs) == 3 and docs,
+                       message="three roster entries")
+    assert {d["_id"] for d in entries} == {"multi-0", "multi-1", "multi-2"}
+    assert {d["pid"] for d in entries} == {worker.pid}
+
+    with Recruiter.connect(db_uri) as rec:
+        rec.enqueue_many(Record(db_uri, n=i, sleep_s=1.0).as_job_of(rec) for i in range(3))
+    wait_for(lambda: db.archived.count_documents({"why": "done"}) == 3, timeout_s=30, message="three jobs")
+
+    events = sorted(db.ledger.find(), key=lambda d: d["at"])
+    first_end = next(i for i, e in enumerate(events) if e["event"] == "end")
+    assert [e["event"] for e in events[:first_end]] == ["start"] * 3, "the three jobs overlapped"
+    assert {e["worker"] for e in events} == {"multi-0", "multi-1", "multi-2"}
+
+
+def test_unknown_class_and_raising_constructor_are_failed_attempts_not_crashes(
+        processes: Processes, db: Any, db_uri: str) -> None:
+    with Recruiter.connect(db_uri) as rec:
+        unknown = BrokenConstructor(1).as_job_of(rec).retry_with(RetryManyTimes(1, wait=0)).build(rec.clock.now())
+        unknown["workable"]["class"] = "tests.no_such_module:Missing"
+        broken = BrokenConstructor(1).as_job_of(rec).retry_with(RetryManyTimes(1, wait=0)).build(rec.clock.now())
+        broken["workable"]["parameters"]["value"] = -1
+        db.scheduled.insert_many([unknown, broken])
+    processes.recruiter()
+    processes.cleaner()
+    worker = processes.worker("--id", "sturdy")
+
+    wait_for(lambda: db.archived.count_documents({}) == 2, timeout_s=30, message="both bad jobs archived")
+    a = db.archived.find_one({"_id": unknown["_id"]})
+    b = db.archived.find_one({"_id": broken["_id"]})
+    for doc in (a, b):
+        assert doc["why"] == "tried-too-many-times"
+        assert doc["attempts"] == 2 and doc["crashes"] == 0
+        assert [e["outcome"] for e in doc["executions"]] == ["failed", "failed"]
+        assert all(e["worker"] == "sturdy" for e in doc["executions"])
+    assert a["last_execution"]["class"] == "recruiter.naming:UnknownClass"
+    assert "tests.no_such_module" in a["last_execution"]["message"]
+    assert b["last_execution"]["class"] == "builtins:RuntimeError"
+    assert "cannot build with -1" in b["last_execution"]["message"]
+    assert worker.popen.poll() is None, "the worker is still running"
+    assert db.roster.find_one({"_id": "sturdy"})["pid"] == worker.pid
+
+
+def test_embedded_server_starts_on_demand(tmp_path: Path) -> None:
+    port = free_port()
+    storage = tmp_path / "embedded"
+    pid_file = storage / "server.pid"
+    uri = f"mongodb://127.0.0.1:{port}/demo"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cleaner = subprocess.Popen(
+        [sys.executable, "-m", "recruiter.cli", "cleaner", "start", "--target", uri, "--embedded",
+         "--embedded-path", str(storage), "--log-format", "json"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO, env=env)
+    try:
+        wait_for(lambda: pid_file.exists(), timeout_s=30, message="the embedded server's pid file")
+        with Recruiter.connect(uri) as rec:
+            lease = wait_for(lambda: rec.db.metadata.find_one({"_id": "cleaner"}), timeout_s=30,
+                             message="the cleaner to take its lease on the embedded server")
+        assert lease["epoch"] == 1
+    finally:
+        cleaner.send_signal(signal.SIGTERM)
+        assert cleaner.wait(20) == 0
+        if pid_file.exists():
+            os.kill(int(pid_file.read_text()), signal.SIGTERM)
