@@ -5,9 +5,18 @@ Producers enqueue :class:`Workable` jobs through :class:`Recruiter` (sync) or
 ``cleaner start`` processes do the rest.
 """
 
+from recruiter.connection import ConnectionProblem
 from recruiter.job import JobBuilder, JobRefused
 from recruiter.producer import AsyncRecruiter, Recruiter
 from recruiter.workable import JobContext, Workable
 
-__all__ = ["AsyncRecruiter", "JobBuilder", "JobContext", "JobRefused", "Recruiter", "Workable"]
+__all__ = [
+    "AsyncRecruiter",
+    "ConnectionProblem",
+    "JobBuilder",
+    "JobContext",
+    "JobRefused",
+    "Recruiter",
+    "Workable",
+]
 __version__ = "0.1.0"

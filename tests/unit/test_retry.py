@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import dataclasses
-
 import subprocess
 import sys
 from dataclasses import dataclass

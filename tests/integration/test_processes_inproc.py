@@ -1,0 +1,601 @@
+"""The recruiter, worker and cleaner driven step by step in one process, on the real server.
+
+Each test builds the process objects on an ``AsyncMongoClient`` with a shared
+:class:`ManualClock` and calls their steps directly (``round()``, ``poll()``,
+``work()``, ``clean()``), so every interleaving is chosen by the test: no
+background loops, no sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import socket
+from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import structlog
+from bson import ObjectId
+from pymongo import AsyncMongoClient, monitoring
+
+from recruiter.cleaner import CleanerConfig, CleanerProcess
+from recruiter.clock import ManualClock
+from recruiter.lease import Lease
+from recruiter.producer import AsyncRecruiter
+from recruiter.recruiting import LostLease, RecruiterConfig, RecruiterProcess
+from recruiter.retry import ExponentialBackoff, RetryManyTimes
+from recruiter.selection import Assignment
+from recruiter.store import ensure_indexes
+from recruiter.worker import Running, Slot, WorkerConfig, WorkerProcess
+from tests.workables import AlwaysFails, BrokenConstructor, Record
+
+START = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+DEAD_AFTER_S = 30.0
+LOCK_FIELDS = ("locked_by", "locked_at", "lock_token", "lock_epoch")
+
+
+class Commands(monitoring.CommandListener):
+    """Records the commands a client sends, so a test can count round trips."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Any, dict[str, Any]]] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        self.events.append((event.command_name, event.command.get(event.command_name), event.command))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+    def clear(self) -> None:
+        self.events.clear()
+
+    def named(self, name: str, collection: str) -> list[dict[str, Any]]:
+        return [cmd for n, coll, cmd in self.events if n == name and coll == collection]
+
+
+@dataclass
+class Harness:
+    db: Any  # async database
+    clock: ManualClock
+    producer: AsyncRecruiter
+    recruiter: RecruiterProcess
+    commands: Commands
+    db_uri: str
+
+    async def round(self) -> Any:
+        """One recruiter round, renewing the lease first as the leader loop would."""
+        assert await self.recruiter.lease.acquire()
+        return await self.recruiter.round()
+
+    async def worker(self, worker_id: str, *groups: str) -> tuple[WorkerProcess, Slot]:
+        process = WorkerProcess(self.db, self.clock, WorkerConfig(groups=groups or ("*",), worker_id=worker_id))
+        (slot,) = process.slots
+        await process.register(slot)
+        return process, slot
+
+    async def cleaner(self) -> CleanerProcess:
+        cleaner = CleanerProcess(self.db, self.clock, CleanerConfig(considered_dead_after_s=DEAD_AFTER_S))
+        assert await cleaner.lease.acquire()
+        return cleaner
+
+    async def job(self, job_id: ObjectId) -> dict[str, Any] | None:
+        return await self.db.scheduled.find_one({"_id": job_id})
+
+    async def archived(self, job_id: ObjectId) -> dict[str, Any] | None:
+        return await self.db.archived.find_one({"_id": job_id})
+
+    async def roster(self, worker_id: str) -> dict[str, Any] | None:
+        return await self.db.roster.find_one({"_id": worker_id})
+
+    async def ledger(self, **query: Any) -> list[dict[str, Any]]:
+        return await self.db.ledger.find(query).to_list()
+
+
+@contextlib.asynccontextmanager
+async def harness(db_uri: str) -> AsyncIterator[Harness]:
+    commands = Commands()
+    client: AsyncMongoClient[Any] = AsyncMongoClient(db_uri, tz_aware=True, event_listeners=[commands])
+    try:
+        db = client.get_default_database()
+        await ensure_indexes(db)
+        clock = ManualClock(START)
+        recruiter = RecruiterProcess(db, clock, RecruiterConfig(), owner="recruiter-under-test")
+        yield Harness(db, clock, AsyncRecruiter(client, db.name, clock=clock), recruiter, commands, db_uri)
+    finally:
+        await client.close()
+
+
+def run(db_uri: str, scenario: Callable[[Harness], Coroutine[Any, Any, None]]) -> None:
+    async def main() -> None:
+        async with harness(db_uri) as h:
+            await scenario(h)
+
+    asyncio.run(main())
+
+
+async def take_and_work(process: WorkerProcess, slot: Slot) -> ObjectId:
+    """What a worker slot does when its poll finds an assignment."""
+    job_id = await process.poll(slot)
+    assert job_id is not None, f"{slot.id} has no assignment"
+    await process.work(slot, job_id)
+    return job_id
+
+
+# -- assignment ----------------------------------------------------------------------------
+
+
+def test_round_assigns_fifo_by_group_with_one_roster_update(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        p = h.producer
+
+        def at(seconds: int) -> datetime:
+            return START + timedelta(seconds=seconds)
+
+        a_old = await Record(h.db_uri, n=1).as_job_of(p).in_group("a").schedule_at(at(-30)).enqueue()
+        a_new = await Record(h.db_uri, n=2).as_job_of(p).in_group("a").schedule_at(at(-10)).enqueue()
+        a_mid = await Record(h.db_uri, n=3).as_job_of(p).in_group("a").schedule_at(at(-20)).enqueue()
+        b_one = await Record(h.db_uri, n=4).as_job_of(p).in_group("b").schedule_at(at(-5)).enqueue()
+        c_one = await Record(h.db_uri, n=5).as_job_of(p).in_group("c").schedule_at(at(-25)).enqueue()
+        a_future = await Record(h.db_uri, n=6).as_job_of(p).in_group("a").schedule_at(at(60)).enqueue()
+        workers = {}
+        for worker_id, group in (("wa1", "a"), ("wa2", "a"), ("wany", "*"), ("wb", "b"), ("wz", "z")):
+            workers[worker_id] = await h.worker(worker_id, group)
+
+        h.commands.clear()
+        report = await h.round()
+
+        expected = {"wa1": a_old, "wa2": a_mid, "wb": b_one, "wany": c_one}
+        assert report.assigned == 4 and report.free_workers == 5 and report.applied == 0
+        # ONE update of the roster for the whole round, shared by every assigned worker.
+        roster_updates = h.commands.named("update", "roster")
+        assert len(roster_updates) == 1
+        assert len(roster_updates[0]["updates"]) == 1 and roster_updates[0]["updates"][0]["multi"] is True
+        # ONE bulk write locks all the chosen jobs.
+        job_updates = h.commands.named("update", "scheduled")
+        assert len(job_updates) == 1 and len(job_updates[0]["updates"]) == 4
+
+        for worker_id, job_id in expected.items():
+            entry = await h.roster(worker_id)
+            assert entry is not None
+            assert entry["available"] is False
+            assert entry["assigned_to"] == expected  # the same map everywhere: one shared update
+            assert entry["assigned_since"] == START
+            assert await workers[worker_id][0].poll(workers[worker_id][1]) == job_id
+            job = await h.job(job_id)
+            assert job is not None
+            assert job["locked"] is True and job["locked_by"] == worker_id
+            assert job["status"] == "assigned" and job["attempts"] == 1
+            assert isinstance(job["lock_token"], ObjectId)
+            assert job["lock_epoch"] == h.recruiter.lease.epoch == 1
+        idle = await h.roster("wz")
+        assert idle is not None and idle["available"] is True and "assigned_to" not in idle
+        assert await workers["wz"][0].poll(workers["wz"][1]) is None
+        for job_id in (a_new, a_future):
+            job = await h.job(job_id)
+            assert job is not None and job["locked"] is False and job["attempts"] == 0
+
+        # Nobody is free but wz, and nothing is due in its group: the next round does nothing.
+        h.commands.clear()
+        again = await h.round()
+        assert again.assigned == 0 and again.applied == 0 and again.free_workers == 1
+        assert h.commands.named("update", "roster") == [] and h.commands.named("update", "scheduled") == []
+
+    run(db_uri, scenario)
+
+
+def test_round_size_bounds_the_round(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        h.recruiter.config = RecruiterConfig(round_size=2)
+        ids = await h.producer.enqueue_many([Record(h.db_uri, n=i) for i in range(4)])
+        for i in range(3):
+            await h.worker(f"w{i}")
+        first = await h.round()
+        assert first.assigned == 2 and first.free_workers == 2
+        second = await h.round()
+        assert second.assigned == 1
+        locked = await h.db.scheduled.count_documents({"locked": True})
+        assert locked == 3
+        assert (await h.job(ids[3]))["locked"] is False  # the newest waits
+
+    run(db_uri, scenario)
+
+
+# -- one job, start to finish -------------------------------------------------------------
+
+
+def test_worker_runs_records_and_next_round_archives(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        job_id = await Record(h.db_uri, n=5).as_job_of(h.producer).in_group("a").enqueue()
+        process, slot = await h.worker("w1", "a")
+        assert await process.poll(slot) is None
+        assert (await h.round()).assigned == 1
+
+        h.clock.advance(timedelta(seconds=2))
+        assert await take_and_work(process, slot) == job_id
+
+        ran = await h.ledger(job=str(job_id))
+        assert [(e["event"], e["attempt"], e["worker"], e["group"]) for e in ran] == [
+            ("start", 1, "w1", "a"), ("end", 1, "w1", "a")]
+        entry = await h.roster("w1")
+        assert entry is not None
+        assert entry["available"] is True and entry["working"] is False
+        assert "assigned_to" not in entry
+        outcome = entry["outcome"]
+        job = await h.job(job_id)
+        assert job is not None and job["locked"] is True  # the worker wrote nothing to the job
+        assert outcome["job"] == job_id and outcome["token"] == job["lock_token"]
+        assert outcome["executed"] is True and outcome["decision"] == {"archive": "done"}
+        assert outcome["result"] == 5
+
+        report = await h.round()
+        assert report.applied == 1
+        assert await h.job(job_id) is None
+        archived = await h.archived(job_id)
+        assert archived is not None
+        assert archived["why"] == "done" and archived["done"] is True
+        assert archived["attempts"] == 1 and archived["locked"] is False
+        assert archived["result"] == 5
+        assert archived["archived_at"] == START + timedelta(seconds=2)
+        last = archived["last_execution"]
+        assert last["worker"] == "w1" and last["pid"] == os.getpid() and last["hostname"] == socket.gethostname()
+        assert last["outcome"] == "done" and last["crashed"] is False
+        assert last["started_at"] == last["ended_at"] == START + timedelta(seconds=2)
+        assert last["scheduled_at"] == START
+        assert archived["executions"] == [last]
+        for f in (*LOCK_FIELDS, "status"):
+            assert f not in archived
+        entry = await h.roster("w1")
+        assert entry is not None and "outcome" not in entry and entry["available"] is True
+
+        # Applying the same outcome again changes nothing (a round repeated after a crash).
+        replay = [{"_id": "w1", "outcome": outcome}]
+        assert await h.recruiter.apply_outcomes(replay, h.clock.now()) == 0
+        assert await h.db.archived.count_documents({}) == 1
+
+    run(db_uri, scenario)
+
+
+def test_async_workable_result_is_archived(db_uri: str) -> None:
+    from tests.workables import AsyncRecord
+
+    async def scenario(h: Harness) -> None:
+        job_id = await h.producer.enqueue(AsyncRecord(h.db_uri, n=9))
+        process, slot = await h.worker("w1")
+        await h.round()
+        await take_and_work(process, slot)
+        await h.round()
+        archived = await h.archived(job_id)
+        assert archived is not None and archived["why"] == "done" and archived["result"] == {"n": 9}
+
+    run(db_uri, scenario)
+
+
+def test_failing_job_is_retried_with_growing_delays_then_archived(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        policy = ExponentialBackoff(times=2, initial=timedelta(seconds=1))
+        job_id = await AlwaysFails(h.db_uri).as_job_of(h.producer).retry_with(policy).enqueue()
+        process, slot = await h.worker("w1")
+
+        for attempt, delay in ((1, timedelta(seconds=1)), (2, timedelta(seconds=2))):
+            assert (await h.round()).assigned == 1
+            await take_and_work(process, slot)
+            failed_at = h.clock.now()
+            report = await h.round()
+            assert report.applied == 1 and report.assigned == 0  # not due again yet
+            job = await h.job(job_id)
+            assert job is not None
+            assert job["status"] == "retrying" and job["locked"] is False and job["attempts"] == attempt
+            assert job["scheduled_at"] == failed_at + delay
+            assert job["last_execution"]["class"] == "builtins:ValueError"
+            assert job["last_execution"]["message"] == "boom"
+            for f in LOCK_FIELDS:
+                assert f not in job
+            # One millisecond early: still not due. On time: assigned.
+            h.clock.advance(delay - timedelta(milliseconds=1))
+            assert (await h.round()).assigned == 0
+            h.clock.advance(timedelta(milliseconds=1))
+
+        assert (await h.round()).assigned == 1
+        await take_and_work(process, slot)
+        assert (await h.round()).applied == 1
+
+        assert await h.job(job_id) is None
+        archived = await h.archived(job_id)
+        assert archived is not None
+        assert archived["why"] == "tried-too-many-times" and archived["done"] is False
+        assert archived["attempts"] == 3
+        executions = archived["executions"]
+        assert [e["attempt"] for e in executions] == [1, 2, 3]
+        assert all(e["outcome"] == "failed" and e["class"] == "builtins:ValueError" for e in executions)
+        gaps = [later["scheduled_at"] - earlier["ended_at"] for earlier, later in itertools.pairwise(executions)]
+        assert gaps == [timedelta(seconds=1), timedelta(seconds=2)]
+        assert len(await h.ledger(job=str(job_id), event="start")) == 3
+
+    run(db_uri, scenario)
+
+
+def test_import_failure_and_broken_constructor_are_failed_attempts(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        missing = await Record(h.db_uri).as_job_of(h.producer).retry_with(RetryManyTimes(times=1)).enqueue()
+        await h.db.scheduled.update_one({"_id": missing}, {"$set": {"workable.class": "nonexistent.module:X"}})
+        broken = await h.producer.enqueue(BrokenConstructor(1))
+        await h.db.scheduled.update_one({"_id": broken}, {"$set": {"workable.parameters": {"value": -1}}})
+        w1, s1 = await h.worker("w1")
+        w2, s2 = await h.worker("w2")
+
+        assert (await h.round()).assigned == 2
+        for process, slot in ((w1, s1), (w2, s2)):
+            await take_and_work(process, slot)  # returns normally: the worker survives
+        report = await h.round()
+        assert report.applied == 2
+
+        # The constructor's error: DoNotDoItAgain (the default) archives it.
+        archived = await h.archived(broken)
+        assert archived is not None
+        assert archived["why"] == "not-scheduled-by-retry-policy" and archived["attempts"] == 1
+        last = archived["last_execution"]
+        assert last["outcome"] == "failed" and last["crashed"] is False
+        assert last["class"] == "builtins:RuntimeError" and last["message"] == "cannot build with -1"
+        assert "tests/workables.py" in last["trace"] and "in __init__" in last["trace"]
+
+        # The unknown class: RetryManyTimes(times=1) retries it once, at once (same round).
+        job = await h.job(missing)
+        assert job is not None and job["attempts"] == 2 and job["status"] == "assigned"
+        assert job["last_execution"]["class"] == "recruiter.naming:UnknownClass"
+        assert "nonexistent.module" in job["last_execution"]["message"]
+        assert report.assigned == 1
+        holder = w1 if (await h.roster("w1")).get("assigned_to") else w2
+        await take_and_work(holder, holder.slots[0])
+        await h.round()
+        archived = await h.archived(missing)
+        assert archived is not None
+        assert archived["why"] == "tried-too-many-times" and archived["attempts"] == 2
+        assert [e["class"] for e in archived["executions"]] == ["recruiter.naming:UnknownClass"] * 2
+        for worker_id in ("w1", "w2"):
+            entry = await h.roster(worker_id)
+            assert entry is not None and entry["available"] is True
+
+    run(db_uri, scenario)
+
+
+# -- dead workers -----------------------------------------------------------------------------
+
+
+def test_zombie_worker_cannot_record_its_outcome(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        job_id = await Record(h.db_uri, n=1).as_job_of(h.producer).retry_with(RetryManyTimes(times=3)).enqueue()
+        process, slot = await h.worker("zombie")
+        await h.round()
+        assert await process.poll(slot) == job_id
+        job = await h.job(job_id)
+        assert job is not None
+        bound = structlog.get_logger("test").bind(worker_id=slot.id)
+
+        # The worker runs the job but pauses before recording (a GC pause, a frozen VM)...
+        slot.running = Running(job_id, h.clock.now())
+        outcome = await process.attempt(slot, job, bound)
+        assert outcome.executed and outcome.decision.why == "done"  # type: ignore[union-attr]
+
+        # ...long enough for the cleaner to declare it dead and take its job back.
+        h.clock.advance(timedelta(seconds=DEAD_AFTER_S + 1))
+        report = await (await h.cleaner()).clean()
+        assert report.dead_workers == 1 and report.unlocked_jobs == 1
+        left_by_cleaner = await h.job(job_id)
+        assert left_by_cleaner is not None and left_by_cleaner["crash_pending"] is True
+
+        await process.record(slot, outcome, bound)
+        assert await h.roster("zombie") is None  # no entry resurrected
+        assert await h.job(job_id) == left_by_cleaner
+
+        # It comes back (registers again on its next poll): still no way to record.
+        slot.running = None
+        assert await process.poll(slot) is None
+        await process.record(slot, outcome, bound)
+        entry = await h.roster("zombie")
+        assert entry is not None and "outcome" not in entry
+        assert await h.job(job_id) == left_by_cleaner
+        assert (await h.round()).applied == 0
+        assert await h.db.archived.count_documents({}) == 0
+
+    run(db_uri, scenario)
+
+
+def test_cleaner_unlocks_the_job_of_a_dead_worker(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        job_id = await Record(h.db_uri, n=3).as_job_of(h.producer).retry_with(RetryManyTimes(times=3)).enqueue()
+        dead, dead_slot = await h.worker("dead")
+        await h.round()
+        assert await dead.poll(dead_slot) == job_id  # took it, then died without a word
+        locked = await h.job(job_id)
+        assert locked is not None
+
+        cleaner = await h.cleaner()
+        h.clock.advance(timedelta(seconds=DEAD_AFTER_S - 1))
+        assert (await cleaner.clean()).dead_workers == 0  # not late enough yet
+        h.clock.advance(timedelta(seconds=2))
+        assert await cleaner.lease.acquire()
+        report = await cleaner.clean()
+        assert report.dead_workers == 1 and report.unlocked_jobs == 1
+
+        assert await h.roster("dead") is None
+        job = await h.job(job_id)
+        assert job is not None
+        assert job["locked"] is False and job["status"] == "retrying"
+        assert job["crash_pending"] is True and job["crashes"] == 1
+        assert job["attempts"] == 1  # the crashed attempt counts
+        assert job["scheduled_at"] == h.clock.now()
+        for f in LOCK_FIELDS:
+            assert f not in job
+        crash = job["executions"][-1]
+        assert crash == job["last_execution"]
+        assert crash["crashed"] is True and crash["outcome"] == "crashed" and crash["attempt"] == 1
+        assert crash["worker"] == "dead" and crash["pid"] == os.getpid()
+        assert crash["hostname"] == socket.gethostname()
+        assert crash["class"] == "recruiter.retry:WorkerCrashed"
+        assert "stopped heartbeating" in crash["message"]
+
+        # Another worker gets it, judges the crash by the policy (retry now) and runs it.
+        alive, alive_slot = await h.worker("alive")
+        assert (await h.round()).assigned == 1
+        await take_and_work(alive, alive_slot)
+        await h.round()
+        archived = await h.archived(job_id)
+        assert archived is not None
+        assert archived["why"] == "done" and archived["attempts"] == 2 and archived["crashes"] == 1
+        assert [e["outcome"] for e in archived["executions"]] == ["crashed", "done"]
+        assert "crash_pending" not in archived
+
+    run(db_uri, scenario)
+
+
+def test_cleaner_keeps_a_worker_holding_an_outcome(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        job_id = await h.producer.enqueue(Record(h.db_uri))
+        process, slot = await h.worker("w1")
+        await h.round()
+        await take_and_work(process, slot)
+
+        h.clock.advance(timedelta(seconds=DEAD_AFTER_S * 2))
+        cleaner = await h.cleaner()
+        report = await cleaner.clean()
+        assert report.dead_workers == 0 and report.unlocked_jobs == 0
+        entry = await h.roster("w1")
+        assert entry is not None and entry["outcome"]["job"] == job_id
+        job = await h.job(job_id)
+        assert job is not None and job["locked"] is True and "crash_pending" not in job
+
+        # The recruiter applies it; only then may the cleaner remove the silent worker.
+        assert (await h.round()).applied == 1
+        assert (await h.archived(job_id))["why"] == "done"
+        assert (await cleaner.clean()).dead_workers == 1
+        assert await h.roster("w1") is None
+        assert await h.db.scheduled.count_documents({}) == 0
+
+    run(db_uri, scenario)
+
+
+def test_heartbeat_keeps_a_long_job_alive(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        job_id = await h.producer.enqueue(Record(h.db_uri))
+        process, slot = await h.worker("slow")
+        await h.round()
+        assert await process.poll(slot) == job_id
+        slot.running = Running(job_id, h.clock.now())  # the job is running
+        cleaner = await h.cleaner()
+        for _ in range(4):
+            h.clock.advance(timedelta(seconds=DEAD_AFTER_S * 0.75))
+            await process.heartbeat()
+            assert await cleaner.lease.acquire()
+            assert (await cleaner.clean()).dead_workers == 0
+        entry = await h.roster("slow")
+        assert entry is not None
+        assert entry["working"] is True and entry["working_on"] == job_id
+        assert entry["last_seen_at"] == h.clock.now()
+        assert (await h.job(job_id))["locked"] is True
+
+    run(db_uri, scenario)
+
+
+# -- leadership -----------------------------------------------------------------------------
+
+
+def test_rollback_unassigned_releases_locks_no_worker_knows_about(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        assigned = await h.producer.enqueue(Record(h.db_uri, n=1))
+        await h.worker("busy")
+        assert (await h.round()).assigned == 1
+
+        fresh = await h.producer.enqueue(Record(h.db_uri, n=2))
+        retrying = await h.producer.enqueue(Record(h.db_uri, n=3))
+        await h.db.scheduled.update_one({"_id": retrying}, {"$set": {"attempts": 1, "status": "retrying"}})
+        ghost_job = await h.producer.enqueue(Record(h.db_uri, n=4))
+        await h.worker("idle")
+        # A leader locked these, then died before the roster update that hands them out.
+        now = h.clock.now()
+        assert await h.recruiter.lease.acquire()
+        locked = await h.recruiter.lock(
+            [Assignment("idle", fresh), Assignment("idle", retrying), Assignment("ghost", ghost_job)], now)
+        assert len(locked) == 3
+        assert (await h.job(fresh))["attempts"] == 1 and (await h.job(retrying))["attempts"] == 2
+
+        await h.recruiter.rollback_unassigned()
+
+        for job_id, attempts, status in ((fresh, 0, "queued"), (retrying, 1, "retrying")):
+            job = await h.job(job_id)
+            assert job is not None
+            assert job["locked"] is False and job["attempts"] == attempts and job["status"] == status
+            for f in LOCK_FIELDS:
+                assert f not in job
+        kept = await h.job(assigned)
+        assert kept is not None and kept["locked"] is True and kept["locked_by"] == "busy"
+        # A job of a worker that is gone is the cleaner's (a crash), not a rollback.
+        ghost = await h.job(ghost_job)
+        assert ghost is not None and ghost["locked"] is True and ghost["attempts"] == 1
+        # The released jobs are assignable again.
+        assert (await h.round()).assigned == 1
+        assert (await h.roster("idle"))["assigned_to"] == {"idle": fresh}
+
+    run(db_uri, scenario)
+
+
+def test_lease_has_one_holder_and_fences_the_stale_one(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        ttl = timedelta(seconds=10)
+        first = Lease(h.db.metadata, "recruiter", "first", ttl, h.clock)
+        second = Lease(h.db.metadata, "recruiter", "second", ttl, h.clock)
+
+        assert await first.acquire() is True and first.epoch == 1 and first.held
+        assert await second.acquire() is False and not second.held and second.epoch is None
+        assert await first.acquire() is True and first.epoch == 1  # re-acquiring keeps the epoch
+        h.clock.advance(timedelta(seconds=5))
+        assert await first.renew() is True and first.expires_at == h.clock.now() + ttl
+        h.clock.advance(timedelta(seconds=9))
+        assert await second.acquire() is False  # renewed: not expired yet
+
+        h.clock.advance(timedelta(seconds=2))  # expired
+        assert not first.held
+        assert await second.acquire() is True and second.epoch == 2
+        assert await first.renew() is False and first.epoch is None and not first.held
+        assert await first.acquire() is False
+        holder = await second.holder()
+        assert holder is not None and holder["owner"] == "second" and holder["epoch"] == 2
+
+        await second.release()
+        assert second.epoch is None
+        assert await first.acquire() is True and first.epoch == 3
+
+        # Different names are independent.
+        other = Lease(h.db.metadata, "cleaner", "second", ttl, h.clock)
+        assert await other.acquire() is True and other.epoch == 1
+
+    run(db_uri, scenario)
+
+
+def test_stale_leader_does_not_assign(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        job_id = await h.producer.enqueue(Record(h.db_uri))
+        await h.worker("w1")
+        stale = h.recruiter
+        assert await stale.lease.acquire()
+        h.clock.advance(timedelta(seconds=RecruiterConfig().lease_ttl_s + 1))
+        successor = RecruiterProcess(h.db, h.clock, RecruiterConfig(), owner="successor")
+        assert await successor.lease.acquire() and successor.lease.epoch == 2
+
+        with pytest.raises(LostLease):
+            await stale.round()
+        assert await stale.lease.renew() is False
+        job = await h.job(job_id)
+        assert job is not None and job["locked"] is False and job["attempts"] == 0
+
+        assert (await successor.round()).assigned == 1
+        assert (await h.job(job_id))["lock_epoch"] == 2
+
+    run(db_uri, scenario)

@@ -1,0 +1,314 @@
+"""Judging attempts: retry decisions, crash verdicts and storable results, without I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from bson import ObjectId
+
+from recruiter.attempt import (
+    BAD_RETRY_POLICY,
+    MAX_MESSAGE_CHARS,
+    MAX_RESULT_BYTES,
+    MAX_TRACE_CHARS,
+    describe_exception,
+    failure_of,
+    judge,
+    judge_crash,
+    storable_result,
+)
+from recruiter.outcome import CRASHED_TOO_MANY_TIMES
+from recruiter.retry import (
+    NON_RETRIABLE,
+    NOT_SCHEDULED,
+    TRIED_TOO_MANY_TIMES,
+    Archive,
+    Decision,
+    DoNotDoItAgain,
+    ExponentialBackoff,
+    Failure,
+    MoveToGroup,
+    RetriableExceptionFilter,
+    RetryAt,
+    RetryForever,
+    RetryManyTimes,
+    RetryPolicy,
+    SwitchGroup,
+    policy_to_document,
+)
+
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+NOW = T0 + timedelta(minutes=10)
+
+
+class Boom(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Divides(RetryPolicy):
+    """A user policy with a bug: it raises ArithmeticError."""
+
+    def decide(self, failure: Failure, now: datetime) -> Decision:
+        return RetryAt(now + timedelta(seconds=1 / 0))
+
+
+@dataclass(frozen=True)
+class Raises(RetryPolicy):
+    """A user policy with a bug: it raises an exception of its own."""
+
+    def decide(self, failure: Failure, now: datetime) -> Decision:
+        raise Boom("policy bug")
+
+
+@dataclass(frozen=True)
+class ReturnsNothing(RetryPolicy):
+    """A user policy with a bug: it returns no decision."""
+
+    def decide(self, failure: Failure, now: datetime) -> Decision:
+        return None  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class Remembers(RetryPolicy):
+    """Retries at a time that encodes what it was told, so tests can read it back."""
+
+    def decide(self, failure: Failure, now: datetime) -> Decision:
+        return MoveToGroup(
+            f"attempts={failure.attempts},crashed={failure.crashed},type={failure.exception_types[0]}",
+            now + timedelta(seconds=1),
+        )
+
+
+def job(policy: RetryPolicy | dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "_id": ObjectId(),
+        "created_at": T0,
+        "scheduled_at": T0 + timedelta(minutes=1),
+        "attempts": 1,
+        "crashes": 0,
+        "retry_policy": policy_to_document(policy or DoNotDoItAgain())
+        if not isinstance(policy, dict) else policy,
+    }
+    doc.update(extra)
+    return doc
+
+
+def raised(exc: BaseException) -> BaseException:
+    try:
+        raise exc
+    except BaseException as caught:  # noqa: BLE001
+        return caught
+
+
+def failure(j: dict[str, Any], exc: BaseException | None = None) -> Failure:
+    return failure_of(j, raised(exc or ValueError("bad input")), NOW)
+
+
+# -- describing exceptions ---------------------------------------------------------------
+
+
+def test_describe_exception() -> None:
+    cls, message, trace = describe_exception(raised(Boom("it broke")))
+    assert cls == f"{__name__}:Boom"
+    assert message == "it broke"
+    assert trace.startswith("Traceback") and "Boom: it broke" in trace
+
+
+def test_describe_exception_trims_to_storable_sizes() -> None:
+    cls, message, trace = describe_exception(raised(ValueError("x" * (MAX_TRACE_CHARS * 2))))
+    assert cls == "builtins:ValueError"
+    assert len(message) == MAX_MESSAGE_CHARS
+    assert len(trace) == MAX_TRACE_CHARS
+    assert trace.endswith("x\n")  # the end of a trace (the error line) is what is kept
+
+
+def test_failure_of() -> None:
+    j = job(attempts=3)
+    f = failure_of(j, raised(Boom("no")), NOW)
+    assert f.job_id == str(j["_id"])
+    assert f.attempts == 3
+    assert f.created_at == T0 and f.scheduled_at == j["scheduled_at"] and f.ended_at == NOW
+    assert f.exception_types[0] == f"{__name__}:Boom"
+    assert "builtins:RuntimeError" in f.exception_types and "builtins:Exception" in f.exception_types
+    assert f.message == "no"
+    assert f.crashed is False
+
+
+# -- judging a failed attempt ------------------------------------------------------------
+
+
+def test_judge_follows_the_policy() -> None:
+    assert judge(job(), failure(job()), NOW) == Archive(NOT_SCHEDULED)
+    j = job(RetryManyTimes(times=2, wait=timedelta(seconds=30)))
+    assert judge(j, failure(j), NOW) == RetryAt(NOW + timedelta(seconds=30))
+    tired = job(RetryManyTimes(times=2), attempts=3)
+    assert judge(tired, failure(tired), NOW) == Archive(TRIED_TOO_MANY_TIMES)
+
+
+def test_judge_exponential_backoff_delays() -> None:
+    policy = ExponentialBackoff(times=3, initial=timedelta(seconds=1))
+    delays = []
+    for attempts in (1, 2, 3):
+        j = job(policy, attempts=attempts)
+        decision = judge(j, failure(j), NOW)
+        assert isinstance(decision, RetryAt)
+        delays.append(decision.at - NOW)
+    assert delays == [timedelta(seconds=1), timedelta(seconds=2), timedelta(seconds=4)]
+    last = job(policy, attempts=4)
+    assert judge(last, failure(last), NOW) == Archive(TRIED_TOO_MANY_TIMES)
+
+
+def test_judge_uses_the_exception() -> None:
+    j = job(RetriableExceptionFilter(RetryForever(), [KeyError]))
+    assert judge(j, failure(j, KeyError("k")), NOW) == RetryAt(NOW)
+    assert judge(j, failure(j, ValueError("v")), NOW) == Archive(NON_RETRIABLE)
+
+
+def test_judge_can_move_the_job() -> None:
+    j = job(SwitchGroup("slow", DoNotDoItAgain(), wait=timedelta(minutes=1)))
+    assert judge(j, failure(j), NOW) == MoveToGroup("slow", NOW + timedelta(minutes=1))
+
+
+@pytest.mark.parametrize(
+    "policy_doc",
+    [
+        {"class": "nonexistent.module:Policy", "parameters": {}},
+        {"class": "recruiter.retry:NoSuchPolicy", "parameters": {}},
+        {"class": "builtins:dict", "parameters": {}},
+        {"class": "recruiter.retry:RetryManyTimes", "parameters": {"times": -1}},
+        {"class": "recruiter.retry:RetryManyTimes", "parameters": {"unknown": 1}},
+        {"class": "recruiter.retry:RetryManyTimes", "parameters": "times=2"},
+        {"parameters": {}},
+        "DoNotDoItAgain",
+        None,
+    ],
+    ids=["no-module", "no-class", "not-a-policy", "bad-value", "unknown-parameter",
+         "parameters-not-a-mapping", "no-class-field", "a-string", "none"],
+)
+def test_bad_policy_document_archives_as_bad_retry_policy(policy_doc: Any) -> None:
+    j = job(attempts=1)
+    j["retry_policy"] = policy_doc
+    assert judge(j, failure(j), NOW) == Archive(BAD_RETRY_POLICY) == Archive("bad-retry-policy")
+
+
+def test_missing_policy_archives_as_bad_retry_policy() -> None:
+    j = job()
+    del j["retry_policy"]
+    assert judge(j, failure(j), NOW) == Archive(BAD_RETRY_POLICY)
+
+
+@pytest.mark.parametrize("policy", [Divides(), Raises(), ReturnsNothing()],
+                         ids=["arithmetic", "own-exception", "no-decision"])
+def test_buggy_policy_archives_as_bad_retry_policy(policy: RetryPolicy) -> None:
+    j = job(policy)
+    assert judge(j, failure(j), NOW) == Archive(BAD_RETRY_POLICY)
+
+
+# -- judging a crash ---------------------------------------------------------------------
+
+
+def crashed_job(policy: RetryPolicy, crashes: int = 1, **extra: Any) -> dict[str, Any]:
+    """A job the cleaner unlocked, as the next worker finds it (attempt counted again)."""
+    fields: dict[str, Any] = {
+        "attempts": 2,
+        "crashes": crashes,
+        "crash_pending": True,
+        "last_execution": {
+            "attempt": 1,
+            "crashed": True,
+            "scheduled_at": T0,
+            "ended_at": NOW - timedelta(seconds=5),
+            "message": "worker w1 stopped heartbeating",
+        },
+    }
+    fields.update(extra)
+    return job(policy, **fields)
+
+
+def test_poison_limit_comes_first() -> None:
+    # The policy would retry forever; the framework's limit archives the job anyway.
+    assert judge_crash(crashed_job(RetryForever(), crashes=3), NOW, max_crashes=3) == Archive(
+        CRASHED_TOO_MANY_TIMES
+    )
+    assert judge_crash(crashed_job(RetryForever(), crashes=5), NOW, max_crashes=3) == Archive(
+        "crashed-too-many-times"
+    )
+    # Below the limit, the policy decides.
+    assert judge_crash(crashed_job(RetryForever(), crashes=2), NOW, max_crashes=3) is None
+
+
+def test_retry_due_now_or_in_the_past_means_run_now() -> None:
+    assert judge_crash(crashed_job(RetryManyTimes(times=3)), NOW, max_crashes=3) is None
+    assert judge_crash(crashed_job(RetryForever(wait=timedelta(0))), NOW, max_crashes=3) is None
+
+
+def test_retry_in_the_future_defers_the_job() -> None:
+    decision = judge_crash(crashed_job(RetryManyTimes(times=3, wait=timedelta(minutes=2))), NOW, max_crashes=3)
+    assert decision == RetryAt(NOW + timedelta(minutes=2))
+
+
+def test_policy_that_does_not_retry_archives_a_crashed_job() -> None:
+    assert judge_crash(crashed_job(DoNotDoItAgain()), NOW, max_crashes=3) == Archive(NOT_SCHEDULED)
+
+
+def test_crash_is_judged_as_a_crashed_failure_of_the_last_attempt() -> None:
+    decision = judge_crash(crashed_job(Remembers()), NOW, max_crashes=3)
+    assert decision == MoveToGroup(
+        "attempts=1,crashed=True,type=recruiter.retry:WorkerCrashed", NOW + timedelta(seconds=1)
+    )
+
+
+def test_crash_counts_attempts_from_the_last_execution() -> None:
+    policy = ExponentialBackoff(times=1, initial=timedelta(seconds=10))
+    first = crashed_job(policy)
+    assert judge_crash(first, NOW, max_crashes=5) == RetryAt(NOW + timedelta(seconds=10))
+    second = crashed_job(policy, attempts=3, last_execution={**first["last_execution"], "attempt": 2})
+    assert judge_crash(second, NOW, max_crashes=5) == Archive(TRIED_TOO_MANY_TIMES)
+
+
+def test_crash_without_last_execution_uses_the_attempt_count() -> None:
+    j = crashed_job(Remembers(), attempts=4)
+    del j["last_execution"]
+    decision = judge_crash(j, NOW, max_crashes=3)
+    assert isinstance(decision, MoveToGroup) and decision.group.startswith("attempts=3,crashed=True")
+
+
+def test_crash_filter_treats_crashes_as_retriable() -> None:
+    policy = RetriableExceptionFilter(RetryManyTimes(times=3), ["builtins:KeyError"])
+    assert judge_crash(crashed_job(policy), NOW, max_crashes=3) is None
+
+
+def test_crash_with_bad_policy() -> None:
+    j = crashed_job(RetryForever())
+    j["retry_policy"] = {"class": "nonexistent:Policy", "parameters": {}}
+    assert judge_crash(j, NOW, max_crashes=3) == Archive(BAD_RETRY_POLICY)
+
+
+# -- results --------------------------------------------------------------------------------
+
+
+def test_storable_results() -> None:
+    assert storable_result(None) == (None, None)
+    assert storable_result(42) == (42, None)
+    assert storable_result({"ok": True, "items": [1, 2]}) == ({"ok": True, "items": [1, 2]}, None)
+    assert storable_result("") == ("", None)
+
+
+@pytest.mark.parametrize("value", [{1, 2}, object(), {1: "non-str key"}, 2**70],
+                         ids=["set", "object", "int-key", "too-big-int"])
+def test_unencodable_result_is_dropped_with_a_reason(value: Any) -> None:
+    stored, reason = storable_result(value)
+    assert stored is None
+    assert reason is not None and reason.startswith("result not stored: cannot be encoded as BSON")
+
+
+def test_too_big_result_is_dropped_with_a_reason() -> None:
+    stored, reason = storable_result("x" * MAX_RESULT_BYTES)
+    assert stored is None
+    assert reason is not None and f"over the {MAX_RESULT_BYTES} byte limit" in reason
+    fits = "x" * (MAX_RESULT_BYTES - 100)
+    assert storable_result(fits) == (fits, None)
