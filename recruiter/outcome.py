@@ -109,10 +109,19 @@ def held_by(job: dict[str, Any] | None, outcome_doc: dict[str, Any]) -> bool:
     return job is not None and job.get("locked") is True and job.get("lock_token") == outcome_doc["token"]
 
 
+def history_entry(execution: dict[str, Any]) -> dict[str, Any]:
+    """An execution as kept in ``executions``: everything but the trace.
+
+    The full trace stays in ``last_execution``; leaving it out of the history
+    keeps a job that failed many times well under the document size limit.
+    """
+    return {k: v for k, v in execution.items() if k != "trace"}
+
+
 def _history(job: dict[str, Any], execution: dict[str, Any] | None) -> list[dict[str, Any]]:
     executions = list(job.get("executions") or [])
     if execution is not None:
-        executions.append(execution)
+        executions.append(history_entry(execution))
     return executions[-MAX_EXECUTIONS_KEPT:]
 
 
@@ -155,7 +164,7 @@ def reschedule_update(job: dict[str, Any], outcome_doc: dict[str, Any]) -> tuple
         "$unset": {f: "" for f in (*LOCK_FIELDS, "crash_pending")},
     }
     if execution is not None:
-        update["$push"] = {"executions": {"$each": [execution], "$slice": -MAX_EXECUTIONS_KEPT}}
+        update["$push"] = {"executions": {"$each": [history_entry(execution)], "$slice": -MAX_EXECUTIONS_KEPT}}
     if not outcome_doc["executed"]:
         update["$inc"] = {"attempts": -1}
     return {"_id": job["_id"], "lock_token": outcome_doc["token"]}, update
@@ -193,7 +202,7 @@ def crash_update(job: dict[str, Any], worker: dict[str, Any] | None, now: dateti
         },
         "$unset": {f: "" for f in LOCK_FIELDS},
         "$inc": {"crashes": 1},
-        "$push": {"executions": {"$each": [execution], "$slice": -MAX_EXECUTIONS_KEPT}},
+        "$push": {"executions": {"$each": [history_entry(execution)], "$slice": -MAX_EXECUTIONS_KEPT}},
     }
     return {"_id": job["_id"], "lock_token": job.get("lock_token"), "locked": True}, update
 

@@ -435,7 +435,7 @@ def test_cleaner_unlocks_the_job_of_a_dead_worker(db_uri: str) -> None:
         for f in LOCK_FIELDS:
             assert f not in job
         crash = job["executions"][-1]
-        assert crash == job["last_execution"]
+        assert crash == {k: v for k, v in job["last_execution"].items() if k != "trace"}
         assert crash["crashed"] is True and crash["outcome"] == "crashed" and crash["attempt"] == 1
         assert crash["worker"] == "dead" and crash["pid"] == os.getpid()
         assert crash["hostname"] == socket.gethostname()

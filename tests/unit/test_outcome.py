@@ -20,6 +20,7 @@ from recruiter.outcome import (
     crash_update,
     decision_to_document,
     held_by,
+    history_entry,
     is_archive,
     reschedule_update,
 )
@@ -153,7 +154,7 @@ def test_archived_document_of_a_done_job() -> None:
         assert f not in archived
     assert archived["attempts"] == 1
     assert archived["last_execution"] == out["execution"]
-    assert archived["executions"] == [out["execution"]]
+    assert archived["executions"] == [history_entry(out["execution"])]
     assert archived["result"] == [1, 2]
     # The rest of the job is copied as it was.
     for f in ("_id", "created_at", "scheduled_at", "group", "workable", "retry_policy", "tags", "tenant"):
@@ -181,7 +182,7 @@ def test_archived_executions_are_bounded() -> None:
     out = outcome_doc(job, Archive("tried-too-many-times"))
     archived = archived_document(job, out, NOW)
     assert len(archived["executions"]) == MAX_EXECUTIONS_KEPT
-    assert archived["executions"][-1] == out["execution"]  # the newest is kept
+    assert archived["executions"][-1] == history_entry(out["execution"])  # the newest is kept
     assert archived["executions"][0] == {"attempt": 6, "outcome": "failed"}  # the oldest are dropped
 
 
@@ -225,7 +226,10 @@ def test_reschedule_update_after_a_failure() -> None:
         "last_execution": out["execution"],
     }
     assert set(update["$unset"]) == {*LOCK_FIELDS, "crash_pending"}
-    assert update["$push"] == {"executions": {"$each": [out["execution"]], "$slice": -MAX_EXECUTIONS_KEPT}}
+    assert update["$push"] == {
+        "executions": {"$each": [history_entry(out["execution"])], "$slice": -MAX_EXECUTIONS_KEPT}
+    }
+    assert "trace" in out["execution"] and "trace" not in update["$push"]["executions"]["$each"][0]
     assert "$inc" not in update  # the attempt counted when the job was locked stands
 
 
@@ -286,7 +290,7 @@ def test_crash_update() -> None:
     assert ex["message"] == "worker w1 stopped heartbeating"
     assert set(update["$unset"]) == set(LOCK_FIELDS)
     assert update["$inc"] == {"crashes": 1}
-    assert update["$push"] == {"executions": {"$each": [ex], "$slice": -MAX_EXECUTIONS_KEPT}}
+    assert update["$push"] == {"executions": {"$each": [history_entry(ex)], "$slice": -MAX_EXECUTIONS_KEPT}}
 
 
 def test_crash_update_without_worker_document() -> None:
