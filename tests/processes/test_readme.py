@@ -1,0 +1,73 @@
+"""The README's examples run as written: its Python files, enqueued, then run by
+``recruiter start`` and ``worker start --group billing`` from ``bin/``."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import REPO, wait_for
+from tests.processes.conftest import FAST_RECRUITER, FAST_WORKER, Processes
+
+FENCE = "`" * 3
+
+
+def readme_files() -> dict[str, str]:
+    """Python blocks of the README that start with a ``# name.py`` comment."""
+    text = (REPO / "README.md").read_text()
+    blocks = re.findall(FENCE + r"python\n(.*?)" + FENCE, text, flags=re.S)
+    files = {}
+    for block in blocks:
+        first = block.splitlines()[0]
+        if re.fullmatch(r"# \w+\.py", first):
+            files[first[2:]] = block
+    return files
+
+
+def test_readme_names_its_example_files() -> None:
+    assert set(readme_files()) == {"jobs.py", "enqueue.py", "enqueue_async.py"}
+
+
+def test_readme_examples_run_as_written(processes: Processes, db: Any, db_uri: str, tmp_path: Path) -> None:
+    for name, source in readme_files().items():
+        (tmp_path / name).write_text(source)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "MONGODB_URI": db_uri}
+    env.pop("RECRUITER_MONGODB_URI", None)
+    for script in ("enqueue.py", "enqueue_async.py"):
+        result = subprocess.run([sys.executable, script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                                timeout=60)
+        assert result.returncode == 0, result.stderr
+    assert db.scheduled.count_documents({}) == 29
+    assert db.scheduled.count_documents({"group": "billing"}) == 29
+
+    # The commands exactly as the README writes them, from bin/ on the PATH.
+    path_env = {**env, "PATH": f"{REPO / 'bin'}{os.pathsep}{env['PATH']}", "RECRUITER_LOG_FORMAT": "json"}
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    procs = []
+    for name, command in [("recruiter", ["recruiter", "start", *FAST_RECRUITER]),
+                          ("worker", ["worker", "start", "--group", "billing", *FAST_WORKER])]:
+        with open(logs / f"{name}.log", "wb") as out:
+            procs.append(subprocess.Popen(command, cwd=tmp_path, env=path_env, stdout=out,
+                                          stderr=subprocess.STDOUT))
+    try:
+        wait_for(lambda: db.archived.count_documents({}) == 29, timeout_s=60, message="the README's 29 jobs")
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(20)
+    assert db.archived.count_documents({"why": "done"}) == 29
+    first = db.archived.find_one({"workable.parameters.invoice_id": "INV-1"})
+    assert first["result"] == {"sent": "INV-1"}
+    assert first["workable"]["class"] == "jobs:SendInvoice"
+    assert first["retry_policy"]["class"] == "recruiter.retry:ExponentialBackoff"
+    later = db.archived.find_one({"workable.parameters.invoice_id": "INV-2"})
+    assert later["tags"] == ["eu"]
+    assert (later["scheduled_at"] - later["created_at"]).total_seconds() == 2
+    assert later["last_execution"]["started_at"] >= later["scheduled_at"]
+    assert all(p.returncode == 0 for p in procs), [(logs / f).read_text()[-2000:] for f in os.listdir(logs)]
