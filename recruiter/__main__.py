@@ -1,3 +1,3 @@
 from recruiter.cli import main
 
-main()
+main(prog_name="recruiter")

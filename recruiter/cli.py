@@ -276,11 +276,13 @@ def embedded_start(port: int, host: str, storage: str) -> None:
         raise click.ClickException(str(exc)) from None
     click.echo(f"embedded server on mongodb://{host}:{port}/recruiter (storage: {storage}); Ctrl-C stops it",
                err=True)
-    try:
-        sys.exit(proc.wait())
-    except KeyboardInterrupt:
-        proc.terminate()
-        sys.exit(proc.wait())
+
+    def forward(signum: int, _frame: Any) -> None:
+        proc.send_signal(signum)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, forward)
+    sys.exit(proc.wait())
 
 
 @main.command("status")
@@ -318,4 +320,4 @@ def cleaner_main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(prog_name="recruiter")

@@ -21,7 +21,8 @@ LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
 
 
 def server_command() -> str:
-    found = shutil.which("secantusd-py") or shutil.which("secantusd-py", path=str(Path(sys.executable).parent))
+    # Prefer the server installed beside this interpreter (the same environment).
+    found = shutil.which("secantusd-py", path=str(Path(sys.executable).parent)) or shutil.which("secantusd-py")
     if not found:
         raise ConnectionProblem(
             "the embedded server is not installed: pip install 'recruiter[embedded]' (SecantusDB)"

@@ -9,12 +9,14 @@ machines with skewed clocks agree on when a lease expires.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import pymongo
 from pymongo import ReturnDocument
-from pymongo.errors import DuplicateKeyError
+from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from recruiter.clock import Clock
 
@@ -80,15 +82,17 @@ class Lease:
         self.expires_at = expires_at
         return True
 
-    async def release(self) -> None:
+    async def release(self, timeout_s: float = 2.0) -> None:
+        """Let a standby take over at once. Best effort: if the server does not
+        answer within ``timeout_s``, the lease simply expires."""
         if self.epoch is None:
             return
-        await self.collection.update_one(
-            {"_id": self.name, "owner": self.owner, "epoch": self.epoch},
-            {"$set": {"expires_at": self.clock.now()}},
-        )
-        self.epoch = None
-        self.expires_at = None
+        epoch, self.epoch, self.expires_at = self.epoch, None, None
+        with contextlib.suppress(PyMongoError), pymongo.timeout(timeout_s):
+            await self.collection.update_one(
+                {"_id": self.name, "owner": self.owner, "epoch": epoch},
+                {"$set": {"expires_at": self.clock.now()}},
+            )
 
     async def holder(self) -> dict[str, Any] | None:
         return await self.collection.find_one({"_id": self.name})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from recruiter.clock import ServerClock
 from recruiter.connection import Target, sync_client
 from recruiter.store import Collections
 
@@ -18,7 +19,10 @@ def collect_status(target: Target) -> dict[str, Any]:
         archived = {d["_id"]: d["n"] for d in c.archived.aggregate(
             [{"$group": {"_id": "$why", "n": {"$sum": 1}}}])}
         workers = list(c.roster.find({}, {"assigned_to": 0, "outcome": 0}))
+        now = ServerClock()
+        now.calibrate_sync(client)
         leases = {d["_id"]: {"owner": d.get("owner"), "epoch": d.get("epoch"),
+                             "held": bool(d.get("expires_at") and d["expires_at"] > now.now()),
                              "expires_at": d["expires_at"].isoformat() if d.get("expires_at") else None}
                   for d in c.metadata.find({"_id": {"$in": ["recruiter", "cleaner"]}})}
     finally:
@@ -51,5 +55,8 @@ def render_status(figures: dict[str, Any], as_json: bool) -> str:
              f"workers:   {figures['workers']['total']} ({figures['workers']['available']} available)"
              + "".join(f", {g}={n}" for g, n in figures["workers"]["by_group"].items())]
     for name, lease in figures["leases"].items():
-        lines.append(f"{name} lease: epoch {lease['epoch']} held by {lease['owner']} until {lease['expires_at']}")
+        if lease["held"]:
+            lines.append(f"{name} lease: epoch {lease['epoch']} held by {lease['owner']} until {lease['expires_at']}")
+        else:
+            lines.append(f"{name} lease: free (epoch {lease['epoch']}, last held by {lease['owner']})")
     return "\n".join(lines)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import pymongo
 import structlog
 from bson import ObjectId
 from pymongo import UpdateOne
@@ -130,28 +131,42 @@ class WorkerProcess:
         log.info("worker.registered", worker_id=slot.id, groups=list(self.config.groups), pid=self.pid)
 
     async def deregister(self, slot: Slot) -> None:
-        """Leave the roster without losing an assignment or an unapplied outcome."""
-        result = await self.c.roster.update_one(
-            {"_id": slot.id, "available": True}, {"$set": {"stopping": True, "available": False}}
-        )
-        if result.matched_count == 0:
-            doc = await self.c.roster.find_one({"_id": slot.id}, {f"assigned_to.{slot.id}": 1})
-            job_id = ((doc or {}).get("assigned_to") or {}).get(slot.id)
+        """Leave the roster without losing an assignment or an unapplied outcome.
+
+        Bounded by ``deregister_wait_s`` even when the server is unreachable: an
+        entry left behind is removed by the cleaner once it stops heartbeating.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.deregister_wait_s
+        try:
+            with pymongo.timeout(self.config.deregister_wait_s):
+                result = await self.c.roster.update_one(
+                    {"_id": slot.id, "available": True}, {"$set": {"stopping": True, "available": False}}
+                )
+                job_id = None
+                if result.matched_count == 0:
+                    doc = await self.c.roster.find_one({"_id": slot.id}, {f"assigned_to.{slot.id}": 1})
+                    job_id = ((doc or {}).get("assigned_to") or {}).get(slot.id)
             if job_id is not None:
                 # Assigned while we were deciding to stop: do it, then leave.
                 await self.work(slot, job_id)
-        deadline = asyncio.get_running_loop().time() + self.config.deregister_wait_s
-        while True:
-            result = await self.c.roster.delete_one({"_id": slot.id, "outcome": {"$exists": False}})
-            if result.deleted_count or not await self.c.roster.find_one({"_id": slot.id}, {"_id": 1}):
-                log.info("worker.deregistered", worker_id=slot.id)
-                return
-            if asyncio.get_running_loop().time() >= deadline:
-                log.warning("worker.left_outcome", worker_id=slot.id,
-                            detail="the recruiter has not applied the last outcome yet; the cleaner removes "
-                                   "this entry once it has")
-                return
-            await asyncio.sleep(0.1)
+                deadline = loop.time() + self.config.deregister_wait_s
+            while True:
+                with pymongo.timeout(max(0.1, deadline - loop.time())):
+                    result = await self.c.roster.delete_one({"_id": slot.id, "outcome": {"$exists": False}})
+                    gone = result.deleted_count or not await self.c.roster.find_one({"_id": slot.id}, {"_id": 1})
+                if gone:
+                    log.info("worker.deregistered", worker_id=slot.id)
+                    return
+                if loop.time() >= deadline:
+                    log.warning("worker.left_outcome", worker_id=slot.id,
+                                detail="the recruiter has not applied the last outcome yet; the cleaner removes "
+                                       "this entry once it has")
+                    return
+                await asyncio.sleep(0.1)
+        except PyMongoError as exc:
+            log.warning("worker.deregister_failed", worker_id=slot.id, error=str(exc).splitlines()[0][:200],
+                        detail="the cleaner removes this entry once it stops heartbeating")
 
     # -- main loops -------------------------------------------------------------
 
