@@ -91,30 +91,41 @@ class RecruiterProcess:
         """Wait for the lease, lead while holding it, stand by again when it is lost."""
         standby_poll_s = min(1.0, self.config.lease_ttl_s / 4)
         while not self._stop.is_set():
-            if not await self.lease.acquire():
+            try:
+                acquired = await self.lease.acquire()
+            except PyMongoError as exc:
+                log.warning("lease.unavailable", error=_first_line(exc))
+                acquired = False
+            if not acquired:
                 await self._sleep(standby_poll_s)
                 continue
-            log.info("leader.elected", epoch=self.lease.epoch, owner=self.owner)
+            epoch = self.lease.epoch
+            log.info("leader.elected", epoch=epoch, owner=self.owner)
             try:
-                await self.rollback_unassigned()
                 await self._lead()
             except LostLease:
-                log.warning("leader.lost", epoch=self.lease.epoch)
+                log.warning("leader.lost", epoch=epoch)
         await self.lease.release()
 
     async def _lead(self) -> None:
+        """Run rounds while the lease holds. Database errors are survived: every step
+        of a round can be repeated (see the module doc), and locks a failed round took
+        but never handed out are released before the next one."""
         backoff = self.config.backoff_from_s
+        # A previous leader, or a round of ours that failed, may have locked jobs
+        # without handing them out: release those before assigning anything.
+        needs_rollback = True
         while not self._stop.is_set():
-            await self._keep_lease()
             try:
-                report = await self.round()
-            except PyMongoError as exc:
-                # A blip in the database: nothing half-done is lost (see module doc);
-                # wait, then release any lock this round took before its assignment.
-                log.warning("round.failed", error=str(exc).splitlines()[0][:200])
-                await self._sleep(self.config.backoff_to_s)
                 await self._keep_lease()
-                await self.rollback_unassigned()
+                if needs_rollback:
+                    await self.rollback_unassigned()
+                needs_rollback = True
+                report = await self.round()
+                needs_rollback = False
+            except PyMongoError as exc:
+                log.warning("round.failed", error=_first_line(exc))
+                await self._sleep(self.config.backoff_to_s)
                 continue
             if report.busy:
                 backoff = self.config.backoff_from_s
@@ -124,6 +135,7 @@ class RecruiterProcess:
 
     async def _keep_lease(self) -> None:
         # Renew once a third of the lease has passed, so two renewals can fail before it expires.
+        self._check_lease()
         expires_at = self.lease.expires_at
         margin = timedelta(seconds=self.config.lease_ttl_s * 2 / 3)
         due = expires_at is None or self.clock.now() >= expires_at - margin
@@ -303,16 +315,5 @@ class RecruiterProcess:
         await self._rollback(orphans)
 
 
-async def run_recruiter(db: Any, clock: Clock, config: RecruiterConfig, stop: asyncio.Event) -> None:
-    """Run a recruiter until ``stop`` is set."""
-    process = RecruiterProcess(db, clock, config)
-
-    async def watch_stop() -> None:
-        await stop.wait()
-        process.stop()
-
-    watcher = asyncio.create_task(watch_stop(), name="recruiter.stop-watch")
-    try:
-        await process.run()
-    finally:
-        watcher.cancel()
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:200]

@@ -206,14 +206,15 @@ class WorkerProcess:
         while not self.stopping.is_set():
             try:
                 job_id = await self.poll(slot)
+                if job_id is not None:
+                    # Until the outcome is written the assignment stays in our entry,
+                    # so after a database error the next poll finds it again.
+                    await self.work(slot, job_id)
+                    backoff = self.config.poll_from_s
+                    continue
             except PyMongoError as exc:
                 log.warning("poll.failed", worker_id=slot.id, error=str(exc).splitlines()[0][:200])
-                job_id = None
                 backoff = self.config.poll_to_s
-            if job_id is not None:
-                await self.work(slot, job_id)
-                backoff = self.config.poll_from_s
-                continue
             slot.wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(slot.wake.wait(), timeout=backoff)

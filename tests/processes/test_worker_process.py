@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -116,3 +117,35 @@ def test_worker_stops_within_bounds_when_the_server_is_gone(tmp_path: Path) -> N
             worker.kill()
         if server.poll() is None:
             server.kill()
+
+
+def test_processes_ride_out_a_database_restart(tmp_path: Path) -> None:
+    from recruiter.embedded import start as start_server
+
+    port = free_port()
+    storage = tmp_path / "db"
+    server = start_server(port, storage, log_path=tmp_path / "server.log")
+    uri = f"mongodb://127.0.0.1:{port}/restart"
+    procs = Processes(uri, tmp_path)
+    try:
+        with Recruiter.connect(uri) as rec:
+            procs.recruiter()
+            procs.worker("--id", "steady")
+            rec.enqueue_many(Record(uri, n=i).as_job_of(rec) for i in range(20))
+            wait_for(lambda: rec.db.archived.count_documents({}) == 20, timeout_s=30, message="first batch")
+        server.kill()
+        server.wait(10)
+        server = start_server(port, storage, log_path=tmp_path / "server.log")
+        with Recruiter.connect(uri) as rec:
+            rec.enqueue_many(Record(uri, n=i).as_job_of(rec) for i in range(20, 40))
+            wait_for(lambda: rec.db.archived.count_documents({}) == 40, timeout_s=60,
+                     message="the second batch, after the restart")
+            assert rec.db.archived.count_documents({"why": "done"}) == 40
+            assert all(p.popen.poll() is None for p in procs.started), procs.logs()
+            starts = Counter(d["job"] for d in rec.db.ledger.find({"event": "start"}))
+            assert len(starts) == 40 and set(starts.values()) == {1}
+    finally:
+        procs.stop_all()
+        if server.poll() is None:
+            server.terminate()
+            server.wait(10)
