@@ -599,3 +599,24 @@ def test_stale_leader_does_not_assign(db_uri: str) -> None:
         assert (await h.job(job_id))["lock_epoch"] == 2
 
     run(db_uri, scenario)
+
+
+def test_cleaner_prunes_archived_jobs_older_than_clean_after(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        cleaner = CleanerProcess(h.db, h.clock, CleanerConfig(clean_after_s=3600.0))
+        assert await cleaner.lease.acquire()
+        now = h.clock.now()
+        await h.db.archived.insert_many([
+            {"_id": "old", "why": "done", "archived_at": now - timedelta(hours=2)},
+            {"_id": "edge", "why": "done", "archived_at": now - timedelta(hours=1)},
+            {"_id": "new", "why": "tried-too-many-times", "archived_at": now - timedelta(minutes=5)},
+        ])
+        # Checked on what is left: SecantusDB 0.7.0b3 was seen to over-report
+        # deleted_count here (2 for one document), so the report's count is only >= 1.
+        assert (await cleaner.clean()).pruned >= 1
+        assert sorted(d["_id"] for d in await h.db.archived.find().to_list()) == ["edge", "new"]
+        h.clock.advance(timedelta(minutes=56))
+        assert (await cleaner.clean()).pruned >= 1
+        assert [d["_id"] for d in await h.db.archived.find().to_list()] == ["new"]
+
+    run(db_uri, scenario)
