@@ -615,7 +615,7 @@ def test_cleaner_prunes_archived_jobs_older_than_clean_after(db_uri: str) -> Non
         # deleted_count here (2 for one document), so the report's count is only >= 1.
         assert (await cleaner.clean()).pruned >= 1
         assert sorted(d["_id"] for d in await h.db.archived.find().to_list()) == ["edge", "new"]
-        h.clock.advance(timedelta(minutes=56))
+        h.clock.advance(timedelta(minutes=30))
         assert (await cleaner.clean()).pruned >= 1
         assert [d["_id"] for d in await h.db.archived.find().to_list()] == ["new"]
 
