@@ -620,3 +620,23 @@ def test_cleaner_prunes_archived_jobs_older_than_clean_after(db_uri: str) -> Non
         assert [d["_id"] for d in await h.db.archived.find().to_list()] == ["new"]
 
     run(db_uri, scenario)
+
+
+def test_async_job_over_its_timeout_is_a_timed_out_attempt(db_uri: str) -> None:
+    from tests.workables import AsyncRecord
+
+    async def scenario(h: Harness) -> None:
+        builder = AsyncRecord(h.db_uri, n=1, sleep_s=30).as_job_of(h.producer).with_timeout(0.2)
+        job_id = await builder.retry_with(RetryManyTimes(1, wait=0)).enqueue()
+        process, slot = await h.worker("w1")
+        for _ in range(2):
+            await h.round()
+            await asyncio.wait_for(take_and_work(process, slot), timeout=10)
+        await h.round()
+        archived = await h.archived(job_id)
+        assert archived is not None and archived["why"] == "tried-too-many-times"
+        assert [e["outcome"] for e in archived["executions"]] == ["timed-out", "timed-out"]
+        assert archived["last_execution"]["class"] == "recruiter.worker:JobTimedOut"
+        assert len(await h.ledger(event="end")) == 0, "the job was stopped, not left running"
+
+    run(db_uri, scenario)
