@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import structlog
 from bson import ObjectId
-from pymongo import AsyncMongoClient, monitoring
+from pymongo import AsyncMongoClient
 
 from recruiter.cleaner import CleanerConfig, CleanerProcess
 from recruiter.clock import ManualClock
@@ -32,33 +32,12 @@ from recruiter.retry import ExponentialBackoff, RetryManyTimes
 from recruiter.selection import Assignment
 from recruiter.store import ensure_indexes
 from recruiter.worker import Running, Slot, WorkerConfig, WorkerProcess
+from tests.commands import Commands
 from tests.workables import AlwaysFails, BrokenConstructor, Record
 
 START = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 DEAD_AFTER_S = 30.0
 LOCK_FIELDS = ("locked_by", "locked_at", "lock_token", "lock_epoch")
-
-
-class Commands(monitoring.CommandListener):
-    """Records the commands a client sends, so a test can count round trips."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, Any, dict[str, Any]]] = []
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        self.events.append((event.command_name, event.command.get(event.command_name), event.command))
-
-    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        pass
-
-    def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        pass
-
-    def clear(self) -> None:
-        self.events.clear()
-
-    def named(self, name: str, collection: str) -> list[dict[str, Any]]:
-        return [cmd for n, coll, cmd in self.events if n == name and coll == collection]
 
 
 @dataclass

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from bson import ObjectId
-from pymongo import AsyncMongoClient, MongoClient, monitoring
+from pymongo import AsyncMongoClient, MongoClient
 
 from recruiter import AsyncRecruiter, JobRefused, Recruiter
 from recruiter.clock import ManualClock
@@ -17,29 +17,10 @@ from recruiter.connection import ConnectionProblem
 from recruiter.retry import ExponentialBackoff, policy_from_document
 from recruiter.store import INDEXES, ensure_indexes_sync
 from recruiter.workable import workable_from_document
+from tests.commands import Commands
 from tests.workables import BrokenConstructor, Record
 
 START = datetime(2026, 2, 1, 9, 0, tzinfo=UTC)
-
-
-class Commands(monitoring.CommandListener):
-    """Records the commands a client sends."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, Any, dict[str, Any]]] = []
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        self.events.append((event.command_name, event.command.get(event.command_name), event.command))
-
-    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        pass
-
-    def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        pass
-
-    def named(self, name: str, collection: str) -> list[dict[str, Any]]:
-        """The ``name`` commands (e.g. ``insert``) sent to ``collection``."""
-        return [cmd for n, coll, cmd in self.events if n == name and coll == collection]
 
 
 def test_connect_enqueue_and_read_back(db_uri: str, db: Any) -> None:

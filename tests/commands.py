@@ -1,0 +1,30 @@
+"""A PyMongo command listener for tests that count what reaches the server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pymongo import monitoring
+
+
+class Commands(monitoring.CommandListener):
+    """Records the commands a client sends, so a test can count round trips."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Any, dict[str, Any]]] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        self.events.append((event.command_name, event.command.get(event.command_name), event.command))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+    def clear(self) -> None:
+        self.events.clear()
+
+    def named(self, name: str, collection: str) -> list[dict[str, Any]]:
+        """The ``name`` commands (e.g. ``insert``) sent to ``collection``."""
+        return [cmd for n, coll, cmd in self.events if n == name and coll == collection]
