@@ -16,7 +16,6 @@ from typing import Any
 from pymongo import AsyncMongoClient, MongoClient
 from pymongo.errors import ConfigurationError, InvalidURI, PyMongoError
 from pymongo.uri_parser import parse_uri
-from pymongo.write_concern import WriteConcern
 
 DEFAULT_URI = "mongodb://localhost:27017/recruiter"
 DEFAULT_DATABASE = "recruiter"
@@ -70,6 +69,8 @@ def _client_options(server_selection_timeout_s: float, app_name: str) -> dict[st
         "serverSelectionTimeoutMS": int(server_selection_timeout_s * 1000),
         "appname": app_name,
         "retryWrites": True,
+        # An acknowledged job or outcome must survive a primary failover.
+        "w": "majority",
     }
 
 
@@ -83,9 +84,6 @@ def async_client(target: Target, *, app_name: str = "recruiter", server_selectio
                  event_listeners: list[Any] | None = None) -> AsyncMongoClient[Any]:
     return AsyncMongoClient(target.uri, event_listeners=event_listeners or [],
                             **_client_options(server_selection_timeout_s, app_name))
-
-
-WRITE_CONCERN = WriteConcern(w="majority")
 
 
 def describe(exc: BaseException, target: Target) -> str:
