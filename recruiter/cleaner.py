@@ -138,11 +138,11 @@ class CleanerProcess:
         for j in jobs:
             log.warning("job.crashed", job_id=str(j["_id"]), worker_id=j.get("locked_by"),
                         attempt=j.get("attempts"), group=j.get("group"))
-        return result.modified_count
+        return int(result.modified_count)
 
     async def prune(self, now: datetime) -> int:
         cutoff = now - timedelta(seconds=self.config.clean_after_s)
         result = await self.c.archived.delete_many({"archived_at": {"$lt": cutoff}})
         if result.deleted_count:
             log.info("archived.pruned", count=result.deleted_count)
-        return result.deleted_count
+        return int(result.deleted_count)

@@ -44,7 +44,7 @@ log = structlog.get_logger("recruiter.cli")
 RECALIBRATE_CLOCK_S = 60.0
 
 
-class Duration(click.ParamType):
+class Duration(click.ParamType):  # type: ignore[type-arg]
     """A duration such as ``200ms``, ``30s``, ``5m``, ``2h`` or ``5d``."""
 
     name = "duration"

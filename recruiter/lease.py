@@ -95,4 +95,5 @@ class Lease:
             )
 
     async def holder(self) -> dict[str, Any] | None:
-        return await self.collection.find_one({"_id": self.name})
+        doc: dict[str, Any] | None = await self.collection.find_one({"_id": self.name})
+        return doc

@@ -65,7 +65,8 @@ class Recruiter:
         """Store one job; returns its id."""
         (doc,) = _documents(self, [item])
         self.collections.scheduled.insert_one(doc)
-        return doc["_id"]
+        job_id: ObjectId = doc["_id"]
+        return job_id
 
     def enqueue_many(self, items: Iterable[JobBuilder | Workable]) -> list[ObjectId]:
         """Store many jobs in one round trip. All are validated before anything is written."""
@@ -117,7 +118,8 @@ class AsyncRecruiter:
     async def enqueue(self, item: JobBuilder | Workable) -> ObjectId:
         (doc,) = _documents(self, [item])
         await self.collections.scheduled.insert_one(doc)
-        return doc["_id"]
+        job_id: ObjectId = doc["_id"]
+        return job_id
 
     async def enqueue_many(self, items: Iterable[JobBuilder | Workable]) -> list[ObjectId]:
         docs = _documents(self, items)
