@@ -100,6 +100,16 @@ def decision_to_document(decision: Decision) -> dict[str, Any]:
     raise TypeError(f"not a retry decision: {decision!r}")
 
 
+def describe_decision(decision: Decision) -> str:
+    """A decision in a few words, for logs: ``archive: done``, ``retry at 2026-…Z``."""
+    if isinstance(decision, Archive):
+        return f"archive: {decision.why}"
+    when = decision.at.isoformat().replace("+00:00", "Z")
+    if isinstance(decision, MoveToGroup):
+        return f"move to group {decision.group} at {when}"
+    return f"retry at {when}"
+
+
 def is_archive(outcome_doc: dict[str, Any]) -> bool:
     return "archive" in outcome_doc["decision"]
 

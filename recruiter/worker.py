@@ -30,7 +30,7 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from recruiter.attempt import describe_exception, failure_of, judge, judge_crash, storable_result
 from recruiter.clock import Clock
-from recruiter.outcome import DONE, Execution, Outcome
+from recruiter.outcome import DONE, Execution, Kind, Outcome, describe_decision
 from recruiter.retry import Archive, Decision
 from recruiter.selection import ANY_GROUP
 from recruiter.store import Collections
@@ -282,36 +282,41 @@ class WorkerProcess:
         slot.running = Running(job_id, self.clock.now())
         try:
             outcome = await self.attempt(slot, job, bound)
-            await self.record(slot, outcome, bound)
+            if outcome is not None:
+                await self.record(slot, outcome, bound)
         finally:
             slot.running = None
 
-    async def attempt(self, slot: Slot, job: dict[str, Any], bound: Any) -> Outcome:
-        """Run (or, after a crash, judge) one attempt and return its outcome."""
+    async def attempt(self, slot: Slot, job: dict[str, Any], bound: Any) -> Outcome | None:
+        """Run (or, after a crash, judge) one attempt and return its outcome.
+
+        ``None`` when the attempt was halted: the assignment was taken away while
+        it ran, so there is nothing this worker may record.
+        """
         now = self.clock.now()
         token = job["lock_token"]
         attempt = int(job.get("attempts", 1))
         if job.get("crash_pending"):
             verdict = judge_crash(job, now, self.config.max_crashes)
             if verdict is not None:
-                bound.info("job.crash_judged", decision=repr(verdict))
+                bound.info("job.crash_judged", decision=describe_decision(verdict))
                 return Outcome(job["_id"], token, attempt, executed=False, decision=verdict)
 
         started_at = now
         error: BaseException | None = None
         result: Any = None
-        kind = "done"
+        kind: Kind = "done"
         try:
             result = await self._execute(slot, job)
         except asyncio.CancelledError:
-            if slot.running is not None and slot.running.halted:
-                error = RuntimeError("halted: the worker lost its assignment")
-            else:
+            if slot.running is None or not slot.running.halted:
                 raise
+            bound.warning("job.outcome_discarded", reason="halted while running")
+            return None
         except JobTimedOut as exc:
             error, kind = exc, "timed-out"
         except Exception as exc:  # noqa: BLE001 - any failure of user code is an attempt outcome
-            error = exc
+            error, kind = exc, "failed"
         ended_at = self.clock.now()
 
         decision: Decision
@@ -320,18 +325,18 @@ class WorkerProcess:
             if dropped:
                 bound.warning("job.result_dropped", reason=dropped)
             decision = Archive(DONE)
-            execution = self._execution(job, attempt, "done", started_at, ended_at)
+            execution = self._execution(job, attempt, kind, started_at, ended_at)
             bound.info("job.done", duration_s=(ended_at - started_at).total_seconds())
         else:
-            kind = kind if kind == "timed-out" else "failed"
             cls, message, trace = describe_exception(error)
             decision = judge(job, failure_of(job, error, ended_at), ended_at)
             execution = self._execution(job, attempt, kind, started_at, ended_at, cls, message, trace)
-            bound.info("job.failed", error=cls, message=message[:200], decision=repr(decision))
+            bound.info("job.failed", error=cls, message=message[:200], outcome=kind,
+                       decision=describe_decision(decision))
         return Outcome(job["_id"], token, attempt, executed=True, decision=decision,
                        execution=execution, result=result if error is None else None)
 
-    def _execution(self, job: dict[str, Any], attempt: int, kind: Any, started_at: datetime, ended_at: datetime,
+    def _execution(self, job: dict[str, Any], attempt: int, kind: Kind, started_at: datetime, ended_at: datetime,
                    cls: str | None = None, message: str | None = None, trace: str | None = None) -> Execution:
         return Execution(
             attempt=attempt, kind=kind, worker=str(job.get("locked_by")), pid=self.pid, hostname=self.hostname,
