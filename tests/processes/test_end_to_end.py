@@ -158,3 +158,30 @@ def test_sigterm_lets_the_running_job_finish_and_be_archived_before_exit(
     doc = db.archived.find_one({"_id": job_id})
     assert doc is not None and doc["why"] == "done"
     assert db.roster.find_one({"_id": "busy"}) is None, "the worker deregistered"
+
+
+def test_a_paused_worker_declared_dead_cannot_record_its_outcome(
+        processes: Processes, db: Any, db_uri: str) -> None:
+    with Recruiter.connect(db_uri) as rec:
+        job_id = SlowUntilKilled(db_uri, first_attempt_s=4).as_job_of(rec).retry_with(
+            RetryManyTimes(times=3, wait=0)).enqueue()
+    processes.recruiter()
+    processes.cleaner()
+    zombie = processes.worker("--id", "zombie")
+    wait_for(lambda: db.ledger.find_one({"job": str(job_id), "event": "start"}), timeout_s=30,
+             message="the first attempt to start")
+    zombie.signal(signal.SIGSTOP)
+    try:
+        wait_for(lambda: db.roster.find_one({"_id": "zombie"}) is None, timeout_s=30,
+                 message="the cleaner to declare the paused worker dead")
+        processes.worker("--id", "live")
+        doc = wait_for(lambda: db.archived.find_one({"_id": job_id}), timeout_s=30, message="the job done elsewhere")
+    finally:
+        zombie.signal(signal.SIGCONT)
+    # The zombie wakes up, finds its entry gone, discards its outcome and registers again.
+    wait_for(lambda: db.roster.find_one({"_id": "zombie"}), timeout_s=30, message="the zombie to register again")
+    wait_for(lambda: "job.outcome_discarded" in zombie.log(), timeout_s=30, message="the discarded outcome")
+    assert doc["why"] == "done"
+    assert [(e["worker"], e["outcome"]) for e in doc["executions"]] == [("zombie", "crashed"), ("live", "done")]
+    assert db.archived.count_documents({}) == 1
+    assert db.scheduled.count_documents({}) == 0
