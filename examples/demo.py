@@ -35,7 +35,7 @@ from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
 from examples.enqueue import enqueue_examples
-from recruiter import Recruiter
+from recruiter import Recruiter, embedded
 from recruiter.connection import ConnectionProblem
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -224,11 +224,10 @@ def stop_leftovers() -> None:
 
 
 def server_command() -> str:
-    here = Path(sys.executable).parent / "secantusd-py"
-    found = str(here) if here.exists() else shutil.which("secantusd-py")
-    if not found:
-        raise DemoFailed("secantusd-py is not installed: run bin/setup-env (or pip install -e '.[embedded]')")
-    return found
+    try:
+        return embedded.server_command()
+    except ConnectionProblem as exc:
+        raise DemoFailed(f"{exc}; or run bin/setup-env") from None
 
 
 def wait_for(what: str, check: Callable[[], bool], timeout_s: float, processes: Processes) -> None:
