@@ -39,7 +39,8 @@ from recruiter import Recruiter, embedded
 from recruiter.connection import ConnectionProblem
 
 ROOT = Path(__file__).resolve().parent.parent
-DEMO = ROOT / ".demo"
+# Where the demo keeps its data, logs and pids (the tests point it elsewhere).
+DEMO = Path(os.environ.get("RECRUITER_DEMO_DIR") or ROOT / ".demo").resolve()
 STORAGE = DEMO / "db"
 LOGS = DEMO / "logs"
 PIDS = DEMO / "pids.json"
@@ -56,6 +57,14 @@ class DemoFailed(Exception):
 
 class Interrupted(Exception):
     """SIGINT, SIGTERM or SIGHUP."""
+
+
+def shown(path: Path) -> str:
+    """``path`` relative to the checkout when it is inside it."""
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return str(path)
 
 
 def say(text: str = "") -> None:
@@ -138,7 +147,7 @@ class Processes:
         for c in self.children:
             if not c.alive():
                 raise DemoFailed(f"{c.name} (pid {c.pid}) exited with code {c.proc.returncode}; "
-                                 f"its log {c.log.relative_to(ROOT)} ends with:\n{tail(c.log)}")
+                                 f"its log {shown(c.log)} ends with:\n{tail(c.log)}")
 
     def stop(self, children: list[Child], timeout_s: float) -> list[str]:
         """Stop ``children`` together; returns what did not go cleanly.
@@ -166,7 +175,7 @@ class Processes:
             elif c.proc.returncode not in (0, -signal.SIGTERM):
                 self.killed += 1
                 problems.append(f"{c.name} (pid {c.pid}) exited with code {c.proc.returncode}; "
-                                f"see {c.log.relative_to(ROOT)}")
+                                f"see {shown(c.log)}")
         return problems
 
     def _wait(self, children: list[Child], timeout_s: float) -> None:
@@ -253,7 +262,7 @@ def pinged(client: MongoClient[Any]) -> bool:
 def start_installation(processes: Processes, port: int, uri: str) -> None:
     server_args = ["--host", "127.0.0.1", "--port", str(port), "--storage-path", str(STORAGE)]
     server = processes.start("server", [server_command(), *server_args], marker=" ".join(server_args[2:]))
-    say(f"embedded server (SecantusDB) pid {server.pid} on {uri}, storage {STORAGE.relative_to(ROOT)}/")
+    say(f"embedded server (SecantusDB) pid {server.pid} on {uri}, storage {shown(STORAGE)}/")
     probe: MongoClient[Any] = MongoClient(uri, serverSelectionTimeoutMS=300, connectTimeoutMS=300)
     try:
         wait_for("the embedded server to answer", lambda: pinged(probe), 60, processes)
@@ -273,9 +282,9 @@ def start_installation(processes: Processes, port: int, uri: str) -> None:
     ]
     for name, argv in commands:
         child = processes.start(name, argv, marker=uri, env=env)
-        shown = " ".join([Path(argv[0]).name, *argv[1:-len(common)]])
-        say(f"  {name:<17} pid {child.pid:<7} {shown}")
-    say(f"  logs (JSON lines) in {LOGS.relative_to(ROOT)}/")
+        command = " ".join([Path(argv[0]).name, *argv[1:-len(common)]])
+        say(f"  {name:<17} pid {child.pid:<7} {command}")
+    say(f"  logs (JSON lines) in {shown(LOGS)}/")
 
 
 def wait_for_workers(db: Any, processes: Processes, expected: int) -> None:
@@ -319,7 +328,7 @@ def watch(db: Any, ids: list[Any], processes: Processes, timeout_s: float) -> fl
         if elapsed >= timeout_s:
             raise DemoFailed(
                 f"only {done} of {len(ids)} jobs were archived after {timeout_s:.0f}s; "
-                f"still scheduled: {fmt(scheduled, STATUS_ORDER)}. Look at the logs in {LOGS.relative_to(ROOT)}/"
+                f"still scheduled: {fmt(scheduled, STATUS_ORDER)}. Look at the logs in {shown(LOGS)}/"
             )
         time.sleep(max(0.0, 1.0 - (time.monotonic() - started - elapsed)))
 
@@ -389,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     port = args.port or 0
     started = time.monotonic()
     try:
-        DEMO.mkdir(exist_ok=True)
+        DEMO.mkdir(parents=True, exist_ok=True)
         stop_leftovers()
         shutil.rmtree(STORAGE, ignore_errors=True)
         shutil.rmtree(LOGS, ignore_errors=True)
@@ -430,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
         for w in warnings[:8]:
             say(f"  {w}")
     if not ok:
-        say(f"Everything the demo started has been stopped; the logs are in {LOGS.relative_to(ROOT)}/.")
+        say(f"Everything the demo started has been stopped; the logs are in {shown(LOGS)}/.")
         return 1
 
     uri = f"mongodb://127.0.0.1:{port}/recruiter"
@@ -443,8 +452,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         say(f"Everything the demo started has been stopped ({time.monotonic() - started:.0f}s in all)"
             + (", with the problems shown above." if problems else "."))
-        say("The data stays in .demo/db; to look at it, start the server again (or use `bin/demo --keep`):")
-        say(f"  bin/recruiter embedded start --port {port} --embedded-path .demo/db")
+        say(f"The data stays in {shown(STORAGE)}; to look at it, start the server again (or use `bin/demo --keep`):")
+        say(f"  bin/recruiter embedded start --port {port} --embedded-path {shown(STORAGE)}")
         say("then:")
     say(f"  npx mongosh {uri} --eval 'db.archived.find({{why: \"done\"}}).limit(3)'")
     say(f"  npx mongosh {uri} --eval 'db.archived.find({{why: {{$ne: \"done\"}}}})'")
