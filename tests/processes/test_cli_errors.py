@@ -70,3 +70,22 @@ def test_options_come_from_environment_variables() -> None:
 def test_preloading_an_unknown_module_is_one_line() -> None:
     result = run_cli("worker", "start", "--preload", "no_such_module_here")
     assert_one_line_error(result, "cannot preload 'no_such_module_here'")
+
+
+def test_status_reports_counts(db_uri: str) -> None:
+    import json
+
+    from recruiter import Recruiter
+    from tests.workables import Record
+
+    with Recruiter.connect(db_uri) as rec:
+        rec.enqueue_many([Record(db_uri, n=1).as_job_of(rec), Record(db_uri, n=2).as_job_of(rec).in_group("x")])
+        rec.db.archived.insert_one({"_id": "old", "why": "done"})
+    result = run_cli("status", "--target", db_uri, "--json")
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    assert figures["scheduled"] == {"queued": 2}
+    assert figures["archived"] == {"done": 1}
+    assert figures["workers"]["total"] == 0
+    text = run_cli("status", "--target", db_uri)
+    assert "scheduled: queued=2" in text.stdout and "archived:  done=1" in text.stdout
