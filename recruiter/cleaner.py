@@ -26,7 +26,7 @@ from pymongo.errors import PyMongoError
 
 from recruiter.clock import Clock
 from recruiter.lease import Lease
-from recruiter.outcome import crash_update
+from recruiter.outcome import REFERENCE_FIELDS, crash_update, jobs_referenced_by
 from recruiter.store import Collections
 
 log = structlog.get_logger("recruiter.cleaner")
@@ -121,14 +121,23 @@ class CleanerProcess:
         return await self._unlock(jobs, {worker["_id"]: worker}, now, reason)
 
     async def sweep_orphans(self, now: datetime, cutoff: datetime) -> int:
-        """Unlock jobs whose worker no longer exists (locked before ``cutoff``)."""
+        """Unlock jobs locked before ``cutoff`` that no roster entry holds.
+
+        Either the worker is gone (a cleaner died between deleting it and
+        unlocking its jobs), or its entry no longer refers to the job (a write
+        the server lost). The unlock is conditional on the lock token, so a job
+        the recruiter archives or reschedules meanwhile is left alone.
+        """
         locked = await self.c.scheduled.find({"locked": True, "locked_at": {"$lt": cutoff}}).to_list()
         if not locked:
             return 0
-        present = {d["_id"] for d in await self.c.roster.find(
-            {"_id": {"$in": list({j.get("locked_by") for j in locked})}}, {"_id": 1}).to_list()}
-        orphans = [j for j in locked if j.get("locked_by") not in present]
-        return await self._unlock(orphans, {}, now, "its worker left the roster without finishing it")
+        entries = {w["_id"]: w for w in await self.c.roster.find(
+            {"_id": {"$in": list({j.get("locked_by") for j in locked})}}, REFERENCE_FIELDS).to_list()}
+        gone = [j for j in locked if j.get("locked_by") not in entries]
+        forgotten = [j for j in locked if j.get("locked_by") in entries
+                     and j["_id"] not in jobs_referenced_by(entries[j["locked_by"]])]
+        return (await self._unlock(gone, {}, now, "its worker left the roster without finishing it")
+                + await self._unlock(forgotten, {}, now, "its worker no longer refers to it"))
 
     async def _unlock(self, jobs: list[dict[str, Any]], workers: dict[str, Any], now: datetime, reason: str) -> int:
         if not jobs:

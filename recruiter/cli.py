@@ -138,6 +138,8 @@ async def _main(target: Target, app_name: str, make: Callable[[Any, ServerClock]
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal, sig)
+        # SIGUSR1 prints what every task is waiting on (py-spy cannot see coroutines).
+        loop.add_signal_handler(signal.SIGUSR1, _dump_tasks)
         calibrator = asyncio.create_task(_recalibrate(clock, client), name="clock.calibrate")
         try:
             await process.run()
@@ -145,10 +147,17 @@ async def _main(target: Target, app_name: str, make: Callable[[Any, ServerClock]
             log.warning("process.forced_stop")
         finally:
             calibrator.cancel()
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
                 loop.remove_signal_handler(sig)
     finally:
         await client.close()
+
+
+def _dump_tasks() -> None:
+    for task in asyncio.all_tasks():
+        print(f"--- task {task.get_name()}", file=sys.stderr)
+        task.print_stack(file=sys.stderr)
+    sys.stderr.flush()
 
 
 async def _recalibrate(clock: ServerClock, client: Any) -> None:

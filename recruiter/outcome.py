@@ -128,6 +128,20 @@ def history_entry(execution: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in execution.items() if k != "trace"}
 
 
+def jobs_referenced_by(entry: dict[str, Any]) -> set[Any]:
+    """The jobs a roster entry knows it holds: its assignment, running job or pending outcome.
+
+    Needs the entry's ``assigned_to``, ``working_on`` and ``outcome.job`` fields.
+    """
+    refs = {(entry.get("assigned_to") or {}).get(entry["_id"]), entry.get("working_on"),
+            (entry.get("outcome") or {}).get("job")}
+    refs.discard(None)
+    return refs
+
+
+REFERENCE_FIELDS = {"assigned_to": 1, "working_on": 1, "outcome.job": 1}
+
+
 def _history(job: dict[str, Any], execution: dict[str, Any] | None) -> list[dict[str, Any]]:
     executions = list(job.get("executions") or [])
     if execution is not None:

@@ -31,7 +31,15 @@ from pymongo.errors import BulkWriteError, PyMongoError
 from recruiter.clock import Clock
 from recruiter.job import Status
 from recruiter.lease import Lease
-from recruiter.outcome import ROLLBACK_PIPELINE, archived_document, held_by, is_archive, reschedule_update
+from recruiter.outcome import (
+    REFERENCE_FIELDS,
+    ROLLBACK_PIPELINE,
+    archived_document,
+    held_by,
+    is_archive,
+    jobs_referenced_by,
+    reschedule_update,
+)
 from recruiter.selection import Assignment, Candidate, FreeWorker, candidate_queries, select
 from recruiter.store import Collections
 
@@ -296,22 +304,15 @@ class RecruiterProcess:
         ).to_list()
         if not locked:
             return
-        workers = {
-            w["_id"]: w
+        refs = {
+            w["_id"]: jobs_referenced_by(w)
             for w in await self.c.roster.find(
-                {"_id": {"$in": list({j.get("locked_by") for j in locked})}},
-                {"assigned_to": 1, "outcome.job": 1, "working_on": 1},
+                {"_id": {"$in": list({j.get("locked_by") for j in locked})}}, REFERENCE_FIELDS
             ).to_list()
         }
-        orphans = []
-        for job in locked:
-            w = workers.get(job.get("locked_by"))
-            if w is None:
-                continue  # the worker is gone: a crash, handled by the cleaner
-            refs = {(w.get("assigned_to") or {}).get(w["_id"]), (w.get("outcome") or {}).get("job"),
-                    w.get("working_on")}
-            if job["_id"] not in refs:
-                orphans.append((job["_id"], job["lock_token"]))
+        # A job whose worker is gone is a crash, handled by the cleaner.
+        orphans = [(j["_id"], j["lock_token"]) for j in locked
+                   if j.get("locked_by") in refs and j["_id"] not in refs[j["locked_by"]]]
         await self._rollback(orphans)
 
 

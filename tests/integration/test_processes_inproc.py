@@ -619,3 +619,38 @@ def test_async_job_over_its_timeout_is_a_timed_out_attempt(db_uri: str) -> None:
         assert len(await h.ledger(event="end")) == 0, "the job was stopped, not left running"
 
     run(db_uri, scenario)
+
+
+def test_cleaner_unlocks_a_job_its_live_worker_no_longer_refers_to(db_uri: str) -> None:
+    """A lock no roster entry refers to (e.g. the server lost the worker's write) is not kept forever."""
+
+    async def scenario(h: Harness) -> None:
+        held = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
+        forgotten = await Record(h.db_uri, n=2).as_job_of(h.producer).enqueue()
+        worker, slot = await h.worker("w1")
+        other, other_slot = await h.worker("w2")
+        await h.round()
+        assert {await worker.poll(slot), await other.poll(other_slot)} == {held, forgotten}
+        forgetful = "w1" if (await h.job(forgotten) or {})["locked_by"] == "w1" else "w2"
+        # The entry loses its assignment while the job stays locked.
+        await h.db.roster.update_one({"_id": forgetful}, {"$set": {"available": True}, "$unset": {"assigned_to": ""}})
+
+        cleaner = await h.cleaner()
+        h.clock.advance(timedelta(seconds=DEAD_AFTER_S - 1))
+        await worker.heartbeat()
+        await other.heartbeat()
+        assert (await cleaner.clean()).unlocked_jobs == 0  # too recent: may be mid-assignment
+        h.clock.advance(timedelta(seconds=2))
+        await worker.heartbeat()
+        await other.heartbeat()
+        assert await cleaner.lease.acquire()
+        report = await cleaner.clean()
+        assert report.dead_workers == 0 and report.unlocked_jobs == 1
+
+        job = await h.job(forgotten)
+        assert job is not None and job["locked"] is False and job["crash_pending"] is True
+        assert job["last_execution"]["message"] == "its worker no longer refers to it"
+        still = await h.job(held)
+        assert still is not None and still["locked"] is True, "a job its worker holds is left alone"
+
+    run(db_uri, scenario)
