@@ -25,6 +25,7 @@ from pymongo import UpdateOne
 from pymongo.errors import PyMongoError
 
 from recruiter.clock import Clock
+from recruiter.connection import first_line
 from recruiter.lease import Lease
 from recruiter.outcome import REFERENCE_FIELDS, crash_update, jobs_referenced_by
 from recruiter.store import Collections
@@ -81,7 +82,7 @@ class CleanerProcess:
                     log.warning("leader.lost", role="cleaner")
                     leading = False
             except PyMongoError as exc:
-                log.warning("clean.failed", error=str(exc).splitlines()[0][:200])
+                log.warning("clean.failed", error=first_line(exc))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), timeout=interval)
         await self.lease.release()

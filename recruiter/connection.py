@@ -86,6 +86,11 @@ def async_client(target: Target, *, app_name: str = "recruiter", server_selectio
                             **_client_options(server_selection_timeout_s, app_name))
 
 
+def first_line(exc: BaseException, limit: int = 200) -> str:
+    """The first line of an error's message (its class name if it has none), for logs."""
+    return ((str(exc).splitlines() or [""])[0] or type(exc).__name__)[:limit]
+
+
 def describe(exc: BaseException, target: Target) -> str:
     """One line saying what went wrong talking to ``target``."""
     name = type(exc).__name__
@@ -93,8 +98,7 @@ def describe(exc: BaseException, target: Target) -> str:
         return f"cannot reach MongoDB at {target.display}: no server answered ({name})"
     if name == "OperationFailure" and getattr(exc, "code", None) in (13, 18):
         return f"MongoDB at {target.display} refused the credentials or the operation: {exc}"
-    first_line = str(exc).splitlines()[0] if str(exc) else name
-    return f"MongoDB error at {target.display}: {first_line[:300]}"
+    return f"MongoDB error at {target.display}: {first_line(exc, limit=300)}"
 
 
 def wait_until_reachable(target: Target, timeout_s: float) -> None:

@@ -29,6 +29,7 @@ from pymongo import InsertOne, UpdateOne
 from pymongo.errors import BulkWriteError, PyMongoError
 
 from recruiter.clock import Clock
+from recruiter.connection import first_line
 from recruiter.job import Status
 from recruiter.lease import Lease
 from recruiter.outcome import (
@@ -102,7 +103,7 @@ class RecruiterProcess:
             try:
                 acquired = await self.lease.acquire()
             except PyMongoError as exc:
-                log.warning("lease.unavailable", error=_first_line(exc))
+                log.warning("lease.unavailable", error=first_line(exc))
                 acquired = False
             if not acquired:
                 await self._sleep(standby_poll_s)
@@ -132,7 +133,7 @@ class RecruiterProcess:
                 report = await self.round()
                 needs_rollback = False
             except PyMongoError as exc:
-                log.warning("round.failed", error=_first_line(exc))
+                log.warning("round.failed", error=first_line(exc))
                 await self._sleep(self.config.backoff_to_s)
                 continue
             if report.busy:
@@ -315,6 +316,3 @@ class RecruiterProcess:
                    if j.get("locked_by") in refs and j["_id"] not in refs[j["locked_by"]]]
         await self._rollback(orphans)
 
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).splitlines() or [type(exc).__name__])[0][:200]

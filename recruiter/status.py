@@ -19,10 +19,10 @@ def collect_status(target: Target) -> dict[str, Any]:
         archived = {d["_id"]: d["n"] for d in c.archived.aggregate(
             [{"$group": {"_id": "$why", "n": {"$sum": 1}}}])}
         workers = list(c.roster.find({}, {"assigned_to": 0, "outcome": 0}))
-        now = ServerClock()
-        now.calibrate_sync(client)
+        clock = ServerClock()
+        clock.calibrate_sync(client)
         leases = {d["_id"]: {"owner": d.get("owner"), "epoch": d.get("epoch"),
-                             "held": bool(d.get("expires_at") and d["expires_at"] > now.now()),
+                             "held": bool(d.get("expires_at") and d["expires_at"] > clock.now()),
                              "expires_at": d["expires_at"].isoformat() if d.get("expires_at") else None}
                   for d in c.metadata.find({"_id": {"$in": ["recruiter", "cleaner"]}})}
     finally:

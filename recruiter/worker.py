@@ -30,6 +30,7 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from recruiter.attempt import describe_exception, failure_of, judge, judge_crash, storable_result
 from recruiter.clock import Clock
+from recruiter.connection import first_line
 from recruiter.outcome import DONE, Execution, Kind, Outcome, describe_decision
 from recruiter.retry import Archive, Decision
 from recruiter.selection import ANY_GROUP
@@ -165,7 +166,7 @@ class WorkerProcess:
                     return
                 await asyncio.sleep(0.1)
         except PyMongoError as exc:
-            log.warning("worker.deregister_failed", worker_id=slot.id, error=str(exc).splitlines()[0][:200],
+            log.warning("worker.deregister_failed", worker_id=slot.id, error=first_line(exc),
                         detail="the cleaner removes this entry once it stops heartbeating")
 
     # -- main loops -------------------------------------------------------------
@@ -213,7 +214,7 @@ class WorkerProcess:
                     backoff = self.config.poll_from_s
                     continue
             except PyMongoError as exc:
-                log.warning("poll.failed", worker_id=slot.id, error=str(exc).splitlines()[0][:200])
+                log.warning("poll.failed", worker_id=slot.id, error=first_line(exc))
                 backoff = self.config.poll_to_s
             slot.wake.clear()
             with contextlib.suppress(TimeoutError):
@@ -238,7 +239,7 @@ class WorkerProcess:
             try:
                 await self.heartbeat()
             except PyMongoError as exc:
-                log.warning("heartbeat.failed", error=str(exc).splitlines()[0][:200])
+                log.warning("heartbeat.failed", error=first_line(exc))
             await asyncio.sleep(self.config.heartbeat_interval_s)
 
     async def heartbeat(self) -> None:
@@ -409,7 +410,7 @@ class WorkerProcess:
                 )
                 break
             except PyMongoError as exc:
-                bound.warning("outcome.write_failed", error=str(exc).splitlines()[0][:200])
+                bound.warning("outcome.write_failed", error=first_line(exc))
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self.config.poll_to_s)
         if result.matched_count == 0:
