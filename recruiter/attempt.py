@@ -23,8 +23,30 @@ MAX_RESULT_BYTES = 16 * 1024
 BAD_RETRY_POLICY = "bad-retry-policy"
 
 
+class RemoteFailure(Exception):
+    """An exception raised in another process (a child running the attempt), as described there.
+
+    It carries the original class names, so retry policies judge it as they
+    would have judged the original exception.
+    """
+
+    def __init__(self, lineage: tuple[str, ...], message: str, trace: str) -> None:
+        super().__init__(message)
+        self.lineage = lineage
+        self.message = message
+        self.trace = trace
+
+
+def lineage_of(exc: BaseException) -> tuple[str, ...]:
+    if isinstance(exc, RemoteFailure):
+        return exc.lineage
+    return exception_lineage(type(exc))
+
+
 def describe_exception(exc: BaseException) -> tuple[str, str, str]:
     """(``module:Qualname`` of the class, message, trace), trimmed to storable sizes."""
+    if isinstance(exc, RemoteFailure):
+        return exc.lineage[0], exc.message[:MAX_MESSAGE_CHARS], exc.trace[-MAX_TRACE_CHARS:]
     lineage = exception_lineage(type(exc))
     trace = "".join(traceback.format_exception(exc))
     return lineage[0], str(exc)[:MAX_MESSAGE_CHARS], trace[-MAX_TRACE_CHARS:]
@@ -37,7 +59,7 @@ def failure_of(job: dict[str, Any], exc: BaseException, ended_at: datetime) -> F
         created_at=job["created_at"],
         scheduled_at=job["scheduled_at"],
         ended_at=ended_at,
-        exception_types=exception_lineage(type(exc)),
+        exception_types=lineage_of(exc),
         message=str(exc)[:MAX_MESSAGE_CHARS],
         crashed=False,
         group=job.get("group"),

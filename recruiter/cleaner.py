@@ -7,6 +7,13 @@ jobs it held are unlocked as crashed attempts. An entry that still holds an
 unapplied outcome is left for the recruiter to apply first. Jobs locked by a
 worker that no longer exists (a cleaner that died between the two steps) are
 swept the same way.
+
+Each pass runs in a transaction fenced by the cleaner's lease
+(:func:`recruiter.store.fenced_transaction`): a cleaner that lost its lease
+writes nothing. Before a job is unlocked as crashed, the pass checks that it
+was not archived already: a job whose archived copy exists but which is still
+in ``scheduled`` (an archive cut between its two writes) is deleted from
+``scheduled``, finishing the archive instead of running the job again.
 """
 
 from __future__ import annotations
@@ -28,9 +35,11 @@ from recruiter.clock import Clock
 from recruiter.connection import first_line
 from recruiter.lease import Lease
 from recruiter.outcome import REFERENCE_FIELDS, crash_update, jobs_referenced_by
-from recruiter.store import Collections
+from recruiter.store import Collections, LostFence, fenced_transaction
 
 log = structlog.get_logger("recruiter.cleaner")
+
+PRUNE_BATCH = 1000
 
 
 @dataclass(frozen=True)
@@ -64,6 +73,7 @@ class CleanerProcess:
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{ObjectId()}"
         self.lease = Lease(self.c.metadata, "cleaner", self.owner, timedelta(seconds=config.lease_ttl_s), clock)
         self._stop = asyncio.Event()
+        self._db = db
 
     def stop(self) -> None:
         self._stop.set()
@@ -77,15 +87,28 @@ class CleanerProcess:
                     if not leading:
                         log.info("leader.elected", role="cleaner", epoch=self.lease.epoch)
                         leading = True
-                    await self.clean()
+                    await self.fenced_clean()
                 elif leading:
                     log.warning("leader.lost", role="cleaner")
                     leading = False
+            except LostFence:
+                log.warning("leader.lost", role="cleaner", detail="the pass wrote nothing")
+                leading = False
             except PyMongoError as exc:
                 log.warning("clean.failed", error=first_line(exc))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), timeout=interval)
         await self.lease.release()
+
+    async def fenced_clean(self) -> CleanReport:
+        """:meth:`clean` in a transaction fenced by the lease; :class:`LostFence` if it is not ours."""
+        outside = self.c
+        async with fenced_transaction(self._db, self.lease) as inside:
+            self.c = inside
+            try:
+                return await self.clean()
+            finally:
+                self.c = outside
 
     async def clean(self) -> CleanReport:
         now = self.clock.now()
@@ -116,7 +139,11 @@ class CleanerProcess:
         seen = worker["last_seen_at"]
         log.warning("worker.dead", worker_id=worker["_id"], last_seen_at=seen.isoformat(),
                     pid=worker.get("pid"), hostname=worker.get("hostname"))
-        jobs = await self.c.scheduled.find({"locked": True, "locked_by": worker["_id"]}).to_list()
+        # Only the jobs the entry referred to: a job locked for a new entry with the same
+        # id (a restarted worker) is not this dead worker's. Other locks go to the orphan sweep.
+        held = list(jobs_referenced_by(worker))
+        jobs = await self.c.scheduled.find(
+            {"_id": {"$in": held}, "locked": True, "locked_by": worker["_id"]}).to_list() if held else []
         reason = (f"worker {worker['_id']} (pid {worker.get('pid')} on {worker.get('hostname')}) "
                   f"stopped heartbeating; last seen {seen.isoformat()}")
         return await self._unlock(jobs, {worker["_id"]: worker}, now, reason)
@@ -141,6 +168,7 @@ class CleanerProcess:
                 + await self._unlock(forgotten, {}, now, "its worker no longer refers to it"))
 
     async def _unlock(self, jobs: list[dict[str, Any]], workers: dict[str, Any], now: datetime, reason: str) -> int:
+        jobs = await self._finish_archived(jobs)
         if not jobs:
             return 0
         ops = [UpdateOne(*crash_update(j, workers.get(str(j.get("locked_by"))), now, reason)) for j in jobs]
@@ -150,9 +178,32 @@ class CleanerProcess:
                         attempt=j.get("attempts"), group=j.get("group"))
         return int(result.modified_count)
 
+    async def _finish_archived(self, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Delete from ``scheduled`` the jobs already archived; return the others.
+
+        Conditional on the lock token, as the recruiter's own delete is.
+        """
+        if not jobs:
+            return jobs
+        archived = {d["_id"] for d in await self.c.archived.find(
+            {"_id": {"$in": [j["_id"] for j in jobs]}}, {"_id": 1}).to_list()}
+        done = [j for j in jobs if j["_id"] in archived]
+        if done:
+            await self.c.scheduled.delete_many(
+                {"$or": [{"_id": j["_id"], "lock_token": j.get("lock_token")} for j in done]})
+            for j in done:
+                log.warning("archive.reconciled", job_id=str(j["_id"]),
+                            detail="it was archived but still in scheduled; the delete was finished")
+        return [j for j in jobs if j["_id"] not in archived]
+
     async def prune(self, now: datetime) -> int:
+        """Delete archived jobs past retention, at most ``PRUNE_BATCH`` per pass (one transaction stays small)."""
         cutoff = now - timedelta(seconds=self.config.clean_after_s)
-        result = await self.c.archived.delete_many({"archived_at": {"$lt": cutoff}})
+        old = [d["_id"] for d in await self.c.archived.find(
+            {"archived_at": {"$lt": cutoff}}, {"_id": 1}).limit(PRUNE_BATCH).to_list()]
+        if not old:
+            return 0
+        result = await self.c.archived.delete_many({"_id": {"$in": old}, "archived_at": {"$lt": cutoff}})
         if result.deleted_count:
             log.info("archived.pruned", count=result.deleted_count)
         return int(result.deleted_count)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -32,10 +33,12 @@ from recruiter.connection import (
     async_client,
     describe,
     parse_target,
+    sync_client,
     wait_until_reachable,
 )
 from recruiter.durations import parse_duration
 from recruiter.recruiting import RecruiterConfig, RecruiterProcess
+from recruiter.sizes import parse_size
 from recruiter.store import ensure_indexes
 from recruiter.worker import WorkerConfig, WorkerIdTaken, WorkerProcess
 
@@ -62,6 +65,23 @@ class Duration(click.ParamType):  # type: ignore[type-arg]
 
 
 DURATION = Duration()
+
+
+class Size(click.ParamType):  # type: ignore[type-arg]
+    """A memory size such as ``512MB`` or ``2G`` (powers of 1024)."""
+
+    name = "size"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_size(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+SIZE = Size()
 
 
 def env(name: str) -> str:
@@ -103,7 +123,7 @@ def run_process(opts: dict[str, Any], app_name: str,
     target: Target | None = None
     try:
         target = connect_target(opts["target"], opts["embedded"], opts["embedded_path"])
-        asyncio.run(_main(target, app_name, make))
+        code = asyncio.run(_main(target, app_name, make))
     except (ConnectionProblem, WorkerIdTaken, ValueError) as exc:
         if debug:
             raise
@@ -112,9 +132,12 @@ def run_process(opts: dict[str, Any], app_name: str,
         if debug or target is None:
             raise
         raise click.ClickException(describe(exc, target)) from None
+    if code:
+        sys.exit(code)
 
 
-async def _main(target: Target, app_name: str, make: Callable[[Any, ServerClock], Any]) -> None:
+async def _main(target: Target, app_name: str, make: Callable[[Any, ServerClock], Any]) -> int:
+    """Run the process; returns its exit status (non-zero e.g. for a worker over its memory limit)."""
     client = async_client(target, app_name=app_name)
     try:
         clock = ServerClock()
@@ -133,7 +156,11 @@ async def _main(target: Target, app_name: str, make: Callable[[Any, ServerClock]
                 process.stop()
             else:
                 log.warning("signal.received", signal=signal.Signals(signum).name, action="forced stop")
-                main.cancel()
+                force = getattr(process, "force", None)
+                if force is not None:
+                    force()  # the process interrupts its work and gives it back
+                else:
+                    main.cancel()
 
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -149,6 +176,7 @@ async def _main(target: Target, app_name: str, make: Callable[[Any, ServerClock]
             calibrator.cancel()
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
                 loop.remove_signal_handler(sig)
+        return int(getattr(process, "exit_code", 0))
     finally:
         await client.close()
 
@@ -223,9 +251,15 @@ def worker_group() -> None:
               show_envvar=True, help="Directory added to sys.path so job classes can be imported.")
 @click.option("--preload", envvar=env("PRELOAD"), multiple=True, show_envvar=True,
               help="Module to import at start, so a typo fails now rather than in every job.")
+@click.option("--grace-period", envvar=env("GRACE_PERIOD"), type=DURATION, default="30s", show_default=True,
+              show_envvar=True, help="After SIGTERM, how long running jobs may take before they are interrupted.")
+@click.option("--memory-limit", envvar=env("MEMORY_LIMIT"), type=SIZE, default=None, show_envvar=True,
+              help="After a job, a worker over this resident size (e.g. 512MB) exits with status 75 and a "
+                   "supervisor process starts a fresh one.")
 def start_worker(groups: tuple[str, ...], concurrency: int, worker_id: str | None, heartbeat_interval: timedelta,
                  poll_from: timedelta, poll_to: timedelta, max_crashes: int, import_path: tuple[str, ...],
-                 preload: tuple[str, ...], **opts: Any) -> None:
+                 preload: tuple[str, ...], grace_period: timedelta, memory_limit: int | None,
+                 **opts: Any) -> None:
     """Run workers for the given groups."""
     for p in reversed(import_path):
         sys.path.insert(0, str(Path(p).resolve()))
@@ -238,8 +272,25 @@ def start_worker(groups: tuple[str, ...], concurrency: int, worker_id: str | Non
     config = _valid(lambda: WorkerConfig(
         groups=groups, concurrency=concurrency, worker_id=worker_id,
         heartbeat_interval_s=seconds(heartbeat_interval), poll_from_s=seconds(poll_from),
-        poll_to_s=seconds(poll_to), max_crashes=max_crashes))
-    run_process(opts, "recruiter-worker", lambda db, clock: WorkerProcess(db, clock, config))
+        poll_to_s=seconds(poll_to), max_crashes=max_crashes, grace_period_s=seconds(grace_period),
+        memory_limit_bytes=memory_limit))
+    if memory_limit is not None and not os.environ.get(SUPERVISED):
+        from recruiter.supervisor import supervise
+
+        sys.exit(supervise(_run_worker, opts, config, child_env=SUPERVISED))
+    _run_worker(opts, config)
+
+
+SUPERVISED = "RECRUITER_SUPERVISED_WORKER"
+
+
+def _run_worker(opts: dict[str, Any], config: WorkerConfig) -> None:
+    def make(db: Any, clock: ServerClock) -> WorkerProcess:
+        # The heartbeat thread has a client of its own, so a blocked event loop cannot hold it up.
+        heartbeat_client = sync_client(parse_target(opts["target"]), app_name="recruiter-heartbeat")
+        return WorkerProcess(db, clock, config, heartbeat_db=heartbeat_client[db.name])
+
+    run_process(opts, "recruiter-worker", make)
 
 
 @main.group("cleaner")
@@ -308,6 +359,64 @@ def status(target: str, as_json: bool) -> None:
     except ConnectionProblem as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(render_status(figures, as_json))
+
+
+@main.group("workers")
+def workers_group() -> None:
+    """Inspect the roster and stop workers remotely."""
+
+
+@workers_group.command("list")
+@click.option("--target", envvar=list(URI_ENVVARS), default=DEFAULT_URI, show_default=True, show_envvar=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def workers_list(target: str, as_json: bool) -> None:
+    """Every roster entry: groups, state, job, pid, host, last heartbeat."""
+    import json
+
+    from recruiter.roster import describe_workers, render_workers
+
+    def read(db: Any, now: Any) -> None:
+        rows = describe_workers(db, now)
+        click.echo(json.dumps(rows, indent=2) if as_json else render_workers(rows))
+
+    _with_database(target, read)
+
+
+@workers_group.command("stop")
+@click.argument("ids", nargs=-1)
+@click.option("--all", "all_", is_flag=True, help="Stop every worker in the roster.")
+@click.option("--target", envvar=list(URI_ENVVARS), default=DEFAULT_URI, show_default=True, show_envvar=True)
+def workers_stop(ids: tuple[str, ...], all_: bool, target: str) -> None:
+    """Ask workers to stop gracefully (ID also names its --concurrency slots ID-0, ID-1...)."""
+    from recruiter.roster import request_stop
+
+    if bool(ids) == all_:
+        raise click.UsageError("give worker ids or --all (not both)")
+
+    def stop(db: Any, _now: Any) -> None:
+        asked = request_stop(db, None if all_ else list(ids))
+        if not asked:
+            raise click.ClickException(f"no worker in the roster matches {', '.join(ids) or 'anything'}")
+        click.echo(f"asked {len(asked)} worker(s) to stop: {', '.join(asked)}")
+
+    _with_database(target, stop)
+
+
+def _with_database(target_uri: str, action: Callable[[Any, Any], None]) -> None:
+    try:
+        t = parse_target(target_uri)
+        wait_until_reachable(t, timeout_s=5.0)
+        client = sync_client(t, app_name="recruiter-admin", server_selection_timeout_s=5.0)
+        try:
+            clock = ServerClock()
+            clock.calibrate_sync(client)
+            action(client[t.database], clock.now())
+        except PyMongoError as exc:
+            raise click.ClickException(describe(exc, t)) from None
+        finally:
+            client.close()
+    except ConnectionProblem as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def _valid(build: Callable[[], Any]) -> Any:

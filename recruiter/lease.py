@@ -82,6 +82,22 @@ class Lease:
         self.expires_at = expires_at
         return True
 
+    async def fence(self, session: Any) -> bool:
+        """Inside ``session``'s transaction, write to the lease document if it is still ours.
+
+        The write makes the transaction conflict with a successor's
+        :meth:`acquire`: either the transaction commits before the lease changes
+        hands, or it fails. A stale holder's transaction therefore writes nothing.
+        """
+        if self.epoch is None:
+            return False
+        result = await self.collection.update_one(
+            {"_id": self.name, "owner": self.owner, "epoch": self.epoch, "expires_at": {"$gt": self.clock.now()}},
+            {"$inc": {"fenced_rounds": 1}},
+            session=session,
+        )
+        return bool(result.matched_count == 1)
+
     async def release(self, timeout_s: float = 2.0) -> None:
         """Let a standby take over at once. Best effort: if the server does not
         answer within ``timeout_s``, the lease simply expires."""

@@ -19,7 +19,7 @@ from recruiter.job import MAX_EXECUTIONS_KEPT, Status
 from recruiter.naming import qualified_name
 from recruiter.retry import Archive, Decision, MoveToGroup, RetryAt, WorkerCrashed
 
-Kind = Literal["done", "failed", "crashed", "judged", "timed-out"]
+Kind = Literal["done", "failed", "crashed", "judged", "timed-out", "interrupted"]
 
 DONE = "done"
 CRASHED_TOO_MANY_TIMES = "crashed-too-many-times"

@@ -11,6 +11,12 @@ A round (:meth:`RecruiterProcess.round`):
 Any step may be repeated after a crash without harm: archiving ignores
 duplicates, every job update is conditional on its lock token, and locks that
 never reached a worker are rolled back when a leader starts.
+
+Fencing: the leader runs each round in one transaction whose first write is a
+conditional update of its lease document (:func:`recruiter.store.fenced_transaction`).
+A successor's acquire conflicts with it, so a stale leader's round commits
+nothing, and a round cut short by a crash leaves nothing half-done (an archived
+copy without its delete, a lock without its assignment).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import asyncio
 import contextlib
 import os
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -42,7 +49,7 @@ from recruiter.outcome import (
     reschedule_update,
 )
 from recruiter.selection import Assignment, Candidate, FreeWorker, candidate_queries, select
-from recruiter.store import Collections
+from recruiter.store import Collections, LostFence, fenced_transaction
 
 log = structlog.get_logger("recruiter.recruiter")
 
@@ -80,6 +87,10 @@ class LostLease(Exception):
     """The lease expired or was taken over during a round."""
 
 
+def no_fault(point: str) -> None:
+    """The default fault hook: does nothing. Tests inject one that raises at a named point."""
+
+
 class RecruiterProcess:
     def __init__(self, db: Any, clock: Clock, config: RecruiterConfig, *, owner: str | None = None) -> None:
         self.c = Collections.of(db)
@@ -88,6 +99,8 @@ class RecruiterProcess:
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{ObjectId()}"
         self.lease = Lease(self.c.metadata, "recruiter", self.owner, timedelta(seconds=config.lease_ttl_s), clock)
         self._stop = asyncio.Event()
+        self._db = db
+        self.fault: Callable[[str], None] = no_fault
 
     def stop(self) -> None:
         self._stop.set()
@@ -127,12 +140,15 @@ class RecruiterProcess:
         while not self._stop.is_set():
             try:
                 await self._keep_lease()
-                if needs_rollback:
-                    await self.rollback_unassigned()
-                needs_rollback = True
-                report = await self.round()
+                report = await self.fenced_round(rollback=needs_rollback)
                 needs_rollback = False
             except PyMongoError as exc:
+                if exc.has_error_label("TransientTransactionError"):
+                    # A worker wrote to an entry this round was changing: the round
+                    # wrote nothing; run it again soon.
+                    log.debug("round.conflict", error=first_line(exc))
+                    await self._sleep(self.config.backoff_from_s)
+                    continue
                 log.warning("round.failed", error=first_line(exc))
                 await self._sleep(self.config.backoff_to_s)
                 continue
@@ -150,6 +166,24 @@ class RecruiterProcess:
         due = expires_at is None or self.clock.now() >= expires_at - margin
         if due and not await self.lease.renew():
             raise LostLease()
+
+    async def fenced_round(self, *, rollback: bool = False) -> RoundReport:
+        """One round (after releasing unassigned locks, if asked) in a transaction fenced by the lease.
+
+        Raises :class:`LostLease` with nothing written when the lease is no longer ours.
+        """
+        outside = self.c
+        try:
+            async with fenced_transaction(self._db, self.lease) as inside:
+                self.c = inside
+                try:
+                    if rollback:
+                        await self.rollback_unassigned()
+                    return await self.round()
+                finally:
+                    self.c = outside
+        except LostFence:
+            raise LostLease() from None
 
     def _check_lease(self) -> None:
         if not self.lease.held:
@@ -216,6 +250,7 @@ class RecruiterProcess:
                 others = [e for e in exc.details.get("writeErrors", []) if e.get("code") != DUPLICATE_KEY]
                 if others:
                     raise
+            self.fault("archive.between_insert_and_delete")
             await self.c.scheduled.delete_many(
                 {"$or": [{"_id": d["_id"], "lock_token": outcomes[d["_id"]][1]["token"]} for d in archive]}
             )

@@ -6,10 +6,12 @@ each says which query it serves.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from pymongo import ASCENDING, IndexModel
+from pymongo import ASCENDING, IndexModel, WriteConcern
 
 SCHEDULED = "scheduled"
 ARCHIVED = "archived"
@@ -66,3 +68,31 @@ def ensure_indexes_sync(db: Any) -> None:
 async def ensure_indexes(db: Any) -> None:
     for name, models in INDEXES.items():
         await db[name].create_indexes(models)
+
+
+class LostFence(Exception):
+    """The lease behind a fenced transaction is no longer held; nothing was written."""
+
+
+@contextlib.asynccontextmanager
+async def fenced_transaction(db: Any, lease: Any) -> AsyncIterator[Collections]:
+    """A transaction whose first write fences it with ``lease`` (:meth:`recruiter.lease.Lease.fence`).
+
+    Yields the collections to use inside it: every operation on them runs in the
+    transaction (the session is bound to the task). It commits with a majority
+    write concern when the block ends; raises :class:`LostFence`, with nothing
+    written, if the lease is no longer ours. Costs two round trips: the fence
+    write and the commit.
+
+    The yielded collections carry the server's default write concern: PyMongo
+    (4.20) sends a collection's own write concern with operations that use a
+    bound session inside a transaction, which the server refuses.
+    """
+    client = db.client
+    inside = Collections.of(db.with_options(write_concern=WriteConcern()))
+    async with client.start_session() as session, \
+            await session.start_transaction(write_concern=WriteConcern("majority")):
+        if not await lease.fence(session):
+            raise LostFence()
+        async with session.bind(end_session=False):
+            yield inside

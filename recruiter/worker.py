@@ -7,8 +7,20 @@ and writes the outcome into its roster document in the same write that makes it
 available again. That write is conditional on the assignment still being there,
 so a slot declared dead by the cleaner cannot record anything (it is halted).
 
-One heartbeat task per process keeps ``last_seen_at`` fresh for every slot,
-whether idle or running a long job.
+Fencing: each registration gets a fresh ``session`` id, stored in the roster
+entry. Every write the slot makes (heartbeat, outcome, leaving) is conditional
+on it, and those about a job also on ``assigned_to.<id>`` naming that job. A
+worker declared dead, replaced by a restart with the same ``--id``, or whose
+job was taken away learns it on its next write, halts the job and discards
+its outcome.
+
+Heartbeats come from a thread with its own client (:mod:`recruiter.heartbeat`),
+so a job that blocks the event loop cannot silence them.
+
+Stopping: :meth:`WorkerProcess.stop` is graceful (no new work, running jobs
+finish within ``grace_period_s``); :meth:`WorkerProcess.force`, or the grace
+period running out, interrupts running jobs and gives them back to the queue
+without counting the attempt, with an ``interrupted`` entry in their history.
 """
 
 from __future__ import annotations
@@ -18,8 +30,9 @@ import contextlib
 import inspect
 import os
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pymongo
@@ -29,19 +42,49 @@ from pymongo import UpdateOne
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from recruiter.attempt import describe_exception, failure_of, judge, judge_crash, storable_result
+from recruiter.child import ChildAttempt, ChildDied, JobTimedOut
 from recruiter.clock import Clock
 from recruiter.connection import first_line
-from recruiter.outcome import DONE, Execution, Kind, Outcome, describe_decision
-from recruiter.retry import Archive, Decision
+from recruiter.heartbeat import HeartbeatThread, SlotView, beat
+from recruiter.outcome import DONE, Execution, Kind, Outcome, crash_update, describe_decision, jobs_referenced_by
+from recruiter.retry import Archive, Decision, RetryAt
 from recruiter.selection import ANY_GROUP
 from recruiter.store import Collections
 from recruiter.workable import JobContext, accepts_context, workable_from_document
 
 log = structlog.get_logger("recruiter.worker")
 
+__all__ = ["ChildDied", "JobTimedOut", "WorkerConfig", "WorkerIdTaken", "WorkerProcess"]
 
-class JobTimedOut(Exception):
-    """The attempt ran longer than the job's timeout."""
+# Exit status of a worker that stopped because it went over --memory-limit: its
+# supervisor starts a fresh one (EX_TEMPFAIL: "try again").
+EXIT_MEMORY = 75
+# A worker whose heartbeat is this many of its intervals old is taken for dead
+# when a new process starts with its id.
+MISSED_BEATS_FOR_RESTART = 3
+
+
+def _process_exists(pid: Any) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def resident_bytes() -> int:
+    """This process's resident set size now (not its peak)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        import resource
+
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)  # peak; bytes on macOS
 
 
 @dataclass(frozen=True)
@@ -54,6 +97,8 @@ class WorkerConfig:
     poll_to_s: float = 0.5
     max_crashes: int = 3
     deregister_wait_s: float = 10.0
+    grace_period_s: float = 30.0
+    memory_limit_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if not self.groups:
@@ -73,6 +118,10 @@ class WorkerConfig:
             raise ValueError("poll-from must be positive and not above poll-to")
         if self.max_crashes < 1:
             raise ValueError("max crashes must be at least 1")
+        if self.grace_period_s < 0:
+            raise ValueError("grace period cannot be negative")
+        if self.memory_limit_bytes is not None and self.memory_limit_bytes <= 0:
+            raise ValueError("memory limit must be positive")
 
     def slot_ids(self) -> list[str]:
         base = self.worker_id or str(ObjectId())
@@ -86,26 +135,46 @@ class Running:
     job_id: ObjectId
     started_at: datetime
     task: asyncio.Task[Any] | None = None
-    halted: bool = False
+    child: ChildAttempt | None = None
+    in_thread: bool = False
+    halted: bool = False  # taken away: nothing may be recorded
+    interrupted: bool = False  # forced stop: given back without counting the attempt
+    recording: bool = False  # the outcome write is under way
 
 
 @dataclass
 class Slot:
     id: str
+    session: ObjectId = field(default_factory=ObjectId)
     running: Running | None = None
-    lost: bool = False  # our roster document disappeared (declared dead)
+    replaced: bool = False  # a process restarted with our id took the roster entry over
     wake: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class WorkerProcess:
-    def __init__(self, db: Any, clock: Clock, config: WorkerConfig) -> None:
+    def __init__(self, db: Any, clock: Clock, config: WorkerConfig, *, heartbeat_db: Any,
+                 exit_now: Callable[[int], None] = os._exit) -> None:
+        """``heartbeat_db`` is the same database through a synchronous client, for the heartbeat thread.
+
+        ``exit_now`` ends the process at once after a forced stop that had to leave a
+        job running in a thread (which cannot be stopped otherwise).
+        """
         self.c = Collections.of(db)
+        self.sync_roster = Collections.of(heartbeat_db).roster
         self.clock = clock
         self.config = config
         self.pid = os.getpid()
         self.hostname = socket.gethostname()
         self.slots = [Slot(i) for i in config.slot_ids()]
         self.stopping = asyncio.Event()
+        self.forced = False
+        self.exit_code = 0
+        self.exit_now = exit_now
+        self._stop_requested_at: float | None = None
+        self._abandoned_threads = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.heartbeats = HeartbeatThread(self.sync_roster, clock, config.heartbeat_interval_s,
+                                          self._slot_views, self._lost_from_thread)
 
     # -- roster ---------------------------------------------------------------
 
@@ -120,46 +189,100 @@ class WorkerProcess:
             "working": False,
             "pid": self.pid,
             "hostname": self.hostname,
+            "session": slot.session,
+            "heartbeat_interval_s": self.config.heartbeat_interval_s,
         }
 
     async def register(self, slot: Slot) -> None:
-        now = self.clock.now()
-        try:
-            await self.c.roster.insert_one(self._roster_document(slot, now))
-        except DuplicateKeyError:
-            raise WorkerIdTaken(slot.id) from None
-        slot.lost = False
+        """Enter the roster; if the id is still there from a dead process, recover it first."""
+        slot.session = ObjectId()
+        while True:
+            now = self.clock.now()
+            try:
+                await self.c.roster.insert_one(self._roster_document(slot, now))
+                break
+            except DuplicateKeyError:
+                pass
+            old = await self.c.roster.find_one({"_id": slot.id})
+            if old is not None and await self.recover(slot, old, now):
+                break
         log.info("worker.registered", worker_id=slot.id, groups=list(self.config.groups), pid=self.pid)
+
+    async def recover(self, slot: Slot, old: dict[str, Any], now: datetime) -> bool:
+        """Take over the entry a previous process with our id left, and release its jobs.
+
+        Refused (:class:`WorkerIdTaken`) while that process still heartbeats. Its
+        unapplied outcome is kept for the recruiter; the jobs it was given or was
+        running are unlocked as crashed attempts (it may have been running them
+        when it died). The takeover changes ``session``, so if the old process
+        was only paused, its writes are refused from now on. Returns False when
+        the entry changed under us (read it again).
+        """
+        interval = float(old.get("heartbeat_interval_s") or self.config.heartbeat_interval_s)
+        seen = old.get("last_seen_at")
+        silent = now - seen if seen is not None else None
+        # On this machine we can see whether its process is gone; elsewhere, its heartbeat tells.
+        gone_here = old.get("hostname") == self.hostname and not _process_exists(old.get("pid"))
+        if not gone_here and silent is not None and silent < timedelta(seconds=MISSED_BEATS_FOR_RESTART * interval):
+            raise WorkerIdTaken(slot.id, old, silent)
+        entry = self._roster_document(slot, now)
+        entry.update(available=False, recovering=True)
+        if old.get("outcome"):
+            entry["outcome"] = old["outcome"]
+        result = await self.c.roster.replace_one(
+            {"_id": slot.id, "last_seen_at": seen, "session": old.get("session")}, entry)
+        if result.matched_count == 0:
+            return False
+        held = jobs_referenced_by(old) - {(old.get("outcome") or {}).get("job")}
+        jobs = await self.c.scheduled.find(
+            {"_id": {"$in": list(held)}, "locked": True, "locked_by": slot.id}).to_list() if held else []
+        reason = (f"worker {slot.id} (pid {old.get('pid')} on {old.get('hostname')}) was restarted; "
+                  f"last seen {seen.isoformat() if seen else 'never'}")
+        if jobs:
+            await self.c.scheduled.bulk_write(
+                [UpdateOne(*crash_update(j, old, now, reason)) for j in jobs], ordered=False)
+        await self.c.roster.update_one(
+            {"_id": slot.id, "session": slot.session},
+            {"$set": {"available": True, "available_since": self.clock.now()}, "$unset": {"recovering": ""}})
+        log.warning("worker.recovered", worker_id=slot.id, previous_pid=old.get("pid"),
+                    previous_hostname=old.get("hostname"), released=[str(j["_id"]) for j in jobs],
+                    kept_outcome=bool(old.get("outcome")))
+        return True
 
     async def deregister(self, slot: Slot) -> None:
         """Leave the roster without losing an assignment or an unapplied outcome.
 
         Bounded by ``deregister_wait_s`` even when the server is unreachable: an
         entry left behind is removed by the cleaner once it stops heartbeating.
+        After a forced stop it does not wait for the recruiter: an outcome left
+        in the entry is applied all the same, and the cleaner removes the entry.
         """
+        if slot.replaced:
+            return
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.deregister_wait_s
+        mine = {"_id": slot.id, "session": slot.session}
         try:
             with pymongo.timeout(self.config.deregister_wait_s):
                 result = await self.c.roster.update_one(
-                    {"_id": slot.id, "available": True}, {"$set": {"stopping": True, "available": False}}
+                    {**mine, "available": True}, {"$set": {"stopping": True, "available": False}}
                 )
                 job_id = None
                 if result.matched_count == 0:
-                    doc = await self.c.roster.find_one({"_id": slot.id}, {f"assigned_to.{slot.id}": 1})
+                    doc = await self.c.roster.find_one(mine, {f"assigned_to.{slot.id}": 1})
                     job_id = ((doc or {}).get("assigned_to") or {}).get(slot.id)
             if job_id is not None:
-                # Assigned while we were deciding to stop: do it, then leave.
+                # Assigned while we were deciding to stop: do it (or, forced, give it back), then leave.
                 await self.work(slot, job_id)
                 deadline = loop.time() + self.config.deregister_wait_s
             while True:
                 with pymongo.timeout(max(0.1, deadline - loop.time())):
-                    result = await self.c.roster.delete_one({"_id": slot.id, "outcome": {"$exists": False}})
-                    gone = result.deleted_count or not await self.c.roster.find_one({"_id": slot.id}, {"_id": 1})
+                    result = await self.c.roster.delete_one({**mine, "outcome": {"$exists": False}})
+                    gone = result.deleted_count or not await self.c.roster.find_one(mine, {"_id": 1})
                 if gone:
                     log.info("worker.deregistered", worker_id=slot.id)
                     return
-                if loop.time() >= deadline:
+                if self.forced or loop.time() >= deadline:
                     log.warning("worker.left_outcome", worker_id=slot.id,
                                 detail="the recruiter has not applied the last outcome yet; the cleaner removes "
                                        "this entry once it has")
@@ -172,39 +295,70 @@ class WorkerProcess:
     # -- main loops -------------------------------------------------------------
 
     async def run(self) -> None:
+        self._loop = asyncio.get_running_loop()
         for slot in self.slots:
             await self.register(slot)
+        self.heartbeats.start()
         slot_tasks = [asyncio.create_task(self._slot_loop(s), name=f"worker.slot.{s.id}") for s in self.slots]
-        heartbeat = asyncio.create_task(self._heartbeat_loop(), name="worker.heartbeat")
+        check_s = min(0.25, self.config.heartbeat_interval_s)
         try:
-            # The heartbeat is a supervised side task: if it dies, the process stops.
-            pending: set[asyncio.Task[Any]] = {*slot_tasks, heartbeat}
-            while any(t in pending for t in slot_tasks):
-                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            pending: set[asyncio.Task[Any]] = set(slot_tasks)
+            while pending:
+                done, pending = await asyncio.wait(pending, timeout=check_s)
                 for task in done:
                     if task.exception() is not None:
                         raise task.exception()  # type: ignore[misc]
-                    if task is heartbeat:
-                        raise RuntimeError("the heartbeat task stopped")
+                # The heartbeat thread is supervised: a new one replaces it if it died.
+                self.heartbeats.ensure_alive()
+                if (self._stop_requested_at is not None and not self.forced
+                        and self._loop.time() >= self._stop_requested_at + self.config.grace_period_s):
+                    log.warning("worker.grace_period_over", grace_period_s=self.config.grace_period_s)
+                    self.force()
         finally:
             self.stopping.set()
             for s in self.slots:
                 s.wake.set()
             await asyncio.gather(*slot_tasks, return_exceptions=True)
-            heartbeat.cancel()
-            await asyncio.gather(heartbeat, return_exceptions=True)
+            self.heartbeats.stop()
+        if self._abandoned_threads:
+            # A synchronous job cannot be stopped inside its thread, and it was given
+            # back to the queue: end the process now so it cannot run on beside its rerun.
+            log.warning("worker.exit_now", reason="interrupted jobs were running in threads",
+                        threads=self._abandoned_threads)
+            self.exit_now(self.exit_code or 1)
 
     def stop(self) -> None:
         """Graceful stop: take no new work, let running jobs finish, leave the roster."""
         if not self.stopping.is_set():
-            log.info("worker.stopping", workers=[s.id for s in self.slots])
+            log.info("worker.stopping", workers=[s.id for s in self.slots],
+                     grace_period_s=self.config.grace_period_s)
+            self._stop_requested_at = asyncio.get_running_loop().time()
         self.stopping.set()
         for s in self.slots:
             s.wake.set()
 
+    def force(self) -> None:
+        """Forced stop: interrupt running jobs; each is given back without counting the attempt."""
+        self.stop()
+        if self.forced:
+            return
+        self.forced = True
+        log.warning("worker.forced_stop", running=[str(s.running.job_id) for s in self.slots if s.running])
+        for s in self.slots:
+            r = s.running
+            if r is not None and not r.recording and not r.halted:
+                r.interrupted = True
+                self._interrupt(r)
+
+    def _interrupt(self, running: Running) -> None:
+        if running.child is not None:
+            running.child.kill()
+        if running.task is not None:
+            running.task.cancel()
+
     async def _slot_loop(self, slot: Slot) -> None:
         backoff = self.config.poll_from_s
-        while not self.stopping.is_set():
+        while not self.stopping.is_set() and not slot.replaced:
             try:
                 job_id = await self.poll(slot)
                 if job_id is not None:
@@ -224,48 +378,66 @@ class WorkerProcess:
 
     async def poll(self, slot: Slot) -> ObjectId | None:
         """Read our own roster document; return the job assigned to us, if any."""
-        doc = await self.c.roster.find_one({"_id": slot.id}, {"available": 1, f"assigned_to.{slot.id}": 1})
+        doc = await self.c.roster.find_one(
+            {"_id": slot.id}, {"available": 1, f"assigned_to.{slot.id}": 1, "session": 1, "stop_requested": 1})
         if doc is None:
             log.warning("worker.lost_registration", worker_id=slot.id,
                         detail="the cleaner removed this worker (missed heartbeats); registering again")
             await self.register(slot)
             return None
+        if doc.get("session") != slot.session:
+            log.error("worker.replaced", worker_id=slot.id,
+                      detail="another process took over this worker id (this one was taken for dead); "
+                             "this slot stops")
+            slot.replaced = True
+            return None
+        if doc.get("stop_requested") and not self.stopping.is_set():
+            log.info("worker.stop_requested", worker_id=slot.id)
+            self.stop()
         if doc.get("available"):
             return None
         return (doc.get("assigned_to") or {}).get(slot.id)
 
-    async def _heartbeat_loop(self) -> None:
-        while True:
-            try:
-                await self.heartbeat()
-            except PyMongoError as exc:
-                log.warning("heartbeat.failed", error=first_line(exc))
-            await asyncio.sleep(self.config.heartbeat_interval_s)
+    # -- heartbeats -------------------------------------------------------------
+
+    def _slot_views(self) -> list[SlotView]:
+        views = []
+        for s in self.slots:
+            if s.replaced:
+                continue
+            r = s.running
+            busy = r is not None and not r.recording
+            views.append(SlotView(s.id, s.session, r.job_id if busy and r else None,
+                                  r.started_at if busy and r else None))
+        return views
+
+    def _lost_from_thread(self, view: SlotView, reason: str) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._on_lost, view, reason)
+
+    def _on_lost(self, view: SlotView, reason: str) -> None:
+        slot = next((s for s in self.slots if s.id == view.id), None)
+        if slot is None:
+            return
+        r = slot.running
+        if r is not None and r.job_id == view.job_id and not r.recording and not r.halted:
+            self._halt(slot, reason)
+        elif view.job_id is None:
+            log.warning("heartbeat.fenced", worker_id=slot.id, reason=reason)
 
     async def heartbeat(self) -> None:
-        """Refresh ``last_seen_at`` of every slot in one round trip; halt slots that lost their entry."""
-        now = self.clock.now()
-        ops = []
-        for s in self.slots:
-            set_: dict[str, Any] = {"last_seen_at": now}
-            if s.running is not None:
-                set_.update(working=True, working_on=s.running.job_id, working_since=s.running.started_at)
-            ops.append(UpdateOne({"_id": s.id}, {"$set": set_}))
-        result = await self.c.roster.bulk_write(ops, ordered=False)
-        if result.matched_count == len(self.slots):
-            return
-        present = {d["_id"] for d in await self.c.roster.find(
-            {"_id": {"$in": [s.id for s in self.slots]}}, {"_id": 1}).to_list()}
-        for s in self.slots:
-            if s.id not in present and s.running is not None and not s.running.halted:
-                self._halt(s, "the worker was declared dead; its job may run elsewhere")
+        """One heartbeat now, as the thread does it (for tests and tools)."""
+        for view, reason in await asyncio.to_thread(beat, self.sync_roster, self.clock, self._slot_views()):
+            self._on_lost(view, reason)
 
     def _halt(self, slot: Slot, reason: str) -> None:
         assert slot.running is not None
         slot.running.halted = True
-        log.warning("job.halted", worker_id=slot.id, job_id=str(slot.running.job_id), reason=reason)
-        if slot.running.task is not None:
-            slot.running.task.cancel()
+        log.warning("job.halted", worker_id=slot.id, job_id=str(slot.running.job_id), reason=reason,
+                    detail=("a job running in a thread cannot be stopped; it runs to its end and "
+                            "its outcome is discarded") if slot.running.in_thread else None)
+        if not slot.running.in_thread:
+            self._interrupt(slot.running)
 
     # -- one job ----------------------------------------------------------------
 
@@ -274,7 +446,7 @@ class WorkerProcess:
         if not job or not job.get("locked") or job.get("locked_by") != slot.id:
             log.warning("assignment.stale", worker_id=slot.id, job_id=str(job_id))
             await self.c.roster.update_one(
-                {"_id": slot.id, f"assigned_to.{slot.id}": job_id},
+                {"_id": slot.id, "session": slot.session, f"assigned_to.{slot.id}": job_id},
                 {"$set": {"available": not self.stopping.is_set(), "available_since": self.clock.now()},
                  "$unset": {"assigned_to": ""}},
             )
@@ -282,11 +454,38 @@ class WorkerProcess:
         bound = log.bind(worker_id=slot.id, job_id=str(job_id), group=job.get("group"), attempt=job.get("attempts"))
         slot.running = Running(job_id, self.clock.now())
         try:
-            outcome = await self.attempt(slot, job, bound)
+            if self.forced:
+                outcome: Outcome | None = self._given_back(job, slot.running, "the worker was stopping (forced)")
+            else:
+                outcome = await self.attempt(slot, job, bound)
             if outcome is not None:
                 await self.record(slot, outcome, bound)
         finally:
             slot.running = None
+        self._check_memory(bound)
+
+    def _check_memory(self, bound: Any) -> None:
+        limit = self.config.memory_limit_bytes
+        if limit is None or self.stopping.is_set():
+            return
+        rss = resident_bytes()
+        if rss > limit:
+            bound.warning("worker.memory_limit", rss_bytes=rss, limit_bytes=limit,
+                          detail=f"stopping; exit status {EXIT_MEMORY} asks the supervisor for a fresh worker")
+            self.exit_code = EXIT_MEMORY
+            self.stop()
+
+    def _given_back(self, job: dict[str, Any], running: Running, reason: str) -> Outcome:
+        """The outcome of an attempt cut short by a forced stop: back in the queue now, attempt not counted."""
+        now = self.clock.now()
+        attempt = int(job.get("attempts", 1))
+        execution = Execution(
+            attempt=attempt, kind="interrupted", worker=str(job.get("locked_by")), pid=self.pid,
+            hostname=self.hostname, scheduled_at=job.get("scheduled_at"), started_at=running.started_at,
+            ended_at=now, error_class=None, message=reason,
+        )
+        return Outcome(job["_id"], job["lock_token"], attempt, executed=False, decision=RetryAt(now),
+                       execution=execution)
 
     async def attempt(self, slot: Slot, job: dict[str, Any], bound: Any) -> Outcome | None:
         """Run (or, after a crash, judge) one attempt and return its outcome.
@@ -307,17 +506,29 @@ class WorkerProcess:
         error: BaseException | None = None
         result: Any = None
         kind: Kind = "done"
+        running = slot.running
+        assert running is not None
         try:
             result = await self._execute(slot, job)
         except asyncio.CancelledError:
-            if slot.running is None or not slot.running.halted:
-                raise
-            bound.warning("job.outcome_discarded", reason="halted while running")
-            return None
+            if running.halted:
+                bound.warning("job.outcome_discarded", reason="halted while running")
+                return None
+            if running.interrupted:
+                if running.in_thread:
+                    self._abandoned_threads += 1
+                bound.warning("job.interrupted", detail="given back to the queue; the attempt does not count")
+                return self._given_back(job, running, "interrupted by a forced stop of the worker")
+            raise
         except JobTimedOut as exc:
             error, kind = exc, "timed-out"
         except Exception as exc:  # noqa: BLE001 - any failure of user code is an attempt outcome
             error, kind = exc, "failed"
+        if running.halted:
+            bound.warning("job.outcome_discarded", reason="halted while running")
+            return None
+        if running.interrupted:
+            return self._given_back(job, running, "interrupted by a forced stop of the worker")
         ended_at = self.clock.now()
 
         decision: Decision
@@ -346,37 +557,43 @@ class WorkerProcess:
         )
 
     async def _execute(self, slot: Slot, job: dict[str, Any]) -> Any:
-        workable = workable_from_document(job["workable"])
-        method = getattr(workable, job["workable"].get("method") or "execute")
+        """Run the job's method.
+
+        With a timeout, a synchronous method runs in a child process that is
+        killed when the timeout passes (a thread could not be stopped); an
+        ``async`` one is cancelled. Without a timeout, synchronous code runs in
+        a thread (no process to start) and ``async`` code on the event loop.
+        """
+        running = slot.running
+        assert running is not None
         ctx = JobContext(
             job_id=str(job["_id"]), attempt=int(job.get("attempts", 1)), worker_id=slot.id,
             group=job.get("group", ""), tags=tuple(job.get("tags") or ()), tenant=job.get("tenant"),
             scheduled_at=job.get("scheduled_at"),
         )
-        args = (ctx,) if accepts_context(method) else ()
-        is_async = inspect.iscoroutinefunction(method)
-        # Synchronous code runs in a thread so the event loop (and the heartbeat) keeps going.
-        coro = method(*args) if is_async else asyncio.to_thread(method, *args)
-        task = asyncio.ensure_future(coro)
-        assert slot.running is not None
-        slot.running.task = task
         timeout_s = job.get("timeout_s")
+        workable = workable_from_document(job["workable"])
+        method = getattr(workable, job["workable"].get("method") or "execute")
+        is_async = inspect.iscoroutinefunction(method)
         if timeout_s and not is_async:
-            # A thread cannot be stopped: giving up on it would let it run on beside
-            # the next job. Until such jobs run in a child process, say so and wait.
-            log.warning("job.timeout_not_enforced", job_id=str(job["_id"]), worker_id=slot.id,
-                        timeout_s=timeout_s, reason="synchronous jobs are not interrupted yet")
-            timeout_s = None
+            running.child = ChildAttempt()
+            coro = running.child.run(job["workable"], ctx, float(timeout_s))
+        else:
+            args = (ctx,) if accepts_context(method) else ()
+            running.in_thread = not is_async
+            coro = method(*args) if is_async else asyncio.to_thread(method, *args)
+        task = asyncio.ensure_future(coro)
+        running.task = task
         try:
-            if timeout_s:
+            if timeout_s and is_async:
                 try:
                     value = await asyncio.wait_for(task, timeout=timeout_s)
                 except TimeoutError:
-                    raise JobTimedOut(f"the attempt ran longer than its timeout of {timeout_s}s") from None
+                    raise JobTimedOut(f"the attempt ran longer than its timeout of {timeout_s:g}s") from None
             else:
                 value = await task
         finally:
-            slot.running.task = None
+            running.task = None
         if inspect.isawaitable(value):
             value = await value
         return value
@@ -384,18 +601,21 @@ class WorkerProcess:
     async def record(self, slot: Slot, outcome: Outcome, bound: Any) -> None:
         """Write the outcome into our roster entry and become available, in one write.
 
-        Retries on connection errors: a lost outcome would leave the job locked.
+        Fenced by our session and the assignment; retries on connection errors:
+        a lost outcome would leave the job locked.
         """
-        if slot.running is not None and slot.running.halted:
-            bound.warning("job.outcome_discarded", reason="halted")
-            return
+        if slot.running is not None:
+            if slot.running.halted:
+                bound.warning("job.outcome_discarded", reason="halted")
+                return
+            slot.running.recording = True
         stopping = self.stopping.is_set()
         backoff = self.config.poll_from_s
         while True:
             now = self.clock.now()
             try:
                 result = await self.c.roster.update_one(
-                    {"_id": slot.id, f"assigned_to.{slot.id}": outcome.job_id},
+                    {"_id": slot.id, "session": slot.session, f"assigned_to.{slot.id}": outcome.job_id},
                     {
                         "$set": {
                             "outcome": outcome.to_document(),
@@ -415,12 +635,13 @@ class WorkerProcess:
                 backoff = min(backoff * 2, self.config.poll_to_s)
         if result.matched_count == 0:
             bound.warning("job.outcome_discarded",
-                          reason="the assignment was taken away (worker declared dead or job cancelled)")
+                          reason="the assignment was taken away (worker declared dead, replaced, or job cancelled)")
 
 
 class WorkerIdTaken(RuntimeError):
-    def __init__(self, worker_id: str) -> None:
+    def __init__(self, worker_id: str, entry: dict[str, Any], silent: timedelta) -> None:
         super().__init__(
-            f"worker id {worker_id!r} is already in the roster; another worker is using it, "
-            "or it has not been cleaned yet"
+            f"worker id {worker_id!r} is in use by pid {entry.get('pid')} on {entry.get('hostname')} "
+            f"(last heartbeat {silent.total_seconds():.1f}s ago); stop it first "
+            f"(recruiter workers stop {worker_id}) or choose another --id"
         )

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import structlog
 from bson import ObjectId
-from pymongo import AsyncMongoClient
+from pymongo import AsyncMongoClient, MongoClient
 
 from recruiter.cleaner import CleanerConfig, CleanerProcess
 from recruiter.clock import ManualClock
@@ -48,14 +48,16 @@ class Harness:
     recruiter: RecruiterProcess
     commands: Commands
     db_uri: str
+    sync_db: Any  # the same database through a synchronous client (heartbeat threads)
 
     async def round(self) -> Any:
-        """One recruiter round, renewing the lease first as the leader loop would."""
+        """One recruiter round as the leader loop runs it: lease renewed, round fenced by it."""
         assert await self.recruiter.lease.acquire()
-        return await self.recruiter.round()
+        return await self.recruiter.fenced_round()
 
     async def worker(self, worker_id: str, *groups: str) -> tuple[WorkerProcess, Slot]:
-        process = WorkerProcess(self.db, self.clock, WorkerConfig(groups=groups or ("*",), worker_id=worker_id))
+        process = WorkerProcess(self.db, self.clock, WorkerConfig(groups=groups or ("*",), worker_id=worker_id),
+                                heartbeat_db=self.sync_db)
         (slot,) = process.slots
         await process.register(slot)
         return process, slot
@@ -82,13 +84,16 @@ class Harness:
 async def harness(db_uri: str) -> AsyncIterator[Harness]:
     commands = Commands()
     client: AsyncMongoClient[Any] = AsyncMongoClient(db_uri, tz_aware=True, event_listeners=[commands])
+    sync: MongoClient[Any] = MongoClient(db_uri, tz_aware=True)
     try:
         db = client.get_default_database()
         await ensure_indexes(db)
         clock = ManualClock(START)
         recruiter = RecruiterProcess(db, clock, RecruiterConfig(), owner="recruiter-under-test")
-        yield Harness(db, clock, AsyncRecruiter(client, db.name, clock=clock), recruiter, commands, db_uri)
+        yield Harness(db, clock, AsyncRecruiter(client, db.name, clock=clock), recruiter, commands, db_uri,
+                      sync.get_default_database())
     finally:
+        sync.close()
         await client.close()
 
 
@@ -615,7 +620,7 @@ def test_async_job_over_its_timeout_is_a_timed_out_attempt(db_uri: str) -> None:
         archived = await h.archived(job_id)
         assert archived is not None and archived["why"] == "tried-too-many-times"
         assert [e["outcome"] for e in archived["executions"]] == ["timed-out", "timed-out"]
-        assert archived["last_execution"]["class"] == "recruiter.worker:JobTimedOut"
+        assert archived["last_execution"]["class"] == "recruiter.child:JobTimedOut"
         assert len(await h.ledger(event="end")) == 0, "the job was stopped, not left running"
 
     run(db_uri, scenario)
