@@ -58,6 +58,8 @@ class Execution:
         }
         if self.error_class is not None:
             doc.update({"class": self.error_class, "message": self.message, "trace": self.trace})
+        elif self.message is not None:  # e.g. why an attempt was interrupted
+            doc["message"] = self.message
         return doc
 
 

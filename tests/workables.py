@@ -99,3 +99,73 @@ class BrokenConstructor(Workable):
 
     def execute(self) -> None:  # pragma: no cover - never reached
         pass
+
+
+def released(uri: str, key: str) -> bool:
+    return ledger(uri).find_one({"event": "release", "key": key}) is not None
+
+
+def release(uri: str, key: str) -> None:
+    ledger(uri).insert_one({"event": "release", "key": key, "at": datetime.now(UTC)})
+
+
+class WaitForRelease(Workable):
+    """Runs until the test writes a ``release`` entry with its key to the ledger (real time, no clock)."""
+
+    def __init__(self, ledger_uri: str, key: str) -> None:
+        self.ledger_uri = ledger_uri
+        self.key = key
+
+    def execute(self, ctx: JobContext) -> str:
+        note(self.ledger_uri, ctx, "start", key=self.key)
+        while not released(self.ledger_uri, self.key):
+            time.sleep(0.02)
+        note(self.ledger_uri, ctx, "end", key=self.key)
+        return self.key
+
+
+class AsyncWaitForRelease(WaitForRelease):
+    async def execute(self, ctx: JobContext) -> str:  # type: ignore[override]
+        await asyncio.to_thread(note, self.ledger_uri, ctx, "start", key=self.key)
+        while not await asyncio.to_thread(released, self.ledger_uri, self.key):
+            await asyncio.sleep(0.02)
+        await asyncio.to_thread(note, self.ledger_uri, ctx, "end", key=self.key)
+        return self.key
+
+
+class BlocksTheLoop(Workable):
+    """An ``async`` job that blocks its event loop (the worker's) with a synchronous sleep."""
+
+    def __init__(self, ledger_uri: str, seconds: float) -> None:
+        self.ledger_uri = ledger_uri
+        self.seconds = seconds
+
+    async def execute(self, ctx: JobContext) -> None:
+        note(self.ledger_uri, ctx, "start")
+        time.sleep(self.seconds)  # deliberately not awaited: nothing else on the loop runs meanwhile
+        note(self.ledger_uri, ctx, "end")
+
+
+class NeverReturns(Workable):
+    """Synchronous code that never returns; only a timeout (a killed child process) stops it."""
+
+    timeout_s = 0.5
+
+    def __init__(self, ledger_uri: str) -> None:
+        self.ledger_uri = ledger_uri
+
+    def execute(self, ctx: JobContext) -> None:
+        note(self.ledger_uri, ctx, "start", child_pid=os.getpid())
+        while True:
+            time.sleep(0.05)
+
+
+class ExitsTheProcess(Workable):
+    """Ends the process running it without a word, as a segfault or an OOM kill would."""
+
+    def __init__(self, ledger_uri: str) -> None:
+        self.ledger_uri = ledger_uri
+
+    def execute(self, ctx: JobContext) -> None:
+        note(self.ledger_uri, ctx, "start")
+        os._exit(17)
