@@ -32,8 +32,8 @@ from typing import Any
 
 import structlog
 from bson import ObjectId
-from pymongo import InsertOne, UpdateOne
-from pymongo.errors import BulkWriteError, PyMongoError
+from pymongo import UpdateOne
+from pymongo.errors import PyMongoError
 
 from recruiter.clock import Clock
 from recruiter.connection import first_line
@@ -52,9 +52,6 @@ from recruiter.selection import Assignment, Candidate, FreeWorker, candidate_que
 from recruiter.store import Collections, LostFence, fenced_transaction
 
 log = structlog.get_logger("recruiter.recruiter")
-
-DUPLICATE_KEY = 11000
-
 
 @dataclass(frozen=True)
 class RecruiterConfig:
@@ -244,12 +241,14 @@ class RecruiterProcess:
                 filter_, update = reschedule_update(job, outcome)
                 reschedule.append(UpdateOne(filter_, update))
         if archive:
-            try:
-                await self.c.archived.bulk_write([InsertOne(d) for d in archive], ordered=False)
-            except BulkWriteError as exc:
-                others = [e for e in exc.details.get("writeErrors", []) if e.get("code") != DUPLICATE_KEY]
-                if others:
-                    raise
+            # An upsert that only sets fields on insert: a copy archived by an earlier,
+            # half-done apply is left as it is, without the duplicate-key error that
+            # would abort the round's transaction.
+            await self.c.archived.bulk_write(
+                [UpdateOne({"_id": d["_id"]}, {"$setOnInsert": {k: v for k, v in d.items() if k != "_id"}},
+                           upsert=True) for d in archive],
+                ordered=False,
+            )
             self.fault("archive.between_insert_and_delete")
             await self.c.scheduled.delete_many(
                 {"$or": [{"_id": d["_id"], "lock_token": outcomes[d["_id"]][1]["token"]} for d in archive]}

@@ -325,7 +325,7 @@ class WorkerProcess:
             # back to the queue: end the process now so it cannot run on beside its rerun.
             log.warning("worker.exit_now", reason="interrupted jobs were running in threads",
                         threads=self._abandoned_threads)
-            self.exit_now(self.exit_code or 1)
+            self.exit_now(self.exit_code)
 
     def stop(self) -> None:
         """Graceful stop: take no new work, let running jobs finish, leave the roster."""
@@ -458,11 +458,13 @@ class WorkerProcess:
                 outcome: Outcome | None = self._given_back(job, slot.running, "the worker was stopping (forced)")
             else:
                 outcome = await self.attempt(slot, job, bound)
+            # Checked before the outcome is written, so that write already says "stopping"
+            # and the recruiter hands this worker nothing more.
+            self._check_memory(bound)
             if outcome is not None:
                 await self.record(slot, outcome, bound)
         finally:
             slot.running = None
-        self._check_memory(bound)
 
     def _check_memory(self, bound: Any) -> None:
         limit = self.config.memory_limit_bytes

@@ -25,6 +25,11 @@ from pymongo.uri_parser import parse_uri
 REPO = Path(__file__).resolve().parent.parent
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--chaos-seconds", type=float, default=None,
+                     help="How long tests/chaos kills processes (default: $RECRUITER_CHAOS_SECONDS or 40).")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

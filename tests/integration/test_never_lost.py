@@ -345,6 +345,30 @@ def test_a_crash_between_the_archive_writes_of_a_round_leaves_nothing_half_done(
     run(db_uri, scenario)
 
 
+def test_a_half_done_archive_is_finished_by_the_next_round(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        job_id = await Record(h.db_uri, n=6).as_job_of(h.producer).enqueue()
+        process, slot = await h.worker("w1")
+        await h.round()
+        await take_and_work(process, slot)
+        entry = await h.roster("w1")
+        assert entry is not None
+        h.recruiter.fault = crash_at("archive.between_insert_and_delete")
+        with pytest.raises(RuntimeError, match="injected"):
+            await h.recruiter.apply_outcomes([entry], h.clock.now())  # unfenced: the insert stays
+        h.recruiter.fault = no_fault
+        first_copy = await h.archived(job_id)
+        assert first_copy is not None and (await h.job(job_id)) is not None
+
+        h.clock.advance(timedelta(seconds=1))
+        assert (await h.round()).applied == 1  # the outcome is still there: applied again, in a transaction
+        assert await h.job(job_id) is None
+        assert await h.db.archived.find().to_list() == [first_copy], "the archived copy is not written twice"
+        assert (await h.roster("w1")).get("outcome") is None
+
+    run(db_uri, scenario)
+
+
 def test_a_half_done_archive_is_reconciled(db_uri: str) -> None:
     """Archived but still in scheduled (written outside a transaction, or a write the server lost)."""
 

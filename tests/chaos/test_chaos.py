@@ -1,0 +1,234 @@
+"""Chaos: random SIGKILLs and SIGTERMs of every kind of process, and nothing is lost or done twice.
+
+The embedded server (never killed: SecantusDB 0.7.0b3 loses acknowledged writes
+when it is itself SIGKILLed), two recruiters, one cleaner and eight workers in
+two groups work through 1 000+ jobs: short ones, long ones, ones that always
+fail, and ones that end their own process. Meanwhile processes are killed at
+random, the recruiter leader on purpose every few kills, and restarted (workers
+with the same ``--id``, so restart recovery runs too). Then every job must be
+archived exactly once with the right ``why``, and the ledger the job bodies
+write must show no job executed by two workers at the same time and none
+executed more often than its attempts allow.
+
+``RECRUITER_CHAOS_SECONDS`` (or ``--chaos-seconds``) sets how long the killing
+goes on: CI uses the short default; run it for minutes with e.g.
+``RECRUITER_CHAOS_SECONDS=300 bin/test tests/chaos -s``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recruiter import Recruiter
+from recruiter.retry import RetryManyTimes
+from tests.chaos.jobs import ChaosJob
+from tests.conftest import wait_for
+from tests.processes.conftest import Proc, Processes
+
+MAX_CRASHES = 3
+GROUPS = {"a": ["a1", "a2", "a3", "a4"], "b": ["b1", "b2", "b3", "b4"]}
+RECRUITER = ["--backoff-from", "20ms", "--backoff-to", "200ms", "--lease-ttl", "2s"]
+WORKER = ["--heartbeat-interval", "300ms", "--poll-from", "10ms", "--poll-to", "100ms", "--grace-period", "2s",
+          "--max-crashes", str(MAX_CRASHES)]
+CLEANER = ["--considered-dead-after", "2s", "--interval", "200ms", "--lease-ttl", "2s"]
+# Retries allowed to jobs that should succeed: crashes and kills count as attempts.
+RETRIES = 5
+FAILING_RETRIES = 2
+
+
+@dataclass
+class Role:
+    name: str
+    args: list[str]
+    proc: Proc | None = None
+    exited_at: dict[int, datetime] = field(default_factory=dict)
+
+
+@dataclass
+class Chaos:
+    processes: Processes
+    roles: list[Role]
+    rng: random.Random
+    kills: Counter[str] = field(default_factory=Counter)
+    restarts: int = 0
+    exit_times: dict[int, datetime] = field(default_factory=dict)
+
+    def start(self, role: Role) -> None:
+        role.proc = self.processes.start(role.name, *role.args)
+        popen = role.proc.popen
+
+        def reap() -> None:
+            popen.wait()
+            self.exit_times[popen.pid] = datetime.now(UTC)
+
+        threading.Thread(target=reap, daemon=True).start()
+
+    def restart_exited(self) -> None:
+        for role in self.roles:
+            if role.proc is None or role.proc.popen.poll() is not None:
+                self.start(role)
+                self.restarts += 1
+
+    def leader_pid(self, db: Any) -> int | None:
+        lease = db.metadata.find_one({"_id": "recruiter"})
+        if not lease or not lease.get("owner") or lease["expires_at"] < datetime.now(UTC):
+            return None
+        return int(lease["owner"].split(":")[1])
+
+    def kill_one(self, db: Any) -> None:
+        live = [r for r in self.roles if r.proc is not None and r.proc.popen.poll() is None]
+        if not live:
+            return
+        leader = self.leader_pid(db) if self.kills.total() % 4 == 0 else None
+        target = next((r for r in live if r.proc and r.proc.pid == leader), None) or self.rng.choice(live)
+        sig = signal.SIGKILL if self.rng.random() < 0.6 else signal.SIGTERM
+        assert target.proc is not None
+        try:
+            target.proc.signal(sig)
+        except ProcessLookupError:
+            return
+        self.kills[sig.name] += 1
+        self.kills[f"{target.name}:{sig.name}"] += 1
+        if target.proc.pid == leader:
+            self.kills["recruiter leader"] += 1
+
+
+def chaos_seconds(config: pytest.Config) -> float:
+    option = config.getoption("--chaos-seconds", default=None)
+    return float(option if option is not None else os.environ.get("RECRUITER_CHAOS_SECONDS", "40"))
+
+
+def enqueue(db_uri: str, rng: random.Random, count: int) -> dict[Any, str]:
+    kinds: dict[Any, str] = {}
+    with Recruiter.connect(db_uri) as rec:
+        builders = []
+        for i in range(count):
+            roll = rng.random()
+            kind = "exit" if i % 80 == 7 else "long" if roll < 0.06 else "fail" if roll < 0.10 else "short"
+            seconds = {"long": rng.uniform(1.0, 3.0), "short": rng.uniform(0.0, 0.02)}.get(kind, 0.0)
+            policy = RetryManyTimes(FAILING_RETRIES if kind == "fail" else RETRIES, wait=0)
+            builders.append((kind, ChaosJob(db_uri, kind, seconds).as_job_of(rec).in_group("ab"[i % 2])
+                             .retry_with(policy)))
+        ids = rec.enqueue_many(b for _, b in builders)
+        kinds = {job_id: kind for job_id, (kind, _) in zip(ids, builders, strict=True)}
+    return kinds
+
+
+def expected_why(kind: str, doc: dict[str, Any]) -> set[str]:
+    if kind == "exit":
+        return {"crashed-too-many-times"}
+    if doc.get("crashes", 0) >= MAX_CRASHES:
+        return {"crashed-too-many-times"}
+    if kind == "fail":
+        return {"tried-too-many-times"}
+    return {"done"}
+
+
+def executions(ledger: list[dict[str, Any]], exit_times: dict[int, datetime]) -> dict[str, list[tuple[Any, ...]]]:
+    """Per job, each execution as (start, end, worker, pid); the end of a killed one is its process's exit."""
+    ends: dict[tuple[Any, ...], list[datetime]] = defaultdict(list)
+    for e in ledger:
+        if e["event"] == "end":
+            ends[(e["job"], e["pid"], e["attempt"])].append(e["at"])
+    by_job: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
+    never = datetime.max.replace(tzinfo=UTC)
+    for e in sorted(ledger, key=lambda d: d["at"]):
+        if e["event"] != "start":
+            continue
+        key = (e["job"], e["pid"], e["attempt"])
+        end = ends[key].pop(0) if ends[key] else exit_times.get(e["pid"], never)
+        by_job[e["job"]].append((e["at"], end, e["worker"], e["pid"]))
+    return by_job
+
+
+@pytest.mark.timeout(1800)
+def test_chaos(db: Any, db_uri: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    seconds = chaos_seconds(request.config)
+    count = int(os.environ.get("RECRUITER_CHAOS_JOBS", "1000"))
+    seed = int(os.environ.get("RECRUITER_CHAOS_SEED", str(random.randrange(1 << 30))))
+    rng = random.Random(seed)
+    print(f"\nchaos: seed {seed}, {seconds:g}s of kills, {count} jobs")
+    kinds = enqueue(db_uri, rng, count)
+    processes = Processes(db_uri, tmp_path)
+    roles = [Role("recruiter", ["start", *RECRUITER]) for _ in range(2)]
+    roles.append(Role("cleaner", ["cleaner", "start", *CLEANER]))
+    roles += [Role(f"worker-{w}", ["worker", "start", "--group", g, "--id", w, *WORKER])
+              for g, ids in GROUPS.items() for w in ids]
+    chaos = Chaos(processes, roles, rng)
+    began = time.monotonic()
+    try:
+        for role in roles:
+            chaos.start(role)
+        deadline = time.monotonic() + seconds
+        next_kill = time.monotonic() + rng.uniform(1.0, 2.5)
+        while time.monotonic() < deadline:
+            if time.monotonic() >= next_kill:
+                chaos.kill_one(db)
+                next_kill = time.monotonic() + rng.uniform(1.0, 2.5)
+            time.sleep(0.3)
+            chaos.restart_exited()
+        archived_during_chaos = db.archived.count_documents({})
+
+        def drained() -> bool:
+            chaos.restart_exited()  # jobs that end their process still take workers down
+            return db.scheduled.count_documents({}) == 0
+
+        try:
+            wait_for(drained, timeout_s=600, interval_s=0.3, message="every job archived")
+        except AssertionError:
+            left = list(db.scheduled.find({}, {"workable.parameters.kind": 1, "locked": 1, "locked_by": 1,
+                                               "attempts": 1, "crashes": 1, "scheduled_at": 1}).limit(10))
+            print("still scheduled:", left)
+            print(processes.logs())
+            raise
+    finally:
+        processes.stop_all()
+    elapsed = time.monotonic() - began
+
+    archived = {d["_id"]: d for d in db.archived.find()}
+    assert set(archived) == set(kinds), "every job archived (and archived._id is unique: exactly once)"
+    wrong = [(str(i), kinds[i], d["why"], d.get("crashes", 0)) for i, d in archived.items()
+             if d["why"] not in expected_why(kinds[i], d)]
+    assert not wrong, f"wrong why: {wrong[:10]}"
+
+    ledger = list(db.ledger.find())
+    by_job = executions(ledger, chaos.exit_times)
+    overlaps = []
+    for job, runs in by_job.items():  # each job's runs in order of start
+        for i, later in enumerate(runs):
+            overlaps += [(job, earlier, later) for earlier in runs[:i] if later[0] < earlier[1]]
+    assert not overlaps, f"attempts ran at the same time: {overlaps[:5]}"
+
+    over = []
+    for job_id, doc in archived.items():
+        runs = len(by_job.get(str(job_id), []))
+        interrupted = sum(1 for e in doc.get("executions", []) if e["outcome"] == "interrupted")
+        limit = {"fail": FAILING_RETRIES + 1, "exit": MAX_CRASHES}.get(kinds[job_id], RETRIES + 1)
+        if runs > doc["attempts"] + interrupted or doc["attempts"] > limit:
+            over.append((str(job_id), kinds[job_id], runs, doc["attempts"], interrupted, doc.get("crashes", 0)))
+    assert not over, f"jobs over their allowed executions: {over[:10]}"
+
+    whys = Counter(d["why"] for d in archived.values())
+    runs_total = sum(len(r) for r in by_job.values())
+    crashes = sum(d.get("crashes", 0) for d in archived.values())
+    interrupted_total = sum(1 for d in archived.values() for e in d.get("executions", [])
+                            if e["outcome"] == "interrupted")
+    print(f"chaos: {elapsed:.0f}s in all; {sum(v for k, v in chaos.kills.items() if k in ('SIGKILL', 'SIGTERM'))} "
+          f"kills ({chaos.kills['SIGKILL']} SIGKILL, {chaos.kills['SIGTERM']} SIGTERM, "
+          f"{chaos.kills['recruiter leader']} of the recruiter leader), {chaos.restarts} restarts; "
+          f"{archived_during_chaos} archived while killing")
+    print("chaos: kills by process: " + ", ".join(f"{k}={v}" for k, v in sorted(chaos.kills.items()) if ":" in k))
+    print(f"chaos: checked {len(archived)} jobs archived once ({dict(whys)}), {runs_total} executions "
+          f"in the ledger with no overlap, {crashes} crashes and {interrupted_total} interrupted attempts "
+          f"within their limits; kinds {dict(Counter(kinds.values()))}")
