@@ -1,10 +1,18 @@
 """Leader leases in ``metadata``, each with an epoch that fences stale leaders.
 
-A lease document is ``{_id: name, owner, epoch, expires_at, renewed_at}``. The
-owner renews it well before ``expires_at``; anyone may take it once it has
-expired, and taking it increments ``epoch``. Times come from the process clock,
-which follows the server's clock (:class:`recruiter.clock.ServerClock`), so
-machines with skewed clocks agree on when a lease expires.
+A lease document is ``{_id: name, owner, epoch, expires_at, renewed_at,
+session}``. The owner renews it well before ``expires_at``; anyone may take it
+once it has expired, and taking it increments ``epoch``. Times come from the
+process clock, which follows the server's clock
+(:class:`recruiter.clock.ServerClock`), so machines with skewed clocks agree on
+when a lease expires.
+
+The holder's writes run in transactions fenced by the lease (:meth:`Lease.fence`)
+on one session, whose id is kept in the lease document. A holder that died (or
+froze) inside such a transaction would keep the lease document locked until the
+server gives up on the transaction (a minute on MongoDB, never on SecantusDB
+0.7.0b3), so whoever takes an expired lease first kills that session: its open
+transaction is aborted and can never commit.
 """
 
 from __future__ import annotations
@@ -30,6 +38,29 @@ class Lease:
     clock: Clock
     epoch: int | None = None
     expires_at: datetime | None = None
+    session: Any = None  # the session of this holder's fenced transactions
+
+    def _new_session(self) -> Any:
+        if self.session is not None:
+            return self.session
+        self.session = self.collection.database.client.start_session()
+        return self.session
+
+    async def _end_session(self) -> None:
+        session, self.session = self.session, None
+        if session is not None:
+            with contextlib.suppress(PyMongoError):
+                await session.end_session()
+
+    async def _kill_expired_holder(self, now: datetime) -> None:
+        """Abort the transactions of an expired holder (best effort; see the module doc)."""
+        doc = await self.collection.find_one({"_id": self.name}, {"owner": 1, "expires_at": 1, "session": 1})
+        if not doc or doc.get("owner") == self.owner or not doc.get("session"):
+            return
+        if doc.get("expires_at") is not None and doc["expires_at"] > now:
+            return
+        with contextlib.suppress(PyMongoError):
+            await self.collection.database.client.admin.command("killSessions", [doc["session"]])
 
     @property
     def held(self) -> bool:
@@ -39,6 +70,9 @@ class Lease:
         """Take or renew the lease. Returns whether this process holds it now."""
         now = self.clock.now()
         expires_at = now + self.ttl
+        if self.epoch is None:
+            await self._kill_expired_holder(now)
+        session_id = self._new_session().session_id
         try:
             doc = await self.collection.find_one_and_update(
                 {"_id": self.name, "$or": [{"owner": self.owner}, {"expires_at": {"$lte": now}}]},
@@ -51,6 +85,7 @@ class Lease:
                     "owner": self.owner,
                     "expires_at": expires_at,
                     "renewed_at": now,
+                    "session": {"$literal": session_id},
                 }}],
                 upsert=True,
                 return_document=ReturnDocument.AFTER,
@@ -60,6 +95,7 @@ class Lease:
         if doc is None or doc.get("owner") != self.owner:
             self.epoch = None
             self.expires_at = None
+            await self._end_session()
             return False
         self.epoch = doc["epoch"]
         self.expires_at = expires_at
@@ -78,6 +114,7 @@ class Lease:
         if result.matched_count != 1:
             self.epoch = None
             self.expires_at = None
+            await self._end_session()
             return False
         self.expires_at = expires_at
         return True
@@ -109,6 +146,7 @@ class Lease:
                 {"_id": self.name, "owner": self.owner, "epoch": epoch},
                 {"$set": {"expires_at": self.clock.now()}},
             )
+            await self._end_session()
 
     async def holder(self) -> dict[str, Any] | None:
         doc: dict[str, Any] | None = await self.collection.find_one({"_id": self.name})

@@ -82,16 +82,18 @@ async def fenced_transaction(db: Any, lease: Any) -> AsyncIterator[Collections]:
     transaction (the session is bound to the task). It commits with a majority
     write concern when the block ends; raises :class:`LostFence`, with nothing
     written, if the lease is no longer ours. Costs two round trips: the fence
-    write and the commit.
+    write and the commit. Runs on the lease's session, so that a successor can
+    abort it (see :mod:`recruiter.lease`).
 
     The yielded collections carry the server's default write concern: PyMongo
     (4.20) sends a collection's own write concern with operations that use a
     bound session inside a transaction, which the server refuses.
     """
-    client = db.client
     inside = Collections.of(db.with_options(write_concern=WriteConcern()))
-    async with client.start_session() as session, \
-            await session.start_transaction(write_concern=WriteConcern("majority")):
+    session = lease.session
+    if session is None:
+        raise LostFence()
+    async with await session.start_transaction(write_concern=WriteConcern("majority")):
         if not await lease.fence(session):
             raise LostFence()
         async with session.bind(end_session=False):

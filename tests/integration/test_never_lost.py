@@ -9,19 +9,22 @@ timing.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from bson import ObjectId
+from pymongo import AsyncMongoClient
+from pymongo.errors import PyMongoError
 
 from recruiter.cleaner import CleanerConfig, CleanerProcess
 from recruiter.clock import ManualClock
 from recruiter.recruiting import LostLease, RecruiterConfig, RecruiterProcess, no_fault
 from recruiter.retry import RetryManyTimes
 from recruiter.roster import request_stop
-from recruiter.store import LostFence
+from recruiter.store import LostFence, fenced_transaction
 from recruiter.worker import WorkerIdTaken
 from tests.integration.test_processes_inproc import DEAD_AFTER_S, START, Harness, run, take_and_work
 from tests.workables import (
@@ -195,6 +198,35 @@ def test_a_stale_recruiter_round_writes_nothing(db_uri: str) -> None:
         assert report.applied == 1 and report.assigned == 1
         assert (await h.archived(first))["why"] == "done"
         assert (await h.job(second))["lock_epoch"] == successor.lease.epoch
+
+    run(db_uri, scenario)
+
+
+def test_a_leader_that_froze_inside_its_round_neither_blocks_its_successor_nor_commits(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        job_id = await Record(h.db_uri).as_job_of(h.producer).enqueue()
+        frozen = RecruiterProcess(h.db, h.clock, RecruiterConfig(), owner="frozen")
+        assert await frozen.lease.acquire()
+        other_client: AsyncMongoClient[Any] = AsyncMongoClient(h.db_uri, tz_aware=True)
+        try:
+            successor_db = other_client.get_default_database()
+            successor = RecruiterProcess(successor_db, h.clock, RecruiterConfig(), owner="successor")
+            with pytest.raises(PyMongoError):
+                async with fenced_transaction(h.db, frozen.lease) as inside:
+                    # Mid-round: the fence is written (the lease document is locked by this
+                    # transaction) and a job is locked; then the process freezes.
+                    await inside.scheduled.update_one({"_id": job_id}, {"$set": {"locked": True}})
+                    h.clock.advance(timedelta(seconds=RecruiterConfig().lease_ttl_s + 1))
+                    # The successor is another process: its task does not share the frozen round's session.
+                    takeover = asyncio.create_task(successor.lease.acquire(), context=contextvars.Context())
+                    assert await asyncio.wait_for(takeover, timeout=10), "blocked by the frozen transaction"
+                    # The frozen leader wakes up and commits: refused, its session was killed.
+            assert (await h.job(job_id))["locked"] is False
+            assert (await successor.fenced_round()).assigned == 0
+            holder = await h.db.metadata.find_one({"_id": "recruiter"})
+            assert holder["owner"] == "successor" and holder["epoch"] == 2
+        finally:
+            await other_client.close()
 
     run(db_uri, scenario)
 
