@@ -30,6 +30,8 @@ from recruiter.connection import first_line
 
 log = structlog.get_logger("recruiter.heartbeat")
 
+JOB_TAKEN_AWAY = "the job was taken away from this worker (cancelled or rescued)"
+
 
 @dataclass(frozen=True)
 class SlotView:
@@ -64,7 +66,7 @@ def lost_slots(slots: Sequence[SlotView], entries: dict[str, dict[str, Any]]) ->
         elif entry.get("session") != s.session:
             lost.append((s, "another process took over this worker id"))
         elif s.job_id is not None and (entry.get("assigned_to") or {}).get(s.id) != s.job_id:
-            lost.append((s, "the job was taken away from this worker (cancelled or rescued)"))
+            lost.append((s, JOB_TAKEN_AWAY))
     return lost
 
 

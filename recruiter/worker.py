@@ -45,7 +45,7 @@ from recruiter.attempt import describe_exception, failure_of, judge, judge_crash
 from recruiter.child import ChildAttempt, ChildDied, JobTimedOut
 from recruiter.clock import Clock
 from recruiter.connection import first_line
-from recruiter.heartbeat import HeartbeatThread, SlotView, beat
+from recruiter.heartbeat import JOB_TAKEN_AWAY, HeartbeatThread, SlotView, beat
 from recruiter.outcome import DONE, Execution, Kind, Outcome, crash_update, describe_decision, jobs_referenced_by
 from recruiter.retry import Archive, Decision, RetryAt
 from recruiter.selection import ANY_GROUP
@@ -59,6 +59,9 @@ __all__ = ["ChildDied", "JobTimedOut", "WorkerConfig", "WorkerIdTaken", "WorkerP
 # Exit status of a worker that stopped because it went over --memory-limit: its
 # supervisor starts a fresh one (EX_TEMPFAIL: "try again").
 EXIT_MEMORY = 75
+# Exit status of a worker that found itself declared dead or replaced while a job it
+# could not stop (a thread) was still running: it ends the process to stop that job.
+EXIT_FENCED = 70
 # A worker whose heartbeat is this many of its intervals old is taken for dead
 # when a new process starts with its id.
 MISSED_BEATS_FOR_RESTART = 3
@@ -421,7 +424,7 @@ class WorkerProcess:
             return
         r = slot.running
         if r is not None and r.job_id == view.job_id and not r.recording and not r.halted:
-            self._halt(slot, reason)
+            self._halt(slot, reason, worker_lost=reason != JOB_TAKEN_AWAY)
         elif view.job_id is None:
             log.warning("heartbeat.fenced", worker_id=slot.id, reason=reason)
 
@@ -430,14 +433,24 @@ class WorkerProcess:
         for view, reason in await asyncio.to_thread(beat, self.sync_roster, self.clock, self._slot_views()):
             self._on_lost(view, reason)
 
-    def _halt(self, slot: Slot, reason: str) -> None:
+    def _halt(self, slot: Slot, reason: str, *, worker_lost: bool) -> None:
+        """Stop a job that was taken away; its outcome will be discarded.
+
+        An ``async`` job is cancelled and a child process killed. A thread cannot
+        be stopped: when the whole worker was declared dead or replaced (its job
+        may already run elsewhere), the process ends at once so that it does not
+        run beside its rerun; when only the job was taken away, the thread runs
+        to its end and its outcome is discarded.
+        """
         assert slot.running is not None
         slot.running.halted = True
-        log.warning("job.halted", worker_id=slot.id, job_id=str(slot.running.job_id), reason=reason,
-                    detail=("a job running in a thread cannot be stopped; it runs to its end and "
-                            "its outcome is discarded") if slot.running.in_thread else None)
+        log.warning("job.halted", worker_id=slot.id, job_id=str(slot.running.job_id), reason=reason)
         if not slot.running.in_thread:
             self._interrupt(slot.running)
+        elif worker_lost:
+            log.error("worker.exit_now", worker_id=slot.id, exit_status=EXIT_FENCED,
+                      reason="a job that may now run elsewhere cannot be stopped inside its thread")
+            self.exit_now(EXIT_FENCED)
 
     # -- one job ----------------------------------------------------------------
 

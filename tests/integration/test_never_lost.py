@@ -148,14 +148,16 @@ def test_a_restart_with_the_same_id_releases_its_jobs_and_fences_the_old_process
         assert job is not None and job["locked"] is False and job["crash_pending"] is True
         assert job["crashes"] == 1 and "was restarted" in job["last_execution"]["message"]
 
-        # The old process learns it on its next write: its heartbeat halts the job...
+        # The old process learns it on its next write: its heartbeat halts the job, and since
+        # a thread cannot be stopped, the process would end itself at once...
         await old.heartbeat()
         assert old_slot.running is not None and old_slot.running.halted
+        assert h.exits == [("w", 70)]
         release(h.db_uri, "z")
         await asyncio.wait_for(work, timeout=30)
         entry = await h.roster("w")
         assert entry is not None and "outcome" not in entry  # ...and its outcome was discarded
-        # ...and it does not take the entry back.
+        # ...and (had it survived) it does not take the entry back.
         assert await old.poll(old_slot) is None and old_slot.replaced
 
         assert (await h.round()).assigned == 1

@@ -14,7 +14,7 @@ import itertools
 import os
 import socket
 from collections.abc import AsyncIterator, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -49,6 +49,7 @@ class Harness:
     commands: Commands
     db_uri: str
     sync_db: Any  # the same database through a synchronous client (heartbeat threads)
+    exits: list[tuple[str, int]] = field(default_factory=list)  # (worker id, status) a worker asked to exit with
 
     async def round(self) -> Any:
         """One recruiter round as the leader loop runs it: lease renewed, round fenced by it."""
@@ -57,7 +58,8 @@ class Harness:
 
     async def worker(self, worker_id: str, *groups: str) -> tuple[WorkerProcess, Slot]:
         process = WorkerProcess(self.db, self.clock, WorkerConfig(groups=groups or ("*",), worker_id=worker_id),
-                                heartbeat_db=self.sync_db)
+                                heartbeat_db=self.sync_db,
+                                exit_now=lambda status: self.exits.append((worker_id, status)))
         (slot,) = process.slots
         await process.register(slot)
         return process, slot
