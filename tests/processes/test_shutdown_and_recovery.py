@@ -133,5 +133,7 @@ def test_a_worker_over_its_memory_limit_is_replaced_by_its_supervisor(
     wait_for(lambda: supervisor.log().count("supervisor.replacing_worker") >= 3, timeout_s=30,
              message="the supervisor replacing its worker")
     assert "worker.memory_limit" in supervisor.log()
+    wait_for(lambda: supervisor.log().count("worker.registered") >= 4, timeout_s=30,
+             message="the fourth worker to be up")
     supervisor.signal(signal.SIGTERM)
     assert supervisor.wait(30) == 0
