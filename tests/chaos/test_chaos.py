@@ -41,7 +41,7 @@ GROUPS = {"a": ["a1", "a2", "a3", "a4"], "b": ["b1", "b2", "b3", "b4"]}
 RECRUITER = ["--backoff-from", "20ms", "--backoff-to", "200ms", "--lease-ttl", "2s"]
 WORKER = ["--heartbeat-interval", "300ms", "--poll-from", "10ms", "--poll-to", "100ms", "--grace-period", "2s",
           "--max-crashes", str(MAX_CRASHES)]
-CLEANER = ["--considered-dead-after", "2s", "--interval", "200ms", "--lease-ttl", "2s"]
+CLEANER = ["--considered-dead-after", "5s", "--interval", "200ms", "--lease-ttl", "2s"]
 # Retries allowed to jobs that should succeed: crashes and kills count as attempts.
 RETRIES = 5
 FAILING_RETRIES = 2
@@ -61,6 +61,7 @@ class Chaos:
     roles: list[Role]
     rng: random.Random
     kills: Counter[str] = field(default_factory=Counter)
+    kill_count: int = 0
     restarts: int = 0
     exit_times: dict[int, datetime] = field(default_factory=dict)
 
@@ -90,7 +91,7 @@ class Chaos:
         live = [r for r in self.roles if r.proc is not None and r.proc.popen.poll() is None]
         if not live:
             return
-        leader = self.leader_pid(db) if self.kills.total() % 4 == 0 else None
+        leader = self.leader_pid(db) if self.kill_count % 4 == 0 else None
         target = next((r for r in live if r.proc and r.proc.pid == leader), None) or self.rng.choice(live)
         sig = signal.SIGKILL if self.rng.random() < 0.6 else signal.SIGTERM
         assert target.proc is not None
@@ -98,6 +99,7 @@ class Chaos:
             target.proc.signal(sig)
         except ProcessLookupError:
             return
+        self.kill_count += 1
         self.kills[sig.name] += 1
         self.kills[f"{target.name}:{sig.name}"] += 1
         if target.proc.pid == leader:
@@ -170,6 +172,10 @@ def test_chaos(db: Any, db_uri: str, tmp_path: Path, request: pytest.FixtureRequ
     try:
         for role in roles:
             chaos.start(role)
+        # Kill only once everything is up and jobs are flowing.
+        wait_for(lambda: db.archived.count_documents({}) >= 20 and db.roster.count_documents({}) == len(GROUPS) * 4,
+                 timeout_s=120, interval_s=0.2, message="all processes up and jobs flowing")
+        archived_before = db.archived.count_documents({})
         deadline = time.monotonic() + seconds
         next_kill = time.monotonic() + rng.uniform(1.0, 2.5)
         while time.monotonic() < deadline:
@@ -178,7 +184,7 @@ def test_chaos(db: Any, db_uri: str, tmp_path: Path, request: pytest.FixtureRequ
                 next_kill = time.monotonic() + rng.uniform(1.0, 2.5)
             time.sleep(0.3)
             chaos.restart_exited()
-        archived_during_chaos = db.archived.count_documents({})
+        archived_during_chaos = db.archived.count_documents({}) - archived_before
 
         def drained() -> bool:
             chaos.restart_exited()  # jobs that end their process still take workers down
@@ -224,7 +230,7 @@ def test_chaos(db: Any, db_uri: str, tmp_path: Path, request: pytest.FixtureRequ
     crashes = sum(d.get("crashes", 0) for d in archived.values())
     interrupted_total = sum(1 for d in archived.values() for e in d.get("executions", [])
                             if e["outcome"] == "interrupted")
-    print(f"chaos: {elapsed:.0f}s in all; {sum(v for k, v in chaos.kills.items() if k in ('SIGKILL', 'SIGTERM'))} "
+    print(f"chaos: {elapsed:.0f}s in all; {chaos.kill_count} "
           f"kills ({chaos.kills['SIGKILL']} SIGKILL, {chaos.kills['SIGTERM']} SIGTERM, "
           f"{chaos.kills['recruiter leader']} of the recruiter leader), {chaos.restarts} restarts; "
           f"{archived_during_chaos} archived while killing")
