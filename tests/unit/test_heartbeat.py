@@ -1,0 +1,35 @@
+"""The heartbeat's fenced updates and how a failed fence is read (pure parts of recruiter.heartbeat)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from bson import ObjectId
+
+from recruiter.heartbeat import JOB_TAKEN_AWAY, SlotView, beat_ops, lost_slots
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+S1, S2 = ObjectId(), ObjectId()
+JOB = ObjectId()
+
+
+def test_an_idle_slot_is_fenced_by_its_session_a_busy_one_also_by_its_assignment() -> None:
+    idle, busy = beat_ops([SlotView("w1", S1, None, None), SlotView("w2", S2, JOB, NOW)], NOW)
+    assert idle._filter == {"_id": "w1", "session": S1}
+    assert idle._doc == {"$set": {"last_seen_at": NOW}}
+    assert busy._filter == {"_id": "w2", "session": S2, "assigned_to.w2": JOB}
+    assert busy._doc == {"$set": {"last_seen_at": NOW, "working": True, "working_on": JOB, "working_since": NOW}}
+
+
+def test_why_a_fence_failed() -> None:
+    views = [SlotView("gone", S1, None, None), SlotView("replaced", S1, JOB, NOW),
+             SlotView("cancelled", S1, JOB, NOW), SlotView("fine", S1, JOB, NOW)]
+    entries = {
+        "replaced": {"_id": "replaced", "session": S2, "assigned_to": {"replaced": JOB}},
+        "cancelled": {"_id": "cancelled", "session": S1, "assigned_to": {"cancelled": ObjectId()}},
+        "fine": {"_id": "fine", "session": S1, "assigned_to": {"fine": JOB}},
+    }
+    reasons = {v.id: r for v, r in lost_slots(views, entries)}
+    assert set(reasons) == {"gone", "replaced", "cancelled"}
+    assert "declared dead" in reasons["gone"] and "took over" in reasons["replaced"]
+    assert reasons["cancelled"] == JOB_TAKEN_AWAY
