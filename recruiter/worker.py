@@ -62,6 +62,8 @@ EXIT_MEMORY = 75
 # Exit status of a worker that found itself declared dead or replaced while a job it
 # could not stop (a thread) was still running: it ends the process to stop that job.
 EXIT_FENCED = 70
+# A job given back while it still runs in a thread is due again only this much later.
+THREAD_EXIT_MARGIN_S = 2.0
 # A worker whose heartbeat is this many of its intervals old is taken for dead
 # when a new process starts with its id.
 MISSED_BEATS_FOR_RESTART = 3
@@ -491,15 +493,21 @@ class WorkerProcess:
             self.stop()
 
     def _given_back(self, job: dict[str, Any], running: Running, reason: str) -> Outcome:
-        """The outcome of an attempt cut short by a forced stop: back in the queue now, attempt not counted."""
+        """The outcome of an attempt cut short by a forced stop: back in the queue, attempt not counted.
+
+        Due at once, except when the attempt still runs in a thread: then only after
+        ``THREAD_EXIT_MARGIN_S``, by when this process (which ends itself to stop
+        that thread) is gone, so the rerun cannot overlap it.
+        """
         now = self.clock.now()
+        due = now + timedelta(seconds=THREAD_EXIT_MARGIN_S) if running.in_thread else now
         attempt = int(job.get("attempts", 1))
         execution = Execution(
             attempt=attempt, kind="interrupted", worker=str(job.get("locked_by")), pid=self.pid,
             hostname=self.hostname, scheduled_at=job.get("scheduled_at"), started_at=running.started_at,
             ended_at=now, error_class=None, message=reason,
         )
-        return Outcome(job["_id"], job["lock_token"], attempt, executed=False, decision=RetryAt(now),
+        return Outcome(job["_id"], job["lock_token"], attempt, executed=False, decision=RetryAt(due),
                        execution=execution)
 
     async def attempt(self, slot: Slot, job: dict[str, Any], bound: Any) -> Outcome | None:
