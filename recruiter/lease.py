@@ -135,6 +135,12 @@ class Lease:
         )
         return bool(result.matched_count == 1)
 
+    async def forget(self) -> None:
+        """Drop a lease found lost (a fence that failed), with its session: a new one is used if it is won again."""
+        self.epoch = None
+        self.expires_at = None
+        await self._end_session()
+
     async def release(self, timeout_s: float = 2.0) -> None:
         """Let a standby take over at once. Best effort: if the server does not
         answer within ``timeout_s``, the lease simply expires."""

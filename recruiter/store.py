@@ -93,8 +93,12 @@ async def fenced_transaction(db: Any, lease: Any) -> AsyncIterator[Collections]:
     session = lease.session
     if session is None:
         raise LostFence()
-    async with await session.start_transaction(write_concern=WriteConcern("majority")):
-        if not await lease.fence(session):
-            raise LostFence()
-        async with session.bind(end_session=False):
-            yield inside
+    try:
+        async with await session.start_transaction(write_concern=WriteConcern("majority")):
+            if not await lease.fence(session):
+                raise LostFence()  # aborts the (empty) transaction
+            async with session.bind(end_session=False):
+                yield inside
+    except LostFence:
+        await lease.forget()
+        raise
