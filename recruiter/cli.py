@@ -37,6 +37,7 @@ from recruiter.connection import (
 from recruiter.durations import parse_duration
 from recruiter.recruiting import RecruiterConfig, RecruiterProcess
 from recruiter.store import ensure_indexes
+from recruiter.wakeup import Wake
 from recruiter.worker import WorkerConfig, WorkerIdTaken, WorkerProcess
 
 log = structlog.get_logger("recruiter.cli")
@@ -219,12 +220,16 @@ def worker_group() -> None:
               show_envvar=True, help="Longest idle wait between reads of the roster entry.")
 @click.option("--max-crashes", envvar=env("MAX_CRASHES"), type=click.IntRange(1), default=3, show_default=True,
               show_envvar=True, help="A job whose workers died this many times is archived as crashed-too-many-times.")
+@click.option("--wake", envvar=env("WAKE"), type=click.Choice([w.value for w in Wake]), default=Wake.AUTO.value,
+              show_default=True, show_envvar=True,
+              help="How a worker learns of its job: a change stream on its roster entry, polling it "
+                   "(--poll-from/--poll-to), or auto (a stream where the server has them).")
 @click.option("--import-path", envvar=env("IMPORT_PATH"), multiple=True, default=(".",), show_default=True,
               show_envvar=True, help="Directory added to sys.path so job classes can be imported.")
 @click.option("--preload", envvar=env("PRELOAD"), multiple=True, show_envvar=True,
               help="Module to import at start, so a typo fails now rather than in every job.")
 def start_worker(groups: tuple[str, ...], concurrency: int, worker_id: str | None, heartbeat_interval: timedelta,
-                 poll_from: timedelta, poll_to: timedelta, max_crashes: int, import_path: tuple[str, ...],
+                 poll_from: timedelta, poll_to: timedelta, max_crashes: int, wake: str, import_path: tuple[str, ...],
                  preload: tuple[str, ...], **opts: Any) -> None:
     """Run workers for the given groups."""
     for p in reversed(import_path):
@@ -238,7 +243,7 @@ def start_worker(groups: tuple[str, ...], concurrency: int, worker_id: str | Non
     config = _valid(lambda: WorkerConfig(
         groups=groups, concurrency=concurrency, worker_id=worker_id,
         heartbeat_interval_s=seconds(heartbeat_interval), poll_from_s=seconds(poll_from),
-        poll_to_s=seconds(poll_to), max_crashes=max_crashes))
+        poll_to_s=seconds(poll_to), max_crashes=max_crashes, wake=Wake(wake)))
     run_process(opts, "recruiter-worker", lambda db, clock: WorkerProcess(db, clock, config))
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import bson
 import structlog
 from bson import ObjectId
 from pymongo import InsertOne, UpdateOne
@@ -47,6 +48,9 @@ from recruiter.store import Collections
 log = structlog.get_logger("recruiter.recruiter")
 
 DUPLICATE_KEY = 11000
+# A job document bigger than this is not copied into the worker's roster entry;
+# the worker reads it from ``scheduled`` instead (one more read, for big jobs only).
+MAX_JOB_COPY_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,15 @@ class RoundReport:
     @property
     def busy(self) -> bool:
         return bool(self.applied or self.assigned)
+
+
+@dataclass(frozen=True)
+class Locked:
+    """A job locked for a worker this round: the assignment, its token, the locked document."""
+
+    assignment: Assignment
+    token: ObjectId
+    job: dict[str, Any]
 
 
 class LostLease(Exception):
@@ -161,7 +174,7 @@ class RecruiterProcess:
         report = RoundReport()
         entries = await self.c.roster.find(
             {"$or": [{"available": True}, {"outcome.token": {"$exists": True}}]},
-            {"assigned_to": 0},
+            {"assigned_to": 0, "job": 0},
         ).to_list()
         with_outcome = [e for e in entries if e.get("outcome")]
         if with_outcome:
@@ -231,10 +244,14 @@ class RecruiterProcess:
         )
         return len(archive) + len(reschedule)
 
-    async def lock(self, assignments: list[Assignment], now: datetime) -> list[tuple[Assignment, ObjectId]]:
-        """Lock the chosen jobs for their workers; returns the ones that were still free."""
+    async def lock(self, assignments: list[Assignment], now: datetime) -> list[Locked]:
+        """Lock the chosen jobs for their workers; returns the ones that were still free.
+
+        The locked jobs are read back in one query: the token tells which locks are
+        ours, and the documents travel to the workers with the assignment.
+        """
         tokens = {a.job_id: ObjectId() for a in assignments}
-        result = await self.c.scheduled.bulk_write(
+        await self.c.scheduled.bulk_write(
             [
                 UpdateOne(
                     {"_id": a.job_id, "locked": False},
@@ -254,28 +271,40 @@ class RecruiterProcess:
             ],
             ordered=False,
         )
-        if result.modified_count == len(assignments):
-            return [(a, tokens[a.job_id]) for a in assignments]
-        mine = {
-            d["_id"]
-            for d in await self.c.scheduled.find(
-                {"_id": {"$in": list(tokens)}}, {"lock_token": 1}
-            ).to_list()
-            if d.get("lock_token") == tokens[d["_id"]]
-        }
-        return [(a, tokens[a.job_id]) for a in assignments if a.job_id in mine]
+        jobs = {d["_id"]: d for d in await self.c.scheduled.find({"_id": {"$in": list(tokens)}}).to_list()}
+        return [
+            Locked(a, tokens[a.job_id], jobs[a.job_id])
+            for a in assignments
+            if a.job_id in jobs and jobs[a.job_id].get("lock_token") == tokens[a.job_id]
+        ]
 
-    async def assign(self, locked: list[tuple[Assignment, ObjectId]], now: datetime) -> int:
-        """Hand locked jobs to their workers with one update; roll back what did not land."""
+    async def assign(self, locked: list[Locked], now: datetime) -> int:
+        """Hand locked jobs to their workers with one update; roll back what did not land.
+
+        The update sets the same ``assigned_to`` map on every assigned worker (the
+        seed's protocol, readable in mongosh) and, through an update pipeline, a
+        copy of its own job into each worker's ``job`` field: the worker then
+        needs no second read to start, and a change stream on its roster document
+        delivers the job itself. The command carries each job once, so its size
+        grows linearly with the round; jobs too big to copy are read by the worker.
+        """
         if not locked:
             return 0
-        mapping = {a.worker_id: a.job_id for a, _ in locked}
+        mapping = {lk.assignment.worker_id: lk.assignment.job_id for lk in locked}
+        copies = [{"w": lk.assignment.worker_id, "job": lk.job} for lk in locked
+                  if len(bson.encode(lk.job)) <= MAX_JOB_COPY_BYTES]
+        own_copy = {"$arrayElemAt": [
+            {"$map": {"input": {"$filter": {"input": {"$literal": copies}, "cond": {"$eq": ["$$this.w", "$_id"]}}},
+                      "in": "$$this.job"}},
+            0,
+        ]}
         result = await self.c.roster.update_many(
             {"_id": {"$in": list(mapping)}, "available": True, "stopping": {"$ne": True}},
-            {
-                "$set": {"available": False, "assigned_to": mapping, "assigned_since": now},
-                "$unset": {"outcome": ""},
-            },
+            [
+                {"$set": {"available": False, "assigned_to": {"$literal": mapping}, "assigned_since": now,
+                          "job": own_copy}},
+                {"$unset": "outcome"},
+            ],
         )
         if result.modified_count == len(mapping):
             return len(mapping)
@@ -285,8 +314,8 @@ class RecruiterProcess:
             for d in await self.c.roster.find({"_id": {"$in": list(mapping)}}, {"assigned_to": 1}).to_list()
             if (d.get("assigned_to") or {}).get(d["_id"]) == mapping[d["_id"]]
         }
-        missed = [(a, t) for a, t in locked if a.worker_id not in got]
-        await self._rollback([(a.job_id, t) for a, t in missed])
+        missed = [lk for lk in locked if lk.assignment.worker_id not in got]
+        await self._rollback([(lk.assignment.job_id, lk.token) for lk in missed])
         return len(locked) - len(missed)
 
     async def _rollback(self, locks: list[tuple[Any, ObjectId]]) -> None:

@@ -18,7 +18,7 @@ def collect_status(target: Target) -> dict[str, Any]:
             [{"$group": {"_id": "$status", "n": {"$sum": 1}}}])}
         archived = {d["_id"]: d["n"] for d in c.archived.aggregate(
             [{"$group": {"_id": "$why", "n": {"$sum": 1}}}])}
-        workers = list(c.roster.find({}, {"assigned_to": 0, "outcome": 0}))
+        workers = list(c.roster.find({}, {"assigned_to": 0, "outcome": 0, "job": 0}))
         clock = ServerClock()
         clock.calibrate_sync(client)
         leases = {d["_id"]: {"owner": d.get("owner"), "epoch": d.get("epoch"),

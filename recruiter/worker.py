@@ -1,11 +1,15 @@
 """The worker process: N worker slots, each with its own roster document.
 
 A slot reads only its own roster document. When the recruiter has assigned it a
-job (``available: false`` and ``assigned_to.<id>`` set) it reads the job, checks
-that the lock is its own, runs it, judges the result by the job's retry policy
+job (``available: false``, ``assigned_to.<id>`` set and a copy of the job in
+``job``) it runs it, judges the result by the job's retry policy
 and writes the outcome into its roster document in the same write that makes it
 available again. That write is conditional on the assignment still being there,
 so a slot declared dead by the cleaner cannot record anything (it is halted).
+
+A slot learns of its job from a change stream on its roster document (one
+stream per process, see :mod:`recruiter.wakeup`) or, where the server has no
+change streams, by polling its document with a backoff.
 
 One heartbeat task per process keeps ``last_seen_at`` fresh for every slot,
 whether idle or running a long job.
@@ -14,7 +18,6 @@ whether idle or running a long job.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import os
 import socket
@@ -35,6 +38,7 @@ from recruiter.outcome import DONE, Execution, Kind, Outcome, describe_decision
 from recruiter.retry import Archive, Decision
 from recruiter.selection import ANY_GROUP
 from recruiter.store import Collections
+from recruiter.wakeup import RosterWatch, Wake
 from recruiter.workable import JobContext, accepts_context, workable_from_document
 
 log = structlog.get_logger("recruiter.worker")
@@ -54,6 +58,11 @@ class WorkerConfig:
     poll_to_s: float = 0.5
     max_crashes: int = 3
     deregister_wait_s: float = 10.0
+    wake: Wake = Wake.AUTO
+    # With a change stream, each slot still reads its entry this often, in case an
+    # event was missed; the stream's own wait (``stream_await_s``) bounds idle cost.
+    safety_poll_s: float = 30.0
+    stream_await_s: float = 2.0
 
     def __post_init__(self) -> None:
         if not self.groups:
@@ -95,6 +104,9 @@ class Slot:
     running: Running | None = None
     lost: bool = False  # our roster document disappeared (declared dead)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
+    delivered: dict[str, Any] | None = None  # a job copy a change stream event carried
+    must_poll: bool = True  # read our entry before waiting again
+    last_token: Any = None  # lock token of the last job run, so a late event is not run twice
 
 
 class WorkerProcess:
@@ -105,7 +117,9 @@ class WorkerProcess:
         self.pid = os.getpid()
         self.hostname = socket.gethostname()
         self.slots = [Slot(i) for i in config.slot_ids()]
+        self.by_id = {s.id: s for s in self.slots}
         self.stopping = asyncio.Event()
+        self.watch: RosterWatch | None = None
 
     # -- roster ---------------------------------------------------------------
 
@@ -174,25 +188,34 @@ class WorkerProcess:
     async def run(self) -> None:
         for slot in self.slots:
             await self.register(slot)
+        side: list[asyncio.Task[Any]] = []
+        if self.config.wake is not Wake.POLL:
+            watch = RosterWatch(self.c.roster, [s.id for s in self.slots], self._delivered, self._stream_opened,
+                                max_await_s=self.config.stream_await_s)
+            if self.config.wake is Wake.CHANGE_STREAM or await watch.supported():
+                self.watch = watch
+                side.append(asyncio.create_task(watch.run(), name="worker.watch"))
         slot_tasks = [asyncio.create_task(self._slot_loop(s), name=f"worker.slot.{s.id}") for s in self.slots]
         heartbeat = asyncio.create_task(self._heartbeat_loop(), name="worker.heartbeat")
+        side.append(heartbeat)
         try:
-            # The heartbeat is a supervised side task: if it dies, the process stops.
-            pending: set[asyncio.Task[Any]] = {*slot_tasks, heartbeat}
+            # Heartbeat and watch are supervised side tasks: if one dies, the process stops.
+            pending: set[asyncio.Task[Any]] = {*slot_tasks, *side}
             while any(t in pending for t in slot_tasks):
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
                     if task.exception() is not None:
                         raise task.exception()  # type: ignore[misc]
-                    if task is heartbeat:
-                        raise RuntimeError("the heartbeat task stopped")
+                    if task in side:
+                        raise RuntimeError(f"the {task.get_name()} task stopped")
         finally:
             self.stopping.set()
             for s in self.slots:
                 s.wake.set()
             await asyncio.gather(*slot_tasks, return_exceptions=True)
-            heartbeat.cancel()
-            await asyncio.gather(heartbeat, return_exceptions=True)
+            for task in side:
+                task.cancel()
+            await asyncio.gather(*side, return_exceptions=True)
 
     def stop(self) -> None:
         """Graceful stop: take no new work, let running jobs finish, leave the roster."""
@@ -202,37 +225,77 @@ class WorkerProcess:
         for s in self.slots:
             s.wake.set()
 
+    def _delivered(self, slot_id: str, job: dict[str, Any] | None) -> None:
+        slot = self.by_id.get(slot_id)
+        if slot is None:
+            return
+        if job is not None and job.get("lock_token") != slot.last_token:
+            slot.delivered = job
+        else:
+            slot.must_poll = True
+        slot.wake.set()
+
+    def _stream_opened(self) -> None:
+        for slot in self.slots:
+            slot.must_poll = True
+            slot.wake.set()
+
+    def _streaming(self) -> bool:
+        return self.watch is not None and self.watch.streaming.is_set()
+
     async def _slot_loop(self, slot: Slot) -> None:
         backoff = self.config.poll_from_s
         while not self.stopping.is_set():
+            streaming = self._streaming()
             try:
-                job_id = await self.poll(slot)
+                job: dict[str, Any] | None = None
+                job_id: ObjectId | None = None
+                if slot.delivered is not None:
+                    job, slot.delivered = slot.delivered, None
+                    if job.get("lock_token") != slot.last_token:
+                        job_id = job["_id"]
+                elif slot.must_poll or not streaming:
+                    slot.must_poll = False
+                    job_id, job = await self.fetch(slot)
                 if job_id is not None:
                     # Until the outcome is written the assignment stays in our entry,
                     # so after a database error the next poll finds it again.
-                    await self.work(slot, job_id)
+                    await self.work(slot, job_id, job)
                     backoff = self.config.poll_from_s
                     continue
             except PyMongoError as exc:
                 log.warning("poll.failed", worker_id=slot.id, error=first_line(exc))
+                slot.must_poll = True
                 backoff = self.config.poll_to_s
+            else:
+                if slot.delivered is not None or (streaming and slot.must_poll):
+                    continue
             slot.wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(slot.wake.wait(), timeout=backoff)
+            try:
+                await asyncio.wait_for(slot.wake.wait(), timeout=self.config.safety_poll_s if streaming else backoff)
+            except TimeoutError:
+                if streaming:
+                    slot.must_poll = True
             backoff = min(backoff * 2, self.config.poll_to_s)
         await self.deregister(slot)
 
     async def poll(self, slot: Slot) -> ObjectId | None:
-        """Read our own roster document; return the job assigned to us, if any."""
-        doc = await self.c.roster.find_one({"_id": slot.id}, {"available": 1, f"assigned_to.{slot.id}": 1})
+        """Read our own roster document; return the id of the job assigned to us, if any."""
+        return (await self.fetch(slot))[0]
+
+    async def fetch(self, slot: Slot) -> tuple[ObjectId | None, dict[str, Any] | None]:
+        """Read our own roster document; return the job assigned to us (id and copy), if any."""
+        doc = await self.c.roster.find_one(
+            {"_id": slot.id}, {"available": 1, f"assigned_to.{slot.id}": 1, "job": 1})
         if doc is None:
             log.warning("worker.lost_registration", worker_id=slot.id,
                         detail="the cleaner removed this worker (missed heartbeats); registering again")
             await self.register(slot)
-            return None
+            return None, None
         if doc.get("available"):
-            return None
-        return (doc.get("assigned_to") or {}).get(slot.id)
+            return None, None
+        job_id = (doc.get("assigned_to") or {}).get(slot.id)
+        return job_id, doc.get("job")
 
     async def _heartbeat_loop(self) -> None:
         while True:
@@ -269,18 +332,21 @@ class WorkerProcess:
 
     # -- one job ----------------------------------------------------------------
 
-    async def work(self, slot: Slot, job_id: ObjectId) -> None:
-        job = await self.c.scheduled.find_one({"_id": job_id})
+    async def work(self, slot: Slot, job_id: ObjectId, job: dict[str, Any] | None = None) -> None:
+        """Run the job assigned to ``slot``: from the copy the assignment carried, or read."""
+        if job is None or job.get("_id") != job_id:
+            job = await self.c.scheduled.find_one({"_id": job_id})
         if not job or not job.get("locked") or job.get("locked_by") != slot.id:
             log.warning("assignment.stale", worker_id=slot.id, job_id=str(job_id))
             await self.c.roster.update_one(
                 {"_id": slot.id, f"assigned_to.{slot.id}": job_id},
                 {"$set": {"available": not self.stopping.is_set(), "available_since": self.clock.now()},
-                 "$unset": {"assigned_to": ""}},
+                 "$unset": {"assigned_to": "", "job": ""}},
             )
             return
         bound = log.bind(worker_id=slot.id, job_id=str(job_id), group=job.get("group"), attempt=job.get("attempts"))
         slot.running = Running(job_id, self.clock.now())
+        slot.last_token = job.get("lock_token")
         try:
             outcome = await self.attempt(slot, job, bound)
             if outcome is not None:
@@ -405,7 +471,7 @@ class WorkerProcess:
                             "last_seen_at": now,
                             "working": False,
                         },
-                        "$unset": {"assigned_to": "", "working_on": "", "working_since": ""},
+                        "$unset": {"assigned_to": "", "job": "", "working_on": "", "working_since": ""},
                     },
                 )
                 break

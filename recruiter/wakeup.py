@@ -1,0 +1,125 @@
+"""How a worker learns that it was given a job: a change stream, or polling.
+
+With a change stream, one stream per worker process watches the roster
+documents of its slots. The recruiter's assignment copies the job into the
+worker's entry (see :meth:`recruiter.recruiting.RecruiterProcess.assign`), so
+the event carries the job itself: the worker starts it without reading
+anything. The stream's pipeline keeps only what the worker needs, so each
+event costs the bytes of one job, not of the whole ``assigned_to`` map.
+
+Streams need a replica set (or the embedded server). Where the server refuses
+them, ``auto`` falls back to polling; a broken stream is reopened, and every
+slot polls its entry once whenever a stream (re)opens, so nothing assigned
+while no stream was open is missed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+from pymongo.errors import OperationFailure, PyMongoError
+
+from recruiter.connection import first_line
+
+log = structlog.get_logger("recruiter.worker")
+
+
+class Wake(enum.StrEnum):
+    AUTO = "auto"
+    CHANGE_STREAM = "change-stream"
+    POLL = "poll"
+
+
+# Codes a server gives when it cannot run a change stream at all
+# (e.g. a standalone mongod: 40573 "only supported on replica sets").
+STREAMS_UNSUPPORTED = frozenset({40573, 40324, 115, 136})
+
+
+def watch_pipeline(slot_ids: list[str]) -> list[dict[str, Any]]:
+    """Events a worker acts on: its entry got a job, or its entry was removed.
+
+    An assignment is reported as an ``update`` by MongoDB; some servers report
+    an update pipeline as a ``replace`` with the full document, so both forms
+    are kept. The worker's own writes (heartbeats, outcomes) do not match.
+    """
+    return [
+        {"$match": {
+            "documentKey._id": {"$in": slot_ids},
+            "$or": [
+                {"operationType": "update", "updateDescription.updatedFields.job": {"$exists": True}},
+                {"operationType": "replace", "fullDocument.job": {"$exists": True}},
+                {"operationType": "delete"},
+            ],
+        }},
+        {"$project": {
+            "operationType": 1,
+            "documentKey": 1,
+            "updateDescription.updatedFields.job": 1,
+            "fullDocument.job": 1,
+        }},
+    ]
+
+
+def job_of(event: dict[str, Any]) -> dict[str, Any] | None:
+    """The job copy an event carries, if any."""
+    if event.get("operationType") == "update":
+        job = ((event.get("updateDescription") or {}).get("updatedFields") or {}).get("job")
+    else:
+        job = (event.get("fullDocument") or {}).get("job")
+    return job if isinstance(job, dict) else None
+
+
+class RosterWatch:
+    """Runs the change stream of one worker process and reports each event.
+
+    ``on_event(slot_id, job)`` is called for every matching event, with the job
+    copy or ``None`` (the slot should read its entry). ``on_open()`` is called
+    each time a stream opens, before any of its events.
+    """
+
+    def __init__(self, roster: Any, slot_ids: list[str], on_event: Callable[[str, dict[str, Any] | None], None],
+                 on_open: Callable[[], None], *, max_await_s: float = 2.0, retry_s: float = 1.0) -> None:
+        self.roster = roster
+        self.slot_ids = slot_ids
+        self.on_event = on_event
+        self.on_open = on_open
+        self.max_await_ms = int(max_await_s * 1000)
+        self.retry_s = retry_s
+        self.streaming = asyncio.Event()
+
+    async def supported(self) -> bool:
+        """Whether the server runs change streams; other errors count as yes (retried later)."""
+        try:
+            stream = await self.roster.watch(watch_pipeline(self.slot_ids), max_await_time_ms=1)
+            await stream.close()
+        except OperationFailure as exc:
+            if exc.code in STREAMS_UNSUPPORTED:
+                log.info("wake.polling", reason=first_line(exc))
+                return False
+            raise
+        return True
+
+    async def run(self) -> None:
+        resume_after: Any = None
+        while True:
+            try:
+                async with await self.roster.watch(
+                    watch_pipeline(self.slot_ids), max_await_time_ms=self.max_await_ms, resume_after=resume_after,
+                ) as stream:
+                    self.streaming.set()
+                    self.on_open()
+                    async for event in stream:
+                        resume_after = stream.resume_token
+                        self.on_event(event["documentKey"]["_id"], job_of(event))
+            except OperationFailure as exc:
+                # A resume token the server no longer has: start afresh (slots poll on open).
+                log.warning("wake.stream_failed", error=first_line(exc))
+                resume_after = None
+            except PyMongoError as exc:
+                log.warning("wake.stream_failed", error=first_line(exc))
+            self.streaming.clear()
+            await asyncio.sleep(self.retry_s)
