@@ -44,6 +44,7 @@ from recruiter.outcome import (
 )
 from recruiter.selection import Assignment, Candidate, FreeWorker, candidate_queries, select
 from recruiter.store import Collections
+from recruiter.wakeup import Doorbell
 
 log = structlog.get_logger("recruiter.recruiter")
 
@@ -95,6 +96,7 @@ class LostLease(Exception):
 
 class RecruiterProcess:
     def __init__(self, db: Any, clock: Clock, config: RecruiterConfig, *, owner: str | None = None) -> None:
+        self.db = db
         self.c = Collections.of(db)
         self.clock = clock
         self.config = config
@@ -130,9 +132,21 @@ class RecruiterProcess:
         await self.lease.release()
 
     async def _lead(self) -> None:
+        doorbell = Doorbell(self.db, max_await_s=self.config.backoff_to_s)
+        try:
+            await self._lead_rounds(doorbell)
+        finally:
+            await doorbell.close()
+
+    async def _lead_rounds(self, doorbell: Doorbell) -> None:
         """Run rounds while the lease holds. Database errors are survived: every step
         of a round can be repeated (see the module doc), and locks a failed round took
-        but never handed out are released before the next one."""
+        but never handed out are released before the next one.
+
+        Busy, rounds run back to back. Idle, the recruiter waits on a change stream
+        (:class:`recruiter.wakeup.Doorbell`) for an enqueue or an outcome, or for its
+        backoff, whichever comes first: jobs that become due by the clock raise no event.
+        """
         backoff = self.config.backoff_from_s
         # A previous leader, or a round of ours that failed, may have locked jobs
         # without handing them out: release those before assigning anything.
@@ -152,8 +166,12 @@ class RecruiterProcess:
             if report.busy:
                 backoff = self.config.backoff_from_s
                 continue
-            await self._sleep(backoff)
-            backoff = min(backoff * 2, self.config.backoff_to_s)
+            if self._stop.is_set():
+                break
+            if await doorbell.wait(backoff):
+                backoff = self.config.backoff_from_s
+            else:
+                backoff = min(backoff * 2, self.config.backoff_to_s)
 
     async def _keep_lease(self) -> None:
         # Renew once a third of the lease has passed, so two renewals can fail before it expires.

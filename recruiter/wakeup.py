@@ -123,3 +123,80 @@ class RosterWatch:
                 log.warning("wake.stream_failed", error=first_line(exc))
             self.streaming.clear()
             await asyncio.sleep(self.retry_s)
+
+
+def doorbell_pipeline() -> list[dict[str, Any]]:
+    """Events after which a round may find work: a job enqueued or unlocked by the
+    cleaner, a worker registered or recording an outcome. The recruiter's own writes
+    do not match, so its rounds do not ring its own bell."""
+    return [
+        {"$match": {"$or": [
+            {"ns.coll": "scheduled", "operationType": "insert"},
+            {"ns.coll": "scheduled", "operationType": "update",
+             "updateDescription.updatedFields.crash_pending": {"$exists": True}},
+            {"ns.coll": "roster", "operationType": "insert"},
+            {"ns.coll": "roster", "operationType": "update",
+             "updateDescription.updatedFields.outcome": {"$exists": True}},
+            {"ns.coll": "roster", "operationType": "replace", "fullDocument.outcome": {"$exists": True}},
+        ]}},
+        {"$project": {"operationType": 1}},
+    ]
+
+
+class Doorbell:
+    """Lets an idle recruiter sleep until something happens, instead of polling.
+
+    One change stream on the database, read only while the recruiter is idle:
+    a busy recruiter runs rounds back to back and sends no ``getMore``. Events
+    that arrived while it was busy ring at once, which costs at most one extra
+    round. Jobs that become due by the clock raise no event, so the recruiter
+    keeps its backoff as the longest wait.
+    """
+
+    def __init__(self, db: Any, *, max_await_s: float = 1.0) -> None:
+        self.db = db
+        self.max_await_ms = max(1, int(max_await_s * 1000))
+        self.stream: Any = None
+        self.supported = True
+
+    async def open(self) -> None:
+        """Open the stream, unless the server has shown it has no change streams."""
+        if self.stream is not None or not self.supported:
+            return
+        try:
+            self.stream = await self.db.watch(doorbell_pipeline(), max_await_time_ms=self.max_await_ms)
+        except OperationFailure as exc:
+            if exc.code not in STREAMS_UNSUPPORTED:
+                raise
+            log.info("doorbell.unavailable", reason=first_line(exc))
+            self.supported = False
+
+    async def wait(self, timeout_s: float) -> bool:
+        """Wait for an event, about ``timeout_s`` (at most the stream's own wait more); True if one came."""
+        try:
+            await self.open()
+        except PyMongoError as exc:
+            log.warning("doorbell.failed", error=first_line(exc))
+        if self.stream is None:
+            await asyncio.sleep(timeout_s)
+            return False
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while loop.time() < deadline:
+            try:
+                if await self.stream.try_next() is not None:
+                    return True
+            except PyMongoError as exc:
+                log.warning("doorbell.failed", error=first_line(exc))
+                await self.close()
+                await asyncio.sleep(max(0.0, deadline - loop.time()))
+                return False
+        return False
+
+    async def close(self) -> None:
+        if self.stream is not None:
+            stream, self.stream = self.stream, None
+            try:
+                await stream.close()
+            except PyMongoError as exc:
+                log.debug("doorbell.close_failed", error=first_line(exc))
