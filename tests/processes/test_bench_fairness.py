@@ -18,7 +18,7 @@ def test_fairness_bench_prints_its_table(server_uri: str) -> None:
     assert result.returncode == 0, result.stderr
     rows = [line.split() for line in result.stdout.splitlines() if line.strip()[:1].isdigit()]
     assert len(rows) == 4, result.stdout
-    for backlog, tenants, trips, documents, assigned, _ in rows:
+    for _backlog, _tenants, trips, documents, assigned, _time in rows:
         assert int(assigned) == 4, result.stdout
         # Roster read, candidate reads (about one per worker at most), lock, assign, cursor.
         assert int(trips) <= 4 + 6 and int(documents) <= 4 * 10, result.stdout

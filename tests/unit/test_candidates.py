@@ -11,9 +11,20 @@ from hypothesis import strategies as st
 
 from recruiter.candidates import SORT, Paused, Query, first_queries, plan_round
 from recruiter.job import Status
-from recruiter.selection import ANY_GROUP, Candidate, CountingScheme, Cursor, FreeWorker, Selection, select
+from recruiter.selection import (
+    ANY_GROUP,
+    DEFAULT_SCHEME,
+    Candidate,
+    CountingScheme,
+    Cursor,
+    FreeWorker,
+    Selection,
+    select,
+)
 from recruiter.store import INDEXES, SCHEDULED
 from tests.unit.test_selection import GROUPS, NOW, TENANTS, scenarios, workers_of
+
+NOT_PAUSED = Paused()
 
 
 def as_document(c: Candidate) -> dict[str, Any]:
@@ -28,12 +39,15 @@ def matches(value: Any, condition: Any) -> bool:
         return bool(value == condition)
     for op, operand in condition.items():
         comparable = value is not None and type(value) is type(operand)
-        ok = {
-            "$gt": lambda: comparable and value > operand,
-            "$lte": lambda: comparable and value <= operand,
-            "$in": lambda: value in operand,
-            "$nin": lambda: value not in operand,
-        }[op]()
+        if op == "$gt":
+            ok = comparable and value > operand
+        elif op == "$lte":
+            ok = comparable and value <= operand
+        elif op == "$in":
+            ok = value in operand
+        else:
+            assert op == "$nin", op
+            ok = value not in operand
         if not ok:
             return False
     return True
@@ -62,7 +76,7 @@ class FakeCollection:
         self.reads = 0
         self.documents = 0
 
-    def run(self, query: Query, paused: Paused = Paused()) -> list[Candidate]:
+    def run(self, query: Query, paused: Paused = NOT_PAUSED) -> list[Candidate]:
         f = query.filter(NOW, paused)
         found = sorted((pair for pair in self.docs.values()
                         if all(matches(pair[0].get(k), v) for k, v in f.items())), key=lambda p: sort_key(p[0]))
@@ -70,8 +84,8 @@ class FakeCollection:
         self.documents += len(rows)
         return rows
 
-    def plan(self, workers: list[FreeWorker], cursor: Cursor, scheme: CountingScheme = CountingScheme(),
-             paused: Paused = Paused()) -> Selection:
+    def plan(self, workers: list[FreeWorker], cursor: Cursor, scheme: CountingScheme = DEFAULT_SCHEME,
+             paused: Paused = NOT_PAUSED) -> Selection:
         plan = plan_round(workers, cursor, NOW, scheme)
         queries = next(plan)
         while True:

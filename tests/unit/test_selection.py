@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from recruiter.selection import (
     ANY_GROUP,
+    DEFAULT_SCHEME,
     Assignment,
     Candidate,
     CountingScheme,
@@ -35,7 +36,7 @@ def job(job_id: Any, group: str = "a", seconds: int = 0, tenant: str = "", prior
 
 
 def run(workers: list[FreeWorker], jobs: list[Candidate], cursor: Cursor | None = None,
-        scheme: CountingScheme = CountingScheme()) -> Selection:
+        scheme: CountingScheme = DEFAULT_SCHEME) -> Selection:
     return select(workers, jobs, cursor or Cursor(), NOW, scheme)
 
 
@@ -224,7 +225,7 @@ def test_select_ignores_candidate_order(data: tuple[list[FreeWorker], list[Candi
 
 
 def long_run(workers_per_round: list[list[FreeWorker]], jobs: list[Candidate],
-             scheme: CountingScheme = CountingScheme()) -> list[Candidate]:
+             scheme: CountingScheme = DEFAULT_SCHEME) -> list[Candidate]:
     """Rounds in a row, the cursor carried over; returns the jobs in the order served."""
     by_id = {c.id: c for c in jobs}
     left, cursor, served = dict(by_id), Cursor(), []
