@@ -21,7 +21,7 @@ import click
 import structlog
 from pymongo.errors import PyMongoError
 
-from recruiter import embedded, logs
+from recruiter import control, embedded, logs
 from recruiter.cleaner import CleanerConfig, CleanerProcess
 from recruiter.clock import ServerClock
 from recruiter.connection import (
@@ -32,11 +32,13 @@ from recruiter.connection import (
     async_client,
     describe,
     parse_target,
+    sync_client,
     wait_until_reachable,
 )
 from recruiter.durations import parse_duration
 from recruiter.recruiting import RecruiterConfig, RecruiterProcess
-from recruiter.store import ensure_indexes
+from recruiter.selection import CountingScheme
+from recruiter.store import Collections, ensure_indexes
 from recruiter.wakeup import Wake
 from recruiter.worker import WorkerConfig, WorkerIdTaken, WorkerProcess
 
@@ -63,6 +65,23 @@ class Duration(click.ParamType):  # type: ignore[type-arg]
 
 
 DURATION = Duration()
+
+
+class Scheme(click.ParamType):  # type: ignore[type-arg]
+    """A counting scheme ``HIGH,LOW`` such as ``4,1``."""
+
+    name = "high,low"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> CountingScheme:
+        if isinstance(value, CountingScheme):
+            return value
+        try:
+            return CountingScheme.parse(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+SCHEME = Scheme()
 
 
 def env(name: str) -> str:
@@ -191,11 +210,14 @@ def main() -> None:
               show_default=True, show_envvar=True, help="Most workers assigned in one round.")
 @click.option("--lease-ttl", envvar=env("LEASE_TTL"), type=DURATION, default="10s", show_default=True,
               show_envvar=True, help="Leader lease; a standby takes over this long after the leader dies.")
+@click.option("--counting-scheme", envvar=env("COUNTING_SCHEME"), type=SCHEME, default="4,1", show_default=True,
+              show_envvar=True, help="Within a tenant: this many high-priority jobs, then this many low, again.")
 def start_recruiter(backoff_from: timedelta, backoff_to: timedelta, round_size: int, lease_ttl: timedelta,
-                    **opts: Any) -> None:
+                    counting_scheme: CountingScheme, **opts: Any) -> None:
     """Run the recruiter (one leads; others stand by)."""
     config = _valid(lambda: RecruiterConfig(round_size=round_size, backoff_from_s=seconds(backoff_from),
-                                            backoff_to_s=seconds(backoff_to), lease_ttl_s=seconds(lease_ttl)))
+                                            backoff_to_s=seconds(backoff_to), lease_ttl_s=seconds(lease_ttl),
+                                            counting_scheme=counting_scheme))
     run_process(opts, "recruiter", lambda db, clock: RecruiterProcess(db, clock, config))
 
 
@@ -313,6 +335,71 @@ def status(target: str, as_json: bool) -> None:
     except ConnectionProblem as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(render_status(figures, as_json))
+
+
+@main.group("groups")
+def groups_group() -> None:
+    """Pause and resume groups: a paused group's jobs stay queued and are not assigned."""
+
+
+@main.group("tenants")
+def tenants_group() -> None:
+    """Pause and resume tenants: a paused tenant's jobs stay queued and are not assigned."""
+
+
+def _switch_commands(group: click.Group, kind: str) -> None:
+    plural = control.KINDS[kind]
+
+    @group.command("pause")
+    @click.argument("names", nargs=-1, required=True)
+    @common_options
+    def pause(names: tuple[str, ...], **opts: Any) -> None:
+        _switch(kind, names, True, opts)
+
+    @group.command("resume")
+    @click.argument("names", nargs=-1, required=True)
+    @common_options
+    def resume(names: tuple[str, ...], **opts: Any) -> None:
+        _switch(kind, names, False, opts)
+
+    @group.command("list")
+    @common_options
+    def list_(**opts: Any) -> None:
+        _switch(kind, (), None, opts)
+
+    pause.help = f"Pause {plural}: the recruiter stops assigning their jobs from its next round."
+    resume.help = f"Resume paused {plural}."
+    list_.help = f"List the paused {plural}."
+
+
+def _switch(kind: str, names: tuple[str, ...], pause: bool | None, opts: dict[str, Any]) -> None:
+    """Pause (True), resume (False) or list (None) groups or tenants, then print the paused ones."""
+    logs.configure(opts["log_level"], opts["log_format"])
+    for name in names:
+        if not name.strip() or name == "*":
+            raise click.UsageError(f"invalid {kind} name {name!r}")
+    target: Target | None = None
+    try:
+        target = connect_target(opts["target"], opts["embedded"], opts["embedded_path"])
+        client = sync_client(target, app_name="recruiter-cli")
+        try:
+            metadata = Collections.of(client[target.database]).metadata
+            paused = control.read_paused(metadata) if pause is None else control.switch(
+                metadata, kind, list(names), pause)
+        finally:
+            client.close()
+    except ConnectionProblem as exc:
+        raise click.ClickException(str(exc)) from None
+    except PyMongoError as exc:
+        if opts["log_level"] == "debug" or target is None:
+            raise
+        raise click.ClickException(describe(exc, target)) from None
+    now = sorted(paused.groups if kind == "group" else paused.tenants)
+    click.echo(f"paused {control.KINDS[kind]}: " + (", ".join(now) if now else "none"))
+
+
+_switch_commands(groups_group, "group")
+_switch_commands(tenants_group, "tenant")
 
 
 def _valid(build: Callable[[], Any]) -> Any:

@@ -4,7 +4,8 @@ A round (:meth:`RecruiterProcess.round`):
 
 1. reads the roster entries that are available or hold an outcome;
 2. applies those outcomes in bulk (archive, or put back in the queue);
-3. picks jobs for the free workers (:mod:`recruiter.selection`);
+3. picks jobs for the free workers (:mod:`recruiter.selection`), reading only
+   the candidates the policy needs (:mod:`recruiter.candidates`);
 4. locks the picked jobs with one bulk write;
 5. assigns them with ONE ``update_many`` setting the ``assigned_to`` map.
 
@@ -29,8 +30,10 @@ from bson import ObjectId
 from pymongo import InsertOne, UpdateOne
 from pymongo.errors import BulkWriteError, PyMongoError
 
+from recruiter.candidates import SORT, Paused, Query, candidate_from, plan_round
 from recruiter.clock import Clock
 from recruiter.connection import first_line
+from recruiter.control import CURSOR_ID, PAUSED_ID, cursor_changes, cursor_from_document, paused_from_document
 from recruiter.job import Status
 from recruiter.lease import Lease
 from recruiter.outcome import (
@@ -42,8 +45,8 @@ from recruiter.outcome import (
     jobs_referenced_by,
     reschedule_update,
 )
-from recruiter.selection import Assignment, Candidate, FreeWorker, candidate_queries, select
-from recruiter.store import Collections
+from recruiter.selection import DEFAULT_SCHEME, Assignment, Candidate, CountingScheme, Cursor, FreeWorker, Selection
+from recruiter.store import METADATA, SCHEDULED, Collections
 from recruiter.wakeup import Doorbell
 
 log = structlog.get_logger("recruiter.recruiter")
@@ -60,6 +63,7 @@ class RecruiterConfig:
     backoff_from_s: float = 0.05
     backoff_to_s: float = 1.0
     lease_ttl_s: float = 10.0
+    counting_scheme: CountingScheme = DEFAULT_SCHEME
 
     def __post_init__(self) -> None:
         if self.round_size < 1:
@@ -103,6 +107,13 @@ class RecruiterProcess:
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{ObjectId()}"
         self.lease = Lease(self.c.metadata, "recruiter", self.owner, timedelta(seconds=config.lease_ttl_s), clock)
         self._stop = asyncio.Event()
+        # Fairness cursor as last written, and the epoch it was loaded for; pause switches as last read.
+        self._cursor = Cursor()
+        self._cursor_epoch: int | None = None
+        self._paused = Paused()
+        # The candidate documents read this round, whole: locking one turns it into
+        # the copy its worker receives, with no second read.
+        self._read: dict[Any, dict[str, Any]] = {}
 
     def stop(self) -> None:
         self._stop.set()
@@ -206,13 +217,8 @@ class RecruiterProcess:
         if not free:
             return report
         workers = [FreeWorker(e["_id"], tuple(e["work_on"])) for e in free]
-        candidates: dict[Any, Candidate] = {}
-        for filter_, limit in candidate_queries(workers, now):
-            docs = await self.c.scheduled.find(filter_, {"group": 1, "scheduled_at": 1}).sort(
-                "scheduled_at", 1).limit(limit).to_list()
-            for d in docs:
-                candidates[d["_id"]] = Candidate(d["_id"], d["group"], d["scheduled_at"])
-        assignments = select(workers, candidates.values())
+        self._read = {}
+        assignments = (await self.select(workers, now)).assignments
         if not assignments:
             return report
         self._check_lease()
@@ -222,6 +228,67 @@ class RecruiterProcess:
         if report.assigned:
             log.debug("round.assigned", assigned=report.assigned, free_workers=len(free))
         return report
+
+    async def select(self, workers: list[FreeWorker], now: datetime) -> Selection:
+        """Choose jobs for ``workers`` by the fairness policy and save the cursor.
+
+        The reads are planned by :func:`recruiter.candidates.plan_round`; the
+        first one also reads the pause switches, so a pause is obeyed from the
+        next round on. If the switches changed since the last round, the round
+        is planned again with them."""
+        if self._cursor_epoch != self.lease.epoch:
+            self._cursor = cursor_from_document(await self.c.metadata.find_one({"_id": CURSOR_ID}))
+            self._cursor_epoch = self.lease.epoch
+        for _ in range(3):
+            paused = self._paused
+            # A worker does not take a paused group; '*' workers' reads leave paused groups out.
+            usable = [FreeWorker(w.id, tuple(g for g in w.groups if g not in paused.groups)) for w in workers]
+            plan = plan_round(usable, self._cursor, now, self.config.counting_scheme)
+            queries = next(plan)
+            rows = await self._read_candidates(queries, now, paused, with_switches=True)
+            if self._paused == paused:
+                break
+        while True:
+            try:
+                queries = plan.send(rows)
+            except StopIteration as stop:
+                selection: Selection = stop.value
+                break
+            rows = await self._read_candidates(queries, now, paused, with_switches=False)
+        changes = cursor_changes(self._cursor, selection.cursor)
+        if changes:
+            self._check_lease()
+            await self.c.metadata.update_one({"_id": CURSOR_ID}, changes, upsert=True)
+            self._cursor = selection.cursor
+        return selection
+
+    async def _read_candidates(self, queries: list[Query], now: datetime, paused: Paused,
+                               *, with_switches: bool) -> list[list[Candidate]]:
+        """Run ``queries`` as ONE aggregate (each one a ``$unionWith`` branch that uses the
+        candidates index on its own); with ``with_switches``, also read the pause switches."""
+        branches = []
+        for i, q in enumerate(queries):
+            stages: list[dict[str, Any]] = [{"$match": q.filter(now, paused)}, {"$sort": dict(SORT)}]
+            if q.skip:
+                stages.append({"$skip": q.skip})
+            stages += [{"$limit": q.limit}, {"$set": {"_q": i}}]
+            branches.append(stages)
+        pipeline = branches[0] + [{"$unionWith": {"coll": SCHEDULED, "pipeline": b}} for b in branches[1:]]
+        if with_switches:
+            pipeline.append({"$unionWith": {"coll": METADATA, "pipeline": [
+                {"$match": {"_id": PAUSED_ID}}, {"$set": {"_q": -1}}]}})
+        batch = sum(q.limit for q in queries) + 1
+        rows: list[list[Candidate]] = [[] for _ in queries]
+        switches = None
+        async for doc in await self.c.scheduled.aggregate(pipeline, batchSize=batch):
+            if doc["_q"] == -1:
+                switches = doc
+            else:
+                rows[doc.pop("_q")].append(candidate_from(doc))
+                self._read[doc["_id"]] = doc
+        if with_switches:
+            self._paused = paused_from_document(switches)
+        return rows
 
     async def apply_outcomes(self, entries: list[dict[str, Any]], now: datetime) -> int:
         """Archive or reschedule the jobs whose outcomes workers recorded; idempotent."""
@@ -265,30 +332,36 @@ class RecruiterProcess:
     async def lock(self, assignments: list[Assignment], now: datetime) -> list[Locked]:
         """Lock the chosen jobs for their workers; returns the ones that were still free.
 
-        The locked jobs are read back in one query: the token tells which locks are
-        ours, and the documents travel to the workers with the assignment.
+        Each lock is conditional on the job being unlocked with the attempt count
+        this round read, so the document read, with the lock applied, is exactly
+        what was locked: it travels to the worker as is. Only when some lock did
+        not land are the jobs read back, to tell by their token which are ours.
         """
         tokens = {a.job_id: ObjectId() for a in assignments}
-        await self.c.scheduled.bulk_write(
-            [
-                UpdateOne(
-                    {"_id": a.job_id, "locked": False},
-                    {
-                        "$set": {
-                            "locked": True,
-                            "locked_by": a.worker_id,
-                            "locked_at": now,
-                            "lock_token": tokens[a.job_id],
-                            "lock_epoch": self.lease.epoch,
-                            "status": Status.ASSIGNED.value,
-                        },
-                        "$inc": {"attempts": 1},
-                    },
-                )
-                for a in assignments
-            ],
+        lock_fields = {a.job_id: {
+            "locked": True,
+            "locked_by": a.worker_id,
+            "locked_at": now,
+            "lock_token": tokens[a.job_id],
+            "lock_epoch": self.lease.epoch,
+            "status": Status.ASSIGNED.value,
+        } for a in assignments}
+        read = {a.job_id: self._read.get(a.job_id) for a in assignments}
+        filters = {job_id: {"_id": job_id, "locked": False} for job_id in read}
+        for job_id, doc in read.items():
+            if doc is not None:
+                filters[job_id]["attempts"] = doc.get("attempts", 0)
+        result = await self.c.scheduled.bulk_write(
+            [UpdateOne(filters[a.job_id], {"$set": lock_fields[a.job_id], "$inc": {"attempts": 1}})
+             for a in assignments],
             ordered=False,
         )
+        if result.modified_count == len(assignments) and all(read.values()):
+            return [
+                Locked(a, tokens[a.job_id], {**doc, **lock_fields[a.job_id], "attempts": doc.get("attempts", 0) + 1})
+                for a in assignments
+                if (doc := read[a.job_id]) is not None
+            ]
         jobs = {d["_id"]: d for d in await self.c.scheduled.find({"_id": {"$in": list(tokens)}}).to_list()}
         return [
             Locked(a, tokens[a.job_id], jobs[a.job_id])
