@@ -64,7 +64,7 @@ def table(doc: dict[str, Any]) -> str:
             workers = int(n)
             noop = r["noop"]["jobs_per_s"]
             sleep = r["sleep100"]["jobs_per_s"]
-            steady_worker = _get(r, "noop", "steady", "per_job", "worker")
+            steady_worker = _get(r, "noop", "steady", "worker_path")
             all_per_job = r["noop"]["per_job"]["all"]
             rss = r["memory"]["worker_rss_kib"]
             rows.append([
@@ -88,7 +88,8 @@ def table(doc: dict[str, Any]) -> str:
         "p50/p95/p99: ready-to-start latency with idle workers (started_at - scheduled_at); xnotify: p50 / the "
         "server's change-notification p50",
         "rt/job: round trips per no-op job, all processes, whole phase; xfloor: / 2 (enqueue + outcome); "
-        "wkr r/w: worker reads/writes per job, steady state; B/job: request+reply bytes per job, all processes",
+        "wkr r/w: worker reads/writes per job, steady state, idle polls (reads that found nothing) and "
+        "heartbeats left out; B/job: request+reply bytes per job, all processes",
         "idle rq/s: requests per second of one idle worker process; RSS: one worker process after the run",
     ]
     return "\n".join(lines)
@@ -117,8 +118,8 @@ def targets(doc: dict[str, Any], *, heartbeat_s: float, poll_to_s: float) -> lis
     top = _largest(by_count)
     note_top = "" if top == 16 else f"measured at {top} workers, the most in this run"
     r = by_count[str(top)]
-    steady = _get(r, "noop", "steady", "per_job", "worker")
-    note = "steady-state window of the no-op batch; heartbeats in the window are included"
+    steady = _get(r, "noop", "steady", "worker_path")
+    note = "steady-state window of the no-op batch; empty polls and heartbeats left out"
     out.append(_target("worker path: writes per job <= 1", main, top, steady and steady["writes"], 1.0,
                        note=note))
     out.append(_target("worker path: reads per job <= 2", main, top, steady and steady["reads"], 2.0, note=note))

@@ -89,7 +89,7 @@ class Sizes:
 
 
 FULL = Sizes(noop_base=150, noop_per_worker=25, sleep_base=20, sleep_per_worker=10, latency_samples=20,
-             latency_gap_s=(1.0, 1.5), idle_settle_s=2.0, idle_window_s=5.0, raw_ops=500, notify_samples=50)
+             latency_gap_s=(0.7, 1.0), idle_settle_s=2.0, idle_window_s=6.0, raw_ops=500, notify_samples=50)
 QUICK = Sizes(noop_base=10, noop_per_worker=5, sleep_base=4, sleep_per_worker=2, latency_samples=3,
               latency_gap_s=(0.2, 0.4), idle_settle_s=0.5, idle_window_s=1.0, raw_ops=50, notify_samples=10)
 
@@ -158,7 +158,7 @@ class Scenario:
         base = self.archived()
         cls = JOB_KINDS[kind]
         marks = [0.2, 0.8]
-        window: list[tuple[float, dict[str, dict[str, Any]]]] = []
+        window: list[tuple[float, float, dict[str, dict[str, Any]]]] = []
         assignment_sizes: list[int] = []
         next_sample = 0.0
         started = time.perf_counter()
@@ -168,8 +168,8 @@ class Scenario:
         while (done := self.archived() - base) < count:
             if marks and done >= marks[0] * count and done < count:
                 marks.pop(0)
-                snap = self.fleet.flush()
-                window.append(((done + self.archived() - base) / 2, snap))
+                snap, at = self.fleet.flush(), time.perf_counter()
+                window.append(((done + self.archived() - base) / 2, at, snap))
             if sample_assignments and time.monotonic() >= next_sample:
                 next_sample = time.monotonic() + 0.25
                 assignment_sizes += self._assignment_sizes()
@@ -189,10 +189,10 @@ class Scenario:
         }
         result["per_job"]["all"] = per_job(_sum(phase.values()), count)
         if len(window) == 2 and window[1][0] > window[0][0]:
-            (c0, s0), (c1, s1) = window
+            (c0, t0, s0), (c1, t1, s1) = window
             jobs = c1 - c0
-            steady = {k: per_job(difference(s1[k], s0[k]), jobs) for k in s1}  # type: ignore[arg-type]
-            result["steady"] = {"jobs": jobs, "per_job": steady}
+            steady = {k: per_job(difference(s1[k], s0[k]), jobs) for k in s1}
+            result["steady"] = {"jobs": jobs, "seconds": t1 - t0, "per_job": steady}
         if assignment_sizes:
             result["assigned_to_bytes"] = {"mean": sum(assignment_sizes) / len(assignment_sizes),
                                            "max": max(assignment_sizes), "samples": len(assignment_sizes)}
@@ -229,8 +229,11 @@ class Scenario:
         seconds = t1 - t0
         per_process = {k: (b[k]["round_trips"] - a[k]["round_trips"]) / seconds / len(self.fleet.of_kind(k))
                        for k in b}
+        # What an idle worker writes that is not a failed claim: its heartbeats.
+        d = difference(b["worker"], a["worker"])
+        heartbeats = (d["writes"] - d["empty_writes"]) / seconds / self.workers
         return {"seconds": seconds, "requests_per_s_per_process": per_process,
-                "worker_requests_per_s": per_process["worker"]}
+                "worker_requests_per_s": per_process["worker"], "worker_heartbeat_writes_per_s": heartbeats}
 
     def memory(self) -> dict[str, Any]:
         rss = [p.rss_kib() for p in self.fleet.of_kind("worker")]
@@ -299,7 +302,24 @@ def run_scenario(server: Server, design: Design, workers: int, sizes: Sizes, wor
         out["latency"] = s.latency()
         out["idle"] = s.idle()
         out["memory"] = s.memory()
+        for kind in ("noop", "sleep100"):
+            steady = out[kind].get("steady")
+            if steady:
+                steady["worker_path"] = worker_path(steady, workers, out["idle"]["worker_heartbeat_writes_per_s"])
         return out
+
+
+def worker_path(steady: dict[str, Any], workers: int, heartbeats_per_s: float) -> dict[str, float]:
+    """Worker reads and writes per job in a steady-state window, idle polls and heartbeats left out.
+
+    Idle polls are the reads (and, for v1, the claims) that found nothing; heartbeats
+    are estimated from the idle phase's rate of other writes, over the window.
+    """
+    w = steady["per_job"]["worker"]
+    heartbeat_writes = heartbeats_per_s * steady["seconds"] * workers / steady["jobs"]
+    return {"reads": w["reads"] - w["empty_reads"],
+            "writes": max(0.0, w["writes"] - w["empty_writes"] - heartbeat_writes),
+            "idle_polls": w["empty_reads"] + w["empty_writes"], "heartbeat_writes": heartbeat_writes}
 
 
 def machine() -> dict[str, Any]:

@@ -43,14 +43,17 @@ def read_stats(path: Path) -> dict[str, Any] | None:
 
 def totals(snapshots: Iterable[dict[str, Any] | None]) -> dict[str, Any]:
     """Sum stats snapshots of several processes: round trips and bytes, by class and by command."""
-    out: dict[str, Any] = {"round_trips": 0, "reads": 0, "writes": 0, "other": 0,
-                           "request_bytes": 0, "reply_bytes": 0, "commands": {}}
+    out: dict[str, Any] = {"round_trips": 0, "reads": 0, "writes": 0, "other": 0, "empty_reads": 0,
+                           "empty_writes": 0, "request_bytes": 0, "reply_bytes": 0, "commands": {}}
     for snap in snapshots:
         if not snap:
             continue
         for name, tally in snap["commands"].items():
             out["round_trips"] += tally["count"]
-            out[classify(name)] += tally["count"]
+            kind = classify(name)
+            out[kind] += tally["count"]
+            if kind != "other":
+                out[f"empty_{kind}"] += tally.get("empty", 0)
             out["request_bytes"] += tally["request_bytes"]
             out["reply_bytes"] += tally["reply_bytes"]
             out["commands"][name] = out["commands"].get(name, 0) + tally["count"]
@@ -67,7 +70,8 @@ def difference(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def per_job(delta: dict[str, Any], jobs: int) -> dict[str, Any]:
+def per_job(delta: dict[str, Any], jobs: float) -> dict[str, Any]:
     if jobs <= 0:
         return {}
-    return {k: delta[k] / jobs for k in ("round_trips", "reads", "writes", "other", "request_bytes", "reply_bytes")}
+    return {k: delta[k] / jobs for k in ("round_trips", "reads", "writes", "other", "empty_reads", "empty_writes",
+                                         "request_bytes", "reply_bytes")}

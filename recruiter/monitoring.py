@@ -2,11 +2,11 @@
 
 When ``RECRUITER_COMMAND_STATS=<path>`` is set, every client made by
 :mod:`recruiter.connection` gets one process-wide :class:`CommandStats`
-listener. It counts round trips (commands started) and the bytes of each
-command sent and reply received (their BSON size), per command name and per
-``command:collection``, and writes the totals as JSON to ``<path>`` every
-second (atomically, through a rename), at exit, and on ``SIGUSR2`` so a reader
-can ask for figures as of now.
+listener. It counts round trips (commands started), the bytes of each command
+sent and reply received (their BSON size), and the replies that found nothing
+(idle polls), per command name and per ``command:collection``. It writes the
+totals as JSON to ``<path>`` every second (atomically, through a rename), at
+exit, and on ``SIGUSR2`` so a reader can ask for figures as of now.
 
 Only application commands are counted: PyMongo's server monitoring
 (heartbeat ``hello``s on their own connections) and connection handshakes are
@@ -38,17 +38,26 @@ WRITE_INTERVAL_S = 1.0
 class Tally:
     count: int = 0
     failed: int = 0
+    empty: int = 0  # reads whose reply held no document: idle polls, change-stream waits that timed out
     request_bytes: int = 0
     reply_bytes: int = 0
 
     def to_document(self) -> dict[str, int]:
-        return {"count": self.count, "failed": self.failed,
+        return {"count": self.count, "failed": self.failed, "empty": self.empty,
                 "request_bytes": self.request_bytes, "reply_bytes": self.reply_bytes}
 
 
 def _collection_of(command_name: str, command: Any) -> str | None:
     value = command.get(command_name)
     return value if isinstance(value, str) else None
+
+
+def _is_empty_read(reply: Any) -> bool:
+    """A cursor reply (find, aggregate, getMore) whose batch is empty, or a findAndModify that found nothing."""
+    cursor = reply.get("cursor")
+    if isinstance(cursor, dict):
+        return not (cursor.get("firstBatch") or cursor.get("nextBatch"))
+    return "value" in reply and reply["value"] is None
 
 
 @dataclass
@@ -72,7 +81,7 @@ class CommandStats(monitoring.CommandListener):
                 tally.count += 1
                 tally.request_bytes += size
 
-    def _finished(self, connection_id: Any, request_id: int, reply_size: int, failed: bool) -> None:
+    def _finished(self, connection_id: Any, request_id: int, reply_size: int, failed: bool, empty: bool) -> None:
         with self._lock:
             keys = self._keys.pop((connection_id, request_id), None)
             if keys is None:
@@ -81,12 +90,14 @@ class CommandStats(monitoring.CommandListener):
                 tally = table[key]
                 tally.reply_bytes += reply_size
                 tally.failed += failed
+                tally.empty += empty
 
     def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        self._finished(event.connection_id, event.request_id, len(bson.encode(event.reply)), False)
+        self._finished(event.connection_id, event.request_id, len(bson.encode(event.reply)), False,
+                       _is_empty_read(event.reply))
 
     def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        self._finished(event.connection_id, event.request_id, 0, True)
+        self._finished(event.connection_id, event.request_id, 0, True, False)
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
