@@ -105,7 +105,7 @@ def product_wake_modes() -> list[str] | None:
 
 def available_designs() -> list[Design]:
     modes = product_wake_modes()
-    product = [Design("recruiter")] if modes is None else [Design(f"recruiter-{m}", m) for m in modes]
+    product = [Design(f"recruiter-{m}", m) for m in modes or []] or [Design("recruiter")]
     return [*product, Design("v1")]
 
 
