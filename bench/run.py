@@ -54,6 +54,7 @@ from recruiter.store import ensure_indexes_sync
 # The product worker's documented defaults; the v1 worker gets the same backoff.
 POLL_FROM = "20ms"
 POLL_TO = "500ms"
+HEARTBEAT = "5s"
 HEARTBEAT_S = 5.0
 POLL_TO_S = 0.5
 
@@ -88,8 +89,8 @@ class Sizes:
         return self.sleep_base + self.sleep_per_worker * workers
 
 
-FULL = Sizes(noop_base=150, noop_per_worker=25, sleep_base=20, sleep_per_worker=10, latency_samples=20,
-             latency_gap_s=(0.7, 1.0), idle_settle_s=2.0, idle_window_s=6.0, raw_ops=500, notify_samples=50)
+FULL = Sizes(noop_base=100, noop_per_worker=15, sleep_base=10, sleep_per_worker=8, latency_samples=15,
+             latency_gap_s=(0.7, 1.0), idle_settle_s=2.0, idle_window_s=10.0, raw_ops=500, notify_samples=50)
 QUICK = Sizes(noop_base=10, noop_per_worker=5, sleep_base=4, sleep_per_worker=2, latency_samples=3,
               latency_gap_s=(0.2, 0.4), idle_settle_s=0.5, idle_window_s=1.0, raw_ops=50, notify_samples=10)
 
@@ -278,7 +279,8 @@ def scenario(server: Server, design: Design, workers: int, sizes: Sizes, work_di
             wake = ["--wake", design.wake] if design.wake else []
             for _ in range(workers):
                 fleet.product("worker", "worker", "start", "--group", GROUP, "--import-path", str(REPO),
-                              "--poll-from", POLL_FROM, "--poll-to", POLL_TO, *wake)
+                              "--poll-from", POLL_FROM, "--poll-to", POLL_TO, "--heartbeat-interval", HEARTBEAT,
+                              *wake)
         s = Scenario(design, workers, sizes, fleet, producer, observer)
         s.wait(lambda: all(p.stats_path.exists() for p in fleet.procs), 120, "the processes to start")
         if design.is_v1:
@@ -302,10 +304,12 @@ def run_scenario(server: Server, design: Design, workers: int, sizes: Sizes, wor
         out["latency"] = s.latency()
         out["idle"] = s.idle()
         out["memory"] = s.memory()
+        # The product's worker heartbeats once per interval per process; v1 has no heartbeat.
+        heartbeats_per_s = 0.0 if design.is_v1 else 1 / HEARTBEAT_S
         for kind in ("noop", "sleep100"):
             steady = out[kind].get("steady")
             if steady:
-                steady["worker_path"] = worker_path(steady, workers, out["idle"]["worker_heartbeat_writes_per_s"])
+                steady["worker_path"] = worker_path(steady, workers, heartbeats_per_s)
         return out
 
 
@@ -313,7 +317,9 @@ def worker_path(steady: dict[str, Any], workers: int, heartbeats_per_s: float) -
     """Worker reads and writes per job in a steady-state window, idle polls and heartbeats left out.
 
     Idle polls are the reads (and, for v1, the claims) that found nothing; heartbeats
-    are estimated from the idle phase's rate of other writes, over the window.
+    are the configured rate over the window (the idle phase's measured rate,
+    ``worker_heartbeat_writes_per_s``, counts whole heartbeats in a few seconds:
+    too coarse to subtract).
     """
     w = steady["per_job"]["worker"]
     heartbeat_writes = heartbeats_per_s * steady["seconds"] * workers / steady["jobs"]
@@ -403,7 +409,10 @@ def main(workers_spec: str | None, quick: bool, noop_jobs: int | None, sleep_job
                 click.echo(f"bench: {design.name} with {n} worker(s)...", err=True)
                 scenario_dir = work_dir / f"{design.name}-{n}"
                 scenario_dir.mkdir()
-                results[design.name][str(n)] = run_scenario(server, design, n, sizes, scenario_dir)
+                try:
+                    results[design.name][str(n)] = run_scenario(server, design, n, sizes, scenario_dir)
+                except RuntimeError as exc:
+                    raise click.ClickException(f"{exc} (process logs in {scenario_dir})") from None
         server_description = server.description
     doc: dict[str, Any] = {
         "meta": {"started_at": stamp, "seconds": time.perf_counter() - begun, "machine": machine(),
