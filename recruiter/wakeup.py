@@ -79,14 +79,21 @@ class RosterWatch:
     ``on_event(slot_id, job)`` is called for every matching event, with the job
     copy or ``None`` (the slot should read its entry). ``on_open()`` is called
     each time a stream opens, before any of its events.
+
+    The stream is read only while ``idle`` is set (some slot waits for work):
+    the recruiter assigns only available workers, so a process whose slots are
+    all busy has nothing to hear, and sends no ``getMore`` until one is free.
+    Events are kept by the server meanwhile, and read when it resumes.
     """
 
     def __init__(self, roster: Any, slot_ids: list[str], on_event: Callable[[str, dict[str, Any] | None], None],
-                 on_open: Callable[[], None], *, max_await_s: float = 2.0, retry_s: float = 1.0) -> None:
+                 on_open: Callable[[], None], idle: asyncio.Event, *, max_await_s: float = 2.0,
+                 retry_s: float = 1.0) -> None:
         self.roster = roster
         self.slot_ids = slot_ids
         self.on_event = on_event
         self.on_open = on_open
+        self.idle = idle
         self.max_await_ms = int(max_await_s * 1000)
         self.retry_s = retry_s
         self.streaming = asyncio.Event()
@@ -112,9 +119,12 @@ class RosterWatch:
                 ) as stream:
                     self.streaming.set()
                     self.on_open()
-                    async for event in stream:
+                    while stream.alive:
+                        await self.idle.wait()
+                        event = await stream.try_next()
                         resume_after = stream.resume_token
-                        self.on_event(event["documentKey"]["_id"], job_of(event))
+                        if event is not None:
+                            self.on_event(event["documentKey"]["_id"], job_of(event))
             except OperationFailure as exc:
                 # A resume token the server no longer has: start afresh (slots poll on open).
                 log.warning("wake.stream_failed", error=first_line(exc))

@@ -107,6 +107,7 @@ class Slot:
     delivered: dict[str, Any] | None = None  # a job copy a change stream event carried
     must_poll: bool = True  # read our entry before waiting again
     last_token: Any = None  # lock token of the last job run, so a late event is not run twice
+    waiting: bool = False  # waiting for an assignment
 
 
 class WorkerProcess:
@@ -120,6 +121,7 @@ class WorkerProcess:
         self.by_id = {s.id: s for s in self.slots}
         self.stopping = asyncio.Event()
         self.watch: RosterWatch | None = None
+        self.idle = asyncio.Event()  # some slot is waiting for work
 
     # -- roster ---------------------------------------------------------------
 
@@ -191,7 +193,7 @@ class WorkerProcess:
         side: list[asyncio.Task[Any]] = []
         if self.config.wake is not Wake.POLL:
             watch = RosterWatch(self.c.roster, [s.id for s in self.slots], self._delivered, self._stream_opened,
-                                max_await_s=self.config.stream_await_s)
+                                self.idle, max_await_s=self.config.stream_await_s)
             if self.config.wake is Wake.CHANGE_STREAM or await watch.supported():
                 self.watch = watch
                 side.append(asyncio.create_task(watch.run(), name="worker.watch"))
@@ -271,11 +273,17 @@ class WorkerProcess:
                 if slot.delivered is not None or (streaming and slot.must_poll):
                     continue
             slot.wake.clear()
+            slot.waiting = True
+            self.idle.set()
             try:
                 await asyncio.wait_for(slot.wake.wait(), timeout=self.config.safety_poll_s if streaming else backoff)
             except TimeoutError:
                 if streaming:
                     slot.must_poll = True
+            finally:
+                slot.waiting = False
+                if not any(s.waiting for s in self.slots):
+                    self.idle.clear()
             backoff = min(backoff * 2, self.config.poll_to_s)
         await self.deregister(slot)
 
