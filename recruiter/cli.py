@@ -22,7 +22,7 @@ import click
 import structlog
 from pymongo.errors import PyMongoError
 
-from recruiter import embedded, logs
+from recruiter import control, embedded, logs
 from recruiter.cleaner import CleanerConfig, CleanerProcess
 from recruiter.clock import ServerClock
 from recruiter.connection import (
@@ -38,8 +38,10 @@ from recruiter.connection import (
 )
 from recruiter.durations import parse_duration
 from recruiter.recruiting import RecruiterConfig, RecruiterProcess
+from recruiter.selection import CountingScheme
 from recruiter.sizes import parse_size
-from recruiter.store import ensure_indexes
+from recruiter.store import Collections, ensure_indexes
+from recruiter.wakeup import Wake
 from recruiter.worker import WorkerConfig, WorkerIdTaken, WorkerProcess
 
 log = structlog.get_logger("recruiter.cli")
@@ -81,7 +83,22 @@ class Size(click.ParamType):  # type: ignore[type-arg]
             self.fail(str(exc), param, ctx)
 
 
+class Scheme(click.ParamType):  # type: ignore[type-arg]
+    """A counting scheme ``HIGH,LOW`` such as ``4,1``."""
+
+    name = "high,low"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> CountingScheme:
+        if isinstance(value, CountingScheme):
+            return value
+        try:
+            return CountingScheme.parse(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
 SIZE = Size()
+SCHEME = Scheme()
 
 
 def env(name: str) -> str:
@@ -218,11 +235,14 @@ def main() -> None:
               show_default=True, show_envvar=True, help="Most workers assigned in one round.")
 @click.option("--lease-ttl", envvar=env("LEASE_TTL"), type=DURATION, default="10s", show_default=True,
               show_envvar=True, help="Leader lease; a standby takes over this long after the leader dies.")
+@click.option("--counting-scheme", envvar=env("COUNTING_SCHEME"), type=SCHEME, default="4,1", show_default=True,
+              show_envvar=True, help="Within a tenant: this many high-priority jobs, then this many low, again.")
 def start_recruiter(backoff_from: timedelta, backoff_to: timedelta, round_size: int, lease_ttl: timedelta,
-                    **opts: Any) -> None:
+                    counting_scheme: CountingScheme, **opts: Any) -> None:
     """Run the recruiter (one leads; others stand by)."""
     config = _valid(lambda: RecruiterConfig(round_size=round_size, backoff_from_s=seconds(backoff_from),
-                                            backoff_to_s=seconds(backoff_to), lease_ttl_s=seconds(lease_ttl)))
+                                            backoff_to_s=seconds(backoff_to), lease_ttl_s=seconds(lease_ttl),
+                                            counting_scheme=counting_scheme))
     run_process(opts, "recruiter", lambda db, clock: RecruiterProcess(db, clock, config))
 
 
@@ -247,6 +267,10 @@ def worker_group() -> None:
               show_envvar=True, help="Longest idle wait between reads of the roster entry.")
 @click.option("--max-crashes", envvar=env("MAX_CRASHES"), type=click.IntRange(1), default=3, show_default=True,
               show_envvar=True, help="A job whose workers died this many times is archived as crashed-too-many-times.")
+@click.option("--wake", envvar=env("WAKE"), type=click.Choice([w.value for w in Wake]), default=Wake.AUTO.value,
+              show_default=True, show_envvar=True,
+              help="How a worker learns of its job: a change stream on its roster entry, polling it "
+                   "(--poll-from/--poll-to), or auto (a stream where the server has them).")
 @click.option("--import-path", envvar=env("IMPORT_PATH"), multiple=True, default=(".",), show_default=True,
               show_envvar=True, help="Directory added to sys.path so job classes can be imported.")
 @click.option("--preload", envvar=env("PRELOAD"), multiple=True, show_envvar=True,
@@ -257,7 +281,7 @@ def worker_group() -> None:
               help="After a job, a worker over this resident size (e.g. 512MB) exits with status 75 and a "
                    "supervisor process starts a fresh one.")
 def start_worker(groups: tuple[str, ...], concurrency: int, worker_id: str | None, heartbeat_interval: timedelta,
-                 poll_from: timedelta, poll_to: timedelta, max_crashes: int, import_path: tuple[str, ...],
+                 poll_from: timedelta, poll_to: timedelta, max_crashes: int, wake: str, import_path: tuple[str, ...],
                  preload: tuple[str, ...], grace_period: timedelta, memory_limit: int | None,
                  **opts: Any) -> None:
     """Run workers for the given groups."""
@@ -272,7 +296,7 @@ def start_worker(groups: tuple[str, ...], concurrency: int, worker_id: str | Non
     config = _valid(lambda: WorkerConfig(
         groups=groups, concurrency=concurrency, worker_id=worker_id,
         heartbeat_interval_s=seconds(heartbeat_interval), poll_from_s=seconds(poll_from),
-        poll_to_s=seconds(poll_to), max_crashes=max_crashes, grace_period_s=seconds(grace_period),
+        poll_to_s=seconds(poll_to), max_crashes=max_crashes, wake=Wake(wake), grace_period_s=seconds(grace_period),
         memory_limit_bytes=memory_limit))
     if memory_limit is not None and not os.environ.get(SUPERVISED):
         from recruiter.supervisor import supervise
@@ -417,6 +441,71 @@ def _with_database(target_uri: str, action: Callable[[Any, Any], None]) -> None:
             client.close()
     except ConnectionProblem as exc:
         raise click.ClickException(str(exc)) from None
+
+
+@main.group("groups")
+def groups_group() -> None:
+    """Pause and resume groups: a paused group's jobs stay queued and are not assigned."""
+
+
+@main.group("tenants")
+def tenants_group() -> None:
+    """Pause and resume tenants: a paused tenant's jobs stay queued and are not assigned."""
+
+
+def _switch_commands(group: click.Group, kind: str) -> None:
+    plural = control.KINDS[kind]
+
+    @group.command("pause")
+    @click.argument("names", nargs=-1, required=True)
+    @common_options
+    def pause(names: tuple[str, ...], **opts: Any) -> None:
+        _switch(kind, names, True, opts)
+
+    @group.command("resume")
+    @click.argument("names", nargs=-1, required=True)
+    @common_options
+    def resume(names: tuple[str, ...], **opts: Any) -> None:
+        _switch(kind, names, False, opts)
+
+    @group.command("list")
+    @common_options
+    def list_(**opts: Any) -> None:
+        _switch(kind, (), None, opts)
+
+    pause.help = f"Pause {plural}: the recruiter stops assigning their jobs from its next round."
+    resume.help = f"Resume paused {plural}."
+    list_.help = f"List the paused {plural}."
+
+
+def _switch(kind: str, names: tuple[str, ...], pause: bool | None, opts: dict[str, Any]) -> None:
+    """Pause (True), resume (False) or list (None) groups or tenants, then print the paused ones."""
+    logs.configure(opts["log_level"], opts["log_format"])
+    for name in names:
+        if not name.strip() or name == "*":
+            raise click.UsageError(f"invalid {kind} name {name!r}")
+    target: Target | None = None
+    try:
+        target = connect_target(opts["target"], opts["embedded"], opts["embedded_path"])
+        client = sync_client(target, app_name="recruiter-cli")
+        try:
+            metadata = Collections.of(client[target.database]).metadata
+            paused = control.read_paused(metadata) if pause is None else control.switch(
+                metadata, kind, list(names), pause)
+        finally:
+            client.close()
+    except ConnectionProblem as exc:
+        raise click.ClickException(str(exc)) from None
+    except PyMongoError as exc:
+        if opts["log_level"] == "debug" or target is None:
+            raise
+        raise click.ClickException(describe(exc, target)) from None
+    now = sorted(paused.groups if kind == "group" else paused.tenants)
+    click.echo(f"paused {control.KINDS[kind]}: " + (", ".join(now) if now else "none"))
+
+
+_switch_commands(groups_group, "group")
+_switch_commands(tenants_group, "tenant")
 
 
 def _valid(build: Callable[[], Any]) -> Any:

@@ -17,6 +17,8 @@ from pymongo import AsyncMongoClient, MongoClient
 from pymongo.errors import ConfigurationError, InvalidURI, PyMongoError
 from pymongo.uri_parser import parse_uri
 
+from recruiter import monitoring
+
 DEFAULT_URI = "mongodb://localhost:27017/recruiter"
 DEFAULT_DATABASE = "recruiter"
 URI_ENVVARS = ("RECRUITER_MONGODB_URI", "MONGODB_URI")
@@ -76,13 +78,13 @@ def _client_options(server_selection_timeout_s: float, app_name: str) -> dict[st
 
 def sync_client(target: Target, *, app_name: str = "recruiter", server_selection_timeout_s: float = 10.0,
                 event_listeners: list[Any] | None = None) -> MongoClient[Any]:
-    return MongoClient(target.uri, event_listeners=event_listeners or [],
+    return MongoClient(target.uri, event_listeners=[*(event_listeners or []), *monitoring.listeners()],
                        **_client_options(server_selection_timeout_s, app_name))
 
 
 def async_client(target: Target, *, app_name: str = "recruiter", server_selection_timeout_s: float = 10.0,
                  event_listeners: list[Any] | None = None) -> AsyncMongoClient[Any]:
-    return AsyncMongoClient(target.uri, event_listeners=event_listeners or [],
+    return AsyncMongoClient(target.uri, event_listeners=[*(event_listeners or []), *monitoring.listeners()],
                             **_client_options(server_selection_timeout_s, app_name))
 
 

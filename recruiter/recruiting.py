@@ -4,7 +4,8 @@ A round (:meth:`RecruiterProcess.round`):
 
 1. reads the roster entries that are available or hold an outcome;
 2. applies those outcomes in bulk (archive, or put back in the queue);
-3. picks jobs for the free workers (:mod:`recruiter.selection`);
+3. picks jobs for the free workers (:mod:`recruiter.selection`), reading only
+   the candidates the policy needs (:mod:`recruiter.candidates`);
 4. locks the picked jobs with one bulk write;
 5. assigns them with ONE ``update_many`` setting the ``assigned_to`` map.
 
@@ -30,13 +31,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import bson
 import structlog
 from bson import ObjectId
 from pymongo import UpdateOne
 from pymongo.errors import PyMongoError
 
+from recruiter.candidates import SORT, Paused, Query, candidate_from, plan_round
 from recruiter.clock import Clock
 from recruiter.connection import first_line
+from recruiter.control import CURSOR_ID, PAUSED_ID, cursor_changes, cursor_from_document, paused_from_document
 from recruiter.job import Status
 from recruiter.lease import Lease
 from recruiter.outcome import (
@@ -48,10 +52,16 @@ from recruiter.outcome import (
     jobs_referenced_by,
     reschedule_update,
 )
-from recruiter.selection import Assignment, Candidate, FreeWorker, candidate_queries, select
-from recruiter.store import Collections, LostFence, fenced_transaction
+from recruiter.selection import DEFAULT_SCHEME, Assignment, Candidate, CountingScheme, Cursor, FreeWorker, Selection
+from recruiter.store import METADATA, SCHEDULED, Collections, LostFence, fenced_transaction
+from recruiter.wakeup import Doorbell
 
 log = structlog.get_logger("recruiter.recruiter")
+
+# A job document bigger than this is not copied into the worker's roster entry;
+# the worker reads it from ``scheduled`` instead (one more read, for big jobs only).
+MAX_JOB_COPY_BYTES = 64 * 1024
+
 
 @dataclass(frozen=True)
 class RecruiterConfig:
@@ -59,6 +69,7 @@ class RecruiterConfig:
     backoff_from_s: float = 0.05
     backoff_to_s: float = 1.0
     lease_ttl_s: float = 10.0
+    counting_scheme: CountingScheme = DEFAULT_SCHEME
 
     def __post_init__(self) -> None:
         if self.round_size < 1:
@@ -80,6 +91,15 @@ class RoundReport:
         return bool(self.applied or self.assigned)
 
 
+@dataclass(frozen=True)
+class Locked:
+    """A job locked for a worker this round: the assignment, its token, the locked document."""
+
+    assignment: Assignment
+    token: ObjectId
+    job: dict[str, Any]
+
+
 class LostLease(Exception):
     """The lease expired or was taken over during a round."""
 
@@ -90,14 +110,21 @@ def no_fault(point: str) -> None:
 
 class RecruiterProcess:
     def __init__(self, db: Any, clock: Clock, config: RecruiterConfig, *, owner: str | None = None) -> None:
+        self.db = db
         self.c = Collections.of(db)
         self.clock = clock
         self.config = config
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{ObjectId()}"
         self.lease = Lease(self.c.metadata, "recruiter", self.owner, timedelta(seconds=config.lease_ttl_s), clock)
         self._stop = asyncio.Event()
-        self._db = db
         self.fault: Callable[[str], None] = no_fault
+        # Fairness cursor as last written, and the epoch it was loaded for; pause switches as last read.
+        self._cursor = Cursor()
+        self._cursor_epoch: int | None = None
+        self._paused = Paused()
+        # The candidate documents read this round, whole: locking one turns it into
+        # the copy its worker receives, with no second read.
+        self._read: dict[Any, dict[str, Any]] = {}
 
     def stop(self) -> None:
         self._stop.set()
@@ -127,9 +154,21 @@ class RecruiterProcess:
         await self.lease.release()
 
     async def _lead(self) -> None:
+        doorbell = Doorbell(self.db, max_await_s=self.config.backoff_to_s)
+        try:
+            await self._lead_rounds(doorbell)
+        finally:
+            await doorbell.close()
+
+    async def _lead_rounds(self, doorbell: Doorbell) -> None:
         """Run rounds while the lease holds. Database errors are survived: every step
         of a round can be repeated (see the module doc), and locks a failed round took
-        but never handed out are released before the next one."""
+        but never handed out are released before the next one.
+
+        Busy, rounds run back to back. Idle, the recruiter waits on a change stream
+        (:class:`recruiter.wakeup.Doorbell`) for an enqueue or an outcome, or for its
+        backoff, whichever comes first: jobs that become due by the clock raise no event.
+        """
         backoff = self.config.backoff_from_s
         # A previous leader, or a round of ours that failed, may have locked jobs
         # without handing them out: release those before assigning anything.
@@ -152,8 +191,12 @@ class RecruiterProcess:
             if report.busy:
                 backoff = self.config.backoff_from_s
                 continue
-            await self._sleep(backoff)
-            backoff = min(backoff * 2, self.config.backoff_to_s)
+            if self._stop.is_set():
+                break
+            if await doorbell.wait(backoff):
+                backoff = self.config.backoff_from_s
+            else:
+                backoff = min(backoff * 2, self.config.backoff_to_s)
 
     async def _keep_lease(self) -> None:
         # Renew once a third of the lease has passed, so two renewals can fail before it expires.
@@ -171,7 +214,7 @@ class RecruiterProcess:
         """
         outside = self.c
         try:
-            async with fenced_transaction(self._db, self.lease) as inside:
+            async with fenced_transaction(self.db, self.lease) as inside:
                 self.c = inside
                 try:
                     if rollback:
@@ -192,7 +235,7 @@ class RecruiterProcess:
         report = RoundReport()
         entries = await self.c.roster.find(
             {"$or": [{"available": True}, {"outcome.token": {"$exists": True}}]},
-            {"assigned_to": 0},
+            {"assigned_to": 0, "job": 0},
         ).to_list()
         with_outcome = [e for e in entries if e.get("outcome")]
         if with_outcome:
@@ -206,13 +249,8 @@ class RecruiterProcess:
         if not free:
             return report
         workers = [FreeWorker(e["_id"], tuple(e["work_on"])) for e in free]
-        candidates: dict[Any, Candidate] = {}
-        for filter_, limit in candidate_queries(workers, now):
-            docs = await self.c.scheduled.find(filter_, {"group": 1, "scheduled_at": 1}).sort(
-                "scheduled_at", 1).limit(limit).to_list()
-            for d in docs:
-                candidates[d["_id"]] = Candidate(d["_id"], d["group"], d["scheduled_at"])
-        assignments = select(workers, candidates.values())
+        self._read = {}
+        assignments = (await self.select(workers, now)).assignments
         if not assignments:
             return report
         self._check_lease()
@@ -222,6 +260,71 @@ class RecruiterProcess:
         if report.assigned:
             log.debug("round.assigned", assigned=report.assigned, free_workers=len(free))
         return report
+
+    async def select(self, workers: list[FreeWorker], now: datetime) -> Selection:
+        """Choose jobs for ``workers`` by the fairness policy and save the cursor.
+
+        The reads are planned by :func:`recruiter.candidates.plan_round`; the
+        first one also reads the pause switches, so a pause is obeyed from the
+        next round on. If the switches changed since the last round, the round
+        is planned again with them."""
+        if self._cursor_epoch != self.lease.epoch:
+            self._cursor = cursor_from_document(await self.c.metadata.find_one({"_id": CURSOR_ID}))
+            self._cursor_epoch = self.lease.epoch
+        for _ in range(3):
+            paused = self._paused
+            # A worker does not take a paused group; '*' workers' reads leave paused groups out.
+            usable = [FreeWorker(w.id, tuple(g for g in w.groups if g not in paused.groups)) for w in workers]
+            plan = plan_round(usable, self._cursor, now, self.config.counting_scheme)
+            queries = next(plan)
+            rows = await self._read_candidates(queries, now, paused, with_switches=True)
+            if self._paused == paused:
+                break
+        while True:
+            try:
+                queries = plan.send(rows)
+            except StopIteration as stop:
+                selection: Selection = stop.value
+                break
+            rows = await self._read_candidates(queries, now, paused, with_switches=False)
+        changes = cursor_changes(self._cursor, selection.cursor)
+        if changes:
+            self._check_lease()
+            await self.c.metadata.update_one({"_id": CURSOR_ID}, changes, upsert=True)
+            self._cursor = selection.cursor
+        return selection
+
+    async def _read_candidates(self, queries: list[Query], now: datetime, paused: Paused,
+                               *, with_switches: bool) -> list[list[Candidate]]:
+        """Run ``queries`` as ONE aggregate (each one a ``$unionWith`` branch that uses the
+        candidates index on its own); with ``with_switches``, also read the pause switches."""
+        branches = []
+        for i, q in enumerate(queries):
+            stages: list[dict[str, Any]] = [{"$match": q.filter(now, paused)}, {"$sort": dict(SORT)}]
+            if q.skip:
+                stages.append({"$skip": q.skip})
+            stages += [{"$limit": q.limit}, {"$set": {"_q": i}}]
+            branches.append(stages)
+        pipeline = branches[0] + [{"$unionWith": {"coll": SCHEDULED, "pipeline": b}} for b in branches[1:]]
+        if with_switches:
+            pipeline.append({"$unionWith": {"coll": METADATA, "pipeline": [
+                {"$match": {"_id": PAUSED_ID}}, {"$set": {"_q": -1}}]}})
+        batch = sum(q.limit for q in queries) + 1
+        rows: list[list[Candidate]] = [[] for _ in queries]
+        switches = None
+        # Reads need no fence, and MongoDB does not run $unionWith inside a transaction:
+        # this one runs in a session of its own, outside the round's transaction.
+        async with self.db.client.start_session() as session:
+            rows_read = await (await self.c.scheduled.aggregate(pipeline, batchSize=batch, session=session)).to_list()
+        for doc in rows_read:
+            if doc["_q"] == -1:
+                switches = doc
+            else:
+                rows[doc.pop("_q")].append(candidate_from(doc))
+                self._read[doc["_id"]] = doc
+        if with_switches:
+            self._paused = paused_from_document(switches)
+        return rows
 
     async def apply_outcomes(self, entries: list[dict[str, Any]], now: datetime) -> int:
         """Archive or reschedule the jobs whose outcomes workers recorded; idempotent."""
@@ -265,51 +368,73 @@ class RecruiterProcess:
         )
         return len(archive) + len(reschedule)
 
-    async def lock(self, assignments: list[Assignment], now: datetime) -> list[tuple[Assignment, ObjectId]]:
-        """Lock the chosen jobs for their workers; returns the ones that were still free."""
+    async def lock(self, assignments: list[Assignment], now: datetime) -> list[Locked]:
+        """Lock the chosen jobs for their workers; returns the ones that were still free.
+
+        Each lock is conditional on the job being unlocked with the attempt count
+        this round read, so the document read, with the lock applied, is exactly
+        what was locked: it travels to the worker as is. Only when some lock did
+        not land are the jobs read back, to tell by their token which are ours.
+        """
         tokens = {a.job_id: ObjectId() for a in assignments}
+        lock_fields = {a.job_id: {
+            "locked": True,
+            "locked_by": a.worker_id,
+            "locked_at": now,
+            "lock_token": tokens[a.job_id],
+            "lock_epoch": self.lease.epoch,
+            "status": Status.ASSIGNED.value,
+        } for a in assignments}
+        read = {a.job_id: self._read.get(a.job_id) for a in assignments}
+        filters = {job_id: {"_id": job_id, "locked": False} for job_id in read}
+        for job_id, doc in read.items():
+            if doc is not None:
+                filters[job_id]["attempts"] = doc.get("attempts", 0)
         result = await self.c.scheduled.bulk_write(
-            [
-                UpdateOne(
-                    {"_id": a.job_id, "locked": False},
-                    {
-                        "$set": {
-                            "locked": True,
-                            "locked_by": a.worker_id,
-                            "locked_at": now,
-                            "lock_token": tokens[a.job_id],
-                            "lock_epoch": self.lease.epoch,
-                            "status": Status.ASSIGNED.value,
-                        },
-                        "$inc": {"attempts": 1},
-                    },
-                )
-                for a in assignments
-            ],
+            [UpdateOne(filters[a.job_id], {"$set": lock_fields[a.job_id], "$inc": {"attempts": 1}})
+             for a in assignments],
             ordered=False,
         )
-        if result.modified_count == len(assignments):
-            return [(a, tokens[a.job_id]) for a in assignments]
-        mine = {
-            d["_id"]
-            for d in await self.c.scheduled.find(
-                {"_id": {"$in": list(tokens)}}, {"lock_token": 1}
-            ).to_list()
-            if d.get("lock_token") == tokens[d["_id"]]
-        }
-        return [(a, tokens[a.job_id]) for a in assignments if a.job_id in mine]
+        if result.modified_count == len(assignments) and all(read.values()):
+            return [
+                Locked(a, tokens[a.job_id], {**doc, **lock_fields[a.job_id], "attempts": doc.get("attempts", 0) + 1})
+                for a in assignments
+                if (doc := read[a.job_id]) is not None
+            ]
+        jobs = {d["_id"]: d for d in await self.c.scheduled.find({"_id": {"$in": list(tokens)}}).to_list()}
+        return [
+            Locked(a, tokens[a.job_id], jobs[a.job_id])
+            for a in assignments
+            if a.job_id in jobs and jobs[a.job_id].get("lock_token") == tokens[a.job_id]
+        ]
 
-    async def assign(self, locked: list[tuple[Assignment, ObjectId]], now: datetime) -> int:
-        """Hand locked jobs to their workers with one update; roll back what did not land."""
+    async def assign(self, locked: list[Locked], now: datetime) -> int:
+        """Hand locked jobs to their workers with one update; roll back what did not land.
+
+        The update sets the same ``assigned_to`` map on every assigned worker (the
+        seed's protocol, readable in mongosh) and, through an update pipeline, a
+        copy of its own job into each worker's ``job`` field: the worker then
+        needs no second read to start, and a change stream on its roster document
+        delivers the job itself. The command carries each job once, so its size
+        grows linearly with the round; jobs too big to copy are read by the worker.
+        """
         if not locked:
             return 0
-        mapping = {a.worker_id: a.job_id for a, _ in locked}
+        mapping = {lk.assignment.worker_id: lk.assignment.job_id for lk in locked}
+        copies = [{"w": lk.assignment.worker_id, "job": lk.job} for lk in locked
+                  if len(bson.encode(lk.job)) <= MAX_JOB_COPY_BYTES]
+        own_copy = {"$arrayElemAt": [
+            {"$map": {"input": {"$filter": {"input": {"$literal": copies}, "cond": {"$eq": ["$$this.w", "$_id"]}}},
+                      "in": "$$this.job"}},
+            0,
+        ]}
         result = await self.c.roster.update_many(
             {"_id": {"$in": list(mapping)}, "available": True, "stopping": {"$ne": True}},
-            {
-                "$set": {"available": False, "assigned_to": mapping, "assigned_since": now},
-                "$unset": {"outcome": ""},
-            },
+            [
+                {"$set": {"available": False, "assigned_to": {"$literal": mapping}, "assigned_since": now,
+                          "job": own_copy}},
+                {"$unset": "outcome"},
+            ],
         )
         if result.modified_count == len(mapping):
             return len(mapping)
@@ -319,8 +444,8 @@ class RecruiterProcess:
             for d in await self.c.roster.find({"_id": {"$in": list(mapping)}}, {"assigned_to": 1}).to_list()
             if (d.get("assigned_to") or {}).get(d["_id"]) == mapping[d["_id"]]
         }
-        missed = [(a, t) for a, t in locked if a.worker_id not in got]
-        await self._rollback([(a.job_id, t) for a, t in missed])
+        missed = [lk for lk in locked if lk.assignment.worker_id not in got]
+        await self._rollback([(lk.assignment.job_id, lk.token) for lk in missed])
         return len(locked) - len(missed)
 
     async def _rollback(self, locks: list[tuple[Any, ObjectId]]) -> None:

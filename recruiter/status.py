@@ -7,6 +7,7 @@ from typing import Any
 
 from recruiter.clock import ServerClock
 from recruiter.connection import Target, sync_client
+from recruiter.control import read_paused
 from recruiter.store import Collections
 
 
@@ -18,13 +19,14 @@ def collect_status(target: Target) -> dict[str, Any]:
             [{"$group": {"_id": "$status", "n": {"$sum": 1}}}])}
         archived = {d["_id"]: d["n"] for d in c.archived.aggregate(
             [{"$group": {"_id": "$why", "n": {"$sum": 1}}}])}
-        workers = list(c.roster.find({}, {"assigned_to": 0, "outcome": 0}))
+        workers = list(c.roster.find({}, {"assigned_to": 0, "outcome": 0, "job": 0}))
         clock = ServerClock()
         clock.calibrate_sync(client)
         leases = {d["_id"]: {"owner": d.get("owner"), "epoch": d.get("epoch"),
                              "held": bool(d.get("expires_at") and d["expires_at"] > clock.now()),
                              "expires_at": d["expires_at"].isoformat() if d.get("expires_at") else None}
                   for d in c.metadata.find({"_id": {"$in": ["recruiter", "cleaner"]}})}
+        paused = read_paused(c.metadata)
     finally:
         client.close()
     return {
@@ -36,6 +38,7 @@ def collect_status(target: Target) -> dict[str, Any]:
             "by_group": _by_group(workers),
         },
         "leases": leases,
+        "paused": {"groups": sorted(paused.groups), "tenants": sorted(paused.tenants)},
     }
 
 
@@ -59,4 +62,7 @@ def render_status(figures: dict[str, Any], as_json: bool) -> str:
             lines.append(f"{name} lease: epoch {lease['epoch']} held by {lease['owner']} until {lease['expires_at']}")
         else:
             lines.append(f"{name} lease: free (epoch {lease['epoch']}, last held by {lease['owner']})")
+    paused = figures["paused"]
+    lines.append("paused:    " + (", ".join([*(f"group {g}" for g in paused["groups"]),
+                                              *(f"tenant {t}" for t in paused["tenants"])]) or "none"))
     return "\n".join(lines)

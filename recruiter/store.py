@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from pymongo import ASCENDING, IndexModel, WriteConcern
+from pymongo import ASCENDING, DESCENDING, IndexModel, WriteConcern
 
 SCHEDULED = "scheduled"
 ARCHIVED = "archived"
@@ -20,13 +20,14 @@ METADATA = "metadata"
 
 INDEXES: dict[str, list[IndexModel]] = {
     SCHEDULED: [
-        # Recruiter candidates of one group: equality on locked+group, range and
-        # sort on scheduled_at, so the index yields jobs in order and the query
-        # stops after `limit` entries instead of scanning the backlog.
-        IndexModel([("locked", ASCENDING), ("group", ASCENDING), ("scheduled_at", ASCENDING)],
-                   name="candidates_by_group"),
-        # Candidates for workers that take any group ("*"), same reasoning.
-        IndexModel([("locked", ASCENDING), ("scheduled_at", ASCENDING)], name="candidates_any_group"),
+        # Recruiter candidates (recruiter/candidates.py explains the plan): equality on
+        # locked, then group and tenant (equality, or a range for a ring), status and
+        # priority as points, scheduled_at <= now, and _id for a total order. Queries sort
+        # by these keys in this order, so the scan yields jobs in order and stops after
+        # `limit` matches; status is descending so due retrying jobs come first.
+        IndexModel([("locked", ASCENDING), ("group", ASCENDING), ("tenant", ASCENDING), ("status", DESCENDING),
+                    ("priority", ASCENDING), ("scheduled_at", ASCENDING), ("_id", ASCENDING)],
+                   name="candidates"),
         # Jobs held by one worker (cleaner unlocking a dead worker's jobs).
         IndexModel([("locked_by", ASCENDING)], name="by_worker", sparse=True),
     ],

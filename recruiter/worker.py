@@ -1,8 +1,8 @@
 """The worker process: N worker slots, each with its own roster document.
 
 A slot reads only its own roster document. When the recruiter has assigned it a
-job (``available: false`` and ``assigned_to.<id>`` set) it reads the job, checks
-that the lock is its own, runs it, judges the result by the job's retry policy
+job (``available: false``, ``assigned_to.<id>`` set and a copy of the job in
+``job``) it runs it, judges the result by the job's retry policy
 and writes the outcome into its roster document in the same write that makes it
 available again. That write is conditional on the assignment still being there,
 so a slot declared dead by the cleaner cannot record anything (it is halted).
@@ -21,12 +21,16 @@ Stopping: :meth:`WorkerProcess.stop` is graceful (no new work, running jobs
 finish within ``grace_period_s``); :meth:`WorkerProcess.force`, or the grace
 period running out, interrupts running jobs and gives them back to the queue
 without counting the attempt, with an ``interrupted`` entry in their history.
+
+A slot learns of its job from a change stream on its roster document (one
+stream per process, see :mod:`recruiter.wakeup`) or, where the server has no
+change streams, by polling its document with a backoff.
+
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import os
 import socket
@@ -50,6 +54,7 @@ from recruiter.outcome import DONE, Execution, Kind, Outcome, crash_update, desc
 from recruiter.retry import Archive, Decision, RetryAt
 from recruiter.selection import ANY_GROUP
 from recruiter.store import Collections
+from recruiter.wakeup import RosterWatch, Wake
 from recruiter.workable import JobContext, accepts_context, workable_from_document
 
 log = structlog.get_logger("recruiter.worker")
@@ -104,6 +109,11 @@ class WorkerConfig:
     deregister_wait_s: float = 10.0
     grace_period_s: float = 30.0
     memory_limit_bytes: int | None = None
+    wake: Wake = Wake.AUTO
+    # With a change stream, each slot still reads its entry this often, in case an
+    # event was missed; the stream's own wait (``stream_await_s``) bounds idle cost.
+    safety_poll_s: float = 30.0
+    stream_await_s: float = 2.0
 
     def __post_init__(self) -> None:
         if not self.groups:
@@ -154,6 +164,10 @@ class Slot:
     running: Running | None = None
     replaced: bool = False  # a process restarted with our id took the roster entry over
     wake: asyncio.Event = field(default_factory=asyncio.Event)
+    delivered: dict[str, Any] | None = None  # a job copy a change stream event carried
+    must_poll: bool = True  # read our entry before waiting again
+    last_token: Any = None  # lock token of the last job run, so a late event is not run twice
+    waiting: bool = False  # waiting for an assignment
 
 
 class WorkerProcess:
@@ -171,6 +185,7 @@ class WorkerProcess:
         self.pid = os.getpid()
         self.hostname = socket.gethostname()
         self.slots = [Slot(i) for i in config.slot_ids()]
+        self.by_id = {s.id: s for s in self.slots}
         self.stopping = asyncio.Event()
         self.forced = False
         self.exit_code = 0
@@ -180,6 +195,8 @@ class WorkerProcess:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.heartbeats = HeartbeatThread(self.sync_roster, clock, config.heartbeat_interval_s,
                                           self._slot_views, self._lost_from_thread)
+        self.watch: RosterWatch | None = None
+        self.idle = asyncio.Event()  # some slot is waiting for work
 
     # -- roster ---------------------------------------------------------------
 
@@ -304,15 +321,24 @@ class WorkerProcess:
         for slot in self.slots:
             await self.register(slot)
         self.heartbeats.start()
+        side: list[asyncio.Task[Any]] = []
+        if self.config.wake is not Wake.POLL:
+            watch = RosterWatch(self.c.roster, [s.id for s in self.slots], self._delivered, self._stream_opened,
+                                self.idle, max_await_s=self.config.stream_await_s)
+            if self.config.wake is Wake.CHANGE_STREAM or await watch.supported():
+                self.watch = watch
+                side.append(asyncio.create_task(watch.run(), name="worker.watch"))
         slot_tasks = [asyncio.create_task(self._slot_loop(s), name=f"worker.slot.{s.id}") for s in self.slots]
         check_s = min(0.25, self.config.heartbeat_interval_s)
         try:
-            pending: set[asyncio.Task[Any]] = set(slot_tasks)
-            while pending:
+            pending: set[asyncio.Task[Any]] = {*slot_tasks, *side}
+            while any(t in pending for t in slot_tasks):
                 done, pending = await asyncio.wait(pending, timeout=check_s)
                 for task in done:
                     if task.exception() is not None:
                         raise task.exception()  # type: ignore[misc]
+                    if task in side:
+                        raise RuntimeError(f"the {task.get_name()} task stopped")
                 # The heartbeat thread is supervised: a new one replaces it if it died.
                 self.heartbeats.ensure_alive()
                 if (self._stop_requested_at is not None and not self.forced
@@ -324,6 +350,9 @@ class WorkerProcess:
             for s in self.slots:
                 s.wake.set()
             await asyncio.gather(*slot_tasks, return_exceptions=True)
+            for task in side:
+                task.cancel()
+            await asyncio.gather(*side, return_exceptions=True)
             self.heartbeats.stop()
         if self._abandoned_threads:
             # A synchronous job cannot be stopped inside its thread, and it was given
@@ -361,47 +390,93 @@ class WorkerProcess:
         if running.task is not None:
             running.task.cancel()
 
+    def _delivered(self, slot_id: str, job: dict[str, Any] | None) -> None:
+        slot = self.by_id.get(slot_id)
+        if slot is None:
+            return
+        if job is not None and job.get("lock_token") != slot.last_token:
+            slot.delivered = job
+        else:
+            slot.must_poll = True
+        slot.wake.set()
+
+    def _stream_opened(self) -> None:
+        for slot in self.slots:
+            slot.must_poll = True
+            slot.wake.set()
+
+    def _streaming(self) -> bool:
+        return self.watch is not None and self.watch.streaming.is_set()
+
     async def _slot_loop(self, slot: Slot) -> None:
         backoff = self.config.poll_from_s
         while not self.stopping.is_set() and not slot.replaced:
+            streaming = self._streaming()
             try:
-                job_id = await self.poll(slot)
+                job: dict[str, Any] | None = None
+                job_id: ObjectId | None = None
+                if slot.delivered is not None:
+                    job, slot.delivered = slot.delivered, None
+                    if job.get("lock_token") != slot.last_token:
+                        job_id = job["_id"]
+                elif slot.must_poll or not streaming:
+                    slot.must_poll = False
+                    job_id, job = await self.fetch(slot)
                 if job_id is not None:
                     # Until the outcome is written the assignment stays in our entry,
                     # so after a database error the next poll finds it again.
-                    await self.work(slot, job_id)
+                    await self.work(slot, job_id, job)
                     backoff = self.config.poll_from_s
                     continue
             except PyMongoError as exc:
                 log.warning("poll.failed", worker_id=slot.id, error=first_line(exc))
+                slot.must_poll = True
                 backoff = self.config.poll_to_s
+            else:
+                if slot.delivered is not None or (streaming and slot.must_poll):
+                    continue
             slot.wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(slot.wake.wait(), timeout=backoff)
+            slot.waiting = True
+            self.idle.set()
+            try:
+                await asyncio.wait_for(slot.wake.wait(), timeout=self.config.safety_poll_s if streaming else backoff)
+            except TimeoutError:
+                if streaming:
+                    slot.must_poll = True
+            finally:
+                slot.waiting = False
+                if not any(s.waiting for s in self.slots):
+                    self.idle.clear()
             backoff = min(backoff * 2, self.config.poll_to_s)
         await self.deregister(slot)
 
     async def poll(self, slot: Slot) -> ObjectId | None:
-        """Read our own roster document; return the job assigned to us, if any."""
+        """Read our own roster document; return the id of the job assigned to us, if any."""
+        return (await self.fetch(slot))[0]
+
+    async def fetch(self, slot: Slot) -> tuple[ObjectId | None, dict[str, Any] | None]:
+        """Read our own roster document; return the job assigned to us (id and copy), if any."""
         doc = await self.c.roster.find_one(
-            {"_id": slot.id}, {"available": 1, f"assigned_to.{slot.id}": 1, "session": 1, "stop_requested": 1})
+            {"_id": slot.id},
+            {"available": 1, f"assigned_to.{slot.id}": 1, "job": 1, "session": 1, "stop_requested": 1})
         if doc is None:
             log.warning("worker.lost_registration", worker_id=slot.id,
                         detail="the cleaner removed this worker (missed heartbeats); registering again")
             await self.register(slot)
-            return None
+            return None, None
         if doc.get("session") != slot.session:
             log.error("worker.replaced", worker_id=slot.id,
                       detail="another process took over this worker id (this one was taken for dead); "
                              "this slot stops")
             slot.replaced = True
-            return None
+            return None, None
         if doc.get("stop_requested") and not self.stopping.is_set():
             log.info("worker.stop_requested", worker_id=slot.id)
             self.stop()
         if doc.get("available"):
-            return None
-        return (doc.get("assigned_to") or {}).get(slot.id)
+            return None, None
+        job_id = (doc.get("assigned_to") or {}).get(slot.id)
+        return job_id, doc.get("job")
 
     # -- heartbeats -------------------------------------------------------------
 
@@ -456,18 +531,21 @@ class WorkerProcess:
 
     # -- one job ----------------------------------------------------------------
 
-    async def work(self, slot: Slot, job_id: ObjectId) -> None:
-        job = await self.c.scheduled.find_one({"_id": job_id})
+    async def work(self, slot: Slot, job_id: ObjectId, job: dict[str, Any] | None = None) -> None:
+        """Run the job assigned to ``slot``: from the copy the assignment carried, or read."""
+        if job is None or job.get("_id") != job_id:
+            job = await self.c.scheduled.find_one({"_id": job_id})
         if not job or not job.get("locked") or job.get("locked_by") != slot.id:
             log.warning("assignment.stale", worker_id=slot.id, job_id=str(job_id))
             await self.c.roster.update_one(
                 {"_id": slot.id, "session": slot.session, f"assigned_to.{slot.id}": job_id},
                 {"$set": {"available": not self.stopping.is_set(), "available_since": self.clock.now()},
-                 "$unset": {"assigned_to": ""}},
+                 "$unset": {"assigned_to": "", "job": ""}},
             )
             return
         bound = log.bind(worker_id=slot.id, job_id=str(job_id), group=job.get("group"), attempt=job.get("attempts"))
         slot.running = Running(job_id, self.clock.now())
+        slot.last_token = job.get("lock_token")
         try:
             if self.forced:
                 outcome: Outcome | None = self._given_back(job, slot.running, "the worker was stopping (forced)")
@@ -648,7 +726,7 @@ class WorkerProcess:
                             "last_seen_at": now,
                             "working": False,
                         },
-                        "$unset": {"assigned_to": "", "working_on": "", "working_since": ""},
+                        "$unset": {"assigned_to": "", "job": "", "working_on": "", "working_since": ""},
                     },
                 )
                 break

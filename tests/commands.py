@@ -12,18 +12,21 @@ class Commands(monitoring.CommandListener):
 
     def __init__(self) -> None:
         self.events: list[tuple[str, Any, dict[str, Any]]] = []
+        self.documents = 0  # documents the server sent back in cursor batches
 
     def started(self, event: monitoring.CommandStartedEvent) -> None:
-        self.events.append((event.command_name, event.command.get(event.command_name), event.command))
+        self.events.append((event.command_name, event.command.get(event.command_name), dict(event.command)))
 
     def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        pass
+        cursor = event.reply.get("cursor") or {}
+        self.documents += len(cursor.get("firstBatch") or cursor.get("nextBatch") or [])
 
     def failed(self, event: monitoring.CommandFailedEvent) -> None:
         pass
 
     def clear(self) -> None:
         self.events.clear()
+        self.documents = 0
 
     def named(self, name: str, collection: str) -> list[dict[str, Any]]:
         """The ``name`` commands (e.g. ``insert``) sent to ``collection``."""

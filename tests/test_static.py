@@ -1,4 +1,4 @@
-"""The code passes its own static checks: ruff on everything, mypy --strict on the package."""
+"""The code passes its own static checks: ruff on everything, mypy --strict on the package and the benchmarks."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ruff() -> None:
-    result = run("ruff", "check", "recruiter", "tests", "examples")
+    result = run("ruff", "check", "recruiter", "bench", "tests", "examples")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_mypy_strict() -> None:
-    result = run("mypy", "recruiter")
+    result = run("mypy", "recruiter", "bench")
     assert result.returncode == 0, result.stdout + result.stderr

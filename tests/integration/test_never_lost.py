@@ -449,9 +449,9 @@ def test_synchronous_code_that_never_returns_is_stopped_by_its_timeout(db_uri: s
         assert (await h.job(job_id))["timeout_s"] == 0.5  # the class's timeout
         process, slot = await h.worker("w1")
         for _ in range(2):
-            await h.round()
+            await h.settle()
             await asyncio.wait_for(take_and_work(process, slot), timeout=60)
-        await h.round()
+        await h.settle()
         archived = await h.archived(job_id)
         assert archived is not None and archived["why"] == "tried-too-many-times"
         assert [e["outcome"] for e in archived["executions"]] == ["timed-out", "timed-out"]

@@ -31,6 +31,7 @@ from recruiter.recruiting import LostLease, RecruiterConfig, RecruiterProcess
 from recruiter.retry import ExponentialBackoff, RetryManyTimes
 from recruiter.selection import Assignment
 from recruiter.store import ensure_indexes
+from recruiter.wakeup import Wake
 from recruiter.worker import Running, Slot, WorkerConfig, WorkerProcess
 from tests.commands import Commands
 from tests.workables import AlwaysFails, BrokenConstructor, Record
@@ -55,6 +56,15 @@ class Harness:
         """One recruiter round as the leader loop runs it: lease renewed, round fenced by it."""
         assert await self.recruiter.lease.acquire()
         return await self.recruiter.fenced_round()
+
+    async def settle(self) -> None:
+        """Rounds until one does nothing, as the leader loop runs them while busy. A job put
+        back by a round is a candidate from the next one: a round reads its candidates
+        outside its transaction."""
+        for _ in range(10):
+            if not (await self.round()).busy:
+                return
+        raise AssertionError("rounds kept finding work")
 
     async def worker(self, worker_id: str, *groups: str) -> tuple[WorkerProcess, Slot]:
         process = WorkerProcess(self.db, self.clock, WorkerConfig(groups=groups or ("*",), worker_id=worker_id),
@@ -157,6 +167,8 @@ def test_round_assigns_fifo_by_group_with_one_roster_update(db_uri: str) -> None
             assert await workers[worker_id][0].poll(workers[worker_id][1]) == job_id
             job = await h.job(job_id)
             assert job is not None
+            # The assignment carries the locked job itself: the worker starts without reading it.
+            assert entry["job"] == job
             assert job["locked"] is True and job["locked_by"] == worker_id
             assert job["status"] == "assigned" and job["attempts"] == 1
             assert isinstance(job["lock_token"], ObjectId)
@@ -175,6 +187,69 @@ def test_round_assigns_fifo_by_group_with_one_roster_update(db_uri: str) -> None
         assert h.commands.named("update", "roster") == [] and h.commands.named("update", "scheduled") == []
 
     run(db_uri, scenario)
+
+
+async def eventually(condition: Callable[[], Coroutine[Any, Any, Any]], timeout_s: float = 30.0,
+                     message: str = "condition") -> Any:
+    """Await ``condition()`` until it is truthy; fail after ``timeout_s``."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        value = await condition()
+        if value:
+            return value
+        if asyncio.get_running_loop().time() >= deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {message}")
+        await asyncio.sleep(0.02)
+
+
+@pytest.mark.parametrize("wake", [Wake.CHANGE_STREAM, Wake.POLL])
+def test_worker_runs_its_job_from_the_assignment_alone(db_uri: str, wake: Wake) -> None:
+    """Per job, a worker reads its roster entry at most once (polling) or not at all (the
+    change stream event carries the job), never the job, and writes once: the outcome."""
+    async def scenario(h: Harness) -> None:
+        config = WorkerConfig(worker_id="w", wake=wake, safety_poll_s=3600, poll_from_s=0.01, poll_to_s=0.05,
+                              heartbeat_interval_s=3600, deregister_wait_s=0.2)
+        process = WorkerProcess(h.db, h.clock, config, heartbeat_db=h.sync_db)
+        running = asyncio.create_task(process.run())
+        try:
+            await eventually(lambda: h.roster("w"), message="registration")
+            if wake is Wake.CHANGE_STREAM:
+                await eventually(lambda: _ready(process), message="the change stream")
+            job_id = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
+            h.commands.clear()
+            assert (await h.round()).assigned == 1
+            await eventually(lambda: _has_outcome(h, "w"), message="the outcome")
+            job_reads = [c for c in h.commands.named("find", "scheduled") if c["filter"] == {"_id": job_id}]
+            # The worker's reads of its entry (the test's own checks read it without a projection).
+            entry_reads = [c for c in h.commands.named("find", "roster")
+                           if c["filter"] == {"_id": "w"} and "assigned_to.w" in c.get("projection", {})]
+            entry_writes = [u for c in h.commands.named("update", "roster") for u in c["updates"]
+                            if u["q"].get("_id") == "w"]
+            assert job_reads == []
+            if wake is Wake.CHANGE_STREAM:
+                assert entry_reads == []
+                assert process.watch is not None
+            else:
+                assert process.watch is None and len(entry_reads) >= 1
+            assert len(entry_writes) == 1 and "outcome" in entry_writes[0]["u"]["$set"]
+            assert [e["job"] for e in await h.ledger(event="start")] == [str(job_id)]
+            # The outcome write drops the copy along with the assignment.
+            entry = await h.roster("w")
+            assert entry is not None and "job" not in entry and "assigned_to" not in entry
+        finally:
+            process.stop()
+            await asyncio.wait_for(running, timeout=30)
+
+    run(db_uri, scenario)
+
+
+async def _ready(process: WorkerProcess) -> bool:
+    return process.watch is not None and process.watch.streaming.is_set() and not process.slots[0].must_poll
+
+
+async def _has_outcome(h: Harness, worker_id: str) -> bool:
+    entry = await h.roster(worker_id)
+    return entry is not None and "outcome" in entry
 
 
 def test_round_size_bounds_the_round(db_uri: str) -> None:
@@ -332,12 +407,12 @@ def test_import_failure_and_broken_constructor_are_failed_attempts(db_uri: str) 
         assert last["class"] == "builtins:RuntimeError" and last["message"] == "cannot build with -1"
         assert "tests/workables.py" in last["trace"] and "in __init__" in last["trace"]
 
-        # The unknown class: RetryManyTimes(times=1) retries it once, at once (same round).
+        # The unknown class: RetryManyTimes(times=1) retries it once, at once (the next round).
+        assert (await h.round()).assigned == 1
         job = await h.job(missing)
         assert job is not None and job["attempts"] == 2 and job["status"] == "assigned"
         assert job["last_execution"]["class"] == "recruiter.naming:UnknownClass"
         assert "nonexistent.module" in job["last_execution"]["message"]
-        assert report.assigned == 1
         holder = w1 if (await h.roster("w1")).get("assigned_to") else w2
         await take_and_work(holder, holder.slots[0])
         await h.round()
@@ -525,9 +600,9 @@ def test_rollback_unassigned_releases_locks_no_worker_knows_about(db_uri: str) -
         # A job of a worker that is gone is the cleaner's (a crash), not a rollback.
         ghost = await h.job(ghost_job)
         assert ghost is not None and ghost["locked"] is True and ghost["attempts"] == 1
-        # The released jobs are assignable again.
+        # The released jobs are assignable again; the retrying one goes first.
         assert (await h.round()).assigned == 1
-        assert (await h.roster("idle"))["assigned_to"] == {"idle": fresh}
+        assert (await h.roster("idle"))["assigned_to"] == {"idle": retrying}
 
     run(db_uri, scenario)
 
@@ -616,9 +691,9 @@ def test_async_job_over_its_timeout_is_a_timed_out_attempt(db_uri: str) -> None:
         job_id = await builder.retry_with(RetryManyTimes(1, wait=0)).enqueue()
         process, slot = await h.worker("w1")
         for _ in range(2):
-            await h.round()
+            await h.settle()
             await asyncio.wait_for(take_and_work(process, slot), timeout=10)
-        await h.round()
+        await h.settle()
         archived = await h.archived(job_id)
         assert archived is not None and archived["why"] == "tried-too-many-times"
         assert [e["outcome"] for e in archived["executions"]] == ["timed-out", "timed-out"]

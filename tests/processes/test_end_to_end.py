@@ -35,8 +35,8 @@ def test_300_jobs_in_two_groups_are_each_archived_once_by_a_worker_of_their_grou
     processes.recruiter()
     processes.cleaner()
     for group, names in workers.items():
-        for name in names:
-            processes.worker("--group", group, "--id", name)
+        for name, wake in zip(names, ("change-stream", "poll"), strict=True):
+            processes.worker("--group", group, "--id", name, "--wake", wake)
 
     wait_for(lambda: archived_count(db) == 300, timeout_s=120, message="300 archived jobs")
 
@@ -51,7 +51,7 @@ def test_300_jobs_in_two_groups_are_each_archived_once_by_a_worker_of_their_grou
     assert len(starts) == 300 and set(starts.values()) == {1}, "every job ran exactly once"
     ran_in = {d["job"]: d["worker"] for d in db.ledger.find({"event": "start"})}
     assert all(ran_in[str(i)] in workers[archived[i]["group"]] for i in ids)
-    # Both workers of each group took part.
+    # Both workers of each group took part: the one watching its entry and the one polling it.
     assert {d["last_execution"]["worker"] for d in archived.values()} == {n for ns in workers.values() for n in ns}
 
 

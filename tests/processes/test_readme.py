@@ -29,7 +29,7 @@ def readme_files() -> dict[str, str]:
 
 
 def test_readme_names_its_example_files() -> None:
-    assert set(readme_files()) == {"jobs.py", "enqueue.py", "enqueue_async.py"}
+    assert set(readme_files()) == {"jobs.py", "enqueue.py", "enqueue_async.py", "enqueue_tenants.py"}
 
 
 def test_readme_examples_run_as_written(processes: Processes, db: Any, db_uri: str, tmp_path: Path) -> None:
@@ -37,12 +37,12 @@ def test_readme_examples_run_as_written(processes: Processes, db: Any, db_uri: s
         (tmp_path / name).write_text(source)
     env = {**os.environ, "PYTHONPATH": str(REPO), "MONGODB_URI": db_uri}
     env.pop("RECRUITER_MONGODB_URI", None)
-    for script in ("enqueue.py", "enqueue_async.py"):
+    for script in ("enqueue.py", "enqueue_async.py", "enqueue_tenants.py"):
         result = subprocess.run([sys.executable, script], cwd=tmp_path, env=env, capture_output=True, text=True,
                                 timeout=60)
         assert result.returncode == 0, result.stderr
-    assert db.scheduled.count_documents({}) == 29
-    assert db.scheduled.count_documents({"group": "billing"}) == 29
+    assert db.scheduled.count_documents({}) == 50
+    assert db.scheduled.count_documents({"group": "billing"}) == 50
 
     # The commands exactly as the README writes them, from bin/ on the PATH.
     path_env = {**env, "PATH": f"{REPO / 'bin'}{os.pathsep}{env['PATH']}", "RECRUITER_LOG_FORMAT": "json"}
@@ -55,13 +55,18 @@ def test_readme_examples_run_as_written(processes: Processes, db: Any, db_uri: s
             procs.append(subprocess.Popen(command, cwd=tmp_path, env=path_env, stdout=out,
                                           stderr=subprocess.STDOUT))
     try:
-        wait_for(lambda: db.archived.count_documents({}) == 29, timeout_s=60, message="the README's 29 jobs")
+        wait_for(lambda: db.archived.count_documents({}) == 50, timeout_s=90, message="the README's 50 jobs")
     finally:
         for p in procs:
             p.terminate()
         for p in procs:
             p.wait(20)
-    assert db.archived.count_documents({"why": "done"}) == 29
+    assert db.archived.count_documents({"why": "done"}) == 50
+    # Tenants take turns: the job enqueued last, for a tenant of its own, is among the first three to start.
+    starts = sorted(db.archived.find({}, {"workable": 1, "last_execution": 1}),
+                    key=lambda d: d["last_execution"]["started_at"])
+    small = [n for n, d in enumerate(starts, 1) if d["workable"]["parameters"]["invoice_id"] == "SMALL-1"]
+    assert small and small[0] <= 3, small
     first = db.archived.find_one({"workable.parameters.invoice_id": "INV-1"})
     assert first["result"] == {"sent": "INV-1"}
     assert first["workable"]["class"] == "jobs:SendInvoice"

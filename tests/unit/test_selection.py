@@ -6,245 +6,274 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recruiter.selection import ANY_GROUP, Assignment, Candidate, FreeWorker, candidate_queries, select
+from recruiter.selection import (
+    ANY_GROUP,
+    DEFAULT_SCHEME,
+    Assignment,
+    Candidate,
+    CountingScheme,
+    Cursor,
+    FreeWorker,
+    Selection,
+    select,
+)
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+NOW = T0 + timedelta(hours=1)
 
 
 def at(seconds: int) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-def job(job_id: Any, group: str, seconds: int) -> Candidate:
-    return Candidate(job_id, group, at(seconds))
+def job(job_id: Any, group: str = "a", seconds: int = 0, tenant: str = "", priority: str = "low",
+        retrying: bool = False) -> Candidate:
+    return Candidate(job_id, group, at(seconds), tenant, priority, retrying)
 
 
-def as_map(assignments: list[Assignment]) -> dict[str, Any]:
-    return {a.worker_id: a.job_id for a in assignments}
+def run(workers: list[FreeWorker], jobs: list[Candidate], cursor: Cursor | None = None,
+        scheme: CountingScheme = DEFAULT_SCHEME) -> Selection:
+    return select(workers, jobs, cursor or Cursor(), NOW, scheme)
+
+
+def as_map(selection: Selection) -> dict[str, Any]:
+    return {a.worker_id: a.job_id for a in selection.assignments}
+
+
+def order(selection: Selection) -> list[Any]:
+    return [a.job_id for a in selection.assignments]
+
+
+def workers_of(n: int, *groups: str) -> list[FreeWorker]:
+    return [FreeWorker(f"w{i}", groups or (ANY_GROUP,)) for i in range(n)]
 
 
 # -- examples ------------------------------------------------------------------------
 
 
 def test_nothing_to_do() -> None:
-    assert select([], [job(1, "a", 0)]) == []
-    assert select([FreeWorker("w", ("a",))], []) == []
+    assert run([], [job(1)]).assignments == []
+    assert run([FreeWorker("w", ("a",))], []).assignments == []
 
 
-def test_fifo_by_scheduled_at() -> None:
-    workers = [FreeWorker("w1", ("a",)), FreeWorker("w2", ("a",))]
-    jobs = [job("late", "a", 30), job("early", "a", 10), job("middle", "a", 20)]
-    assert as_map(select(workers, jobs)) == {"w1": "early", "w2": "middle"}
+def test_fifo_by_scheduled_at_then_id() -> None:
+    jobs = [job("late", seconds=30), job("early", seconds=10), job("b", seconds=20), job("a", seconds=20)]
+    assert order(run(workers_of(3, "a"), jobs)) == ["early", "a", "b"]
 
 
-def test_equal_times_are_ordered_by_id() -> None:
-    workers = [FreeWorker("w1", ("a",))]
-    assert as_map(select(workers, [job("b", "a", 0), job("a", "a", 0)])) == {"w1": "a"}
-
-
-def test_each_job_is_assigned_at_most_once() -> None:
-    workers = [FreeWorker(f"w{i}", ("a",)) for i in range(5)]
-    assignments = select(workers, [job(1, "a", 0), job(2, "a", 1)])
-    assert sorted(a.job_id for a in assignments) == [1, 2]
-    assert len({a.worker_id for a in assignments}) == 2
+def test_jobs_not_due_are_not_assigned() -> None:
+    future = Candidate("f", "a", NOW + timedelta(seconds=1))
+    assert run(workers_of(1, "a"), [future]).assignments == []
 
 
 def test_duplicate_candidates_count_once() -> None:
-    workers = [FreeWorker("w1", ("a",)), FreeWorker("w2", ("a",))]
-    same = job(1, "a", 0)
-    assert select(workers, [same, same, same]) == [Assignment("w1", 1)]
+    same = job(1)
+    assert run(workers_of(2, "a"), [same, same, same]).assignments == [Assignment("w0", 1)]
 
 
 def test_worker_only_gets_its_groups() -> None:
     workers = [FreeWorker("wa", ("a",)), FreeWorker("wb", ("b",))]
-    jobs = [job("c1", "c", 0), job("b1", "b", 1), job("a1", "a", 2)]
-    assert as_map(select(workers, jobs)) == {"wa": "a1", "wb": "b1"}
-
-
-def test_worker_with_several_groups() -> None:
-    workers = [FreeWorker("wab", ("a", "b"))]
-    jobs = [job("a1", "a", 5), job("b1", "b", 3), job("c1", "c", 0)]
-    assert as_map(select(workers, jobs)) == {"wab": "b1"}
-
-
-def test_star_worker_takes_any_group() -> None:
-    workers = [FreeWorker("any", (ANY_GROUP,))]
-    jobs = [job("x1", "x", 2), job("y1", "y", 1)]
-    assert as_map(select(workers, jobs)) == {"any": "y1"}
-    assert FreeWorker("any", (ANY_GROUP,)).takes("whatever")
-    assert not FreeWorker("a", ("a",)).takes("b")
+    jobs = [job("c1", "c"), job("b1", "b", 1), job("a1", "a", 2)]
+    assert as_map(run(workers, jobs)) == {"wa": "a1", "wb": "b1"}
 
 
 def test_bound_workers_choose_first() -> None:
-    # The '*' worker comes first and "a1" is the oldest job; had it chosen first it
-    # would take "a1", leaving the 'a' worker idle while "b1" waits.
+    # Had the '*' worker taken "a1", the 'a' worker would idle while "b1" waits.
     workers = [FreeWorker("any", (ANY_GROUP,)), FreeWorker("wa", ("a",))]
-    jobs = [job("a1", "a", 0), job("b1", "b", 1)]
-    assert as_map(select(workers, jobs)) == {"wa": "a1", "any": "b1"}
+    assert as_map(run(workers, [job("a1", "a", 0), job("b1", "b", 1)])) == {"wa": "a1", "any": "b1"}
 
 
-def test_bound_worker_is_not_starved_by_star_worker() -> None:
-    workers = [FreeWorker("any", (ANY_GROUP,)), FreeWorker("wa", ("a",))]
-    assert as_map(select(workers, [job("a1", "a", 0)])) == {"wa": "a1"}
+def test_tenants_are_served_round_robin() -> None:
+    jobs = [job(f"A{i}", seconds=i, tenant="A") for i in range(10)] + [job("B0", seconds=50, tenant="B"),
+                                                                         job("B1", seconds=51, tenant="B")]
+    first = run(workers_of(3), jobs)
+    assert order(first) == ["A0", "B0", "A1"]
+    assert first.cursor.last_tenant == {"a": "A"} and first.cursor.last_group == "a"
+    # The next round goes on from where this one stopped: B's turn.
+    left = [j for j in jobs if j.id not in order(first)]
+    assert order(run(workers_of(3), left, first.cursor)) == ["B1", "A2", "A3"]
 
 
-def test_candidates_may_be_any_iterable() -> None:
-    workers = [FreeWorker("w", ("a",))]
-    assert as_map(select(workers, (c for c in [job(1, "a", 0)]))) == {"w": 1}
+def test_jobs_without_tenant_share_the_default_tenant() -> None:
+    jobs = [job("n0", seconds=0), job("n1", seconds=1), job("x0", seconds=5, tenant="x")]
+    selection = run(workers_of(2), jobs)
+    assert order(selection) == ["n0", "x0"]
+    assert selection.cursor.last_tenant == {"a": "x"}
 
 
-# -- candidate queries ------------------------------------------------------------------
+def test_due_retrying_jobs_go_first() -> None:
+    jobs = [job("fresh-high", seconds=0, priority="high"), job("retry-low", seconds=30, retrying=True),
+            job("retry-high", seconds=40, priority="high", retrying=True)]
+    assert order(run(workers_of(3), jobs)) == ["retry-high", "retry-low", "fresh-high"]
 
 
-def test_candidate_queries_no_workers() -> None:
-    assert candidate_queries([], T0) == []
+def test_counting_scheme_picks_the_priority() -> None:
+    jobs = [job(f"h{i}", seconds=i, priority="high") for i in range(10)] + [
+        job(f"l{i}", seconds=i, priority="low") for i in range(10)]
+    assert order(run(workers_of(7), jobs)) == ["h0", "h1", "h2", "h3", "l0", "h4", "h5"]
+    assert order(run(workers_of(4), jobs, scheme=CountingScheme(1, 2))) == ["h0", "l0", "l1", "h1"]
+    # The position in the scheme is part of the cursor.
+    mid = run(workers_of(2), jobs)
+    assert mid.cursor.counts == {("a", ""): 2}
+    assert order(run(workers_of(3), jobs[2:], mid.cursor)) == ["h2", "h3", "l0"]
 
 
-def test_candidate_queries_one_per_named_group_plus_star() -> None:
-    workers = [
-        FreeWorker("w1", ("b",)),
-        FreeWorker("w2", ("a", "b")),
-        FreeWorker("w3", (ANY_GROUP,)),
-        FreeWorker("w4", ("a",)),
-    ]
-    queries = candidate_queries(workers, T0)
-    ready = {"locked": False, "scheduled_at": {"$lte": T0}}
-    assert queries == [
-        (ready, 4),
-        ({**ready, "group": "a"}, 4),
-        ({**ready, "group": "b"}, 4),
-    ]
+def test_counting_scheme_falls_back_without_advancing() -> None:
+    lows = [job(f"l{i}", seconds=i) for i in range(3)]
+    selection = run(workers_of(3), lows)
+    assert order(selection) == ["l0", "l1", "l2"]
+    assert selection.cursor.counts == {}  # nothing to write back
+    highs = [job(f"h{i}", seconds=i, priority="high") for i in range(3)]
+    assert order(run(workers_of(3), highs, Cursor(counts={("a", ""): 4}))) == ["h0", "h1", "h2"]
 
 
-def test_candidate_queries_without_star_workers() -> None:
-    queries = candidate_queries([FreeWorker("w1", ("a",)), FreeWorker("w2", ("a",))], T0)
-    assert queries == [({"locked": False, "scheduled_at": {"$lte": T0}, "group": "a"}, 2)]
+def test_a_shared_worker_alternates_between_groups() -> None:
+    busy = [job(f"b{i}", "busy", seconds=i) for i in range(20)]
+    quiet = [job(f"q{i}", "quiet", seconds=100 + i) for i in range(2)]
+    workers = [FreeWorker("w", ("busy", "quiet"))]
+    cursor, served = Cursor(), []
+    left = busy + quiet
+    for _ in range(4):
+        selection = run(workers, left, cursor)
+        cursor = selection.cursor
+        served += order(selection)
+        left = [j for j in left if j.id not in served]
+    assert served == ["b0", "q0", "b1", "q1"]
 
 
-def test_candidate_queries_only_star_workers() -> None:
-    queries = candidate_queries([FreeWorker("w1", (ANY_GROUP,))], T0)
-    assert queries == [({"locked": False, "scheduled_at": {"$lte": T0}}, 1)]
-
-
-def test_candidate_query_filters_are_independent() -> None:
-    queries = candidate_queries([FreeWorker("w", (ANY_GROUP, "a"))], T0)
-    queries[0][0]["extra"] = 1
-    assert "extra" not in queries[1][0]
+def test_counting_scheme_parsing() -> None:
+    assert CountingScheme.parse("4,1") == CountingScheme(4, 1)
+    assert CountingScheme.parse(" 2 , 3 ") == CountingScheme(2, 3)
+    assert str(CountingScheme.parse("0,1")) == "0,1"
+    for bad in ("", "4", "4,1,1", "a,b", "-1,2", "0,0"):
+        with pytest.raises(ValueError, match="counting scheme"):
+            CountingScheme.parse(bad)
 
 
 # -- properties ---------------------------------------------------------------------------
 
 GROUPS = ["a", "b", "c"]
+TENANTS = ["", "t1", "t2", "t3"]
 
 
 @st.composite
-def workers_and_candidates(draw: Any, unique_times: bool = False) -> tuple[list[FreeWorker], list[Candidate]]:
+def scenarios(draw: Any) -> tuple[list[FreeWorker], list[Candidate], Cursor, CountingScheme]:
     n_workers = draw(st.integers(min_value=0, max_value=8))
     workers = [
-        FreeWorker(
-            f"w{i}",
-            tuple(draw(st.lists(st.sampled_from([*GROUPS, ANY_GROUP]), min_size=1, max_size=3, unique=True))),
-        )
+        FreeWorker(f"w{i}", tuple(draw(st.lists(st.sampled_from([*GROUPS, ANY_GROUP]), min_size=1, max_size=3,
+                                                 unique=True))))
         for i in range(n_workers)
     ]
-    n_jobs = draw(st.integers(min_value=0, max_value=15))
-    if unique_times:
-        times = draw(st.lists(st.integers(min_value=-100, max_value=100), min_size=n_jobs,
-                              max_size=n_jobs, unique=True))
-    else:
-        times = draw(st.lists(st.integers(min_value=-5, max_value=5), min_size=n_jobs, max_size=n_jobs))
-    candidates = [Candidate(f"j{i:02d}", draw(st.sampled_from(GROUPS)), at(t)) for i, t in enumerate(times)]
-    return workers, candidates
+    n_jobs = draw(st.integers(min_value=0, max_value=25))
+    jobs = [
+        Candidate(f"j{i:02d}", draw(st.sampled_from(GROUPS)), NOW + timedelta(seconds=draw(st.integers(-5, 2))),
+                  draw(st.sampled_from(TENANTS)), draw(st.sampled_from(["high", "low"])), draw(st.booleans()))
+        for i in range(n_jobs)
+    ]
+    cursor = Cursor(
+        draw(st.none() | st.sampled_from(GROUPS)),
+        draw(st.dictionaries(st.sampled_from(GROUPS), st.sampled_from(TENANTS))),
+        draw(st.dictionaries(st.tuples(st.sampled_from(GROUPS), st.sampled_from(TENANTS)), st.integers(1, 4))),
+    )
+    scheme = CountingScheme(draw(st.integers(0, 4)), draw(st.integers(0, 3)) or 1)
+    return workers, jobs, cursor, scheme
 
 
-def _key(c: Candidate) -> tuple[datetime, str]:
-    return c.scheduled_at, str(c.id)
-
-
-def check_select(workers: list[FreeWorker], candidates: list[Candidate], assignments: list[Assignment]) -> None:
-    by_id = {c.id: c for c in candidates}
+def check_selection(workers: list[FreeWorker], jobs: list[Candidate], selection: Selection) -> None:
+    by_id = {c.id: c for c in jobs}
     by_worker = {w.id: w for w in workers}
-    jobs = Counter(a.job_id for a in assignments)
-    assert all(n == 1 for n in jobs.values()), "a job was given twice"
+    assignments = selection.assignments
+    assert all(n == 1 for n in Counter(a.job_id for a in assignments).values()), "a job was given twice"
     assert len({a.worker_id for a in assignments}) == len(assignments), "a worker got two jobs"
     for a in assignments:
-        assert a.job_id in by_id and a.worker_id in by_worker
+        assert by_id[a.job_id].scheduled_at <= NOW, "a job that is not due was assigned"
         assert by_worker[a.worker_id].takes(by_id[a.job_id].group), "a worker got a job outside its groups"
-    left = [c for c in candidates if c.id not in jobs]
+    taken = {a.job_id for a in assignments}
+    left = [c for c in jobs if c.id not in taken and c.scheduled_at <= NOW]
     served = {a.worker_id for a in assignments}
     for w in workers:
         if w.id not in served:
-            # Maximal: an idle worker has nothing left that it could have run.
             assert not any(w.takes(c.group) for c in left), f"{w} idle while a matching job waits"
     for a in assignments:
-        # FIFO: nothing older that this worker could run was skipped.
         mine = by_id[a.job_id]
-        w = by_worker[a.worker_id]
-        assert not any(w.takes(c.group) and _key(c) < _key(mine) for c in left)
+        same = [c for c in left if (c.group, c.tenant) == (mine.group, mine.tenant)]
+        if not mine.retrying:
+            assert not any(c.retrying for c in same), "a fresh job went before a due retrying one"
+        # FIFO within its stream: nothing older of the same kind was skipped.
+        assert not any(c.stream == mine.stream and c.order < mine.order for c in same)
 
 
-@settings(max_examples=400, deadline=None)
-@given(workers_and_candidates())
-def test_select_properties(data: tuple[list[FreeWorker], list[Candidate]]) -> None:
-    workers, candidates = data
-    check_select(workers, candidates, select(workers, candidates))
+@settings(max_examples=500, deadline=None)
+@given(scenarios())
+def test_select_properties(data: tuple[list[FreeWorker], list[Candidate], Cursor, CountingScheme]) -> None:
+    workers, jobs, cursor, scheme = data
+    check_selection(workers, jobs, select(workers, jobs, cursor, NOW, scheme))
 
 
 @settings(max_examples=200, deadline=None)
-@given(workers_and_candidates(), st.randoms(use_true_random=False))
-def test_select_ignores_candidate_order(data: tuple[list[FreeWorker], list[Candidate]], rnd: Any) -> None:
-    workers, candidates = data
-    shuffled = list(candidates)
+@given(scenarios(), st.randoms(use_true_random=False))
+def test_select_ignores_candidate_order(data: tuple[list[FreeWorker], list[Candidate], Cursor, CountingScheme],
+                                        rnd: Any) -> None:
+    workers, jobs, cursor, scheme = data
+    shuffled = list(jobs)
     rnd.shuffle(shuffled)
-    assert select(workers, shuffled) == select(workers, candidates)
+    assert select(workers, shuffled, cursor, NOW, scheme) == select(workers, jobs, cursor, NOW, scheme)
 
 
-def run_queries(workers: list[FreeWorker], candidates: list[Candidate], now: datetime,
-                rnd: Any) -> list[Candidate]:
-    """What the recruiter reads: each query's filter, sort on scheduled_at and limit.
-
-    Ties on ``scheduled_at`` come back in an arbitrary order, as from a server.
-    """
-    found: dict[Any, Candidate] = {}
-    for filter_, limit in candidate_queries(workers, now):
-        assert filter_["locked"] is False
-        matching = [c for c in candidates if c.scheduled_at <= filter_["scheduled_at"]["$lte"]
-                    and ("group" not in filter_ or c.group == filter_["group"])]
-        rnd.shuffle(matching)
-        matching.sort(key=lambda c: c.scheduled_at)
-        for c in matching[:limit]:
-            found[c.id] = c
-    return list(found.values())
+def long_run(workers_per_round: list[list[FreeWorker]], jobs: list[Candidate],
+             scheme: CountingScheme = DEFAULT_SCHEME) -> list[Candidate]:
+    """Rounds in a row, the cursor carried over; returns the jobs in the order served."""
+    by_id = {c.id: c for c in jobs}
+    left, cursor, served = dict(by_id), Cursor(), []
+    for workers in workers_per_round:
+        selection = select(workers, left.values(), cursor, NOW, scheme)
+        cursor = selection.cursor
+        for a in selection.assignments:
+            served.append(left.pop(a.job_id))
+    return served
 
 
-@settings(max_examples=300, deadline=None)
-@given(workers_and_candidates(unique_times=True), st.randoms(use_true_random=False))
-def test_bounded_reads_give_the_same_assignments(
-    data: tuple[list[FreeWorker], list[Candidate]], rnd: Any
-) -> None:
-    workers, candidates = data
-    now = at(0)
-    ready = [c for c in candidates if c.scheduled_at <= now]
-    read = run_queries(workers, candidates, now, rnd)
-    assert len(read) <= len(workers) * (1 + len(GROUPS))
-    assert select(workers, read) == select(workers, ready)
+@settings(max_examples=150, deadline=None)
+@given(st.integers(2, 6), st.lists(st.integers(1, 8), min_size=1, max_size=30), st.randoms(use_true_random=False))
+def test_each_tenant_gets_a_share_within_one_of_equal(n_tenants: int, round_sizes: list[int], rnd: Any) -> None:
+    tenants = ["", *(f"t{i}" for i in range(1, n_tenants))]
+    total = sum(round_sizes)
+    # Every tenant has more ready jobs than the whole run can serve, in random order of age.
+    jobs = [Candidate(f"{t}-{i}", "a", NOW - timedelta(seconds=rnd.randint(1, 10_000)), t,
+                      rnd.choice(["high", "low"]), rnd.random() < 0.1)
+            for t in tenants for i in range(total + 1)]
+    served = long_run([workers_of(n, "a") for n in round_sizes], jobs)
+    shares = Counter(c.tenant for c in served)
+    counts = [shares.get(t, 0) for t in tenants]
+    assert max(counts) - min(counts) <= 1, shares
 
 
-@settings(max_examples=300, deadline=None)
-@given(workers_and_candidates(), st.randoms(use_true_random=False))
-def test_bounded_reads_leave_no_worker_idle_needlessly(
-    data: tuple[list[FreeWorker], list[Candidate]], rnd: Any
-) -> None:
-    workers, candidates = data
-    now = at(0)
-    ready = [c for c in candidates if c.scheduled_at <= now]
-    assignments = select(workers, run_queries(workers, candidates, now, rnd))
-    taken = {a.job_id for a in assignments}
-    served = {a.worker_id for a in assignments}
-    for w in workers:
-        if w.id not in served:
-            assert not any(w.takes(c.group) for c in ready if c.id not in taken)
-    assert taken <= {c.id for c in ready}, "a job that is not due yet was assigned"
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=30))
+def test_shared_workers_give_each_group_a_share_within_one(round_sizes: list[int]) -> None:
+    total = sum(round_sizes)
+    jobs = [Candidate(f"{g}-{i}", g, NOW - timedelta(seconds=i), "", "low") for g in GROUPS
+            for i in range(total + 1)]
+    served = long_run([workers_of(n) for n in round_sizes], jobs)
+    counts = [sum(1 for c in served if c.group == g) for g in GROUPS]
+    assert max(counts) - min(counts) <= 1, counts
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 5), st.integers(0, 5), st.lists(st.integers(1, 8), min_size=1, max_size=20))
+def test_high_low_ratio_follows_the_scheme(high: int, low: int, round_sizes: list[int]) -> None:
+    if high + low == 0:
+        return
+    scheme = CountingScheme(high, low)
+    total = sum(round_sizes)
+    jobs = [Candidate(f"{p}{i}", "a", NOW - timedelta(seconds=i), "acme", p) for p in ("high", "low")
+            for i in range(total + 1)]
+    served = long_run([workers_of(n, "a") for n in round_sizes], jobs, scheme)
+    period = high + low
+    for n in range(1, len(served) + 1):
+        highs = sum(1 for c in served[:n] if c.priority == "high")
+        assert highs == (n // period) * high + min(n % period, high)

@@ -1,0 +1,147 @@
+"""What one recruiter round costs the database, by backlog and number of tenants.
+
+    .venv/bin/python -m bench.fairness [--target URI] [--backlogs 100,10000,100000] [--tenants 10,1000]
+
+For each backlog and tenant count it fills a fresh database with that many
+ready jobs (tenants take turns; a third are high priority, some are retrying,
+some are not due yet), registers ``--workers`` free workers that take any
+group, runs one round to settle the cursor, frees the workers, and counts what
+the next round sends to the server with a PyMongo command listener: round
+trips (commands) and documents read (documents in cursor replies). Without
+``--target`` (or ``RECRUITER_TEST_MONGODB_URI``) it starts the embedded server.
+
+The figures are bounded by the workers: once every tenant has more ready jobs
+than a round takes, they stay the same however big the backlog. The time
+column is the embedded server's, which sorts in memory (real MongoDB serves
+the same queries from the ``candidates`` index).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pymongo import AsyncMongoClient, MongoClient
+
+from recruiter import Workable, embedded, logs
+from recruiter.clock import ManualClock
+from recruiter.connection import parse_target, wait_until_reachable
+from recruiter.job import JobOptions, Priority, build_job_document
+from recruiter.recruiting import RecruiterConfig, RecruiterProcess
+from recruiter.store import ensure_indexes_sync
+from tests.commands import Commands
+from tests.conftest import free_port, with_database
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+class Noop(Workable):
+    def execute(self) -> None:
+        """Never run: the benchmark only assigns."""
+
+
+def jobs(backlog: int, tenants: int) -> list[dict[str, Any]]:
+    docs = []
+    for i in range(backlog):
+        options = JobOptions(tenant=f"tenant-{i % tenants:05d}", priority=Priority.HIGH if i % 3 == 0 else Priority.LOW,
+                             scheduled_at=NOW - timedelta(seconds=backlog - i) + timedelta(seconds=60 * (i % 10 == 9)))
+        doc = build_job_document(Noop(), options, NOW - timedelta(days=1))
+        if i % 17 == 0:
+            doc.update(status="retrying", attempts=1)
+        docs.append(doc)
+    return docs
+
+
+def free_all(db: Any, workers: int) -> None:
+    db.roster.delete_many({})
+    db.roster.insert_many([{"_id": f"w{i:03d}", "work_on": ["*"], "available": True, "available_since": NOW,
+                            "last_seen_at": NOW} for i in range(workers)])
+
+
+async def measure(uri: str, workers: int) -> tuple[int, int, int]:
+    """(round trips, documents read, jobs assigned) of one steady round."""
+    commands = Commands()
+    client: AsyncMongoClient[Any] = AsyncMongoClient(uri, tz_aware=True, event_listeners=[commands])
+    try:
+        recruiter = RecruiterProcess(client.get_default_database(), ManualClock(NOW), RecruiterConfig(),
+                                     owner="bench")
+        assert await recruiter.lease.acquire()
+        await recruiter.round()  # loads the cursor, settles the rings
+        sync: MongoClient[Any] = MongoClient(uri)
+        try:
+            free_all(sync.get_default_database(), workers)
+        finally:
+            sync.close()
+        commands.clear()
+        report = await recruiter.round()
+        return len(commands.events), commands.documents, report.assigned
+    finally:
+        await client.close()
+
+
+Row = tuple[int, int, int, int, int, float]  # backlog, tenants, round trips, documents, assigned, seconds
+
+
+def run(server_uri: str, backlogs: list[int], tenant_counts: list[int], workers: int) -> list[Row]:
+    rows: list[Row] = []
+    for tenants in tenant_counts:
+        for backlog in backlogs:
+            uri = with_database(server_uri, f"bench_{uuid.uuid4().hex[:12]}")
+            client: MongoClient[Any] = MongoClient(uri)
+            try:
+                db = client.get_default_database()
+                ensure_indexes_sync(db)
+                docs = jobs(backlog, tenants)
+                for start in range(0, len(docs), 10_000):
+                    db.scheduled.insert_many(docs[start:start + 10_000], ordered=False)
+                free_all(db, workers)
+                started = time.monotonic()
+                trips, documents, assigned = asyncio.run(measure(uri, workers))
+                rows.append((backlog, tenants, trips, documents, assigned, round(time.monotonic() - started, 1)))
+                print(f"{backlog:>9,} {tenants:>8,} {trips:>12} {documents:>10} {assigned:>9} {rows[-1][-1]:>8}s",
+                      flush=True)
+                client.drop_database(db.name)
+            finally:
+                client.close()
+    return rows
+
+
+def numbers(text: str) -> list[int]:
+    return [int(n) for n in text.split(",") if n]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", default=os.environ.get("RECRUITER_TEST_MONGODB_URI"))
+    parser.add_argument("--backlogs", type=numbers, default=[100, 10_000, 100_000])
+    parser.add_argument("--tenants", type=numbers, default=[10, 1_000])
+    parser.add_argument("--workers", type=int, default=16)
+    args = parser.parse_args()
+    logs.configure("warning", "console")
+    server = None
+    uri = args.target
+    storage = tempfile.TemporaryDirectory()
+    if not uri:
+        port = free_port()
+        server = embedded.start(port, os.path.join(storage.name, "data"))
+        uri = f"mongodb://127.0.0.1:{port}/"
+    try:
+        wait_until_reachable(parse_target(uri), timeout_s=30)
+        print(f"one steady recruiter round, {args.workers} free '*' workers, one group")
+        print(f"{'backlog':>9} {'tenants':>8} {'round trips':>12} {'documents':>10} {'assigned':>9} {'time':>9}")
+        run(uri, args.backlogs, args.tenants, args.workers)
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(10)
+        storage.cleanup()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""The fairness cursor and the pause switches, both kept in ``metadata``.
+
+``{_id: "fairness"}`` holds the selection cursor (:class:`recruiter.selection.Cursor`)
+so a new leader goes on where the last one stopped::
+
+    {_id: "fairness", last_group: "billing",
+     last_tenant: {"billing": "acme"},            # per group, the tenant served last
+     counts: {"billing": {"acme": 2}}}            # per group and tenant, the position in the scheme
+
+Group and tenant names become field names there, escaped (``%`` ``.`` ``$``) so
+any name is a safe path; the default tenant is ``%``. The recruiter reads it
+when it becomes leader and writes only what changed, with one update per round
+at most (none while one tenant of one priority is served).
+
+``{_id: "paused", groups: [...], tenants: [...]}`` holds the pause switches,
+written by ``recruiter groups|tenants pause|resume`` and read by the recruiter
+with the first candidate read of every round.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from recruiter.candidates import Paused
+from recruiter.selection import DEFAULT_TENANT, Cursor
+
+CURSOR_ID = "fairness"
+PAUSED_ID = "paused"
+KINDS = {"group": "groups", "tenant": "tenants"}
+
+_ESCAPES = [("%", "%25"), (".", "%2E"), ("$", "%24")]
+
+
+def escape(name: str) -> str:
+    if name == DEFAULT_TENANT:
+        return "%"
+    for raw, escaped in _ESCAPES:
+        name = name.replace(raw, escaped)
+    return name
+
+
+def unescape(key: str) -> str:
+    if key == "%":
+        return DEFAULT_TENANT
+    for raw, escaped in reversed(_ESCAPES):
+        key = key.replace(escaped, raw)
+    return key
+
+
+def cursor_from_document(doc: dict[str, Any] | None) -> Cursor:
+    if not doc:
+        return Cursor()
+    return Cursor(
+        doc.get("last_group"),
+        {unescape(g): t for g, t in (doc.get("last_tenant") or {}).items()},
+        {(unescape(g), unescape(t)): n for g, tenants in (doc.get("counts") or {}).items()
+         for t, n in tenants.items() if n},
+    )
+
+
+def cursor_changes(old: Cursor, new: Cursor) -> dict[str, Any] | None:
+    """The update that turns the stored ``old`` cursor into ``new``; None if equal.
+
+    Only changed paths are written, so the update is as small as the round."""
+    sets: dict[str, Any] = {}
+    unsets: dict[str, str] = {}
+    if new.last_group != old.last_group:
+        sets["last_group"] = new.last_group
+    for group, tenant in new.last_tenant.items():
+        if old.last_tenant.get(group) != tenant:
+            sets[f"last_tenant.{escape(group)}"] = tenant
+    for key in old.counts.keys() | new.counts.keys():
+        path = f"counts.{escape(key[0])}.{escape(key[1])}"
+        if key not in new.counts:
+            unsets[path] = ""
+        elif old.counts.get(key) != new.counts[key]:
+            sets[path] = new.counts[key]
+    update: dict[str, Any] = {}
+    if sets:
+        update["$set"] = sets
+    if unsets:
+        update["$unset"] = unsets
+    return update or None
+
+
+def paused_from_document(doc: dict[str, Any] | None) -> Paused:
+    if not doc:
+        return Paused()
+    return Paused(frozenset(doc.get("groups") or ()), frozenset(doc.get("tenants") or ()))
+
+
+def switch(metadata: Any, kind: str, names: list[str], pause: bool) -> Paused:
+    """Pause or resume groups or tenants (``kind``: group | tenant); returns the switches now."""
+    field = KINDS[kind]
+    op = {"$addToSet": {field: {"$each": names}}} if pause else {"$pull": {field: {"$in": names}}}
+    metadata.update_one({"_id": PAUSED_ID}, op, upsert=True)
+    return read_paused(metadata)
+
+
+def read_paused(metadata: Any) -> Paused:
+    return paused_from_document(metadata.find_one({"_id": PAUSED_ID}))

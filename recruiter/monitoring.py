@@ -1,0 +1,159 @@
+"""Counting what a process asks of the database, for the benchmarks.
+
+When ``RECRUITER_COMMAND_STATS=<path>`` is set, every client made by
+:mod:`recruiter.connection` gets one process-wide :class:`CommandStats`
+listener. It counts round trips (commands started), the bytes of each command
+sent and reply received (their BSON size), and the replies that found nothing
+(idle polls), per command name and per ``command:collection``. It writes the
+totals as JSON to ``<path>`` every second (atomically, through a rename), at
+exit, and on ``SIGUSR2`` so a reader can ask for figures as of now.
+
+Only application commands are counted: PyMongo's server monitoring
+(heartbeat ``hello``s on their own connections) and connection handshakes are
+not command events. Explicit ``hello`` commands (the server clock's
+calibration) are. Off by default; the cost when on is one BSON encoding of
+each command and reply.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import bson
+from pymongo import monitoring
+
+STATS_ENVVAR = "RECRUITER_COMMAND_STATS"
+WRITE_INTERVAL_S = 1.0
+
+
+@dataclass
+class Tally:
+    count: int = 0
+    failed: int = 0
+    empty: int = 0  # reads whose reply held no document: idle polls, change-stream waits that timed out
+    request_bytes: int = 0
+    reply_bytes: int = 0
+
+    def to_document(self) -> dict[str, int]:
+        return {"count": self.count, "failed": self.failed, "empty": self.empty,
+                "request_bytes": self.request_bytes, "reply_bytes": self.reply_bytes}
+
+
+def _collection_of(command_name: str, command: Any) -> str | None:
+    value = command.get(command_name)
+    return value if isinstance(value, str) else None
+
+
+def _is_empty_read(reply: Any) -> bool:
+    """A cursor reply (find, aggregate, getMore) whose batch is empty, or a findAndModify that found nothing."""
+    cursor = reply.get("cursor")
+    if isinstance(cursor, dict):
+        return not (cursor.get("firstBatch") or cursor.get("nextBatch"))
+    return "value" in reply and reply["value"] is None
+
+
+@dataclass
+class CommandStats(monitoring.CommandListener):
+    """Totals per command name and per ``name:collection``; safe to share between threads."""
+
+    by_command: dict[str, Tally] = field(default_factory=dict)
+    by_target: dict[str, Tally] = field(default_factory=dict)
+    _keys: dict[tuple[Any, int], tuple[str, str]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        name = event.command_name
+        collection = _collection_of(name, event.command)
+        target = f"{name}:{collection}" if collection else name
+        size = len(bson.encode(event.command))
+        with self._lock:
+            self._keys[(event.connection_id, event.request_id)] = (name, target)
+            for key, table in ((name, self.by_command), (target, self.by_target)):
+                tally = table.setdefault(key, Tally())
+                tally.count += 1
+                tally.request_bytes += size
+
+    def _finished(self, connection_id: Any, request_id: int, reply_size: int, failed: bool, empty: bool) -> None:
+        with self._lock:
+            keys = self._keys.pop((connection_id, request_id), None)
+            if keys is None:
+                return
+            for key, table in zip(keys, (self.by_command, self.by_target), strict=True):
+                tally = table[key]
+                tally.reply_bytes += reply_size
+                tally.failed += failed
+                tally.empty += empty
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        self._finished(event.connection_id, event.request_id, len(bson.encode(event.reply)), False,
+                       _is_empty_read(event.reply))
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        self._finished(event.connection_id, event.request_id, 0, True, False)
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "pid": os.getpid(),
+                "written_at": time.time(),
+                "commands": {k: t.to_document() for k, t in self.by_command.items()},
+                "targets": {k: t.to_document() for k, t in self.by_target.items()},
+            }
+
+
+@dataclass
+class _StatsFile:
+    stats: CommandStats
+    path: str
+    wake: threading.Event = field(default_factory=threading.Event)
+
+    def write(self) -> None:
+        tmp = f"{self.path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as out:
+            json.dump(self.stats.snapshot(), out)
+        os.replace(tmp, self.path)
+
+    def loop(self) -> None:
+        # The first write happens at once: a reader can tell from the file that
+        # the SIGUSR2 handler is in place.
+        while True:
+            with contextlib.suppress(OSError):  # the reader's directory went away: nobody to report to
+                self.write()
+            self.wake.wait(WRITE_INTERVAL_S)
+            self.wake.clear()
+
+
+_process_stats: CommandStats | None = None
+_setup_lock = threading.Lock()
+
+
+def listeners() -> list[monitoring.CommandListener]:
+    """The listeners every client of this process should carry: none unless stats are asked for."""
+    path = os.environ.get(STATS_ENVVAR)
+    if not path:
+        return []
+    return [process_stats(path)]
+
+
+def process_stats(path: str) -> CommandStats:
+    """The process-wide listener, writing to ``path``; created (with its writer thread) on first use."""
+    global _process_stats
+    with _setup_lock:
+        if _process_stats is None:
+            stats = CommandStats()
+            writer = _StatsFile(stats, path)
+            if threading.current_thread() is threading.main_thread():
+                # The handler only wakes the writer thread: it takes no lock the interrupted code may hold.
+                signal.signal(signal.SIGUSR2, lambda _signum, _frame: writer.wake.set())
+            threading.Thread(target=writer.loop, name="command-stats", daemon=True).start()
+            atexit.register(writer.write)
+            _process_stats = stats
+        return _process_stats

@@ -1,0 +1,214 @@
+"""How a worker learns that it was given a job: a change stream, or polling.
+
+With a change stream, one stream per worker process watches the roster
+documents of its slots. The recruiter's assignment copies the job into the
+worker's entry (see :meth:`recruiter.recruiting.RecruiterProcess.assign`), so
+the event carries the job itself: the worker starts it without reading
+anything. The stream's pipeline keeps only what the worker needs, so each
+event costs the bytes of one job, not of the whole ``assigned_to`` map.
+
+Streams need a replica set (or the embedded server). Where the server refuses
+them, ``auto`` falls back to polling; a broken stream is reopened, and every
+slot polls its entry once whenever a stream (re)opens, so nothing assigned
+while no stream was open is missed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+from pymongo.errors import OperationFailure, PyMongoError
+
+from recruiter.connection import first_line
+
+log = structlog.get_logger("recruiter.worker")
+
+
+class Wake(enum.StrEnum):
+    AUTO = "auto"
+    CHANGE_STREAM = "change-stream"
+    POLL = "poll"
+
+
+# Codes a server gives when it cannot run a change stream at all
+# (e.g. a standalone mongod: 40573 "only supported on replica sets").
+STREAMS_UNSUPPORTED = frozenset({40573, 40324, 115, 136})
+
+
+def watch_pipeline(slot_ids: list[str]) -> list[dict[str, Any]]:
+    """Events a worker acts on: its entry got a job, was asked to stop, was taken
+    over by a restart with the same id (a new ``session``), or was removed.
+
+    An assignment is reported as an ``update`` by MongoDB; some servers report
+    an update pipeline as a ``replace`` with the full document, so both forms
+    are kept. The worker's own writes (heartbeats, outcomes) do not match.
+    """
+    return [
+        {"$match": {
+            "documentKey._id": {"$in": slot_ids},
+            "$or": [
+                {"operationType": "update", "updateDescription.updatedFields.job": {"$exists": True}},
+                {"operationType": "update", "updateDescription.updatedFields.stop_requested": {"$exists": True}},
+                {"operationType": "update", "updateDescription.updatedFields.session": {"$exists": True}},
+                {"operationType": {"$in": ["replace", "delete"]}},
+            ],
+        }},
+        {"$project": {
+            "operationType": 1,
+            "documentKey": 1,
+            "updateDescription.updatedFields.job": 1,
+            "fullDocument.job": 1,
+        }},
+    ]
+
+
+def job_of(event: dict[str, Any]) -> dict[str, Any] | None:
+    """The job copy an event carries, if any."""
+    if event.get("operationType") == "update":
+        job = ((event.get("updateDescription") or {}).get("updatedFields") or {}).get("job")
+    else:
+        job = (event.get("fullDocument") or {}).get("job")
+    return job if isinstance(job, dict) else None
+
+
+class RosterWatch:
+    """Runs the change stream of one worker process and reports each event.
+
+    ``on_event(slot_id, job)`` is called for every matching event, with the job
+    copy or ``None`` (the slot should read its entry). ``on_open()`` is called
+    each time a stream opens, before any of its events.
+
+    The stream is read only while ``idle`` is set (some slot waits for work):
+    the recruiter assigns only available workers, so a process whose slots are
+    all busy has nothing to hear, and sends no ``getMore`` until one is free.
+    Events are kept by the server meanwhile, and read when it resumes.
+    """
+
+    def __init__(self, roster: Any, slot_ids: list[str], on_event: Callable[[str, dict[str, Any] | None], None],
+                 on_open: Callable[[], None], idle: asyncio.Event, *, max_await_s: float = 2.0,
+                 retry_s: float = 1.0) -> None:
+        self.roster = roster
+        self.slot_ids = slot_ids
+        self.on_event = on_event
+        self.on_open = on_open
+        self.idle = idle
+        self.max_await_ms = int(max_await_s * 1000)
+        self.retry_s = retry_s
+        self.streaming = asyncio.Event()
+
+    async def supported(self) -> bool:
+        """Whether the server runs change streams; other errors count as yes (retried later)."""
+        try:
+            stream = await self.roster.watch(watch_pipeline(self.slot_ids), max_await_time_ms=1)
+            await stream.close()
+        except OperationFailure as exc:
+            if exc.code in STREAMS_UNSUPPORTED:
+                log.info("wake.polling", reason=first_line(exc))
+                return False
+            raise
+        return True
+
+    async def run(self) -> None:
+        resume_after: Any = None
+        while True:
+            try:
+                async with await self.roster.watch(
+                    watch_pipeline(self.slot_ids), max_await_time_ms=self.max_await_ms, resume_after=resume_after,
+                ) as stream:
+                    self.streaming.set()
+                    self.on_open()
+                    while stream.alive:
+                        await self.idle.wait()
+                        event = await stream.try_next()
+                        resume_after = stream.resume_token
+                        if event is not None:
+                            self.on_event(event["documentKey"]["_id"], job_of(event))
+            except OperationFailure as exc:
+                # A resume token the server no longer has: start afresh (slots poll on open).
+                log.warning("wake.stream_failed", error=first_line(exc))
+                resume_after = None
+            except PyMongoError as exc:
+                log.warning("wake.stream_failed", error=first_line(exc))
+            self.streaming.clear()
+            await asyncio.sleep(self.retry_s)
+
+
+def doorbell_pipeline() -> list[dict[str, Any]]:
+    """Events after which a round may find work: a job enqueued or unlocked by the
+    cleaner, a worker registered or recording an outcome. The recruiter's own writes
+    do not match, so its rounds do not ring its own bell."""
+    return [
+        {"$match": {"$or": [
+            {"ns.coll": "scheduled", "operationType": "insert"},
+            {"ns.coll": "scheduled", "operationType": "update",
+             "updateDescription.updatedFields.crash_pending": {"$exists": True}},
+            {"ns.coll": "roster", "operationType": "insert"},
+            {"ns.coll": "roster", "operationType": "update",
+             "updateDescription.updatedFields.outcome": {"$exists": True}},
+            {"ns.coll": "roster", "operationType": "replace", "fullDocument.outcome": {"$exists": True}},
+        ]}},
+        {"$project": {"operationType": 1}},
+    ]
+
+
+class Doorbell:
+    """Lets an idle recruiter sleep until something happens, instead of polling.
+
+    One change stream on the database, read only while the recruiter is idle:
+    a busy recruiter runs rounds back to back and sends no ``getMore``. Events
+    that arrived while it was busy ring at once, which costs at most one extra
+    round. Jobs that become due by the clock raise no event, so the recruiter
+    keeps its backoff as the longest wait.
+    """
+
+    def __init__(self, db: Any, *, max_await_s: float = 1.0) -> None:
+        self.db = db
+        self.max_await_ms = max(1, int(max_await_s * 1000))
+        self.stream: Any = None
+        self.supported = True
+
+    async def open(self) -> None:
+        """Open the stream, unless the server has shown it has no change streams."""
+        if self.stream is not None or not self.supported:
+            return
+        try:
+            self.stream = await self.db.watch(doorbell_pipeline(), max_await_time_ms=self.max_await_ms)
+        except OperationFailure as exc:
+            if exc.code not in STREAMS_UNSUPPORTED:
+                raise
+            log.info("doorbell.unavailable", reason=first_line(exc))
+            self.supported = False
+
+    async def wait(self, timeout_s: float) -> bool:
+        """Wait for an event, about ``timeout_s`` (at most the stream's own wait more); True if one came."""
+        try:
+            await self.open()
+        except PyMongoError as exc:
+            log.warning("doorbell.failed", error=first_line(exc))
+        if self.stream is None:
+            await asyncio.sleep(timeout_s)
+            return False
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while loop.time() < deadline:
+            try:
+                if await self.stream.try_next() is not None:
+                    return True
+            except PyMongoError as exc:
+                log.warning("doorbell.failed", error=first_line(exc))
+                await self.close()
+                await asyncio.sleep(max(0.0, deadline - loop.time()))
+                return False
+        return False
+
+    async def close(self) -> None:
+        if self.stream is not None:
+            stream, self.stream = self.stream, None
+            try:
+                await stream.close()
+            except PyMongoError as exc:
+                log.debug("doorbell.close_failed", error=first_line(exc))

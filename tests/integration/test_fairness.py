@@ -1,0 +1,113 @@
+"""Fair assignment on the real server: the cursor in metadata, pause and resume, round cost."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from pymongo import MongoClient
+
+from recruiter import control
+from recruiter.recruiting import RecruiterConfig, RecruiterProcess
+from tests.integration.test_processes_inproc import Harness, run
+from tests.workables import Record
+
+
+def switch(h: Harness, kind: str, name: str, pause: bool) -> None:
+    """What ``recruiter groups|tenants pause|resume`` does."""
+    client: MongoClient[Any] = MongoClient(h.db_uri)
+    try:
+        control.switch(client.get_default_database().metadata, kind, [name], pause)
+    finally:
+        client.close()
+
+
+async def assigned(h: Harness) -> dict[str, Any]:
+    """Job id -> tenant of every locked job."""
+    return {d["_id"]: d.get("tenant") for d in await h.db.scheduled.find({"locked": True}).to_list()}
+
+
+def test_tenants_round_robin_and_the_cursor_survives_failover(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        p = h.producer
+        ids = {}
+        for tenant, n in (("A", 4), ("B", 2), ("C", 1)):
+            for i in range(n):
+                ids[f"{tenant}{i}"] = await Record(h.db_uri, n=i).as_job_of(p).for_tenant(tenant).enqueue()
+        names = {v: k for k, v in ids.items()}
+
+        async def one_round(recruiter: RecruiterProcess, worker: str) -> str:
+            await h.worker(worker)
+            assert await recruiter.lease.acquire()
+            assert (await recruiter.round()).assigned == 1
+            return str(names[(await h.roster(worker))["assigned_to"][worker]])
+
+        assert [await one_round(h.recruiter, f"w{i}") for i in range(2)] == ["A0", "B0"]
+        stored = await h.db.metadata.find_one({"_id": "fairness"})
+        assert stored["last_group"] == "generic" and stored["last_tenant"] == {"generic": "B"}
+
+        # The leader dies; a successor goes on after B, not from the start.
+        h.clock.advance(timedelta(seconds=RecruiterConfig().lease_ttl_s + 1))
+        successor = RecruiterProcess(h.db, h.clock, RecruiterConfig(), owner="successor")
+        assert [await one_round(successor, f"w{i}") for i in range(2, 6)] == ["C0", "A1", "B1", "A2"]
+
+    run(db_uri, scenario)
+
+
+def test_pausing_a_group_stops_its_assignments_within_one_round(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        p = h.producer
+        for i in range(4):
+            await h.worker(f"w{i}", "a", "b")
+        assert (await h.round()).assigned == 0  # a leader at work, nothing paused yet
+        a_jobs = [await Record(h.db_uri, n=i).as_job_of(p).in_group("a").enqueue() for i in range(3)]
+        b_job = await Record(h.db_uri, n=9).as_job_of(p).in_group("b").enqueue()
+
+        switch(h, "group", "a", pause=True)
+        assert (await h.round()).assigned == 1
+        assert set(await assigned(h)) == {b_job}
+        assert await h.db.scheduled.count_documents({"group": "a", "locked": False, "status": "queued"}) == 3
+        assert (await h.round()).assigned == 0  # still paused: the free workers wait
+
+        switch(h, "group", "a", pause=False)
+        assert (await h.round()).assigned == 3
+        assert set(await assigned(h)) == {*a_jobs, b_job}
+
+    run(db_uri, scenario)
+
+
+def test_pausing_a_tenant_keeps_its_jobs_queued(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        p = h.producer
+        noisy = [await Record(h.db_uri, n=i).as_job_of(p).for_tenant("noisy.example").enqueue() for i in range(3)]
+        quiet = await Record(h.db_uri, n=9).as_job_of(p).enqueue()
+        for i in range(3):
+            await h.worker(f"w{i}")
+        switch(h, "tenant", "noisy.example", pause=True)
+        assert (await h.round()).assigned == 1
+        assert set(await assigned(h)) == {quiet}
+        switch(h, "tenant", "noisy.example", pause=False)
+        assert (await h.round()).assigned == 2
+        assert len(set(await assigned(h)) & set(noisy)) == 2
+
+    run(db_uri, scenario)
+
+
+def test_steady_round_with_one_tenant_reads_candidates_once_and_writes_no_cursor(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        await h.producer.enqueue_many([Record(h.db_uri, n=i) for i in range(40)])
+        for i in range(8):
+            await h.worker(f"w{i}")
+        assert (await h.round()).assigned == 8
+        for i in range(8, 16):
+            await h.worker(f"w{i}")
+        h.commands.clear()
+        assert (await h.round()).assigned == 8
+        reads = [e for e in h.commands.events if e[0] in ("find", "aggregate") and e[1] == "scheduled"]
+        assert [e[0] for e in reads] == ["aggregate"]
+        # The round's only metadata write is the fence of its transaction, not the cursor.
+        cursor_writes = [u for c in h.commands.named("update", "metadata") for u in c["updates"]
+                         if u["q"].get("_id") != "recruiter"]
+        assert cursor_writes == []
+
+    run(db_uri, scenario)

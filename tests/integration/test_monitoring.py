@@ -1,0 +1,63 @@
+"""Command monitoring: what the listener counts, and the stats file a process writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recruiter import monitoring
+from recruiter.connection import parse_target, sync_client
+from recruiter.monitoring import STATS_ENVVAR, CommandStats
+from tests.conftest import REPO
+
+
+def test_listener_counts_round_trips_bytes_and_empty_reads(db_uri: str) -> None:
+    stats = CommandStats()
+    client = sync_client(parse_target(db_uri), event_listeners=[stats])
+    try:
+        coll = client.get_default_database()["things"]
+        coll.insert_one({"_id": 1, "payload": "x" * 1000})
+        assert coll.find_one({"_id": 1}) is not None
+        assert coll.find_one({"_id": 2}) is None
+        coll.update_one({"_id": 1}, {"$set": {"seen": True}})
+    finally:
+        client.close()
+    snap = stats.snapshot()
+    commands, targets = snap["commands"], snap["targets"]
+    assert commands["find"]["count"] == 2 and commands["find"]["empty"] == 1
+    assert commands["insert"]["count"] == 1 and commands["update"]["count"] == 1
+    assert targets["insert:things"]["count"] == 1 and targets["find:things"]["count"] == 2
+    # The inserted document travels in the command; the found one in the reply.
+    assert commands["insert"]["request_bytes"] > 1000
+    assert commands["find"]["reply_bytes"] > 1000
+    assert all(t["failed"] == 0 for t in commands.values())
+    # Server monitoring's hellos are not command events.
+    assert "hello" not in commands and "isMaster" not in commands
+
+
+def test_process_writes_its_totals_when_asked_by_the_environment(db_uri: str, tmp_path: Path) -> None:
+    path = tmp_path / "stats.json"
+    script = (
+        "from recruiter.connection import parse_target, sync_client\n"
+        f"c = sync_client(parse_target({db_uri!r}))\n"
+        "c.get_default_database()['things'].insert_many([{'n': i} for i in range(3)])\n"
+        "c.get_default_database()['things'].find_one({'n': 2})\n"
+        "c.close()\n"
+    )
+    env = {**os.environ, STATS_ENVVAR: str(path), "PYTHONPATH": str(REPO)}
+    subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=60)
+    snap: dict[str, Any] = json.loads(path.read_text())
+    assert snap["commands"]["insert"]["count"] == 1  # insert_many is one round trip
+    assert snap["commands"]["find"]["count"] == 1
+    assert snap["targets"]["insert:things"]["request_bytes"] > 0
+
+
+def test_no_listener_without_the_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(STATS_ENVVAR, raising=False)
+    assert monitoring.listeners() == []

@@ -1,0 +1,32 @@
+"""``recruiter groups|tenants pause|resume|list`` and what ``recruiter status`` shows."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.processes.test_cli_errors import assert_one_line_error, run_cli
+
+
+def test_pause_resume_and_list(db: Any, db_uri: str) -> None:
+    out = run_cli("groups", "pause", "billing", "reports", "--target", db_uri)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "paused groups: billing, reports"
+    assert run_cli("tenants", "pause", "acme.com", "--target", db_uri).stdout.strip() == "paused tenants: acme.com"
+    assert run_cli("groups", "resume", "billing", "--target", db_uri).stdout.strip() == "paused groups: reports"
+    assert run_cli("groups", "list", "--target", db_uri).stdout.strip() == "paused groups: reports"
+    assert db.metadata.find_one({"_id": "paused"}) == {"_id": "paused", "groups": ["reports"],
+                                                      "tenants": ["acme.com"]}
+    status = run_cli("status", "--target", db_uri, "--json")
+    assert json.loads(status.stdout)["paused"] == {"groups": ["reports"], "tenants": ["acme.com"]}
+    assert "paused:    group reports, tenant acme.com" in run_cli("status", "--target", db_uri).stdout
+    run_cli("tenants", "resume", "acme.com", "--target", db_uri)
+    assert run_cli("tenants", "list", "--target", db_uri).stdout.strip() == "paused tenants: none"
+
+
+def test_bad_names_and_schemes_are_one_line() -> None:
+    never = "mongodb://127.0.0.1:1/never-contacted"
+    assert_one_line_error(run_cli("groups", "pause", "*", "--target", never), "invalid group name")
+    assert_one_line_error(run_cli("start", "--counting-scheme", "4", "--target", never), "invalid counting scheme")
+    assert_one_line_error(run_cli("start", "--target", never, env={"RECRUITER_COUNTING_SCHEME": "0,0"}),
+                          "counting scheme")

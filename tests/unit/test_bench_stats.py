@@ -1,0 +1,45 @@
+"""The benchmark's arithmetic: percentiles and per-kind sums of command stats."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bench.stats import difference, per_job, percentile, totals
+
+
+def test_nearest_rank_percentiles() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert percentile(values, 50) == 50
+    assert percentile(values, 95) == 95
+    assert percentile(values, 99) == 99
+    assert percentile([7.0], 99) == 7.0
+    assert percentile([], 50) is None
+
+
+@given(st.lists(st.floats(min_value=0, max_value=1e6), min_size=1), st.floats(min_value=0, max_value=100))
+def test_a_percentile_is_a_measured_value(values: list[float], q: float) -> None:
+    assert percentile(values, q) in values
+
+
+def snap(find: int, empty: int, update: int) -> dict[str, object]:
+    return {"commands": {"find": {"count": find, "empty": empty, "request_bytes": 10 * find, "reply_bytes": find},
+                         "update": {"count": update, "empty": 0, "request_bytes": 5 * update, "reply_bytes": 0},
+                         "hello": {"count": 1, "empty": 0, "request_bytes": 1, "reply_bytes": 1}},
+            "targets": {"find:roster": {"count": find}}}
+
+
+def test_totals_sum_processes_and_classify_commands() -> None:
+    t = totals([snap(4, 1, 2), snap(6, 2, 3), None])
+    assert (t["round_trips"], t["reads"], t["writes"], t["other"]) == (17, 10, 5, 2)
+    assert t["empty_reads"] == 3
+    assert t["request_bytes"] == 10 * 10 + 5 * 5 + 2
+    assert t["commands"]["@find:roster"] == 10
+
+
+def test_difference_and_per_job() -> None:
+    d = difference(totals([snap(10, 4, 5)]), totals([snap(4, 1, 2)]))
+    assert (d["reads"], d["writes"], d["empty_reads"]) == (6, 3, 3)
+    assert d["commands"] == {"find": 6, "update": 3, "@find:roster": 6}
+    assert per_job(d, 3)["reads"] == 2
+    assert per_job(d, 0) == {}
