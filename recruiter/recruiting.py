@@ -411,29 +411,34 @@ class RecruiterProcess:
     async def assign(self, locked: list[Locked], now: datetime) -> int:
         """Hand locked jobs to their workers with one update; roll back what did not land.
 
-        The update sets the same ``assigned_to`` map on every assigned worker (the
-        seed's protocol, readable in mongosh) and, through an update pipeline, a
-        copy of its own job into each worker's ``job`` field: the worker then
-        needs no second read to start, and a change stream on its roster document
-        delivers the job itself. The command carries each job once, so its size
-        grows linearly with the round; jobs too big to copy are read by the worker.
+        ONE ``update_many`` over the chosen roster entries carries the round's
+        ``assigned_to`` map (worker id -> job id) once, as a list, with a copy of
+        each job; an update pipeline keeps in each entry only its own part: its
+        key of the map (``assigned_to: {<its id>: <job id>}``, readable in mongosh
+        as in the seed) and its job in ``job``. So the command grows linearly with
+        the round and each entry holds one job, instead of every entry holding the
+        whole map; the worker needs no second read to start, and a change stream on
+        its entry delivers the job itself. Jobs too big to copy are read by the worker.
         """
         if not locked:
             return 0
         mapping = {lk.assignment.worker_id: lk.assignment.job_id for lk in locked}
-        copies = [{"w": lk.assignment.worker_id, "job": lk.job} for lk in locked
-                  if len(bson.encode(lk.job)) <= MAX_JOB_COPY_BYTES]
-        own_copy = {"$arrayElemAt": [
-            {"$map": {"input": {"$filter": {"input": {"$literal": copies}, "cond": {"$eq": ["$$this.w", "$_id"]}}},
-                      "in": "$$this.job"}},
-            0,
-        ]}
+        picks = []
+        for lk in locked:
+            pick: dict[str, Any] = {"w": lk.assignment.worker_id, "j": lk.assignment.job_id}
+            if len(bson.encode(lk.job)) <= MAX_JOB_COPY_BYTES:
+                pick["job"] = lk.job
+            picks.append(pick)
+        own_pick = {"$arrayElemAt": [
+            {"$filter": {"input": {"$literal": picks}, "cond": {"$eq": ["$$this.w", "$_id"]}}}, 0]}
         result = await self.c.roster.update_many(
             {"_id": {"$in": list(mapping)}, "available": True, "stopping": {"$ne": True}},
             [
-                {"$set": {"available": False, "assigned_to": {"$literal": mapping}, "assigned_since": now,
-                          "job": own_copy}},
-                {"$unset": "outcome"},
+                {"$set": {"_pick": own_pick}},
+                {"$set": {"available": False, "assigned_since": now,
+                          "assigned_to": {"$arrayToObject": [[{"k": "$_pick.w", "v": "$_pick.j"}]]},
+                          "job": "$_pick.job"}},
+                {"$unset": ["_pick", "outcome"]},
             ],
         )
         if result.modified_count == len(mapping):

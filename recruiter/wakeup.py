@@ -34,6 +34,23 @@ class Wake(enum.StrEnum):
     POLL = "poll"
 
 
+# An empty batch back sooner than this was not the server waiting out maxAwaitTimeMS:
+# it woke the stream for a write the pipeline then filtered out. MongoDB keeps
+# waiting in that case; SecantusDB returns, once per write on the whole server, so
+# a waiting stream would ask again for every write. Quick empty batches in a row
+# are therefore paced, from nothing up to QUICK_EMPTY_PACE_CAP_S.
+QUICK_EMPTY_S = 0.05
+QUICK_EMPTY_PACE_S = 0.005
+QUICK_EMPTY_PACE_CAP_S = 0.16
+
+
+def quick_empty_pause(streak: int) -> float:
+    """Pause before the next getMore after ``streak`` quick empty batches in a row."""
+    if streak <= 1:
+        return 0.0
+    return float(min(QUICK_EMPTY_PACE_CAP_S, QUICK_EMPTY_PACE_S * 2.0 ** (streak - 2)))
+
+
 # Codes a server gives when it cannot run a change stream at all
 # (e.g. a standalone mongod: 40573 "only supported on replica sets").
 STREAMS_UNSUPPORTED = frozenset({40573, 40324, 115, 136})
@@ -121,12 +138,21 @@ class RosterWatch:
                 ) as stream:
                     self.streaming.set()
                     self.on_open()
+                    loop = asyncio.get_running_loop()
+                    streak = 0
                     while stream.alive:
                         await self.idle.wait()
+                        asked_at = loop.time()
                         event = await stream.try_next()
                         resume_after = stream.resume_token
                         if event is not None:
+                            streak = 0
                             self.on_event(event["documentKey"]["_id"], job_of(event))
+                        elif loop.time() - asked_at < QUICK_EMPTY_S:
+                            streak += 1
+                            await asyncio.sleep(quick_empty_pause(streak))
+                        else:
+                            streak = 0
             except OperationFailure as exc:
                 # A resume token the server no longer has: start afresh (slots poll on open).
                 log.warning("wake.stream_failed", error=first_line(exc))
@@ -194,10 +220,14 @@ class Doorbell:
             return False
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
+        streak = 0
         while loop.time() < deadline:
             try:
+                asked_at = loop.time()
                 if await self.stream.try_next() is not None:
                     return True
+                streak = streak + 1 if loop.time() - asked_at < QUICK_EMPTY_S else 0
+                await asyncio.sleep(quick_empty_pause(streak))
             except PyMongoError as exc:
                 log.warning("doorbell.failed", error=first_line(exc))
                 await self.close()

@@ -162,7 +162,8 @@ def test_round_assigns_fifo_by_group_with_one_roster_update(db_uri: str) -> None
             entry = await h.roster(worker_id)
             assert entry is not None
             assert entry["available"] is False
-            assert entry["assigned_to"] == expected  # the same map everywhere: one shared update
+            # One shared update; each entry keeps its own key of the round's map.
+            assert entry["assigned_to"] == {worker_id: job_id}
             assert entry["assigned_since"] == START
             assert await workers[worker_id][0].poll(workers[worker_id][1]) == job_id
             job = await h.job(job_id)

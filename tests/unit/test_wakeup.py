@@ -1,0 +1,51 @@
+"""The pure parts of how workers and the recruiter are woken: event filters and pacing."""
+
+from __future__ import annotations
+
+import itertools
+
+from bson import ObjectId
+
+from recruiter.wakeup import (
+    QUICK_EMPTY_PACE_CAP_S,
+    doorbell_pipeline,
+    job_of,
+    quick_empty_pause,
+    watch_pipeline,
+)
+
+
+def test_job_of_reads_the_copy_from_updates_and_replaces() -> None:
+    job = {"_id": ObjectId(), "lock_token": ObjectId()}
+    assert job_of({"operationType": "update", "updateDescription": {"updatedFields": {"job": job}}}) == job
+    assert job_of({"operationType": "replace", "fullDocument": {"job": job}}) == job
+    assert job_of({"operationType": "delete"}) is None
+    assert job_of({"operationType": "update", "updateDescription": {"updatedFields": {"stop_requested": True}}}) is None
+
+
+def test_watch_pipeline_is_limited_to_the_slots_and_keeps_only_the_job() -> None:
+    match, project = watch_pipeline(["a", "b"])
+    assert match["$match"]["documentKey._id"] == {"$in": ["a", "b"]}
+    watched = {next(k for k in c if k.startswith("updateDescription")) for c in match["$match"]["$or"]
+               if c.get("operationType") == "update"}
+    assert watched == {"updateDescription.updatedFields.job", "updateDescription.updatedFields.stop_requested",
+                       "updateDescription.updatedFields.session"}
+    # The assigned_to map and the rest of the entry never travel in an event.
+    assert set(project["$project"]) == {"operationType", "documentKey", "updateDescription.updatedFields.job",
+                                        "fullDocument.job"}
+
+
+def test_doorbell_rings_for_enqueues_outcomes_new_workers_and_crash_unlocks() -> None:
+    (match, _) = doorbell_pipeline()
+    clauses = match["$match"]["$or"]
+    assert {"ns.coll": "scheduled", "operationType": "insert"} in clauses
+    assert {"ns.coll": "roster", "operationType": "insert"} in clauses
+    assert any("updateDescription.updatedFields.outcome" in c for c in clauses)
+    assert any("updateDescription.updatedFields.crash_pending" in c for c in clauses)
+
+
+def test_quick_empty_batches_are_paced_up_to_a_cap() -> None:
+    pauses = [quick_empty_pause(n) for n in range(0, 12)]
+    assert pauses[0] == pauses[1] == 0.0  # a single quick empty batch is asked again at once
+    assert all(a <= b for a, b in itertools.pairwise(pauses))
+    assert pauses[2] > 0 and pauses[-1] == QUICK_EMPTY_PACE_CAP_S
