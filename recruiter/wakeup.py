@@ -118,7 +118,8 @@ class RosterWatch:
         self.streaming = asyncio.Event()
 
     async def supported(self) -> bool:
-        """Whether the server runs change streams; other errors count as yes (retried later)."""
+        """Whether the server runs change streams. Any other error counts as yes: the
+        stream is opened again and again by :meth:`run`, and slots poll meanwhile."""
         try:
             stream = await self.roster.watch(watch_pipeline(self.slot_ids), max_await_time_ms=1)
             await stream.close()
@@ -126,7 +127,9 @@ class RosterWatch:
             if exc.code in STREAMS_UNSUPPORTED:
                 log.info("wake.polling", reason=first_line(exc))
                 return False
-            raise
+            log.warning("wake.stream_failed", error=first_line(exc))
+        except PyMongoError as exc:
+            log.warning("wake.stream_failed", error=first_line(exc))
         return True
 
     async def run(self) -> None:
