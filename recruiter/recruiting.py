@@ -27,7 +27,7 @@ import contextlib
 import os
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -89,6 +89,22 @@ class RoundReport:
     @property
     def busy(self) -> bool:
         return bool(self.applied or self.assigned)
+
+
+@dataclass
+class RoundPlan:
+    """What a round read, and chose, before it writes anything."""
+
+    now: datetime
+    report: RoundReport = field(default_factory=RoundReport)
+    outcomes: list[dict[str, Any]] = field(default_factory=list)  # roster entries holding one
+    outcome_jobs: dict[Any, dict[str, Any]] = field(default_factory=dict)
+    selection: Selection | None = None
+
+    @property
+    def idle(self) -> bool:
+        """Nothing to write: no outcome, and no job for a free worker (nor a cursor that moved)."""
+        return not self.outcomes and (self.selection is None or not self.selection.assignments)
 
 
 @dataclass(frozen=True)
@@ -208,10 +224,19 @@ class RecruiterProcess:
             raise LostLease()
 
     async def fenced_round(self, *, rollback: bool = False) -> RoundReport:
-        """One round (after releasing unassigned locks, if asked) in a transaction fenced by the lease.
+        """One round: its reads first, outside any transaction, then (after releasing
+        unassigned locks, if asked) its writes in one transaction fenced by the lease.
 
+        Keeping the reads out keeps the transaction short: heartbeats write to
+        roster entries all the time, and a transaction that wrote an entry
+        changed since it began would be aborted whole. The writes are
+        conditional (on ``locked: false`` and the attempts read, on lock tokens,
+        on ``available``), so reads made just before are safe to act on.
         Raises :class:`LostLease` with nothing written when the lease is no longer ours.
         """
+        plan = await self.plan()
+        if not rollback and plan.idle:
+            return plan.report
         outside = self.c
         try:
             async with fenced_transaction(self.db, self.lease) as inside:
@@ -219,7 +244,7 @@ class RecruiterProcess:
                 try:
                     if rollback:
                         await self.rollback_unassigned()
-                    return await self.round()
+                    return await self.carry_out(plan)
                 finally:
                     self.c = outside
         except LostFence:
@@ -230,39 +255,55 @@ class RecruiterProcess:
             raise LostLease()
 
     async def round(self) -> RoundReport:
-        """One assignment round; returns what it did."""
+        """One round without the fence (tests drive it step by step); leaders run :meth:`fenced_round`."""
+        return await self.carry_out(await self.plan())
+
+    async def plan(self) -> RoundPlan:
+        """The reads of a round: free workers and outcomes, the jobs outcomes name, the
+        chosen jobs. Writes nothing."""
         now = self.clock.now()
-        report = RoundReport()
+        plan = RoundPlan(now)
         entries = await self.c.roster.find(
             {"$or": [{"available": True}, {"outcome.token": {"$exists": True}}]},
             {"assigned_to": 0, "job": 0},
         ).to_list()
-        with_outcome = [e for e in entries if e.get("outcome")]
-        if with_outcome:
-            self._check_lease()
-            report.applied = await self.apply_outcomes(with_outcome, now)
+        plan.outcomes = [e for e in entries if e.get("outcome")]
+        if plan.outcomes:
+            ids = [e["outcome"]["job"] for e in plan.outcomes]
+            plan.outcome_jobs = {j["_id"]: j for j in await self.c.scheduled.find({"_id": {"$in": ids}}).to_list()}
         free = sorted(
             (e for e in entries if e.get("available") and not e.get("stopping") and e.get("work_on")),
             key=lambda e: (e.get("available_since") or now, e["_id"]),
         )[: self.config.round_size]
-        report.free_workers = len(free)
-        if not free:
+        plan.report.free_workers = len(free)
+        if free:
+            workers = [FreeWorker(e["_id"], tuple(e["work_on"])) for e in free]
+            self._read = {}
+            plan.selection = await self.select(workers, now)
+        return plan
+
+    async def carry_out(self, plan: RoundPlan) -> RoundReport:
+        """The writes of a round: apply outcomes, move the fairness cursor, lock, assign."""
+        report = plan.report
+        if plan.outcomes:
+            self._check_lease()
+            report.applied = await self.apply_outcomes(plan.outcomes, plan.now, plan.outcome_jobs)
+        if plan.selection is None:
             return report
-        workers = [FreeWorker(e["_id"], tuple(e["work_on"])) for e in free]
-        self._read = {}
-        assignments = (await self.select(workers, now)).assignments
-        if not assignments:
+        await self._save_cursor(plan.selection.cursor)
+        if not plan.selection.assignments:
             return report
         self._check_lease()
-        locked = await self.lock(assignments, now)
+        locked = await self.lock(plan.selection.assignments, plan.now)
         self._check_lease()
-        report.assigned = await self.assign(locked, now)
+        report.assigned = await self.assign(locked, plan.now)
         if report.assigned:
-            log.debug("round.assigned", assigned=report.assigned, free_workers=len(free))
+            log.debug("round.assigned", assigned=report.assigned, free_workers=report.free_workers)
         return report
 
     async def select(self, workers: list[FreeWorker], now: datetime) -> Selection:
-        """Choose jobs for ``workers`` by the fairness policy and save the cursor.
+        """Choose jobs for ``workers`` by the fairness policy (the new cursor is saved
+        with the round's writes, :meth:`_save_cursor`).
 
         The reads are planned by :func:`recruiter.candidates.plan_round`; the
         first one also reads the pause switches, so a pause is obeyed from the
@@ -287,12 +328,14 @@ class RecruiterProcess:
                 selection: Selection = stop.value
                 break
             rows = await self._read_candidates(queries, now, paused, with_switches=False)
-        changes = cursor_changes(self._cursor, selection.cursor)
+        return selection
+
+    async def _save_cursor(self, cursor: Cursor) -> None:
+        changes = cursor_changes(self._cursor, cursor)
         if changes:
             self._check_lease()
             await self.c.metadata.update_one({"_id": CURSOR_ID}, changes, upsert=True)
-            self._cursor = selection.cursor
-        return selection
+            self._cursor = cursor
 
     async def _read_candidates(self, queries: list[Query], now: datetime, paused: Paused,
                                *, with_switches: bool) -> list[list[Candidate]]:
@@ -312,11 +355,9 @@ class RecruiterProcess:
         batch = sum(q.limit for q in queries) + 1
         rows: list[list[Candidate]] = [[] for _ in queries]
         switches = None
-        # Reads need no fence, and MongoDB does not run $unionWith inside a transaction:
-        # this one runs in a session of its own, outside the round's transaction.
-        async with self.db.client.start_session() as session:
-            rows_read = await (await self.c.scheduled.aggregate(pipeline, batchSize=batch, session=session)).to_list()
-        for doc in rows_read:
+        # Runs before the round's transaction (see fenced_round): reads need no fence,
+        # and MongoDB does not run $unionWith inside a transaction.
+        async for doc in await self.c.scheduled.aggregate(pipeline, batchSize=batch):
             if doc["_q"] == -1:
                 switches = doc
             else:
@@ -326,10 +367,13 @@ class RecruiterProcess:
             self._paused = paused_from_document(switches)
         return rows
 
-    async def apply_outcomes(self, entries: list[dict[str, Any]], now: datetime) -> int:
-        """Archive or reschedule the jobs whose outcomes workers recorded; idempotent."""
+    async def apply_outcomes(self, entries: list[dict[str, Any]], now: datetime,
+                             jobs: dict[Any, dict[str, Any]] | None = None) -> int:
+        """Archive or reschedule the jobs whose outcomes workers recorded in ``entries``
+        (``jobs``: those jobs as read by the round, else read here); idempotent."""
         outcomes = {e["outcome"]["job"]: (e["_id"], e["outcome"]) for e in entries}
-        jobs = {j["_id"]: j for j in await self.c.scheduled.find({"_id": {"$in": list(outcomes)}}).to_list()}
+        if jobs is None:
+            jobs = {j["_id"]: j for j in await self.c.scheduled.find({"_id": {"$in": list(outcomes)}}).to_list()}
         archive: list[dict[str, Any]] = []
         reschedule: list[UpdateOne] = []
         for job_id, (worker_id, outcome) in outcomes.items():
