@@ -172,9 +172,15 @@ def test_chaos(db: Any, db_uri: str, tmp_path: Path, request: pytest.FixtureRequ
     try:
         for role in roles:
             chaos.start(role)
-        # Kill only once everything is up and jobs are flowing.
-        wait_for(lambda: db.archived.count_documents({}) >= 20 and db.roster.count_documents({}) == len(GROUPS) * 4,
-                 timeout_s=120, interval_s=0.2, message="all processes up and jobs flowing")
+        # Kill only once everything is up and jobs are flowing. Jobs that exit their
+        # process already run, so exited processes are restarted while waiting.
+        def up_and_flowing() -> bool:
+            chaos.restart_exited()
+            live = all(r.proc is not None and r.proc.popen.poll() is None for r in roles)
+            return (live and db.archived.count_documents({}) >= 20
+                    and db.roster.count_documents({}) >= len(GROUPS) * 4)
+
+        wait_for(up_and_flowing, timeout_s=120, interval_s=0.2, message="all processes up and jobs flowing")
         archived_before = db.archived.count_documents({})
         deadline = time.monotonic() + seconds
         next_kill = time.monotonic() + rng.uniform(1.0, 2.5)
