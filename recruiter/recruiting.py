@@ -61,6 +61,9 @@ log = structlog.get_logger("recruiter.recruiter")
 # A job document bigger than this is not copied into the worker's roster entry;
 # the worker reads it from ``scheduled`` instead (one more read, for big jobs only).
 MAX_JOB_COPY_BYTES = 64 * 1024
+# The leader remembers the jobs it handed out until their outcomes come back;
+# past this many (outcomes that never came: workers that died) it starts afresh.
+MAX_HANDED_OUT = 10_000
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ class RoundPlan:
     outcomes: list[dict[str, Any]] = field(default_factory=list)  # roster entries holding one
     outcome_jobs: dict[Any, dict[str, Any]] = field(default_factory=dict)
     selection: Selection | None = None
+    handed_out: dict[Any, dict[str, Any]] = field(default_factory=dict)  # job id -> the copy its worker got
 
     @property
     def idle(self) -> bool:
@@ -141,6 +145,7 @@ class RecruiterProcess:
         # The candidate documents read this round, whole: locking one turns it into
         # the copy its worker receives, with no second read.
         self._read: dict[Any, dict[str, Any]] = {}
+        self._handed_out: dict[Any, dict[str, Any]] = {}
 
     def stop(self) -> None:
         self._stop.set()
@@ -244,11 +249,13 @@ class RecruiterProcess:
                 try:
                     if rollback:
                         await self.rollback_unassigned()
-                    return await self.carry_out(plan)
+                    report = await self.carry_out(plan)
                 finally:
                     self.c = outside
         except LostFence:
             raise LostLease() from None
+        self._remember(plan)  # committed
+        return report
 
     def _check_lease(self) -> None:
         if not self.lease.held:
@@ -256,7 +263,20 @@ class RecruiterProcess:
 
     async def round(self) -> RoundReport:
         """One round without the fence (tests drive it step by step); leaders run :meth:`fenced_round`."""
-        return await self.carry_out(await self.plan())
+        plan = await self.plan()
+        report = await self.carry_out(plan)
+        self._remember(plan)
+        return report
+
+    def _remember(self, plan: RoundPlan) -> None:
+        """Keep the jobs this round handed out, until their outcomes are applied: a job
+        is not changed while its worker has it, so its archived copy can be made from
+        this one without reading it again (only if the outcome's lock token matches)."""
+        for entry in plan.outcomes:
+            self._handed_out.pop(entry["outcome"]["job"], None)
+        if len(self._handed_out) > MAX_HANDED_OUT:
+            self._handed_out.clear()  # only an optimisation: jobs not found here are read
+        self._handed_out.update(plan.handed_out)
 
     async def plan(self) -> RoundPlan:
         """The reads of a round: free workers and outcomes, the jobs outcomes name, the
@@ -268,9 +288,14 @@ class RecruiterProcess:
             {"assigned_to": 0, "job": 0},
         ).to_list()
         plan.outcomes = [e for e in entries if e.get("outcome")]
-        if plan.outcomes:
-            ids = [e["outcome"]["job"] for e in plan.outcomes]
-            plan.outcome_jobs = {j["_id"]: j for j in await self.c.scheduled.find({"_id": {"$in": ids}}).to_list()}
+        for e in plan.outcomes:
+            known = self._handed_out.get(e["outcome"]["job"])
+            if known is not None and known.get("lock_token") == e["outcome"]["token"]:
+                plan.outcome_jobs[known["_id"]] = known
+        unknown = [e["outcome"]["job"] for e in plan.outcomes if e["outcome"]["job"] not in plan.outcome_jobs]
+        if unknown:
+            plan.outcome_jobs.update(
+                {j["_id"]: j for j in await self.c.scheduled.find({"_id": {"$in": unknown}}).to_list()})
         free = sorted(
             (e for e in entries if e.get("available") and not e.get("stopping") and e.get("work_on")),
             key=lambda e: (e.get("available_since") or now, e["_id"]),
@@ -287,19 +312,30 @@ class RecruiterProcess:
         report = plan.report
         if plan.outcomes:
             self._check_lease()
-            report.applied = await self.apply_outcomes(plan.outcomes, plan.now, plan.outcome_jobs)
-        if plan.selection is None:
-            return report
-        await self._save_cursor(plan.selection.cursor)
-        if not plan.selection.assignments:
-            return report
-        self._check_lease()
-        locked = await self.lock(plan.selection.assignments, plan.now)
-        self._check_lease()
-        report.assigned = await self.assign(locked, plan.now)
-        if report.assigned:
-            log.debug("round.assigned", assigned=report.assigned, free_workers=report.free_workers)
+            report.applied = await self.apply_outcomes(plan.outcomes, plan.now, plan.outcome_jobs, clear=False)
+        assigned: set[str] = set()
+        if plan.selection is not None:
+            await self._save_cursor(plan.selection.cursor)
+        if plan.selection is not None and plan.selection.assignments:
+            self._check_lease()
+            locked = await self.lock(plan.selection.assignments, plan.now)
+            self._check_lease()
+            assigned = await self._assign(locked, plan.now)
+            plan.handed_out = {lk.assignment.job_id: lk.job for lk in locked if lk.assignment.worker_id in assigned}
+            report.assigned = len(assigned)
+            if report.assigned:
+                log.debug("round.assigned", assigned=report.assigned, free_workers=report.free_workers)
+        # The assignment removed the outcomes of the workers it reached; clear the others.
+        await self._clear_outcomes([e for e in plan.outcomes if e["_id"] not in assigned])
         return report
+
+    async def _clear_outcomes(self, entries: list[dict[str, Any]]) -> None:
+        if entries:
+            await self.c.roster.bulk_write(
+                [UpdateOne({"_id": e["_id"], "outcome.token": e["outcome"]["token"]}, {"$unset": {"outcome": ""}})
+                 for e in entries],
+                ordered=False,
+            )
 
     async def select(self, workers: list[FreeWorker], now: datetime) -> Selection:
         """Choose jobs for ``workers`` by the fairness policy (the new cursor is saved
@@ -368,9 +404,11 @@ class RecruiterProcess:
         return rows
 
     async def apply_outcomes(self, entries: list[dict[str, Any]], now: datetime,
-                             jobs: dict[Any, dict[str, Any]] | None = None) -> int:
+                             jobs: dict[Any, dict[str, Any]] | None = None, *, clear: bool = True) -> int:
         """Archive or reschedule the jobs whose outcomes workers recorded in ``entries``
-        (``jobs``: those jobs as read by the round, else read here); idempotent."""
+        (``jobs``: those jobs as read by the round, else read here); idempotent. With
+        ``clear``, the outcomes are then removed from the entries (a round leaves that
+        to its assignment where it can)."""
         outcomes = {e["outcome"]["job"]: (e["_id"], e["outcome"]) for e in entries}
         if jobs is None:
             jobs = {j["_id"]: j for j in await self.c.scheduled.find({"_id": {"$in": list(outcomes)}}).to_list()}
@@ -405,11 +443,8 @@ class RecruiterProcess:
                          group=d.get("group"))
         if reschedule:
             await self.c.scheduled.bulk_write(reschedule, ordered=False)
-        await self.c.roster.bulk_write(
-            [UpdateOne({"_id": w, "outcome.token": o["token"]}, {"$unset": {"outcome": ""}})
-             for w, o in outcomes.values()],
-            ordered=False,
-        )
+        if clear:
+            await self._clear_outcomes(entries)
         return len(archive) + len(reschedule)
 
     async def lock(self, assignments: list[Assignment], now: datetime) -> list[Locked]:
@@ -453,6 +488,10 @@ class RecruiterProcess:
         ]
 
     async def assign(self, locked: list[Locked], now: datetime) -> int:
+        """Hand locked jobs to their workers (see :meth:`_assign`); returns how many landed."""
+        return len(await self._assign(locked, now))
+
+    async def _assign(self, locked: list[Locked], now: datetime) -> set[str]:
         """Hand locked jobs to their workers with one update; roll back what did not land.
 
         ONE ``update_many`` over the chosen roster entries carries the round's
@@ -465,7 +504,7 @@ class RecruiterProcess:
         its entry delivers the job itself. Jobs too big to copy are read by the worker.
         """
         if not locked:
-            return 0
+            return set()
         mapping = {lk.assignment.worker_id: lk.assignment.job_id for lk in locked}
         picks = []
         for lk in locked:
@@ -486,7 +525,7 @@ class RecruiterProcess:
             ],
         )
         if result.modified_count == len(mapping):
-            return len(mapping)
+            return set(mapping)
         # Some workers went away or started stopping between the read and the update.
         got = {
             d["_id"]
@@ -495,7 +534,7 @@ class RecruiterProcess:
         }
         missed = [lk for lk in locked if lk.assignment.worker_id not in got]
         await self._rollback([(lk.assignment.job_id, lk.token) for lk in missed])
-        return len(locked) - len(missed)
+        return got
 
     async def _rollback(self, locks: list[tuple[Any, ObjectId]]) -> None:
         if not locks:

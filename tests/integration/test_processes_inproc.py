@@ -253,6 +253,30 @@ async def _has_outcome(h: Harness, worker_id: str) -> bool:
     return entry is not None and "outcome" in entry
 
 
+def test_a_steady_round_archives_and_reassigns_without_reading_jobs_or_clearing_outcomes_apart(
+        db_uri: str) -> None:
+    """Outcomes of jobs this leader handed out are archived from the copies it kept, and the
+    assignment that gives those workers their next jobs also removes their outcomes."""
+    async def scenario(h: Harness) -> None:
+        await h.producer.enqueue_many([Record(h.db_uri, n=i) for i in range(4)])
+        workers = [await h.worker(f"w{i}") for i in range(2)]
+        assert (await h.round()).assigned == 2
+        for process, slot in workers:
+            await take_and_work(process, slot)
+        h.commands.clear()
+        report = await h.round()
+        assert report.applied == 2 and report.assigned == 2
+        assert h.commands.named("find", "scheduled") == []  # nothing read back for archiving
+        roster_updates = h.commands.named("update", "roster")
+        assert len(roster_updates) == 1 and roster_updates[0]["updates"][0]["multi"] is True
+        for _, slot in workers:
+            entry = await h.roster(slot.id)
+            assert entry is not None and "outcome" not in entry and entry["available"] is False
+        assert await h.db.archived.count_documents({"why": "done"}) == 2
+
+    run(db_uri, scenario)
+
+
 def test_round_size_bounds_the_round(db_uri: str) -> None:
     async def scenario(h: Harness) -> None:
         h.recruiter.config = RecruiterConfig(round_size=2)
