@@ -92,7 +92,7 @@ class Sizes:
 FULL = Sizes(noop_base=100, noop_per_worker=15, sleep_base=10, sleep_per_worker=8, latency_samples=15,
              latency_gap_s=(0.7, 1.0), idle_settle_s=2.0, idle_window_s=10.0, raw_ops=500, notify_samples=50)
 QUICK = Sizes(noop_base=10, noop_per_worker=5, sleep_base=4, sleep_per_worker=2, latency_samples=3,
-              latency_gap_s=(0.2, 0.4), idle_settle_s=0.5, idle_window_s=1.0, raw_ops=50, notify_samples=10)
+              latency_gap_s=(0.2, 0.4), idle_settle_s=0.5, idle_window_s=2.5, raw_ops=50, notify_samples=10)
 
 
 def product_wake_modes() -> list[str] | None:
