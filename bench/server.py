@@ -8,10 +8,8 @@ stopped when the benchmark ends.
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -22,6 +20,9 @@ from typing import Any
 
 from pymongo import MongoClient
 from pymongo.errors import PyMongoError
+
+from recruiter import embedded
+from recruiter.connection import ConnectionProblem
 
 URI_ENVVAR = "RECRUITER_TEST_MONGODB_URI"
 
@@ -69,16 +70,13 @@ def running_server(timeout_s: float = 60.0) -> Iterator[Server]:
     if external:
         yield Server(external, f"MongoDB {_version(external)} at {external.split('@')[-1]}", None)
         return
-    exe = shutil.which("secantusd-py", path=str(Path(sys.executable).parent)) or shutil.which("secantusd-py")
-    if exe is None:
-        raise SystemExit(f"bench: secantusd-py not found: pip install -e '.[dev]' or set {URI_ENVVAR}")
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="recruiter-bench-") as storage:
         log_path = Path(storage) / "server.log"
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen([exe, "--host", "127.0.0.1", "--port", str(port),
-                                     "--storage-path", str(Path(storage) / "data")],
-                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            proc = embedded.start(port, Path(storage) / "data", log_path=log_path)
+        except ConnectionProblem as exc:
+            raise SystemExit(f"bench: {exc}, or set {URI_ENVVAR}") from None
         uri = f"mongodb://127.0.0.1:{port}/"
         client: MongoClient[Any] = MongoClient(uri, serverSelectionTimeoutMS=500)
         try:

@@ -1,19 +1,24 @@
 """The recruiter process: one leader assigns ready jobs to free workers in rounds.
 
-A round (:meth:`RecruiterProcess.round`):
+A round first reads (:meth:`RecruiterProcess.plan`):
 
-1. reads the roster entries that are available or hold an outcome;
-2. applies those outcomes in bulk (archive, or put back in the queue);
-3. picks jobs for the free workers (:mod:`recruiter.selection`), reading only
-   the candidates the policy needs (:mod:`recruiter.candidates`);
+1. the roster entries that are available or hold an outcome, and the jobs the
+   outcomes name (unless this leader still has the copies it handed out);
+2. the candidates the fairness policy needs for the free workers
+   (:mod:`recruiter.candidates`), and picks jobs (:mod:`recruiter.selection`);
+
+then writes (:meth:`RecruiterProcess.carry_out`):
+
+3. applies the outcomes in bulk (archive, or put back in the queue);
 4. locks the picked jobs with one bulk write;
-5. assigns them with ONE ``update_many`` setting the ``assigned_to`` map.
+5. assigns them with ONE ``update_many`` carrying the ``assigned_to`` map and
+   the jobs, which also clears the outcomes of the workers it reaches.
 
 Any step may be repeated after a crash without harm: archiving ignores
 duplicates, every job update is conditional on its lock token, and locks that
 never reached a worker are rolled back when a leader starts.
 
-Fencing: the leader runs each round in one transaction whose first write is a
+Fencing: the leader runs each round's writes in one transaction whose first write is a
 conditional update of its lease document (:func:`recruiter.store.fenced_transaction`).
 A successor's acquire conflicts with it, so a stale leader's round commits
 nothing, and a round cut short by a crash leaves nothing half-done (an archived
@@ -168,6 +173,7 @@ class RecruiterProcess:
                 continue
             epoch = self.lease.epoch
             log.info("leader.elected", epoch=epoch, owner=self.owner)
+            self._handed_out.clear()
             try:
                 await self._lead()
             except LostLease:

@@ -8,10 +8,8 @@ free port with a throwaway storage directory, unless
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,6 +19,9 @@ from typing import Any
 import pytest
 from pymongo import MongoClient
 from pymongo.uri_parser import parse_uri
+
+from recruiter import embedded
+from recruiter.connection import ConnectionProblem
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -64,14 +65,12 @@ def server_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         parse_uri(external)
         yield external
         return
-    exe = shutil.which("secantusd-py", path=str(Path(sys.executable).parent)) or shutil.which("secantusd-py")
-    if exe is None:
-        pytest.exit("secantusd-py not found: pip install -e '.[dev]' or set RECRUITER_TEST_MONGODB_URI", 2)
     port = free_port()
     storage = tmp_path_factory.mktemp("secantus")
-    log = open(storage / "server.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen([exe, "--host", "127.0.0.1", "--port", str(port), "--storage-path", str(storage / "data")],
-                            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        proc = embedded.start(port, storage / "data", log_path=storage / "server.log")
+    except ConnectionProblem as exc:
+        pytest.exit(f"{exc}, or set RECRUITER_TEST_MONGODB_URI", 2)
     uri = f"mongodb://127.0.0.1:{port}/"
     client: MongoClient[Any] = MongoClient(uri, serverSelectionTimeoutMS=500)
     try:
@@ -86,7 +85,6 @@ def server_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
-        log.close()
 
 
 def _ping(client: MongoClient[Any]) -> bool:
