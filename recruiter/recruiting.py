@@ -275,9 +275,12 @@ class RecruiterProcess:
         return report
 
     def _remember(self, plan: RoundPlan) -> None:
-        """Keep the jobs this round handed out, until their outcomes are applied: a job
+        """After a round is committed: its fairness cursor is the current one; and keep
+        the jobs it handed out, until their outcomes are applied: a job
         is not changed while its worker has it, so its archived copy can be made from
         this one without reading it again (only if the outcome's lock token matches)."""
+        if plan.selection is not None:
+            self._cursor = plan.selection.cursor
         for entry in plan.outcomes:
             self._handed_out.pop(entry["outcome"]["job"], None)
         if len(self._handed_out) > MAX_HANDED_OUT:
@@ -373,11 +376,12 @@ class RecruiterProcess:
         return selection
 
     async def _save_cursor(self, cursor: Cursor) -> None:
+        """Write what moved in the cursor; it is taken as current once the round is
+        committed (:meth:`_remember`), so a round that aborts leaves the turns as they were."""
         changes = cursor_changes(self._cursor, cursor)
         if changes:
             self._check_lease()
             await self.c.metadata.update_one({"_id": CURSOR_ID}, changes, upsert=True)
-            self._cursor = cursor
 
     async def _read_candidates(self, queries: list[Query], now: datetime, paused: Paused,
                                *, with_switches: bool) -> list[list[Candidate]]:

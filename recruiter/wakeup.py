@@ -16,10 +16,12 @@ while no stream was open is missed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import pymongo
 import structlog
 from pymongo.errors import OperationFailure, PyMongoError
 
@@ -136,9 +138,9 @@ class RosterWatch:
         resume_after: Any = None
         while True:
             try:
-                async with await self.roster.watch(
+                async with closing(await self.roster.watch(
                     watch_pipeline(self.slot_ids), max_await_time_ms=self.max_await_ms, resume_after=resume_after,
-                ) as stream:
+                )) as stream:
                     self.streaming.set()
                     self.on_open()
                     loop = asyncio.get_running_loop()
@@ -241,7 +243,25 @@ class Doorbell:
     async def close(self) -> None:
         if self.stream is not None:
             stream, self.stream = self.stream, None
-            try:
-                await stream.close()
-            except PyMongoError as exc:
-                log.debug("doorbell.close_failed", error=first_line(exc))
+            await close_quietly(stream)
+
+
+CLOSE_TIMEOUT_S = 1.0
+
+
+async def close_quietly(stream: Any) -> None:
+    """Close a change stream, giving up after a second: with the server gone, closing
+    (killCursors) would otherwise wait out server selection and hold up a shutdown."""
+    try:
+        with pymongo.timeout(CLOSE_TIMEOUT_S):
+            await stream.close()
+    except PyMongoError as exc:
+        log.debug("stream.close_failed", error=first_line(exc))
+
+
+@contextlib.asynccontextmanager
+async def closing(stream: Any) -> AsyncIterator[Any]:
+    try:
+        yield stream
+    finally:
+        await close_quietly(stream)

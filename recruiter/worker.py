@@ -436,6 +436,8 @@ class WorkerProcess:
                 if slot.delivered is not None or (streaming and slot.must_poll):
                     continue
             slot.wake.clear()
+            if self.stopping.is_set() or slot.replaced:
+                continue  # stop() ran during this pass (e.g. from fetch): its wake-up was just cleared
             slot.waiting = True
             self.idle.set()
             try:
