@@ -244,6 +244,26 @@ def test_worker_runs_its_job_from_the_assignment_alone(db_uri: str, wake: Wake) 
     run(db_uri, scenario)
 
 
+def test_a_remote_stop_seen_by_the_slot_itself_ends_the_process_at_once(db_uri: str) -> None:
+    """The slot that reads ``stop_requested`` stops the process from inside its own pass; it
+    must not then sleep until its next safety poll (an hour here) before leaving."""
+    async def scenario(h: Harness) -> None:
+        config = WorkerConfig(worker_id="w", wake=Wake.CHANGE_STREAM, safety_poll_s=3600,
+                              heartbeat_interval_s=3600, deregister_wait_s=5)
+        process = WorkerProcess(h.db, h.clock, config, heartbeat_db=h.sync_db)
+        running = asyncio.create_task(process.run())
+        try:
+            await eventually(lambda: _ready(process), message="the change stream")
+            await h.db.roster.update_one({"_id": "w"}, {"$set": {"stop_requested": True}})
+            await asyncio.wait_for(asyncio.shield(running), timeout=20)
+        finally:
+            process.stop()
+            await asyncio.wait_for(running, timeout=30)
+        assert await h.roster("w") is None  # it left the roster
+
+    run(db_uri, scenario)
+
+
 async def _ready(process: WorkerProcess) -> bool:
     return process.watch is not None and process.watch.streaming.is_set() and not process.slots[0].must_poll
 
