@@ -25,7 +25,7 @@ from recruiter.recruiting import LostLease, RecruiterConfig, RecruiterProcess, n
 from recruiter.retry import RetryManyTimes
 from recruiter.roster import request_stop
 from recruiter.store import LostFence, fenced_transaction
-from recruiter.worker import WorkerIdTaken
+from recruiter.worker import WorkerIdTaken, WorkerProcess
 from tests.integration.test_processes_inproc import DEAD_AFTER_S, START, Harness, run, take_and_work
 from tests.workables import (
     AlwaysFails,
@@ -379,18 +379,25 @@ def test_a_crash_between_the_archive_writes_of_a_round_leaves_nothing_half_done(
     run(db_uri, scenario)
 
 
+async def half_done_archive(h: Harness) -> tuple[ObjectId, WorkerProcess]:
+    """A job run by worker ``w1`` whose outcome was applied outside a transaction up to
+    the archived copy, then cut short before the delete from ``scheduled``."""
+    job_id = await Record(h.db_uri, n=6).as_job_of(h.producer).enqueue()
+    process, slot = await h.worker("w1")
+    await h.round()
+    await take_and_work(process, slot)
+    entry = await h.roster("w1")
+    assert entry is not None
+    h.recruiter.fault = crash_at("archive.between_insert_and_delete")
+    with pytest.raises(RuntimeError, match="injected"):
+        await h.recruiter.apply_outcomes([entry], h.clock.now())  # unfenced: the insert stays
+    h.recruiter.fault = no_fault
+    return job_id, process
+
+
 def test_a_half_done_archive_is_finished_by_the_next_round(db_uri: str) -> None:
     async def scenario(h: Harness) -> None:
-        job_id = await Record(h.db_uri, n=6).as_job_of(h.producer).enqueue()
-        process, slot = await h.worker("w1")
-        await h.round()
-        await take_and_work(process, slot)
-        entry = await h.roster("w1")
-        assert entry is not None
-        h.recruiter.fault = crash_at("archive.between_insert_and_delete")
-        with pytest.raises(RuntimeError, match="injected"):
-            await h.recruiter.apply_outcomes([entry], h.clock.now())  # unfenced: the insert stays
-        h.recruiter.fault = no_fault
+        job_id, _ = await half_done_archive(h)
         first_copy = await h.archived(job_id)
         assert first_copy is not None and (await h.job(job_id)) is not None
 
@@ -407,17 +414,7 @@ def test_a_half_done_archive_is_reconciled(db_uri: str) -> None:
     """Archived but still in scheduled (written outside a transaction, or a write the server lost)."""
 
     async def scenario(h: Harness) -> None:
-        job_id = await Record(h.db_uri, n=5).as_job_of(h.producer).enqueue()
-        process, slot = await h.worker("w1")
-        await h.round()
-        await take_and_work(process, slot)
-        entry = await h.roster("w1")
-        assert entry is not None
-
-        h.recruiter.fault = crash_at("archive.between_insert_and_delete")
-        with pytest.raises(RuntimeError, match="injected"):
-            await h.recruiter.apply_outcomes([entry], h.clock.now())  # unfenced: the insert stays
-        h.recruiter.fault = no_fault
+        job_id, process = await half_done_archive(h)
         assert await h.db.archived.count_documents({"_id": job_id}) == 1
         assert (await h.job(job_id))["locked"] is True
 
