@@ -55,7 +55,6 @@ from recruiter.selection import (
 SORT: list[tuple[str, int]] = [
     ("group", 1), ("tenant", 1), ("status", -1), ("priority", 1), ("scheduled_at", 1), ("_id", 1),
 ]
-PROJECTION = {"group": 1, "tenant": 1, "status": 1, "priority": 1, "scheduled_at": 1}
 UNLOCKED_STATUSES = [Status.RETRYING.value, Status.QUEUED.value]
 
 
