@@ -43,12 +43,14 @@ class Execution:
     error_class: str | None = None
     message: str | None = None
     trace: str | None = None
+    assigned_at: datetime | None = None  # when the recruiter handed the job to its worker
 
     def to_document(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
             "attempt": self.attempt,
             "outcome": self.kind,
             "scheduled_at": self.scheduled_at,
+            "assigned_at": self.assigned_at,
             "started_at": self.started_at,
             "ended_at": self.ended_at,
             "worker": self.worker,
@@ -217,6 +219,7 @@ def crash_update(job: dict[str, Any], worker: dict[str, Any] | None, now: dateti
         error_class=qualified_name(WorkerCrashed),
         message=reason,
         trace=None,
+        assigned_at=job.get("locked_at"),
     ).to_document()
     update = {
         "$set": {

@@ -42,6 +42,7 @@ class JobContext:
     tags: tuple[str, ...] = ()
     tenant: str | None = None
     scheduled_at: datetime | None = None
+    assigned_at: datetime | None = None  # when the recruiter assigned this attempt
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -585,7 +585,7 @@ class WorkerProcess:
         execution = Execution(
             attempt=attempt, kind="interrupted", worker=str(job.get("locked_by")), pid=self.pid,
             hostname=self.hostname, scheduled_at=job.get("scheduled_at"), started_at=running.started_at,
-            ended_at=now, error_class=None, message=reason,
+            ended_at=now, error_class=None, message=reason, assigned_at=job.get("locked_at"),
         )
         return Outcome(job["_id"], job["lock_token"], attempt, executed=False, decision=RetryAt(due),
                        execution=execution)
@@ -656,7 +656,7 @@ class WorkerProcess:
         return Execution(
             attempt=attempt, kind=kind, worker=str(job.get("locked_by")), pid=self.pid, hostname=self.hostname,
             scheduled_at=job.get("scheduled_at"), started_at=started_at, ended_at=ended_at,
-            error_class=cls, message=message, trace=trace,
+            error_class=cls, message=message, trace=trace, assigned_at=job.get("locked_at"),
         )
 
     async def _execute(self, slot: Slot, job: dict[str, Any]) -> Any:
@@ -672,7 +672,7 @@ class WorkerProcess:
         ctx = JobContext(
             job_id=str(job["_id"]), attempt=int(job.get("attempts", 1)), worker_id=slot.id,
             group=job.get("group", ""), tags=tuple(job.get("tags") or ()), tenant=job.get("tenant"),
-            scheduled_at=job.get("scheduled_at"),
+            scheduled_at=job.get("scheduled_at"), assigned_at=job.get("locked_at"),
         )
         timeout_s = job.get("timeout_s")
         workable = workable_from_document(job["workable"])

@@ -32,7 +32,8 @@ def ledger(uri: str) -> Any:
 def note(uri: str, ctx: JobContext, event: str, **extra: Any) -> None:
     ledger(uri).insert_one({
         "job": ctx.job_id, "attempt": ctx.attempt, "worker": ctx.worker_id, "group": ctx.group,
-        "event": event, "pid": os.getpid(), "at": datetime.now(UTC), **extra,
+        "event": event, "pid": os.getpid(), "at": datetime.now(UTC), "assigned_at": ctx.assigned_at,
+        **extra,
     })
 
 

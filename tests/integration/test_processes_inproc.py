@@ -355,6 +355,7 @@ def test_worker_runs_records_and_next_round_archives(db_uri: str) -> None:
         assert last["outcome"] == "done" and last["crashed"] is False
         assert last["started_at"] == last["ended_at"] == START + timedelta(seconds=2)
         assert last["scheduled_at"] == START
+        assert last["assigned_at"] == job["locked_at"]
         assert archived["executions"] == [last]
         for f in (*LOCK_FIELDS, "status"):
             assert f not in archived

@@ -75,7 +75,7 @@ def test_failing_job_follows_exponential_backoff_then_tried_too_many_times(
     delays = [executions[i + 1]["scheduled_at"] - executions[i]["ended_at"] for i in range(2)]
     assert delays == [initial, initial * 2]
     # ...and did not start before it was due.
-    assert all(e["started_at"] >= e["scheduled_at"] for e in executions)
+    assert all(e["started_at"] >= e["assigned_at"] >= e["scheduled_at"] for e in executions)
 
 
 def test_sigkilled_worker_is_removed_and_its_job_runs_again_elsewhere(

@@ -94,6 +94,7 @@ def test_execution_document() -> None:
         "attempt": 1,
         "outcome": "done",
         "scheduled_at": T0,
+        "assigned_at": None,
         "started_at": NOW - timedelta(seconds=2),
         "ended_at": NOW,
         "worker": "w1",
@@ -285,6 +286,7 @@ def test_crash_update() -> None:
     assert ex["attempt"] == 2
     assert (ex["worker"], ex["pid"], ex["hostname"]) == ("w1", 77, "host-b")
     assert ex["started_at"] == T0 + timedelta(seconds=2)
+    assert ex["assigned_at"] == job["locked_at"]
     assert ex["ended_at"] == NOW
     assert ex["class"] == "recruiter.retry:WorkerCrashed"
     assert ex["message"] == "worker w1 stopped heartbeating"
