@@ -5,6 +5,7 @@ Producers enqueue :class:`Workable` jobs through :class:`Recruiter` (sync) or
 ``cleaner start`` processes do the rest.
 """
 
+from recruiter.cancel import CancelResult
 from recruiter.connection import ConnectionProblem
 from recruiter.job import JobBuilder, JobRefused
 from recruiter.producer import AsyncRecruiter, Recruiter
@@ -12,6 +13,7 @@ from recruiter.workable import JobContext, Workable
 
 __all__ = [
     "AsyncRecruiter",
+    "CancelResult",
     "ConnectionProblem",
     "JobBuilder",
     "JobContext",

@@ -426,6 +426,41 @@ def workers_stop(ids: tuple[str, ...], all_: bool, target: str) -> None:
     _with_database(target, stop)
 
 
+@main.group("jobs")
+def jobs_group() -> None:
+    """Act on single jobs."""
+
+
+@jobs_group.command("cancel")
+@click.argument("ids", nargs=-1, required=True)
+@click.option("--reason", help="Kept in the archived job (cancel_reason, and the cancelled execution's message).")
+@click.option("--target", envvar=list(URI_ENVVARS), default=DEFAULT_URI, show_default=True, show_envvar=True)
+def jobs_cancel(ids: tuple[str, ...], reason: str | None, target: str) -> None:
+    """Cancel jobs: archived with why "cancelled"; a worker running one halts it.
+
+    A job a worker has already finished is left to the recruiter. Exits 1 if
+    any job could not be cancelled.
+    """
+    from recruiter.cancel import ALREADY_ARCHIVED, FINISHING, NOT_FOUND, cancel_job, parse_job_id
+
+    try:
+        job_ids = [parse_job_id(i) for i in ids]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="IDS") from None
+
+    def cancel(db: Any, now: Any) -> None:
+        try:
+            results = [cancel_job(db, job_id, now, reason) for job_id in job_ids]
+        except RuntimeError as exc:  # the job kept changing under the cancel
+            raise click.ClickException(str(exc)) from None
+        for r in results:
+            click.echo(r.describe())
+        if any(r.state in (FINISHING, ALREADY_ARCHIVED, NOT_FOUND) for r in results):
+            raise SystemExit(1)
+
+    _with_database(target, cancel)
+
+
 def _with_database(target_uri: str, action: Callable[[Any, Any], None]) -> None:
     try:
         t = parse_target(target_uri)

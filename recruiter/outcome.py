@@ -19,7 +19,7 @@ from recruiter.job import MAX_EXECUTIONS_KEPT, Status
 from recruiter.naming import qualified_name
 from recruiter.retry import Archive, Decision, MoveToGroup, RetryAt, WorkerCrashed
 
-Kind = Literal["done", "failed", "crashed", "judged", "timed-out", "interrupted"]
+Kind = Literal["done", "failed", "crashed", "judged", "timed-out", "interrupted", "cancelled"]
 
 DONE = "done"
 CRASHED_TOO_MANY_TIMES = "crashed-too-many-times"

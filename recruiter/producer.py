@@ -12,11 +12,16 @@ from typing import Any
 from bson import ObjectId
 from pymongo.errors import PyMongoError
 
+from recruiter.cancel import CancelResult, cancel_job, cancel_job_async, parse_job_id
 from recruiter.clock import Clock, ServerClock, SystemClock
 from recruiter.connection import ConnectionProblem, Target, async_client, describe, parse_target, sync_client
 from recruiter.job import JobBuilder, as_builder
 from recruiter.store import Collections, ensure_indexes, ensure_indexes_sync
 from recruiter.workable import Workable
+
+
+def _job_id(job_id: ObjectId | str) -> ObjectId:
+    return job_id if isinstance(job_id, ObjectId) else parse_job_id(job_id)
 
 
 def _documents(recruiter: Any, items: Iterable[JobBuilder | Workable]) -> list[dict[str, Any]]:
@@ -75,6 +80,13 @@ class Recruiter:
             self.collections.scheduled.insert_many(docs, ordered=True)
         return [d["_id"] for d in docs]
 
+    def cancel(self, job_id: ObjectId | str, reason: str | None = None) -> CancelResult:
+        """Cancel a job: archived with ``why: "cancelled"``; a worker running it halts it.
+
+        See :mod:`recruiter.cancel` for what happens in each state of the job.
+        """
+        return cancel_job(self.db, _job_id(job_id), self.clock.now(), reason)
+
     def close(self) -> None:
         if self._owns_client:
             self.client.close()
@@ -126,6 +138,10 @@ class AsyncRecruiter:
         if docs:
             await self.collections.scheduled.insert_many(docs, ordered=True)
         return [d["_id"] for d in docs]
+
+    async def cancel(self, job_id: ObjectId | str, reason: str | None = None) -> CancelResult:
+        """Cancel a job; see :meth:`Recruiter.cancel`."""
+        return await cancel_job_async(self.db, _job_id(job_id), self.clock.now(), reason)
 
     async def close(self) -> None:
         if self._owns_client:

@@ -478,6 +478,10 @@ class WorkerProcess:
         if doc.get("available"):
             return None, None
         job_id = (doc.get("assigned_to") or {}).get(slot.id)
+        if job_id is None and not self.stopping.is_set():
+            # Not available and nothing assigned: the job was cancelled before this
+            # slot started it (recruiter.cancel).
+            await self._available_again(slot)
         return job_id, doc.get("job")
 
     # -- heartbeats -------------------------------------------------------------
@@ -488,7 +492,9 @@ class WorkerProcess:
             if s.replaced:
                 continue
             r = s.running
-            busy = r is not None and not r.recording
+            # A halted job is no longer this slot's to report (a thread may run on):
+            # beat as an idle slot, so that the worker stays alive meanwhile.
+            busy = r is not None and not r.recording and not r.halted
             views.append(SlotView(s.id, s.session, r.job_id if busy and r else None,
                                   r.started_at if busy and r else None))
         return views
@@ -558,6 +564,8 @@ class WorkerProcess:
             self._check_memory(bound)
             if outcome is not None:
                 await self.record(slot, outcome, bound)
+            else:
+                await self._available_again(slot)
         finally:
             slot.running = None
 
@@ -739,6 +747,31 @@ class WorkerProcess:
         if result.matched_count == 0:
             bound.warning("job.outcome_discarded",
                           reason="the assignment was taken away (worker declared dead, replaced, or job cancelled)")
+            await self._available_again(slot)
+
+    async def _available_again(self, slot: Slot) -> None:
+        """After a job was taken away from this slot (cancelled), make the entry available again.
+
+        Fenced by our session and by the entry holding no assignment: when the
+        whole worker was declared dead or replaced this matches nothing, and
+        nothing is written.
+        """
+        now = self.clock.now()
+        stopping = self.stopping.is_set()
+        try:
+            result = await self.c.roster.update_one(
+                {"_id": slot.id, "session": slot.session, "assigned_to": {"$exists": False},
+                 "recovering": {"$exists": False}},
+                {"$set": {"available": not stopping, "stopping": stopping, "available_since": now,
+                          "last_seen_at": now, "working": False},
+                 "$unset": {"working_on": "", "working_since": "", "job": ""}},
+            )
+        except PyMongoError as exc:
+            log.warning("worker.release_failed", worker_id=slot.id, error=first_line(exc),
+                        detail="the cleaner removes this entry once it stops heartbeating")
+            return
+        if result.matched_count:
+            log.info("worker.available_again", worker_id=slot.id, detail="its job was taken away")
 
 
 class WorkerIdTaken(RuntimeError):

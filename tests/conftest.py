@@ -7,6 +7,7 @@ free port with a throwaway storage directory, unless
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
@@ -43,6 +44,19 @@ def with_database(uri: str, database: str) -> str:
     scheme, _, rest = head.partition("://")
     hosts = rest.split("/", 1)[0]
     return f"{scheme}://{hosts}/{database}{sep}{options}"
+
+
+async def wait_for_async(condition: Callable[[], Any], timeout_s: float = 30.0, interval_s: float = 0.05,
+                         message: str = "condition") -> Any:
+    """:func:`wait_for` for an awaitable ``condition``, on the running event loop."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = await condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {message}")
+        await asyncio.sleep(interval_s)
 
 
 def wait_for(condition: Callable[[], Any], timeout_s: float = 30.0, interval_s: float = 0.05,

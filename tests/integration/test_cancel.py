@@ -1,0 +1,190 @@
+"""Cancelling a job in each of its states, on the real server, step by step (see
+``test_processes_inproc`` for the harness: no background loops, no sleeps)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import structlog
+from bson import ObjectId
+
+from recruiter.cancel import ALREADY_ARCHIVED, FINISHING, NOT_FOUND, WAS_ASSIGNED, WAS_WAITING
+from recruiter.retry import RetryManyTimes
+from recruiter.worker import Running
+from tests.conftest import wait_for_async
+from tests.integration.test_processes_inproc import Harness, run, take_and_work
+from tests.workables import AlwaysFails, AsyncRecord, Record
+
+
+def test_a_waiting_job_is_archived_as_cancelled_and_never_runs(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        doomed = await Record(h.db_uri, n=1).as_job_of(h.producer).for_tenant("acme").enqueue()
+        other = await Record(h.db_uri, n=2).as_job_of(h.producer).enqueue()
+
+        result = await h.producer.cancel(str(doomed), reason="customer left")
+        assert result.state == WAS_WAITING
+        assert await h.job(doomed) is None
+        archived = await h.archived(doomed)
+        assert archived is not None
+        assert archived["why"] == "cancelled" and archived["done"] is False
+        assert archived["cancel_reason"] == "customer left" and archived["tenant"] == "acme"
+        assert archived["attempts"] == 0 and archived["executions"] == []
+        assert archived["archived_at"] == h.clock.now()
+
+        process, slot = await h.worker("w1")
+        await h.round()
+        assert await take_and_work(process, slot) == other
+        await h.round()
+        assert [d["n"] for d in await h.ledger(event="start")] == [2]
+
+        again = await h.producer.cancel(doomed)
+        assert (again.state, again.why) == (ALREADY_ARCHIVED, "cancelled")
+        assert (await h.producer.cancel(other)).why == "done"
+        assert (await h.producer.cancel(ObjectId())).state == NOT_FOUND
+
+    run(db_uri, scenario)
+
+
+def test_a_job_waiting_for_its_retry_is_cancelled_with_its_history(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        job_id = await AlwaysFails(h.db_uri).as_job_of(h.producer).retry_with(RetryManyTimes(times=3)).enqueue()
+        process, slot = await h.worker("w1")
+        await h.round()
+        await take_and_work(process, slot)
+        await h.round()  # the failure is applied: retrying
+        job = await h.job(job_id)
+        assert job is not None and job["status"] == "retrying" and job["locked"] is False
+
+        assert (await h.producer.cancel(job_id)).state == WAS_WAITING
+        archived = await h.archived(job_id)
+        assert archived is not None and archived["why"] == "cancelled"
+        assert archived["attempts"] == 1 and [e["outcome"] for e in archived["executions"]] == ["failed"]
+        assert await h.db.scheduled.count_documents({}) == 0
+
+    run(db_uri, scenario)
+
+
+def test_a_running_job_is_halted_its_outcome_discarded_and_its_worker_freed(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        job_id = await AsyncRecord(h.db_uri, n=1, sleep_s=600).as_job_of(h.producer).enqueue()
+        process, slot = await h.worker("w1")
+        await h.round()
+        assert await process.poll(slot) == job_id
+        working = asyncio.create_task(process.work(slot, job_id))
+        await wait_for_async(lambda: h.ledger(event="start"), message="the job to start")
+        await process.heartbeat()  # marks the entry working on it
+        entry = await h.roster("w1")
+        assert entry is not None and entry["working_on"] == job_id
+
+        h.clock.advance(timedelta(seconds=3))
+        result = await h.producer.cancel(job_id, reason="not needed any more")
+        assert (result.state, result.worker) == (WAS_ASSIGNED, "w1")
+        archived = await h.archived(job_id)
+        assert archived is not None and archived["why"] == "cancelled" and archived["attempts"] == 1
+        last = archived["last_execution"]
+        assert last["outcome"] == "cancelled" and last["worker"] == "w1"
+        assert last["message"] == "not needed any more"
+        assert last["started_at"] == entry["working_since"] and last["ended_at"] == h.clock.now()
+        assert archived["executions"] == [last]
+        assert await h.job(job_id) is None
+
+        # The worker learns it at its next heartbeat: the job is cancelled, nothing recorded.
+        await process.heartbeat()
+        await asyncio.wait_for(working, timeout=10)
+        assert await h.ledger(event="end") == []
+        entry = await h.roster("w1")
+        assert entry is not None and entry["available"] is True
+        assert "outcome" not in entry and "working_on" not in entry and "assigned_to" not in entry
+        assert h.exits == []
+        assert await h.archived(job_id) == archived
+
+        # ...and takes the next job.
+        following = await Record(h.db_uri, n=2).as_job_of(h.producer).enqueue()
+        assert (await h.round()).assigned == 1
+        assert await take_and_work(process, slot) == following
+
+    run(db_uri, scenario)
+
+
+def test_a_job_cancelled_before_its_worker_started_it(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        job_id = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
+        process, slot = await h.worker("w1")
+        await h.round()
+        assert (await h.producer.cancel(job_id)).state == WAS_ASSIGNED
+        archived = await h.archived(job_id)
+        assert archived is not None and archived["last_execution"]["started_at"] is None
+
+        assert await process.poll(slot) is None  # nothing assigned any more...
+        entry = await h.roster("w1")
+        assert entry is not None and entry["available"] is True  # ...and free again
+        following = await Record(h.db_uri, n=2).as_job_of(h.producer).enqueue()
+        await h.round()
+        assert await take_and_work(process, slot) == following
+        assert [d["n"] for d in await h.ledger(event="start")] == [2]
+
+    run(db_uri, scenario)
+
+
+def test_a_job_whose_outcome_is_recorded_is_not_cancelled(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        job_id = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
+        process, slot = await h.worker("w1")
+        await h.round()
+        await take_and_work(process, slot)  # outcome written, not applied yet
+
+        result = await h.producer.cancel(job_id)
+        assert (result.state, result.worker) == (FINISHING, "w1")
+        await h.round()
+        archived = await h.archived(job_id)
+        assert archived is not None and archived["why"] == "done"
+
+    run(db_uri, scenario)
+
+
+def test_an_outcome_that_loses_the_race_with_a_cancel_is_refused(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        job_id = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
+        process, slot = await h.worker("w1")
+        await h.round()
+        assert await process.poll(slot) == job_id
+        job = await h.job(job_id)
+        assert job is not None
+        bound = structlog.get_logger("test").bind(worker_id=slot.id)
+        slot.running = Running(job_id, h.clock.now())
+        outcome = await process.attempt(slot, job, bound)  # the job ran...
+        assert outcome is not None and outcome.executed
+
+        assert (await h.producer.cancel(job_id)).state == WAS_ASSIGNED  # ...and is cancelled before recording
+        await process.record(slot, outcome, bound)
+        slot.running = None
+        entry = await h.roster("w1")
+        assert entry is not None and "outcome" not in entry and entry["available"] is True
+        assert (await h.round()).applied == 0
+        archived = await h.archived(job_id)
+        assert archived is not None and archived["why"] == "cancelled"
+
+    run(db_uri, scenario)
+
+
+def test_a_halted_thread_job_keeps_its_worker_alive_without_reporting_it(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        job_id = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
+        process, slot = await h.worker("w1")
+        await h.round()
+        assert await process.poll(slot) == job_id
+        # A synchronous job without a timeout runs in a thread, which cannot be stopped.
+        slot.running = Running(job_id, h.clock.now(), in_thread=True)
+        await process.heartbeat()
+        assert (await h.producer.cancel(job_id)).state == WAS_ASSIGNED
+
+        await process.heartbeat()
+        assert slot.running.halted and h.exits == []  # the process goes on: only the job was taken
+        h.clock.advance(timedelta(seconds=20))
+        await process.heartbeat()  # the thread still runs: the slot beats as an idle one
+        entry = await h.roster("w1")
+        assert entry is not None and entry["last_seen_at"] == h.clock.now()
+        assert entry["available"] is False  # not free until the thread ends
+
+    run(db_uri, scenario)

@@ -1,0 +1,66 @@
+"""``recruiter jobs cancel`` against real recruiter and worker processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+from bson import ObjectId
+
+from recruiter import Recruiter
+from tests.conftest import wait_for
+from tests.processes.conftest import Processes
+from tests.processes.test_cli_errors import assert_one_line_error, run_cli
+from tests.workables import NeverReturns, Record
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_cancel_stops_a_running_job_and_its_worker_goes_on(processes: Processes, db: Any, db_uri: str) -> None:
+    with Recruiter.connect(db_uri) as rec:
+        stuck = NeverReturns(db_uri).as_job_of(rec).with_timeout(600).enqueue()  # runs in a child process
+        queued = Record(db_uri, n=1).as_job_of(rec).in_group("later").enqueue()
+    recruiter = processes.recruiter()
+    worker = processes.worker("--group", "generic")
+    start = wait_for(lambda: db.ledger.find_one({"job": str(stuck), "event": "start"}), message="the job to start")
+
+    out = run_cli("jobs", "cancel", str(stuck), str(queued), "--reason", "operator", "--target", db_uri)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith(f"{stuck}: cancelled; worker ") and "halts it" in lines[0]
+    assert lines[1] == f"{queued}: cancelled (it was waiting in the queue)"
+
+    wait_for(lambda: not _alive(start["child_pid"]), timeout_s=20, message="the job's child process to be killed")
+    archived = db.archived.find_one({"_id": stuck})
+    assert archived["why"] == "cancelled" and archived["last_execution"]["outcome"] == "cancelled"
+    assert archived["last_execution"]["message"] == "operator"
+
+    # The worker is free again: it runs the next job.
+    with Recruiter.connect(db_uri) as rec:
+        following = Record(db_uri, n=2).as_job_of(rec).enqueue()
+    wait_for(lambda: db.archived.find_one({"_id": following, "why": "done"}), timeout_s=30,
+             message="the next job to run on the same worker")
+    assert "job.halted" in worker.log()
+    assert db.ledger.count_documents({"job": str(queued)}) == 0
+
+    again = run_cli("jobs", "cancel", str(stuck), "--target", db_uri)
+    assert again.returncode == 1 and again.stdout.strip() == f"{stuck}: not cancelled, already archived (cancelled)"
+    unknown = ObjectId()
+    missing = run_cli("jobs", "cancel", str(unknown), "--target", db_uri)
+    assert missing.returncode == 1 and missing.stdout.strip() == f"{unknown}: no such job"
+
+    for p in (recruiter, worker):
+        p.signal(signal.SIGTERM)
+    assert recruiter.wait(30) == 0 and worker.wait(30) == 0
+
+
+def test_a_bad_job_id_is_one_line() -> None:
+    never = "mongodb://127.0.0.1:1/never-contacted"
+    assert_one_line_error(run_cli("jobs", "cancel", "not-an-id", "--target", never), "not a job id")
