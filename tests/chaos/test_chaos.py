@@ -5,8 +5,9 @@ when it is itself SIGKILLed), two recruiters, one cleaner and eight workers in
 two groups work through 1 000+ jobs: short ones, long ones, ones that always
 fail, and ones that end their own process. Meanwhile processes are killed at
 random, the recruiter leader on purpose every few kills, and restarted (workers
-with the same ``--id``, so restart recovery runs too). Then every job must be
-archived exactly once with the right ``why``, and the ledger the job bodies
+with the same ``--id``, so restart recovery runs too); with each kill a random
+unfinished job is cancelled. Then every job must be archived exactly once with
+the right ``why`` (``cancelled`` for the jobs whose cancel took), and the ledger the job bodies
 write must show no job executed by two workers at the same time and none
 executed more often than its attempts allow.
 
@@ -31,6 +32,7 @@ from typing import Any
 import pytest
 
 from recruiter import Recruiter
+from recruiter.cancel import WAS_ASSIGNED, WAS_WAITING
 from recruiter.retry import RetryManyTimes
 from tests.chaos.jobs import ChaosJob
 from tests.conftest import wait_for
@@ -168,6 +170,8 @@ def test_chaos(db: Any, db_uri: str, tmp_path: Path, request: pytest.FixtureRequ
     roles += [Role(f"worker-{w}", ["worker", "start", "--group", g, "--id", w, *WORKER])
               for g, ids in GROUPS.items() for w in ids]
     chaos = Chaos(processes, roles, rng)
+    cancels: Counter[str] = Counter()
+    cancelled: set[Any] = set()
     began = time.monotonic()
     try:
         for role in roles:
@@ -184,12 +188,21 @@ def test_chaos(db: Any, db_uri: str, tmp_path: Path, request: pytest.FixtureRequ
         archived_before = db.archived.count_documents({})
         deadline = time.monotonic() + seconds
         next_kill = time.monotonic() + rng.uniform(1.0, 2.5)
-        while time.monotonic() < deadline:
-            if time.monotonic() >= next_kill:
-                chaos.kill_one(db)
-                next_kill = time.monotonic() + rng.uniform(1.0, 2.5)
-            time.sleep(0.3)
-            chaos.restart_exited()
+        with Recruiter.connect(db_uri) as rec:
+            while time.monotonic() < deadline:
+                if time.monotonic() >= next_kill:
+                    chaos.kill_one(db)
+                    next_kill = time.monotonic() + rng.uniform(1.0, 2.5)
+                    # Cancel a job not archived yet, waiting or running: the cancel
+                    # races the recruiter, the worker and the kills.
+                    waiting = [d["_id"] for d in db.scheduled.find({}, {"_id": 1}).limit(50)]
+                    if waiting:
+                        result = rec.cancel(rng.choice(waiting), reason="chaos")
+                        cancels[result.state] += 1
+                        if result.state in (WAS_WAITING, WAS_ASSIGNED):
+                            cancelled.add(result.job_id)
+                time.sleep(0.3)
+                chaos.restart_exited()
         archived_during_chaos = db.archived.count_documents({}) - archived_before
 
         def drained() -> bool:
@@ -211,7 +224,7 @@ def test_chaos(db: Any, db_uri: str, tmp_path: Path, request: pytest.FixtureRequ
     archived = {d["_id"]: d for d in db.archived.find()}
     assert set(archived) == set(kinds), "every job archived (and archived._id is unique: exactly once)"
     wrong = [(str(i), kinds[i], d["why"], d.get("crashes", 0)) for i, d in archived.items()
-             if d["why"] not in expected_why(kinds[i], d)]
+             if d["why"] not in ({"cancelled"} if i in cancelled else expected_why(kinds[i], d))]
     assert not wrong, f"wrong why: {wrong[:10]}"
 
     ledger = list(db.ledger.find())
@@ -243,4 +256,4 @@ def test_chaos(db: Any, db_uri: str, tmp_path: Path, request: pytest.FixtureRequ
     print("chaos: kills by process: " + ", ".join(f"{k}={v}" for k, v in sorted(chaos.kills.items()) if ":" in k))
     print(f"chaos: checked {len(archived)} jobs archived once ({dict(whys)}), {runs_total} executions "
           f"in the ledger with no overlap, {crashes} crashes and {interrupted_total} interrupted attempts "
-          f"within their limits; kinds {dict(Counter(kinds.values()))}")
+          f"within their limits; kinds {dict(Counter(kinds.values()))}; cancels {dict(cancels)}")
