@@ -72,14 +72,14 @@ async def measure(uri: str, workers: int) -> tuple[int, int, int]:
         recruiter = RecruiterProcess(client.get_default_database(), ManualClock(NOW), RecruiterConfig(),
                                      owner="bench")
         assert await recruiter.lease.acquire()
-        await recruiter.round()  # loads the cursor, settles the rings
+        await recruiter.fenced_round()  # loads the cursor, settles the rings
         sync: MongoClient[Any] = MongoClient(uri)
         try:
             free_all(sync.get_default_database(), workers)
         finally:
             sync.close()
         commands.clear()
-        report = await recruiter.round()
+        report = await recruiter.fenced_round()  # as the leader runs it: fence write and commit included
         return len(commands.events), commands.documents, report.assigned
     finally:
         await client.close()
@@ -133,7 +133,8 @@ def main() -> None:
         uri = f"mongodb://127.0.0.1:{port}/"
     try:
         wait_until_reachable(parse_target(uri), timeout_s=30)
-        print(f"one steady recruiter round, {args.workers} free '*' workers, one group")
+        print(f"one steady recruiter round as the leader runs it (fenced transaction), "
+              f"{args.workers} free '*' workers, one group")
         print(f"{'backlog':>9} {'tenants':>8} {'round trips':>12} {'documents':>10} {'assigned':>9} {'time':>9}")
         run(uri, args.backlogs, args.tenants, args.workers)
     finally:

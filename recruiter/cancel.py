@@ -13,9 +13,12 @@ worker's roster entry, then writes everything at once:
   it on its next write (a heartbeat at the latest), halts the job (an async job
   is cancelled, a job in a child process killed; a thread runs to its end) and
   discards its outcome, then makes itself available again (so does a worker
-  that had not started the job yet, when it next reads its entry);
+  that had not started the job yet, when it next reads its entry; one that
+  received the job just before the cancel may start it and halts it at its
+  next heartbeat, as a running one);
 - a job whose worker has already written its outcome is finishing: nothing is
-  changed and the recruiter applies the outcome.
+  changed and the recruiter applies the outcome (which may be a retry: cancel
+  it again once it is back in the queue).
 
 Nothing here touches a job a worker could still record, except through that
 fence, so a cancelled job is archived exactly once and its outcome, if the
@@ -56,7 +59,7 @@ class CancelResult:
         return {
             WAS_WAITING: f"{self.job_id}: cancelled (it was waiting in the queue)",
             WAS_ASSIGNED: f"{self.job_id}: cancelled; worker {self.worker} halts it at its next heartbeat",
-            FINISHING: f"{self.job_id}: not cancelled, worker {self.worker} has already finished it",
+            FINISHING: f"{self.job_id}: not cancelled, worker {self.worker} has already recorded its outcome",
             ALREADY_ARCHIVED: f"{self.job_id}: not cancelled, already archived ({self.why})",
             NOT_FOUND: f"{self.job_id}: no such job",
         }[self.state]

@@ -71,7 +71,7 @@ def lost_slots(slots: Sequence[SlotView], entries: dict[str, dict[str, Any]]) ->
 
 
 def beat(roster: Any, clock: Clock, slots: Sequence[SlotView]) -> list[tuple[SlotView, str]]:
-    """One heartbeat for every slot in one round trip (two when a fence failed)."""
+    """One heartbeat for every slot in one round trip (two or three when a fence failed)."""
     if not slots:
         return []
     result = roster.bulk_write(beat_ops(slots, clock.now()), ordered=False)
@@ -79,7 +79,14 @@ def beat(roster: Any, clock: Clock, slots: Sequence[SlotView]) -> list[tuple[Slo
         return []
     entries = {d["_id"]: d for d in roster.find(
         {"_id": {"$in": [s.id for s in slots]}}, {"session": 1, "assigned_to": 1})}
-    return lost_slots(slots, entries)
+    lost = lost_slots(slots, entries)
+    taken = [s for s, reason in lost if reason == JOB_TAKEN_AWAY]
+    if taken:
+        # The worker itself is alive: beat for those slots as idle ones, so that it is
+        # not taken for dead if its event loop is too busy to halt the job soon.
+        roster.bulk_write([UpdateOne({"_id": s.id, "session": s.session}, {"$set": {"last_seen_at": clock.now()}})
+                           for s in taken], ordered=False)
+    return lost
 
 
 class HeartbeatThread:

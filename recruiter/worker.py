@@ -380,9 +380,16 @@ class WorkerProcess:
         log.warning("worker.forced_stop", running=[str(s.running.job_id) for s in self.slots if s.running])
         for s in self.slots:
             r = s.running
-            if r is not None and not r.recording and not r.halted:
+            if r is None or r.recording:
+                continue
+            if not r.halted:
                 r.interrupted = True
                 self._interrupt(r)
+            elif r.in_thread and r.task is not None:
+                # A cancelled job still running in its thread: stop waiting for it, and
+                # end the process (run() does, seeing an abandoned thread).
+                self._abandoned_threads += 1
+                r.task.cancel()
 
     def _interrupt(self, running: Running) -> None:
         if running.child is not None:
@@ -397,6 +404,9 @@ class WorkerProcess:
         if job is not None and job.get("lock_token") != slot.last_token:
             slot.delivered = job
         else:
+            # No job (e.g. the assignment was cancelled): a copy delivered earlier and
+            # not started yet is no longer to be trusted; read the entry instead.
+            slot.delivered = None
             slot.must_poll = True
         slot.wake.set()
 
@@ -545,11 +555,13 @@ class WorkerProcess:
             job = await self.c.scheduled.find_one({"_id": job_id})
         if not job or not job.get("locked") or job.get("locked_by") != slot.id:
             log.warning("assignment.stale", worker_id=slot.id, job_id=str(job_id))
-            await self.c.roster.update_one(
+            result = await self.c.roster.update_one(
                 {"_id": slot.id, "session": slot.session, f"assigned_to.{slot.id}": job_id},
                 {"$set": {"available": not self.stopping.is_set(), "available_since": self.clock.now()},
                  "$unset": {"assigned_to": "", "job": ""}},
             )
+            if result.matched_count == 0:  # the assignment itself is gone (cancelled)
+                await self._available_again(slot)
             return
         bound = log.bind(worker_id=slot.id, job_id=str(job_id), group=job.get("group"), attempt=job.get("attempts"))
         slot.running = Running(job_id, self.clock.now())
@@ -718,6 +730,7 @@ class WorkerProcess:
         if slot.running is not None:
             if slot.running.halted:
                 bound.warning("job.outcome_discarded", reason="halted")
+                await self._available_again(slot)
                 return
             slot.running.recording = True
         stopping = self.stopping.is_set()

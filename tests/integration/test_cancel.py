@@ -10,6 +10,7 @@ import structlog
 from bson import ObjectId
 
 from recruiter.cancel import ALREADY_ARCHIVED, FINISHING, NOT_FOUND, WAS_ASSIGNED, WAS_WAITING
+from recruiter.heartbeat import JOB_TAKEN_AWAY, SlotView, beat
 from recruiter.retry import RetryManyTimes
 from recruiter.worker import Running
 from tests.conftest import wait_for_async
@@ -186,5 +187,43 @@ def test_a_halted_thread_job_keeps_its_worker_alive_without_reporting_it(db_uri:
         entry = await h.roster("w1")
         assert entry is not None and entry["last_seen_at"] == h.clock.now()
         assert entry["available"] is False  # not free until the thread ends
+
+    run(db_uri, scenario)
+
+
+def test_a_cancel_event_replaces_a_delivered_copy_not_started_yet(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        job_id = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
+        process, slot = await h.worker("w1")
+        await h.round()
+        entry = await h.roster("w1")
+        assert entry is not None
+        process._delivered("w1", entry["job"])  # the assignment's event...
+        assert slot.delivered is not None
+        assert (await h.producer.cancel(job_id)).state == WAS_ASSIGNED
+        process._delivered("w1", None)  # ...then the cancel's (job: null), before the slot ran
+        assert slot.delivered is None and slot.must_poll
+        assert await process.poll(slot) is None
+        assert (await h.roster("w1") or {}).get("available") is True
+
+    run(db_uri, scenario)
+
+
+def test_a_worker_too_busy_to_halt_a_cancelled_job_still_heartbeats(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        job_id = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
+        process, slot = await h.worker("w1")
+        await h.round()
+        assert await process.poll(slot) == job_id
+        busy = SlotView("w1", slot.session, job_id, h.clock.now())
+        assert beat(h.sync_db.roster, h.clock, [busy]) == []
+        assert (await h.producer.cancel(job_id)).state == WAS_ASSIGNED
+
+        # The event loop is blocked, so the slot still looks busy with the job at every beat.
+        for _ in range(2):
+            h.clock.advance(timedelta(seconds=20))
+            assert beat(h.sync_db.roster, h.clock, [busy]) == [(busy, JOB_TAKEN_AWAY)]
+            entry = await h.roster("w1")
+            assert entry is not None and entry["last_seen_at"] == h.clock.now()  # alive all the same
 
     run(db_uri, scenario)

@@ -20,5 +20,5 @@ def test_fairness_bench_prints_its_table(server_uri: str) -> None:
     assert len(rows) == 4, result.stdout
     for _backlog, _tenants, trips, documents, assigned, _time in rows:
         assert int(assigned) == 4, result.stdout
-        # Roster read, candidate reads (about one per worker at most), lock, assign, cursor.
-        assert int(trips) <= 4 + 6 and int(documents) <= 4 * 10, result.stdout
+        # Roster read, candidate reads (about one per worker at most), fence, lock, assign, cursor, commit.
+        assert int(trips) <= 4 + 8 and int(documents) <= 4 * 10, result.stdout

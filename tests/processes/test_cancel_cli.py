@@ -12,7 +12,7 @@ from recruiter import Recruiter
 from tests.conftest import wait_for
 from tests.processes.conftest import Processes
 from tests.processes.test_cli_errors import assert_one_line_error, run_cli
-from tests.workables import NeverReturns, Record
+from tests.workables import NeverReturns, Record, WaitForRelease, release
 
 
 def _alive(pid: int) -> bool:
@@ -64,3 +64,21 @@ def test_cancel_stops_a_running_job_and_its_worker_goes_on(processes: Processes,
 def test_a_bad_job_id_is_one_line() -> None:
     never = "mongodb://127.0.0.1:1/never-contacted"
     assert_one_line_error(run_cli("jobs", "cancel", "not-an-id", "--target", never), "not a job id")
+
+
+def test_a_forced_stop_ends_a_worker_whose_cancelled_job_runs_on_in_a_thread(
+        processes: Processes, db: Any, db_uri: str) -> None:
+    with Recruiter.connect(db_uri) as rec:
+        job_id = WaitForRelease(db_uri, "never").as_job_of(rec).enqueue()  # a thread job that does not return
+    processes.recruiter()
+    worker = processes.worker("--grace-period", "1s")
+    wait_for(lambda: db.ledger.find_one({"job": str(job_id), "event": "start"}), message="the job to start")
+    assert run_cli("jobs", "cancel", str(job_id), "--target", db_uri).returncode == 0
+    wait_for(lambda: "job.halted" in worker.log(), timeout_s=20, message="the worker to halt the job")
+
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(30) == 0  # the grace period over, it abandons the thread and ends
+    assert "worker.exit_now" in worker.log()
+    assert db.roster.count_documents({}) == 0
+    assert db.archived.find_one({"_id": job_id})["why"] == "cancelled"
+    release(db_uri, "never")
