@@ -31,6 +31,7 @@ change streams, by polling its document with a backoff.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import os
 import socket
@@ -511,7 +512,8 @@ class WorkerProcess:
 
     def _lost_from_thread(self, view: SlotView, reason: str) -> None:
         if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._on_lost, view, reason)
+            with contextlib.suppress(RuntimeError):  # the loop closed: the process is ending
+                self._loop.call_soon_threadsafe(self._on_lost, view, reason)
 
     def _on_lost(self, view: SlotView, reason: str) -> None:
         slot = next((s for s in self.slots if s.id == view.id), None)
