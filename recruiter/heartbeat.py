@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
@@ -84,8 +84,7 @@ def beat(roster: Any, clock: Clock, slots: Sequence[SlotView]) -> list[tuple[Slo
     if taken:
         # The worker itself is alive: beat for those slots as idle ones, so that it is
         # not taken for dead if its event loop is too busy to halt the job soon.
-        roster.bulk_write([UpdateOne({"_id": s.id, "session": s.session}, {"$set": {"last_seen_at": clock.now()}})
-                           for s in taken], ordered=False)
+        roster.bulk_write(beat_ops([replace(s, job_id=None) for s in taken], clock.now()), ordered=False)
     return lost
 
 
