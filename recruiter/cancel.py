@@ -87,40 +87,33 @@ def plan_cancel(job: dict[str, Any], entry: dict[str, Any] | None, now: datetime
                 reason: str | None) -> CancelPlan:
     """What cancelling ``job`` writes, given its worker's roster ``entry`` if it is locked."""
     job_id = job["_id"]
+    outcome: dict[str, Any] = {"decision": {"archive": CANCELLED}, "executed": True}
     if not job.get("locked"):
-        archived = archived_document(job, {"decision": {"archive": CANCELLED}, "executed": True}, now)
-        if reason:
-            archived["cancel_reason"] = reason
-        return CancelPlan(
-            WAS_WAITING,
-            scheduled=[DeleteOne({"_id": job_id, "locked": False, "attempts": job.get("attempts", 0)})],
-            archived=[UpdateOne({"_id": job_id}, {"$setOnInsert": archived}, upsert=True)],
-        )
-    worker = str(job.get("locked_by"))
-    entry = entry or {}
-    if (entry.get("outcome") or {}).get("job") == job_id:
-        return CancelPlan(FINISHING, worker=worker)
-    running = entry.get("working_on") == job_id
-    execution = Execution(
-        attempt=int(job.get("attempts", 1)), kind="cancelled", worker=worker,
-        pid=entry.get("pid"), hostname=entry.get("hostname"), scheduled_at=job.get("scheduled_at"),
-        started_at=entry.get("working_since") if running else None, ended_at=now,
-        message=reason or "cancelled", assigned_at=job.get("locked_at"),
-    ).to_document()
-    archived = archived_document(
-        job, {"decision": {"archive": CANCELLED}, "executed": True, "execution": execution}, now)
+        plan = CancelPlan(WAS_WAITING, scheduled=[
+            DeleteOne({"_id": job_id, "locked": False, "attempts": job.get("attempts", 0)})])
+    else:
+        worker = str(job.get("locked_by"))
+        entry = entry or {}
+        if (entry.get("outcome") or {}).get("job") == job_id:
+            return CancelPlan(FINISHING, worker=worker)
+        running = entry.get("working_on") == job_id
+        outcome["execution"] = Execution(
+            attempt=int(job.get("attempts", 1)), kind="cancelled", worker=worker,
+            pid=entry.get("pid"), hostname=entry.get("hostname"), scheduled_at=job.get("scheduled_at"),
+            started_at=entry.get("working_since") if running else None, ended_at=now,
+            message=reason or "cancelled", assigned_at=job.get("locked_at"),
+        ).to_document()
+        plan = CancelPlan(WAS_ASSIGNED, worker=worker, scheduled=[
+            DeleteOne({"_id": job_id, "lock_token": job.get("lock_token")})])
+        if (entry.get("assigned_to") or {}).get(worker) == job_id:
+            # ``job: null`` (rather than removed) is what wakes an idle worker's change
+            # stream (recruiter.wakeup), should it not have started the job yet.
+            plan.roster.append(UpdateOne({"_id": worker, f"assigned_to.{worker}": job_id},
+                                         {"$unset": {"assigned_to": ""}, "$set": {"job": None}}))
+    archived = archived_document(job, outcome, now)
     if reason:
         archived["cancel_reason"] = reason
-    plan = CancelPlan(
-        WAS_ASSIGNED, worker=worker,
-        scheduled=[DeleteOne({"_id": job_id, "lock_token": job.get("lock_token")})],
-        archived=[UpdateOne({"_id": job_id}, {"$setOnInsert": archived}, upsert=True)],
-    )
-    if (entry.get("assigned_to") or {}).get(worker) == job_id:
-        # ``job: null`` (rather than removed) is what wakes an idle worker's change
-        # stream (recruiter.wakeup), should it not have started the job yet.
-        plan.roster.append(UpdateOne({"_id": worker, f"assigned_to.{worker}": job_id},
-                                     {"$unset": {"assigned_to": ""}, "$set": {"job": None}}))
+    plan.archived.append(UpdateOne({"_id": job_id}, {"$setOnInsert": archived}, upsert=True))
     return plan
 
 
