@@ -11,11 +11,20 @@ from bson import ObjectId
 
 from recruiter.cancel import ALREADY_ARCHIVED, FINISHING, NOT_FOUND, WAS_ASSIGNED, WAS_WAITING
 from recruiter.heartbeat import JOB_TAKEN_AWAY, SlotView, beat
+from recruiter.job import JobBuilder
 from recruiter.retry import RetryManyTimes
-from recruiter.worker import Running
+from recruiter.worker import Running, Slot, WorkerProcess
 from tests.conftest import wait_for_async
 from tests.integration.test_processes_inproc import Harness, run, take_and_work
 from tests.workables import AlwaysFails, AsyncRecord, Record
+
+
+async def assigned_to_w1(h: Harness, job: JobBuilder | None = None) -> tuple[ObjectId, WorkerProcess, Slot]:
+    """``job`` (by default a Record) enqueued and assigned by a round to worker w1, which has not read it yet."""
+    job_id = await (job or Record(h.db_uri, n=1).as_job_of(h.producer)).enqueue()
+    process, slot = await h.worker("w1")
+    assert (await h.round()).assigned == 1
+    return job_id, process, slot
 
 
 def test_a_waiting_job_is_archived_as_cancelled_and_never_runs(db_uri: str) -> None:
@@ -49,9 +58,8 @@ def test_a_waiting_job_is_archived_as_cancelled_and_never_runs(db_uri: str) -> N
 
 def test_a_job_waiting_for_its_retry_is_cancelled_with_its_history(db_uri: str) -> None:
     async def scenario(h: Harness) -> None:
-        job_id = await AlwaysFails(h.db_uri).as_job_of(h.producer).retry_with(RetryManyTimes(times=3)).enqueue()
-        process, slot = await h.worker("w1")
-        await h.round()
+        failing = AlwaysFails(h.db_uri).as_job_of(h.producer).retry_with(RetryManyTimes(times=3))
+        job_id, process, slot = await assigned_to_w1(h, failing)
         await take_and_work(process, slot)
         await h.round()  # the failure is applied: retrying
         job = await h.job(job_id)
@@ -68,9 +76,7 @@ def test_a_job_waiting_for_its_retry_is_cancelled_with_its_history(db_uri: str) 
 
 def test_a_running_job_is_halted_its_outcome_discarded_and_its_worker_freed(db_uri: str) -> None:
     async def scenario(h: Harness) -> None:
-        job_id = await AsyncRecord(h.db_uri, n=1, sleep_s=600).as_job_of(h.producer).enqueue()
-        process, slot = await h.worker("w1")
-        await h.round()
+        job_id, process, slot = await assigned_to_w1(h, AsyncRecord(h.db_uri, n=1, sleep_s=600).as_job_of(h.producer))
         assert await process.poll(slot) == job_id
         working = asyncio.create_task(process.work(slot, job_id))
         await wait_for_async(lambda: h.ledger(event="start"), message="the job to start")
@@ -110,9 +116,7 @@ def test_a_running_job_is_halted_its_outcome_discarded_and_its_worker_freed(db_u
 
 def test_a_job_cancelled_before_its_worker_started_it(db_uri: str) -> None:
     async def scenario(h: Harness) -> None:
-        job_id = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
-        process, slot = await h.worker("w1")
-        await h.round()
+        job_id, process, slot = await assigned_to_w1(h)
         assert (await h.producer.cancel(job_id)).state == WAS_ASSIGNED
         archived = await h.archived(job_id)
         assert archived is not None and archived["last_execution"]["started_at"] is None
@@ -130,9 +134,7 @@ def test_a_job_cancelled_before_its_worker_started_it(db_uri: str) -> None:
 
 def test_a_job_whose_outcome_is_recorded_is_not_cancelled(db_uri: str) -> None:
     async def scenario(h: Harness) -> None:
-        job_id = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
-        process, slot = await h.worker("w1")
-        await h.round()
+        job_id, process, slot = await assigned_to_w1(h)
         await take_and_work(process, slot)  # outcome written, not applied yet
 
         result = await h.producer.cancel(job_id)
@@ -146,9 +148,7 @@ def test_a_job_whose_outcome_is_recorded_is_not_cancelled(db_uri: str) -> None:
 
 def test_an_outcome_that_loses_the_race_with_a_cancel_is_refused(db_uri: str) -> None:
     async def scenario(h: Harness) -> None:
-        job_id = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
-        process, slot = await h.worker("w1")
-        await h.round()
+        job_id, process, slot = await assigned_to_w1(h)
         assert await process.poll(slot) == job_id
         job = await h.job(job_id)
         assert job is not None
@@ -171,9 +171,7 @@ def test_an_outcome_that_loses_the_race_with_a_cancel_is_refused(db_uri: str) ->
 
 def test_a_halted_thread_job_keeps_its_worker_alive_without_reporting_it(db_uri: str) -> None:
     async def scenario(h: Harness) -> None:
-        job_id = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
-        process, slot = await h.worker("w1")
-        await h.round()
+        job_id, process, slot = await assigned_to_w1(h)
         assert await process.poll(slot) == job_id
         # A synchronous job without a timeout runs in a thread, which cannot be stopped.
         slot.running = Running(job_id, h.clock.now(), in_thread=True)
@@ -193,9 +191,7 @@ def test_a_halted_thread_job_keeps_its_worker_alive_without_reporting_it(db_uri:
 
 def test_a_cancel_event_replaces_a_delivered_copy_not_started_yet(db_uri: str) -> None:
     async def scenario(h: Harness) -> None:
-        job_id = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
-        process, slot = await h.worker("w1")
-        await h.round()
+        job_id, process, slot = await assigned_to_w1(h)
         entry = await h.roster("w1")
         assert entry is not None
         process._delivered("w1", entry["job"])  # the assignment's event...
@@ -211,9 +207,7 @@ def test_a_cancel_event_replaces_a_delivered_copy_not_started_yet(db_uri: str) -
 
 def test_a_worker_too_busy_to_halt_a_cancelled_job_still_heartbeats(db_uri: str) -> None:
     async def scenario(h: Harness) -> None:
-        job_id = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
-        process, slot = await h.worker("w1")
-        await h.round()
+        job_id, process, slot = await assigned_to_w1(h)
         assert await process.poll(slot) == job_id
         busy = SlotView("w1", slot.session, job_id, h.clock.now())
         assert beat(h.sync_db.roster, h.clock, [busy]) == []

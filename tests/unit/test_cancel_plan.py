@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -10,29 +10,11 @@ from bson import ObjectId
 
 from recruiter.cancel import FINISHING, WAS_ASSIGNED, WAS_WAITING, parse_job_id, plan_cancel
 from recruiter.job import JobOptions, build_job_document
-from recruiter.workable import Workable
-
-T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
-NOW = T0 + timedelta(minutes=5)
-
-
-class Job(Workable):
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def execute(self) -> None:
-        pass
+from tests.unit.test_outcome import NOW, T0, Job, locked_job
 
 
 def queued() -> dict[str, Any]:
     return build_job_document(Job(1), JobOptions(group="g"), T0)
-
-
-def locked(**extra: Any) -> dict[str, Any]:
-    doc = queued()
-    doc.update(locked=True, locked_by="w1", locked_at=T0 + timedelta(seconds=1), lock_token=ObjectId(),
-               lock_epoch=2, status="assigned", attempts=1, **extra)
-    return doc
 
 
 def test_a_waiting_job_is_deleted_only_if_still_unlocked_and_archived_without_an_execution() -> None:
@@ -51,7 +33,7 @@ def test_a_waiting_job_is_deleted_only_if_still_unlocked_and_archived_without_an
 
 
 def test_an_assigned_job_is_archived_with_a_cancelled_execution_and_its_assignment_removed() -> None:
-    job = locked()
+    job = locked_job()
     entry = {"_id": "w1", "assigned_to": {"w1": job["_id"]}, "working_on": job["_id"],
              "working_since": T0 + timedelta(seconds=2), "pid": 42, "hostname": "h"}
     plan = plan_cancel(job, entry, NOW, None)
@@ -71,20 +53,20 @@ def test_an_assigned_job_is_archived_with_a_cancelled_execution_and_its_assignme
 
 
 def test_a_job_not_yet_started_has_no_start_time() -> None:
-    job = locked()
+    job = locked_job()
     plan = plan_cancel(job, {"_id": "w1", "assigned_to": {"w1": job["_id"]}}, NOW, None)
     assert plan.archived[0]._doc["$setOnInsert"]["last_execution"]["started_at"] is None
 
 
 def test_a_job_whose_outcome_is_recorded_is_left_alone() -> None:
-    job = locked()
+    job = locked_job()
     plan = plan_cancel(job, {"_id": "w1", "outcome": {"job": job["_id"]}}, NOW, None)
     assert (plan.state, plan.worker) == (FINISHING, "w1")
     assert plan.scheduled == plan.archived == plan.roster == []
 
 
 def test_a_lock_whose_worker_is_gone_is_cancelled_without_touching_the_roster() -> None:
-    job = locked()
+    job = locked_job()
     plan = plan_cancel(job, None, NOW, None)
     assert plan.state == WAS_ASSIGNED and plan.roster == [] and len(plan.scheduled) == 1
 
