@@ -21,22 +21,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import tempfile
 import time
 import uuid
+from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pymongo import AsyncMongoClient, MongoClient
 
-from recruiter import Workable, embedded, logs
+from bench.server import running_server
+from recruiter import Workable, logs
 from recruiter.clock import ManualClock
-from recruiter.connection import parse_target, wait_until_reachable
+from recruiter.connection import parse_target, wait_until_reachable, with_database
 from recruiter.job import JobOptions, Priority, build_job_document
 from recruiter.recruiting import RecruiterConfig, RecruiterProcess
 from recruiter.store import ensure_indexes_sync
 from tests.commands import Commands
-from tests.conftest import free_port, with_database
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -124,25 +124,14 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=16)
     args = parser.parse_args()
     logs.configure("warning", "console")
-    server = None
-    uri = args.target
-    storage = tempfile.TemporaryDirectory()
-    if not uri:
-        port = free_port()
-        server = embedded.start(port, os.path.join(storage.name, "data"))
-        uri = f"mongodb://127.0.0.1:{port}/"
-    try:
+    with ExitStack() as stack:
+        # --target, or else a throwaway embedded server for this run.
+        uri = args.target or stack.enter_context(running_server()).uri
         wait_until_reachable(parse_target(uri), timeout_s=30)
         print(f"one steady recruiter round as the leader runs it (fenced transaction), "
               f"{args.workers} free '*' workers, one group")
         print(f"{'backlog':>9} {'tenants':>8} {'round trips':>12} {'documents':>10} {'assigned':>9} {'time':>9}")
         run(uri, args.backlogs, args.tenants, args.workers)
-    finally:
-        if server is not None:
-            server.terminate()
-            server.wait(10)
-        storage.cleanup()
-
 
 if __name__ == "__main__":
     main()

@@ -65,6 +65,14 @@ def parse_target(uri: str | None) -> Target:
     return Target(uri=uri, database=parsed.get("database") or DEFAULT_DATABASE)
 
 
+def with_database(uri: str, database: str) -> str:
+    """``uri`` with its database replaced (options kept)."""
+    head, sep, options = uri.partition("?")
+    scheme, _, rest = head.partition("://")
+    hosts = rest.split("/", 1)[0]
+    return f"{scheme}://{hosts}/{database}{sep}{options}"
+
+
 def _client_options(server_selection_timeout_s: float, app_name: str) -> dict[str, Any]:
     return {
         "tz_aware": True,

@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from recruiter.connection import ConnectionProblem, Target, parse_target, wait_until_reachable
+from pymongo.errors import PyMongoError
+
+from recruiter.connection import ConnectionProblem, Target, parse_target, sync_client, wait_until_reachable
 
 DEFAULT_PORT = 27017
 DEFAULT_STORAGE = Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "recruiter" / "embedded"
@@ -41,6 +47,49 @@ def start(port: int, storage_path: Path | str, *, host: str = "127.0.0.1", log_p
         [server_command(), "--host", host, "--port", str(port), "--storage-path", storage],
         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=detach,
     )
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now (the kernel's choice)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def serving(port: int, storage_path: Path | str, *, log_path: Path, timeout_s: float = 30.0,
+            stop_wait_s: float = 10.0) -> Iterator[subprocess.Popen[bytes]]:
+    """A throwaway server for the block (tests, benchmarks): started on ``port``,
+    answering pings when the block begins, stopped when it ends.
+
+    Raises :class:`ConnectionProblem` with the end of its log if it exits or
+    does not answer within ``timeout_s``.
+    """
+    proc = start(port, storage_path, log_path=log_path)
+    client = sync_client(parse_target(f"mongodb://127.0.0.1:{port}/"), app_name="recruiter-embedded",
+                         server_selection_timeout_s=0.5)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                client.admin.command("ping")
+                break
+            except PyMongoError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise ConnectionProblem(
+                        f"the embedded server did not start on port {port}: {log_path.read_text()[-2000:]}"
+                    ) from None
+                time.sleep(0.1)
+        client.close()
+        yield proc
+    finally:
+        client.close()
+        proc.terminate()
+        try:
+            proc.wait(stop_wait_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
 
 
 def local_port(target: Target) -> int | None:

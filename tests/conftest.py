@@ -8,9 +8,8 @@ free port with a throwaway storage directory, unless
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-import socket
-import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -22,7 +21,8 @@ from pymongo import MongoClient
 from pymongo.uri_parser import parse_uri
 
 from recruiter import embedded
-from recruiter.connection import ConnectionProblem
+from recruiter.connection import ConnectionProblem, with_database
+from recruiter.embedded import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -30,20 +30,6 @@ REPO = Path(__file__).resolve().parent.parent
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--chaos-seconds", type=float, default=None,
                      help="How long tests/chaos kills processes (default: $RECRUITER_CHAOS_SECONDS or 40).")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def with_database(uri: str, database: str) -> str:
-    """``uri`` with its database replaced (options kept)."""
-    head, sep, options = uri.partition("?")
-    scheme, _, rest = head.partition("://")
-    hosts = rest.split("/", 1)[0]
-    return f"{scheme}://{hosts}/{database}{sep}{options}"
 
 
 async def wait_for_async(condition: Callable[[], Any], timeout_s: float = 30.0, interval_s: float = 0.05,
@@ -79,34 +65,14 @@ def server_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         parse_uri(external)
         yield external
         return
-    port = free_port()
     storage = tmp_path_factory.mktemp("secantus")
-    try:
-        proc = embedded.start(port, storage / "data", log_path=storage / "server.log")
-    except ConnectionProblem as exc:
-        pytest.exit(f"{exc}, or set RECRUITER_TEST_MONGODB_URI", 2)
-    uri = f"mongodb://127.0.0.1:{port}/"
-    client: MongoClient[Any] = MongoClient(uri, serverSelectionTimeoutMS=500)
-    try:
-        wait_for(lambda: _ping(client) or proc.poll() is not None, timeout_s=30, message="the embedded server")
-        if proc.poll() is not None:
-            pytest.exit(f"the embedded server exited: {(storage / 'server.log').read_text()[-2000:]}", 2)
-        yield uri
-    finally:
-        client.close()
-        proc.terminate()
+    port = free_port()
+    with contextlib.ExitStack() as stack:
         try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
-def _ping(client: MongoClient[Any]) -> bool:
-    try:
-        client.admin.command("ping")
-        return True
-    except Exception:  # noqa: BLE001 - not up yet
-        return False
+            stack.enter_context(embedded.serving(port, storage / "data", log_path=storage / "server.log"))
+        except ConnectionProblem as exc:
+            pytest.exit(f"{exc}, or set RECRUITER_TEST_MONGODB_URI", 2)
+        yield f"mongodb://127.0.0.1:{port}/"
 
 
 @pytest.fixture
