@@ -6,19 +6,26 @@ would declare a live worker dead. :class:`HeartbeatThread` beats from a daemon
 thread with its own synchronous ``MongoClient``; the worker's event loop checks
 once per interval that the thread is alive and starts a new one if it died.
 
-Every beat is fenced: an idle slot's update is conditional on its roster entry
-still carrying this process's ``session``; a busy slot's also on its assignment
-(``assigned_to.<id>``) still naming the running job. A slot whose update finds
-nothing has lost its entry (declared dead, or taken over by a restarted worker
-with the same id) or its job (cancelled, taken back): ``on_lost`` is told, on
-the event loop, and the worker halts the job.
+A beat writes the slots' documents in ``heartbeats`` (:mod:`recruiter.liveness`),
+never the roster entries a recruiter round writes, so the two never conflict.
+Each update is conditional on the slot's ``session``. It says which job each
+slot runs (``working_token``: the evidence that the attempt started), and the
+thread beats early, batched, when a slot starts a job (:meth:`HeartbeatThread.nudge`).
+
+Every beat then reads the slots' roster entries to check their fences: an
+entry that is gone, carries another ``session``, or whose assignment
+(``assigned_to.<id>``) no longer names the running job has lost its entry
+(declared dead, or taken over by a restarted worker with the same id) or its
+job (cancelled): ``on_lost`` is told, on the event loop, and the worker halts
+the job.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import structlog
@@ -27,10 +34,14 @@ from pymongo.errors import PyMongoError
 
 from recruiter.clock import Clock
 from recruiter.connection import first_line
+from recruiter.liveness import fresh_until
+from recruiter.store import Collections
 
 log = structlog.get_logger("recruiter.heartbeat")
 
 JOB_TAKEN_AWAY = "the job was taken away from this worker (cancelled or rescued)"
+# Beats after nudges are at least this fraction of the interval apart.
+NUDGE_GAP = 0.1
 
 
 @dataclass(frozen=True)
@@ -41,19 +52,16 @@ class SlotView:
     session: Any
     job_id: Any | None  # the running job, if any
     working_since: Any | None
+    token: Any | None = None  # the running job's lock token
 
 
-def beat_ops(slots: Sequence[SlotView], now: Any) -> list[UpdateOne]:
-    """One conditional update per slot (pure; see the module doc for the conditions)."""
-    ops = []
-    for s in slots:
-        filter_: dict[str, Any] = {"_id": s.id, "session": s.session}
-        set_: dict[str, Any] = {"last_seen_at": now}
-        if s.job_id is not None:
-            filter_[f"assigned_to.{s.id}"] = s.job_id
-            set_.update(working=True, working_on=s.job_id, working_since=s.working_since)
-        ops.append(UpdateOne(filter_, {"$set": set_}))
-    return ops
+def beat_ops(slots: Sequence[SlotView], now: datetime, interval_s: float) -> list[UpdateOne]:
+    """One update of its heartbeat document per slot, fenced by its session (pure)."""
+    until = fresh_until(now, interval_s)
+    return [UpdateOne({"_id": s.id, "session": s.session}, {"$set": {
+        "last_seen_at": now, "fresh_until": until, "working": s.job_id is not None, "working_on": s.job_id,
+        "working_token": s.token if s.job_id is not None else None, "working_since": s.working_since,
+    }}) for s in slots]
 
 
 def lost_slots(slots: Sequence[SlotView], entries: dict[str, dict[str, Any]]) -> list[tuple[SlotView, str]]:
@@ -70,36 +78,33 @@ def lost_slots(slots: Sequence[SlotView], entries: dict[str, dict[str, Any]]) ->
     return lost
 
 
-def beat(roster: Any, clock: Clock, slots: Sequence[SlotView]) -> list[tuple[SlotView, str]]:
-    """One heartbeat for every slot in one round trip (two or three when a fence failed)."""
+def beat(c: Collections, clock: Clock, interval_s: float, slots: Sequence[SlotView]) -> list[tuple[SlotView, str]]:
+    """One heartbeat for every slot (one write), then a read of their fences."""
     if not slots:
         return []
-    result = roster.bulk_write(beat_ops(slots, clock.now()), ordered=False)
-    if result.matched_count == len(slots):
-        return []
-    entries = {d["_id"]: d for d in roster.find(
+    c.heartbeats.bulk_write(beat_ops(slots, clock.now(), interval_s), ordered=False)
+    entries = {d["_id"]: d for d in c.roster.find(
         {"_id": {"$in": [s.id for s in slots]}}, {"session": 1, "assigned_to": 1})}
-    lost = lost_slots(slots, entries)
-    taken = [s for s, reason in lost if reason == JOB_TAKEN_AWAY]
-    if taken:
-        # The worker itself is alive: beat for those slots as idle ones, so that it is
-        # not taken for dead if its event loop is too busy to halt the job soon.
-        roster.bulk_write(beat_ops([replace(s, job_id=None) for s in taken], clock.now()), ordered=False)
-    return lost
+    return lost_slots(slots, entries)
 
 
 class HeartbeatThread:
-    """Beats every ``interval_s`` from a daemon thread until stopped."""
+    """Beats every ``interval_s`` from a daemon thread until stopped, and soon after a nudge.
 
-    def __init__(self, roster: Any, clock: Clock, interval_s: float,
+    Nudges (a slot started a job) closer together than ``NUDGE_GAP`` of the
+    interval share one beat, so short jobs do not cost a write each.
+    """
+
+    def __init__(self, c: Collections, clock: Clock, interval_s: float,
                  view: Callable[[], Sequence[SlotView]],
                  on_lost: Callable[[SlotView, str], None]) -> None:
-        self.roster = roster
+        self.c = c
         self.clock = clock
         self.interval_s = interval_s
         self.view = view
         self.on_lost = on_lost
         self._stop = threading.Event()
+        self._nudged = threading.Event()
         self._thread: threading.Thread | None = None
         self.restarts = 0
 
@@ -117,12 +122,19 @@ class HeartbeatThread:
 
     def stop(self) -> None:
         self._stop.set()
+        self._nudged.set()
+
+    def nudge(self) -> None:
+        """Beat soon (a slot started a job): the heartbeat shows the attempt started."""
+        self._nudged.set()
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            self._nudged.clear()
             try:
-                for slot, reason in beat(self.roster, self.clock, self.view()):
+                for slot, reason in beat(self.c, self.clock, self.interval_s, self.view()):
                     self.on_lost(slot, reason)
             except PyMongoError as exc:
                 log.warning("heartbeat.failed", error=first_line(exc))
-            self._stop.wait(self.interval_s)
+            if self._nudged.wait(self.interval_s):
+                self._stop.wait(self.interval_s * NUDGE_GAP)

@@ -54,6 +54,7 @@ class JobOptions:
     tenant: str | None = None
     priority: Priority = Priority.LOW
     timeout_s: float | None = None
+    at_most_once: bool = False
 
 
 def _check_name(kind: str, value: str) -> str:
@@ -118,6 +119,8 @@ def build_job_document(
     }
     if timeout_s is not None:
         doc["timeout_s"] = float(timeout_s)
+    if options.at_most_once:
+        doc["at_most_once"] = True
     try:
         bson.encode(doc)
     except (InvalidDocument, TypeError, OverflowError) as exc:
@@ -172,6 +175,11 @@ class JobBuilder:
 
     def with_timeout(self, seconds: float) -> JobBuilder:
         return self._with(timeout_s=seconds)
+
+    def at_most_once(self) -> JobBuilder:
+        """Never run this job a second time after its worker died during an attempt: a crash
+        archives it (``why: "crashed"``) instead of running it again."""
+        return self._with(at_most_once=True)
 
     def build(self, now: datetime) -> dict[str, Any]:
         return build_job_document(self.workable, self.options, now)

@@ -4,12 +4,15 @@ A round first reads (:meth:`RecruiterProcess.plan`):
 
 1. the roster entries that are available or hold an outcome, and the jobs the
    outcomes name (unless this leader still has the copies it handed out);
+   the heartbeats of the available ones (only entries with a fresh heartbeat
+   are given work) and those that missed their beats, whose stranded jobs
+   (assigned, never shown started) are taken back (:mod:`recruiter.liveness`);
 2. the candidates the fairness policy needs for the free workers
    (:mod:`recruiter.candidates`), and picks jobs (:mod:`recruiter.selection`);
 
 then writes (:meth:`RecruiterProcess.carry_out`):
 
-3. applies the outcomes in bulk (archive, or put back in the queue);
+3. takes back stranded jobs, deleting their entries; applies the outcomes in bulk (archive, or put back in the queue);
 4. locks the picked jobs with one bulk write;
 5. assigns them with ONE ``update_many`` carrying the ``assigned_to`` map and
    the jobs, which also clears the outcomes of the workers it reaches.
@@ -48,6 +51,7 @@ from recruiter.connection import first_line
 from recruiter.control import CURSOR_ID, PAUSED_ID, cursor_changes, cursor_from_document, paused_from_document
 from recruiter.job import Status
 from recruiter.lease import Lease
+from recruiter.liveness import Rescue, Stranded, find_stranded, is_fresh, missed_beats, take_back
 from recruiter.outcome import (
     REFERENCE_FIELDS,
     ROLLBACK_PIPELINE,
@@ -93,10 +97,11 @@ class RoundReport:
     applied: int = 0
     assigned: int = 0
     free_workers: int = 0
+    taken_back: int = 0
 
     @property
     def busy(self) -> bool:
-        return bool(self.applied or self.assigned)
+        return bool(self.applied or self.assigned or self.taken_back)
 
 
 @dataclass
@@ -109,11 +114,14 @@ class RoundPlan:
     outcome_jobs: dict[Any, dict[str, Any]] = field(default_factory=dict)
     selection: Selection | None = None
     handed_out: dict[Any, dict[str, Any]] = field(default_factory=dict)  # job id -> the copy its worker got
+    stranded: list[Stranded] = field(default_factory=list)
+    taken_back: list[tuple[Stranded, Rescue]] = field(default_factory=list)
 
     @property
     def idle(self) -> bool:
-        """Nothing to write: no outcome, and no job for a free worker (nor a cursor that moved)."""
-        return not self.outcomes and (self.selection is None or not self.selection.assignments)
+        """Nothing to write: no outcome, no stranded job, and no job for a free worker (nor a cursor that moved)."""
+        return (not self.outcomes and not self.stranded
+                and (self.selection is None or not self.selection.assignments))
 
 
 @dataclass(frozen=True)
@@ -281,6 +289,10 @@ class RecruiterProcess:
         this one without reading it again (only if the outcome's lock token matches)."""
         if plan.selection is not None:
             self._cursor = plan.selection.cursor
+        for s, kind in plan.taken_back:
+            log.warning("job.returned" if kind == "returned" else "job.crashed", job_id=str(s.job["_id"]),
+                        worker_id=s.entry["_id"], attempt=s.job.get("attempts"), group=s.job.get("group"),
+                        detail=s.reason)
         for entry in plan.outcomes:
             self._handed_out.pop(entry["outcome"]["job"], None)
         if len(self._handed_out) > MAX_HANDED_OUT:
@@ -306,7 +318,8 @@ class RecruiterProcess:
             plan.outcome_jobs.update(
                 {j["_id"]: j for j in await self.c.scheduled.find({"_id": {"$in": unknown}}).to_list()})
         free = sorted(
-            (e for e in entries if e.get("available") and not e.get("stopping") and e.get("work_on")),
+            await self._live(plan, [e for e in entries if e.get("available") and not e.get("stopping")
+                                    and e.get("work_on")]),
             key=lambda e: (e.get("available_since") or now, e["_id"]),
         )[: self.config.round_size]
         plan.report.free_workers = len(free)
@@ -316,9 +329,24 @@ class RecruiterProcess:
             plan.selection = await self.select(workers, now)
         return plan
 
+    async def _live(self, plan: RoundPlan, available: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The ``available`` entries whose heartbeat is fresh; notes in ``plan`` the stranded jobs
+        of entries that missed their beats. One read by ``_id`` and by ``fresh_until``, both indexed."""
+        beats = {b["_id"]: b for b in await self.c.heartbeats.find(
+            {"$or": [{"_id": {"$in": [e["_id"] for e in available]}}, {"fresh_until": {"$lte": plan.now}}]},
+            {"session": 1, "fresh_until": 1, "last_seen_at": 1, "working_token": 1},
+        ).to_list()}
+        plan.stranded = await find_stranded(self.c, [b for b in beats.values() if missed_beats(b, plan.now)])
+        return [e for e in available if is_fresh(beats.get(e["_id"]), e, plan.now)]
+
     async def carry_out(self, plan: RoundPlan) -> RoundReport:
-        """The writes of a round: apply outcomes, move the fairness cursor, lock, assign."""
+        """The writes of a round: take back stranded jobs, apply outcomes, move the fairness
+        cursor, lock, assign."""
         report = plan.report
+        if plan.stranded:
+            self._check_lease()
+            plan.taken_back = await take_back(self.c, plan.stranded, plan.now)
+            report.taken_back = len(plan.taken_back)
         if plan.outcomes:
             self._check_lease()
             report.applied = await self.apply_outcomes(plan.outcomes, plan.now, plan.outcome_jobs, clear=False)
