@@ -40,7 +40,7 @@ from pymongo.errors import PyMongoError
 from recruiter.clock import Clock
 from recruiter.connection import first_line
 from recruiter.lease import Lease
-from recruiter.liveness import find_stranded, rescue_update, take_back
+from recruiter.liveness import find_stranded, missed_beats, rescue_update, take_back
 from recruiter.outcome import REFERENCE_FIELDS, jobs_referenced_by
 from recruiter.store import Collections, LostFence, fenced_transaction
 
@@ -126,7 +126,8 @@ class CleanerProcess:
             {"$or": [{"fresh_until": {"$lte": now}}, {"last_seen_at": {"$lt": cutoff}}]}).to_list()
         dead = {b["_id"]: b for b in stale if not isinstance(b.get("last_seen_at"), datetime)
                 or b["last_seen_at"] < cutoff}
-        taken = await take_back(self.c, await find_stranded(self.c, [b for b in stale if b["_id"] not in dead]), now)
+        silent = [b for b in stale if b["_id"] not in dead and missed_beats(b, now)]
+        taken = await take_back(self.c, await find_stranded(self.c, silent), now)
         for s, kind in taken:
             log.warning(f"job.{kind}", job_id=str(s.job["_id"]), worker_id=s.entry["_id"],
                         attempt=s.job.get("attempts"), group=s.job.get("group"), detail=s.reason)

@@ -27,8 +27,8 @@ Invariants:
    treated as crashes all the same: an ``at_most_once`` job, and a job already
    returned ``MAX_UNPROVEN_RETURNS`` times (one that kills its worker before the
    first beat would otherwise go round forever).
-3. An entry that holds an assignment, has missed its heartbeats (``fresh_until``
-   passed) and never showed that job started is taken back by the next round
+3. An entry that holds an assignment, has missed its heartbeats (none for
+   ``TAKE_BACK_BEATS`` of its intervals) and never showed that job started is taken back by the next round
    or cleaner pass, whichever comes first, without waiting for
    ``--considered-dead-after``. The entry is deleted with it, fenced on its
    session and assignment: a worker that was only frozen finds itself
@@ -49,6 +49,10 @@ from recruiter.outcome import LOCK_FIELDS, crash_update
 
 # An entry is fresh while its last heartbeat is within this many of its intervals.
 FRESH_BEATS = 2
+# An entry silent this many of its intervals has missed its heartbeats: its stranded job
+# is taken back. More than FRESH_BEATS, so that a live worker whose beat is late (a
+# busy machine) is first only given no more work.
+TAKE_BACK_BEATS = 3
 # Returns without evidence of a start, after which the next one counts as a crash.
 MAX_UNPROVEN_RETURNS = 3
 
@@ -81,8 +85,12 @@ def is_fresh(beat: dict[str, Any] | None, entry: dict[str, Any], now: datetime) 
 
 
 def missed_beats(beat: dict[str, Any], now: datetime) -> bool:
-    until = _date(beat.get("fresh_until"))
-    return until is None or until <= now
+    """Whether the entry of ``beat`` has been silent ``TAKE_BACK_BEATS`` of its intervals."""
+    seen, interval = _date(beat.get("last_seen_at")), beat.get("heartbeat_interval_s")
+    if seen is None or not isinstance(interval, int | float) or isinstance(interval, bool) or interval <= 0:
+        until = _date(beat.get("fresh_until"))
+        return until is None or until <= now
+    return seen + timedelta(seconds=TAKE_BACK_BEATS * float(interval)) <= now
 
 
 def shown_started(job: dict[str, Any], beat: dict[str, Any] | None) -> bool:

@@ -334,7 +334,7 @@ class RecruiterProcess:
         of entries that missed their beats. One read by ``_id`` and by ``fresh_until``, both indexed."""
         beats = {b["_id"]: b for b in await self.c.heartbeats.find(
             {"$or": [{"_id": {"$in": [e["_id"] for e in available]}}, {"fresh_until": {"$lte": plan.now}}]},
-            {"session": 1, "fresh_until": 1, "last_seen_at": 1, "working_token": 1},
+            {"session": 1, "fresh_until": 1, "last_seen_at": 1, "heartbeat_interval_s": 1, "working_token": 1},
         ).to_list()}
         plan.stranded = await find_stranded(self.c, [b for b in beats.values() if missed_beats(b, plan.now)])
         return [e for e in available if is_fresh(beats.get(e["_id"]), e, plan.now)]

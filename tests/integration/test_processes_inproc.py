@@ -531,9 +531,9 @@ def test_cleaner_returns_a_job_its_dead_worker_never_showed_it_started(db_uri: s
         assert await dead.poll(dead_slot) == job_id  # took it, then died without a word
 
         cleaner = await h.cleaner()
-        h.clock.advance(timedelta(seconds=WorkerConfig().heartbeat_interval_s))
-        assert (await cleaner.clean()).unlocked_jobs == 0  # its heartbeat is still fresh
-        h.clock.advance(timedelta(seconds=WorkerConfig().heartbeat_interval_s + 0.1))
+        h.clock.advance(timedelta(seconds=2.5 * WorkerConfig().heartbeat_interval_s))
+        assert (await cleaner.clean()).unlocked_jobs == 0  # late, but not silent long enough
+        h.clock.advance(timedelta(seconds=0.5 * WorkerConfig().heartbeat_interval_s))
         assert await cleaner.lease.acquire()
         report = await cleaner.clean()  # long before --considered-dead-after
         assert report.unlocked_jobs == 1
@@ -566,7 +566,7 @@ def test_the_next_round_takes_back_a_job_assigned_to_a_worker_that_died(db_uri: 
         await h.worker("dead")  # never polls: it died right after its last heartbeat
         assert (await h.round()).assigned == 1
         alive, alive_slot = await h.worker("alive")
-        h.clock.advance(timedelta(seconds=2 * WorkerConfig().heartbeat_interval_s + 0.1))
+        h.clock.advance(timedelta(seconds=3 * WorkerConfig().heartbeat_interval_s))
         await alive.heartbeat()
         report = await h.round()  # takes it back from the silent entry...
         assert report.taken_back == 1 and report.assigned == 0
@@ -655,7 +655,7 @@ def test_an_at_most_once_job_is_archived_on_its_first_crash(db_uri: str) -> None
         await h.round()
         assert await dead.poll(dead_slot) == job_id  # no sign it started: it may have all the same
         cleaner = await h.cleaner()
-        h.clock.advance(timedelta(seconds=2 * WorkerConfig().heartbeat_interval_s + 1))
+        h.clock.advance(timedelta(seconds=3 * WorkerConfig().heartbeat_interval_s + 1))
         assert (await cleaner.clean()).unlocked_jobs == 0  # not taken back early: it may be running
         assert (await h.round()).taken_back == 0
         h.clock.advance(timedelta(seconds=DEAD_AFTER_S))

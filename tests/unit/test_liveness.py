@@ -14,6 +14,7 @@ from recruiter.job import JobOptions, build_job_document
 from recruiter.liveness import (
     FRESH_BEATS,
     MAX_UNPROVEN_RETURNS,
+    TAKE_BACK_BEATS,
     fresh_until,
     heartbeat_document,
     is_fresh,
@@ -43,14 +44,16 @@ def test_an_entry_is_fresh_within_two_of_its_own_intervals() -> None:
     assert is_fresh(beat(1.9, interval_s=1.0), ENTRY, NOW)
     assert not is_fresh(beat(2.0, interval_s=1.0), ENTRY, NOW)
     assert is_fresh(beat(9.0, interval_s=5.0), ENTRY, NOW)  # each entry by its own interval
-    assert missed_beats(beat(2.0), NOW) and not missed_beats(beat(1.0), NOW)
+    # Taken back only after TAKE_BACK_BEATS intervals of silence: later than given no work.
+    assert missed_beats(beat(TAKE_BACK_BEATS), NOW) and not missed_beats(beat(TAKE_BACK_BEATS - 0.1), NOW)
+    assert not missed_beats(beat(2.5, interval_s=1.0), NOW) and not is_fresh(beat(2.5), ENTRY, NOW)
 
 
 def test_no_heartbeat_another_sessions_or_a_malformed_one_is_not_fresh() -> None:
     assert not is_fresh(None, ENTRY, NOW)
     assert not is_fresh(beat(session=ObjectId()), ENTRY, NOW)
     for bad in (None, "2099-01-01", 12, {"$date": 1}):
-        b = beat(fresh_until=bad)
+        b = beat(fresh_until=bad, last_seen_at=bad)
         assert not is_fresh(b, ENTRY, NOW) and missed_beats(b, NOW)
 
 
