@@ -215,8 +215,8 @@ class RecruiterProcess:
                 needs_rollback = False
             except PyMongoError as exc:
                 if exc.has_error_label("TransientTransactionError"):
-                    # A worker wrote to an entry this round was changing: the round
-                    # wrote nothing; run it again soon.
+                    # A worker wrote to an entry this round was changing (its outcome, or
+                    # leaving; heartbeats go elsewhere): the round wrote nothing; run it again soon.
                     log.debug("round.conflict", error=first_line(exc))
                     await self._sleep(self.config.backoff_from_s)
                     continue
@@ -246,9 +246,10 @@ class RecruiterProcess:
         """One round: its reads first, outside any transaction, then (after releasing
         unassigned locks, if asked) its writes in one transaction fenced by the lease.
 
-        Keeping the reads out keeps the transaction short: heartbeats write to
-        roster entries all the time, and a transaction that wrote an entry
-        changed since it began would be aborted whole. The writes are
+        Keeping the reads out keeps the transaction short: a transaction that
+        wrote an entry changed since it began (a worker recording an outcome)
+        would be aborted whole. Heartbeats never conflict with it: they go to
+        ``heartbeats``, which a round only reads. The writes are
         conditional (on ``locked: false`` and the attempts read, on lock tokens,
         on ``available``), so reads made just before are safe to act on.
         Raises :class:`LostLease` with nothing written when the lease is no longer ours.
