@@ -319,8 +319,8 @@ class RecruiterProcess:
             plan.outcome_jobs.update(
                 {j["_id"]: j for j in await self.c.scheduled.find({"_id": {"$in": unknown}}).to_list()})
         free = sorted(
-            await self._live(plan, [e for e in entries if e.get("available") and not e.get("stopping")
-                                    and e.get("work_on")]),
+            await self._live(plan, entries, [e for e in entries if e.get("available") and not e.get("stopping")
+                                             and e.get("work_on")]),
             key=lambda e: (e.get("available_since") or now, e["_id"]),
         )[: self.config.round_size]
         plan.report.free_workers = len(free)
@@ -330,14 +330,19 @@ class RecruiterProcess:
             plan.selection = await self.select(workers, now)
         return plan
 
-    async def _live(self, plan: RoundPlan, available: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def _live(self, plan: RoundPlan, entries: list[dict[str, Any]],
+                    available: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The ``available`` entries whose heartbeat is fresh; notes in ``plan`` the stranded jobs
-        of entries that missed their beats. One read by ``_id`` and by ``fresh_until``, both indexed."""
+        of entries that missed their beats. One read by ``_id`` and by ``fresh_until``, both indexed;
+        one more only when an entry not among ``entries`` (available or holding an outcome,
+        so holding no job) missed its beats."""
         beats = {b["_id"]: b for b in await self.c.heartbeats.find(
             {"$or": [{"_id": {"$in": [e["_id"] for e in available]}}, {"fresh_until": {"$lte": plan.now}}]},
             {"session": 1, "fresh_until": 1, "last_seen_at": 1, "heartbeat_interval_s": 1, "working_token": 1},
         ).to_list()}
-        plan.stranded = await find_stranded(self.c, [b for b in beats.values() if missed_beats(b, plan.now)])
+        known = {e["_id"] for e in entries}
+        plan.stranded = await find_stranded(
+            self.c, [b for b in beats.values() if b["_id"] not in known and missed_beats(b, plan.now)])
         return [e for e in available if is_fresh(beats.get(e["_id"]), e, plan.now)]
 
     async def carry_out(self, plan: RoundPlan) -> RoundReport:

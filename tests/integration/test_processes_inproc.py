@@ -29,6 +29,7 @@ from recruiter.lease import Lease
 from recruiter.producer import AsyncRecruiter
 from recruiter.recruiting import LostLease, RecruiterConfig, RecruiterProcess
 from recruiter.retry import ExponentialBackoff, RetryManyTimes
+from recruiter.roster import describe_workers, render_workers
 from recruiter.selection import Assignment
 from recruiter.store import ensure_indexes
 from recruiter.wakeup import Wake
@@ -891,5 +892,30 @@ def test_cleaner_unlocks_a_job_its_live_worker_no_longer_refers_to(db_uri: str) 
         assert job["last_return"]["reason"] == "its worker no longer refers to it"
         still = await h.job(held)
         assert still is not None and still["locked"] is True, "a job its worker holds is left alone"
+
+    run(db_uri, scenario)
+
+
+def test_workers_list_shows_the_heartbeat_and_who_missed_it(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        job_id = await h.producer.enqueue(Record(h.db_uri))
+        busy, busy_slot = await h.worker("busy")
+        await h.round()
+        assert await busy.poll(busy_slot) == job_id
+        locked = await h.job(job_id)
+        busy_slot.running = Running(job_id, h.clock.now(), token=locked["lock_token"])
+        h.clock.advance(timedelta(seconds=3 * WorkerConfig().heartbeat_interval_s))
+        await h.worker("newcomer")
+        await busy.heartbeat()
+        await h.worker("silent")
+        h.clock.advance(timedelta(seconds=2 * WorkerConfig().heartbeat_interval_s))
+        await busy.heartbeat()
+        rows = {r["id"]: r for r in describe_workers(h.sync_db, h.clock.now())}
+        assert (rows["busy"]["state"], rows["busy"]["job"], rows["busy"]["live"]) == ("working", str(job_id), True)
+        assert rows["busy"]["last_seen_s"] == 0.0
+        assert (rows["silent"]["state"], rows["silent"]["live"]) == ("idle", False)
+        assert rows["silent"]["last_seen_s"] == 2 * WorkerConfig().heartbeat_interval_s
+        text = render_workers(list(rows.values()))
+        assert [line.split()[0] for line in text.splitlines() if "missed heartbeats" in line] == ["newcomer", "silent"]
 
     run(db_uri, scenario)
