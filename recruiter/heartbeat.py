@@ -12,7 +12,7 @@ Each update is conditional on the slot's ``session``. It says which job each
 slot runs (``working_token``: the evidence that the attempt started), and the
 thread beats early, batched, when a slot starts a job (:meth:`HeartbeatThread.nudge`).
 
-Every beat then reads the slots' roster entries to check their fences: an
+Every beat with a busy slot then reads the busy slots' roster entries to check their fences: an
 entry that is gone, carries another ``session``, or whose assignment
 (``assigned_to.<id>``) no longer names the running job has lost its entry
 (declared dead, or taken over by a restarted worker with the same id) or its
@@ -23,6 +23,7 @@ the job.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -40,8 +41,9 @@ from recruiter.store import Collections
 log = structlog.get_logger("recruiter.heartbeat")
 
 JOB_TAKEN_AWAY = "the job was taken away from this worker (cancelled or rescued)"
-# Beats after nudges are at least this fraction of the interval apart.
-NUDGE_GAP = 0.1
+# Beats after nudges are at least this fraction of the interval apart: a job that starts
+# costs no write of its own while jobs start more often than that.
+NUDGE_GAP = 0.25
 
 
 @dataclass(frozen=True)
@@ -79,13 +81,20 @@ def lost_slots(slots: Sequence[SlotView], entries: dict[str, dict[str, Any]]) ->
 
 
 def beat(c: Collections, clock: Clock, interval_s: float, slots: Sequence[SlotView]) -> list[tuple[SlotView, str]]:
-    """One heartbeat for every slot (one write), then a read of their fences."""
+    """One heartbeat for every slot (one write), then a read of the busy slots' fences.
+
+    An idle slot needs no read: it learns that it lost its entry when it next
+    reads the entry (a change stream reports the removal or the takeover).
+    """
     if not slots:
         return []
     c.heartbeats.bulk_write(beat_ops(slots, clock.now(), interval_s), ordered=False)
+    busy = [s for s in slots if s.job_id is not None]
+    if not busy:
+        return []
     entries = {d["_id"]: d for d in c.roster.find(
-        {"_id": {"$in": [s.id for s in slots]}}, {"session": 1, "assigned_to": 1})}
-    return lost_slots(slots, entries)
+        {"_id": {"$in": [s.id for s in busy]}}, {"session": 1, "assigned_to": 1})}
+    return lost_slots(busy, entries)
 
 
 class HeartbeatThread:
@@ -136,5 +145,7 @@ class HeartbeatThread:
                     self.on_lost(slot, reason)
             except PyMongoError as exc:
                 log.warning("heartbeat.failed", error=first_line(exc))
-            if self._nudged.wait(self.interval_s):
-                self._stop.wait(self.interval_s * NUDGE_GAP)
+            last = time.monotonic()
+            self._nudged.wait(self.interval_s)
+            # A nudge beats at once, but no sooner than NUDGE_GAP of an interval after the last beat.
+            self._stop.wait(max(0.0, last + self.interval_s * NUDGE_GAP - time.monotonic()))
