@@ -25,13 +25,14 @@ from pymongo import AsyncMongoClient, MongoClient
 
 from recruiter.cleaner import CleanerConfig, CleanerProcess
 from recruiter.clock import ManualClock
+from recruiter.heartbeat import beat
 from recruiter.lease import Lease
 from recruiter.producer import AsyncRecruiter
 from recruiter.recruiting import LostLease, RecruiterConfig, RecruiterProcess
 from recruiter.retry import ExponentialBackoff, RetryManyTimes
 from recruiter.roster import describe_workers, render_workers
 from recruiter.selection import Assignment
-from recruiter.store import ensure_indexes
+from recruiter.store import Collections, ensure_indexes
 from recruiter.wakeup import Wake
 from recruiter.worker import Running, Slot, WorkerConfig, WorkerProcess
 from tests.commands import Commands
@@ -917,5 +918,34 @@ def test_workers_list_shows_the_heartbeat_and_who_missed_it(db_uri: str) -> None
         assert rows["silent"]["last_seen_s"] == 2 * WorkerConfig().heartbeat_interval_s
         text = render_workers(list(rows.values()))
         assert [line.split()[0] for line in text.splitlines() if "missed heartbeats" in line] == ["newcomer", "silent"]
+
+    run(db_uri, scenario)
+
+
+def test_a_heartbeat_during_a_rounds_transaction_does_not_abort_it(db_uri: str) -> None:
+    """The round writes the worker's roster entry (outcome applied, next job assigned) while
+    the worker heartbeats in the middle of that transaction: heartbeats go to another
+    collection, so the round commits."""
+
+    async def scenario(h: Harness) -> None:
+        first = await h.producer.enqueue(Record(h.db_uri, n=1))
+        process, slot = await h.worker("w1")
+        await h.round()
+        await take_and_work(process, slot)  # its outcome waits in its entry
+        second = await h.producer.enqueue(Record(h.db_uri, n=2))
+        beats: list[str] = []
+
+        def beat_mid_round(point: str) -> None:
+            # Synchronous on purpose: the beat lands between the round's first write and its commit.
+            beat(Collections.of(h.sync_db), h.clock, WorkerConfig().heartbeat_interval_s, process._slot_views())
+            beats.append(point)
+
+        h.recruiter.fault = beat_mid_round
+        report = await h.round()
+        assert beats == ["archive.between_insert_and_delete"]
+        assert report.applied == 1 and report.assigned == 1
+        assert (await h.archived(first))["why"] == "done"
+        assert (await h.roster("w1"))["assigned_to"] == {"w1": second}
+        assert (await h.heartbeat("w1"))["last_seen_at"] == h.clock.now()
 
     run(db_uri, scenario)
