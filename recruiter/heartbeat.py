@@ -41,9 +41,9 @@ from recruiter.store import Collections
 log = structlog.get_logger("recruiter.heartbeat")
 
 JOB_TAKEN_AWAY = "the job was taken away from this worker (cancelled or rescued)"
-# Beats after nudges are at least this fraction of the interval apart: a job that starts
-# costs no write of its own while jobs start more often than that.
-NUDGE_GAP = 0.25
+# A job still running this fraction of an interval after it started is shown at once by
+# an early beat (shared by the slots): jobs shorter than that cost no write of their own.
+NUDGE_DELAY = 0.25
 
 
 @dataclass(frozen=True)
@@ -98,10 +98,12 @@ def beat(c: Collections, clock: Clock, interval_s: float, slots: Sequence[SlotVi
 
 
 class HeartbeatThread:
-    """Beats every ``interval_s`` from a daemon thread until stopped, and soon after a nudge.
+    """Beats every ``interval_s`` from a daemon thread until stopped, and early after a nudge.
 
-    Nudges (a slot started a job) closer together than ``NUDGE_GAP`` of the
-    interval share one beat, so short jobs do not cost a write each.
+    A nudge (a slot started a job) makes the thread look again ``NUDGE_DELAY``
+    of an interval later: if a job that no beat has shown yet still runs, it
+    beats then. Short jobs finish first and cost nothing; the jobs started
+    within one delay share one beat.
     """
 
     def __init__(self, c: Collections, clock: Clock, interval_s: float,
@@ -138,14 +140,18 @@ class HeartbeatThread:
         self._nudged.set()
 
     def _run(self) -> None:
+        shown: set[Any] = set()  # the attempts (lock tokens) the last beat showed running
+        due = 0.0
         while not self._stop.is_set():
-            self._nudged.clear()
-            try:
-                for slot, reason in beat(self.c, self.clock, self.interval_s, self.view()):
-                    self.on_lost(slot, reason)
-            except PyMongoError as exc:
-                log.warning("heartbeat.failed", error=first_line(exc))
-            last = time.monotonic()
-            self._nudged.wait(self.interval_s)
-            # A nudge beats at once, but no sooner than NUDGE_GAP of an interval after the last beat.
-            self._stop.wait(max(0.0, last + self.interval_s * NUDGE_GAP - time.monotonic()))
+            views = self.view()
+            if time.monotonic() >= due or any(v.job_id is not None and v.token not in shown for v in views):
+                try:
+                    for slot, reason in beat(self.c, self.clock, self.interval_s, views):
+                        self.on_lost(slot, reason)
+                except PyMongoError as exc:
+                    log.warning("heartbeat.failed", error=first_line(exc))
+                shown = {v.token for v in views if v.job_id is not None}
+                due = time.monotonic() + self.interval_s
+            if self._nudged.wait(max(0.0, due - time.monotonic())):
+                self._stop.wait(self.interval_s * NUDGE_DELAY)
+                self._nudged.clear()
