@@ -25,7 +25,7 @@ from pymongo import AsyncMongoClient, MongoClient
 
 from recruiter.cleaner import CleanerConfig, CleanerProcess
 from recruiter.clock import ManualClock
-from recruiter.heartbeat import beat
+from recruiter.heartbeat import HeartbeatThread, SlotView, beat
 from recruiter.lease import Lease
 from recruiter.producer import AsyncRecruiter
 from recruiter.recruiting import LostLease, RecruiterConfig, RecruiterProcess
@@ -947,5 +947,33 @@ def test_a_heartbeat_during_a_rounds_transaction_does_not_abort_it(db_uri: str) 
         assert (await h.archived(first))["why"] == "done"
         assert (await h.roster("w1"))["assigned_to"] == {"w1": second}
         assert (await h.heartbeat("w1"))["last_seen_at"] == h.clock.now()
+
+    run(db_uri, scenario)
+
+
+def test_a_job_still_running_a_quarter_interval_after_its_start_is_shown_early(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        interval_s = 8.0  # the regular beat after the first comes too late for the wait below
+        _, slot = await h.worker("w1")
+        job_id, token = ObjectId(), ObjectId()
+        h.clock.advance(timedelta(seconds=1))  # tells the thread's first beat from the registration
+        current = [SlotView("w1", slot.session, None, None)]
+        thread = HeartbeatThread(Collections.of(h.sync_db), h.clock, interval_s, lambda: current,
+                                 lambda view, reason: None)
+        thread.start()
+        try:
+            async def first_beat() -> bool:
+                return ((await h.heartbeat("w1")) or {}).get("last_seen_at") == h.clock.now()
+
+            await eventually(first_beat, message="the first beat")
+            current = [SlotView("w1", slot.session, job_id, h.clock.now(), token)]
+            thread.nudge()
+
+            async def shown() -> bool:
+                return ((await h.heartbeat("w1")) or {}).get("working_token") == token
+
+            await eventually(shown, timeout_s=interval_s * 0.75, message="the early beat")
+        finally:
+            thread.stop()
 
     run(db_uri, scenario)
