@@ -9,6 +9,7 @@ no attempt.
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections import Counter
@@ -61,13 +62,14 @@ def test_a_job_enqueued_after_an_idle_worker_is_killed_runs_on_a_live_one_within
 WORKERS_AT_ONCE = 8
 WAVES = 10
 KILLED_PER_WAVE = 4  # 40 worker processes killed in all
-JOBS = 2000
+JOBS = int(os.environ.get("RECRUITER_CHURN_JOBS", "2000"))
 
 
+@pytest.mark.timeout(1500)
 def test_worker_churn_loses_no_job_and_archives_none_without_running_it(
         processes: Processes, db: Any, db_uri: str) -> None:
     with Recruiter.connect(db_uri) as rec:
-        ids = rec.enqueue_many(Record(db_uri, n=i, sleep_s=0.02 * (i % 3)) for i in range(JOBS))
+        ids = rec.enqueue_many(Record(db_uri, n=i, sleep_s=0.05 * (i % 2)) for i in range(JOBS))
     processes.recruiter()
     processes.cleaner(*LONG_DEAD_AFTER)
     started = 0
