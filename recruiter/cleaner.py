@@ -146,7 +146,7 @@ class CleanerProcess:
         return report
 
     async def _without_heartbeat(self, cutoff: datetime) -> dict[Any, dict[str, Any]]:
-        """Roster entries not created since ``cutoff`` that have no heartbeat document.
+        """Roster entries not created since ``cutoff`` that have no (readable) heartbeat document.
 
         Reads every such entry's id, so it runs at most once per ``considered_dead_after``.
         """
@@ -158,7 +158,9 @@ class CleanerProcess:
         ids = [e["_id"] for e in await old.to_list()]
         if not ids:
             return {}
-        beating = {b["_id"] for b in await self.c.heartbeats.find({"_id": {"$in": ids}}, {"_id": 1}).to_list()}
+        # A heartbeat document without a date in last_seen_at counts as none: no query finds it stale.
+        beating = {b["_id"] for b in await self.c.heartbeats.find(
+            {"_id": {"$in": ids}}, {"last_seen_at": 1}).to_list() if isinstance(b.get("last_seen_at"), datetime)}
         lone = [i for i in ids if i not in beating]
         return {e["_id"]: e for e in await self.c.roster.find({"_id": {"$in": lone}}).to_list()} if lone else {}
 
@@ -175,6 +177,8 @@ class CleanerProcess:
                 return None  # it came back to life, or someone else handled it
         if worker is None:
             return None  # a heartbeat left by an entry already removed
+        if beat is None:  # an unreadable heartbeat document goes with its entry
+            await self.c.heartbeats.delete_one({"_id": worker["_id"], "last_seen_at": {"$not": {"$type": "date"}}})
         fence: dict[str, Any] = {"_id": worker["_id"], "session": worker.get("session"), "outcome": {"$exists": False}}
         if beat is None and "last_seen_at" in worker:
             fence["last_seen_at"] = worker["last_seen_at"]

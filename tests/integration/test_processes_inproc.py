@@ -977,3 +977,21 @@ def test_a_job_still_running_a_quarter_interval_after_its_start_is_shown_early(d
             thread.stop()
 
     run(db_uri, scenario)
+
+
+def test_cleaner_removes_entries_without_a_readable_heartbeat(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        for worker_id in ("lone", "garbled", "fine"):
+            await h.worker(worker_id)
+        await h.db.heartbeats.delete_one({"_id": "lone"})  # a registration cut short, or a hand edit
+        await h.db.heartbeats.update_one({"_id": "garbled"}, {"$set": {"last_seen_at": "yesterday",
+                                                                        "fresh_until": 5}})
+        assert (await h.round()).free_workers == 1  # only "fine" is given work meanwhile
+        h.clock.advance(timedelta(seconds=DEAD_AFTER_S + 1))
+        await h.worker("fine2")
+        report = await (await h.cleaner()).clean()
+        assert report.dead_workers == 3  # lone, garbled, and fine (silent since)
+        assert {e["_id"] for e in await h.db.roster.find().to_list()} == {"fine2"}
+        assert {b["_id"] for b in await h.db.heartbeats.find().to_list()} == {"fine2"}
+
+    run(db_uri, scenario)
