@@ -17,7 +17,8 @@ its outcome.
 Heartbeats come from a thread with its own client (:mod:`recruiter.heartbeat`),
 so a job that blocks the event loop cannot silence them. They are written to the
 slot's document in ``heartbeats`` (:mod:`recruiter.liveness`), not to its roster
-entry; starting a job nudges the thread, so the heartbeat shows the attempt started.
+entry; starting a job nudges the thread, so that the heartbeat soon shows the
+attempt started (:class:`recruiter.heartbeat.HeartbeatThread`).
 
 Stopping: :meth:`WorkerProcess.stop` is graceful (no new work, running jobs
 finish within ``grace_period_s``); :meth:`WorkerProcess.force`, or the grace
