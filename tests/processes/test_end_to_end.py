@@ -170,6 +170,9 @@ def test_a_paused_worker_declared_dead_cannot_record_its_outcome(
     zombie = processes.worker("--id", "zombie")
     wait_for(lambda: db.ledger.find_one({"job": str(job_id), "event": "start"}), timeout_s=30,
              message="the first attempt to start")
+    # Paused once its heartbeat shows the job running: a crash, not a return (recruiter.liveness).
+    wait_for(lambda: db.heartbeats.find_one({"_id": "zombie", "working_on": job_id}), timeout_s=30,
+             message="the heartbeat to show the job running")
     zombie.signal(signal.SIGSTOP)
     try:
         wait_for(lambda: db.roster.find_one({"_id": "zombie"}) is None, timeout_s=30,
