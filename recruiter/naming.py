@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 ANY_GROUP = "*"
 MAX_NAME_CHARS = 200
+SHOWN_PREFIXES = 10  # allowed modules named in a refusal; the worker logs them all at start
 # Modules no job may name: importing one runs a program (``python -m x`` runs ``x.__main__``).
 _NEVER_IMPORTED = ("__main__", "__mp_main__")
 
@@ -87,7 +88,10 @@ def importable_problem(name: str, expected: Any = None) -> str | None:
     Looks only at modules already imported here, so it runs no code. With
     ``expected``, the name must also lead back to that very object.
     """
-    module_name, qualname = split_qualified(name)
+    try:
+        module_name, qualname = split_qualified(name)
+    except UnknownClass as exc:
+        return str(exc)
     if module_name.split(".")[-1] in _NEVER_IMPORTED:
         return (f"{name} is defined in {module_name}, the script being run, which other processes "
                 "cannot import: define it in a module and import it from there")
@@ -191,5 +195,7 @@ class AllowedModules:
             return f"class not allowed: {exc}"
         if self.allows(module_name):
             return None
-        allowed = ", ".join(self.prefixes) or "none"
+        shown = self.prefixes[:SHOWN_PREFIXES]
+        allowed = ", ".join(shown) + (f" and {len(self.prefixes) - len(shown)} more" if shown != self.prefixes else "")
+        allowed = allowed or "none"
         return f"class not allowed: {name} (module {module_name!r} is not in the worker's allowed modules: {allowed})"

@@ -201,3 +201,15 @@ def test_a_refused_job_is_archived_malformed_with_its_reason() -> None:
     assert archived["last_execution"]["outcome"] == "refused"
     assert Archive("done").reason is None and "reason" not in Outcome(
         job["_id"], job["lock_token"], 1, executed=True, decision=Archive("done")).to_document()["decision"]
+
+
+def test_a_long_allow_list_is_shortened_in_the_reason() -> None:
+    allowed = AllowedModules(tuple(f"m{i}" for i in range(25)))
+    reason = allowed.refusal("this:nothing") or ""
+    assert reason.endswith("allowed modules: m0, m1, m2, m3, m4, m5, m6, m7, m8, m9 and 15 more)")
+    assert AllowedModules(()).refusal("this:nothing") == (
+        "class not allowed: this:nothing (module 'this' is not in the worker's allowed modules: none)")
+
+
+def test_a_policy_document_with_a_class_that_is_no_class_name_is_refused_at_enqueue() -> None:
+    assert importable_problem("not a class name") == "'not a class name' is not of the form 'module:Qualname'"
