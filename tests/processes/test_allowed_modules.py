@@ -121,9 +121,10 @@ def test_the_allow_list_comes_from_the_import_path_preload_and_allow_module(
 
 
 def test_a_bad_allow_module_is_one_line(db_uri: str) -> None:
-    out = subprocess.run([sys.executable, "-m", "recruiter.cli", "worker", "start", "--target", db_uri,
-                          "--allow-module", "my-app"], capture_output=True, text=True, timeout=30, cwd=REPO,
-                         env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert out.returncode == 2
-    assert "'my-app' is not a module name such as 'myapp' or 'myapp.jobs'" in out.stderr
-    assert "Traceback" not in out.stderr
+    for args, env in ((["--allow-module", "my-app"], {}), ([], {"RECRUITER_ALLOW_MODULE": "myapp my-app"})):
+        out = subprocess.run([sys.executable, "-m", "recruiter.cli", "worker", "start", "--target", db_uri, *args],
+                             capture_output=True, text=True, timeout=30, cwd=REPO,
+                             env={**os.environ, "PYTHONPATH": str(REPO), **env})
+        assert out.returncode == 2
+        assert "'my-app' is not a module name such as 'myapp' or 'myapp.jobs'" in out.stderr
+        assert "Traceback" not in out.stderr

@@ -26,6 +26,7 @@ from recruiter.naming import (
     split_qualified,
 )
 from recruiter.outcome import MALFORMED, Execution, Outcome, archived_document
+from recruiter.producer import limit_from_hello
 from recruiter.retry import Archive, RetryManyTimes
 from recruiter.worker import WorkerConfig
 from tests.unit.test_outcome import Job, locked_job
@@ -213,3 +214,12 @@ def test_a_long_allow_list_is_shortened_in_the_reason() -> None:
 
 def test_a_policy_document_with_a_class_that_is_no_class_name_is_refused_at_enqueue() -> None:
     assert importable_problem("not a class name") == "'not a class name' is not of the form 'module:Qualname'"
+
+
+@pytest.mark.parametrize("hello, limit", [
+    ({"maxBsonObjectSize": 48_000_000}, 48_000_000), ({"maxBsonObjectSize": 1024}, 1024), ({}, 16 * 1024 * 1024),
+    ({"maxBsonObjectSize": True}, 16 * 1024 * 1024), ({"maxBsonObjectSize": -5}, 16 * 1024 * 1024),
+    ({"maxBsonObjectSize": "16MB"}, 16 * 1024 * 1024), (None, 16 * 1024 * 1024),
+])
+def test_the_size_limit_from_hello_is_checked(hello: Any, limit: int) -> None:
+    assert limit_from_hello(hello) == limit
