@@ -643,14 +643,9 @@ class WorkerProcess:
         now = self.clock.now()
         token = job["lock_token"]
         attempt = int(job.get("attempts", 1))
-        refused = self._refused(job, now, bound)
-        if refused is not None:
-            return refused
-        if job.get("crash_pending"):
-            verdict = judge_crash(job, now, self.config.max_crashes)
-            if verdict is not None:
-                bound.info("job.crash_judged", decision=describe_decision(verdict))
-                return Outcome(job["_id"], token, attempt, executed=False, decision=verdict)
+        settled = self._refused(job, now, bound) or self._crash_judged(job, now, bound)
+        if settled is not None:
+            return settled
 
         started_at = now
         error: BaseException | None = None
@@ -697,6 +692,16 @@ class WorkerProcess:
                        decision=describe_decision(decision))
         return Outcome(job["_id"], token, attempt, executed=True, decision=decision,
                        execution=execution, result=result if error is None else None)
+
+    def _crash_judged(self, job: dict[str, Any], now: datetime, bound: Any) -> Outcome | None:
+        """After a crash, the outcome the poison limit or the retry policy gives without running; None: run it."""
+        if not job.get("crash_pending"):
+            return None
+        verdict = judge_crash(job, now, self.config.max_crashes)
+        if verdict is None:
+            return None
+        bound.info("job.crash_judged", decision=describe_decision(verdict))
+        return Outcome(job["_id"], job["lock_token"], int(job.get("attempts", 1)), executed=False, decision=verdict)
 
     def _refused(self, job: dict[str, Any], now: datetime, bound: Any) -> Outcome | None:
         """The outcome of a job naming a module outside the allowed ones: archived ``malformed``, unrun.
