@@ -90,7 +90,9 @@ def _check_tag(value: Any) -> str:
 
 
 def check_timeout(value: Any) -> float:
-    """A job timeout in seconds: a finite number above zero and at most ``MAX_TIMEOUT_S``."""
+    """A job timeout in seconds (or a ``timedelta``): finite, above zero and at most ``MAX_TIMEOUT_S``."""
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise JobRefused(f"timeout must be a positive number of seconds, got {value!r}")
     if not math.isfinite(value) or value <= 0:
@@ -274,7 +276,7 @@ class JobBuilder:
     def with_priority(self, priority: str) -> JobBuilder:
         return self._with(priority=Priority(_priority(priority)))
 
-    def with_timeout(self, seconds: float) -> JobBuilder:
+    def with_timeout(self, seconds: float | timedelta) -> JobBuilder:
         return self._with(timeout_s=check_timeout(seconds))
 
     def build(self, now: datetime, max_document_bytes: int | None = None) -> dict[str, Any]:

@@ -83,6 +83,7 @@ AT_CALL: dict[str, Make] = {
     "timeout bool": lambda rec, u: Record(u).as_job_of(rec).with_timeout(True),
     "timeout text": lambda rec, u: Record(u).as_job_of(rec).with_timeout("10"),
     "timeout beyond 24 days": lambda rec, u: Record(u).as_job_of(rec).with_timeout(10**9),
+    "timeout timedelta 0": lambda rec, u: Record(u).as_job_of(rec).with_timeout(timedelta()),
     "retry_with None": lambda rec, u: Record(u).as_job_of(rec).retry_with(None),
     "retry_with a class": lambda rec, u: Record(u).as_job_of(rec).retry_with(RetryForever),
     "retry_with text": lambda rec, u: Record(u).as_job_of(rec).retry_with("exponential"),
@@ -271,4 +272,6 @@ def test_schedule_in_and_timeouts_at_their_bounds_are_accepted(db_uri: str, db: 
     with Recruiter.connect(db_uri) as rec:
         rec.enqueue(Record(db_uri).as_job_of(rec).with_timeout(24 * 24 * 3600).schedule_in(timedelta(days=3650)))
         rec.enqueue(Record(db_uri).as_job_of(rec).with_timeout(0.001).in_group("g-1_x$").for_tenant("é" * 200))
-    assert db.scheduled.count_documents({}) == 2
+        in_a_minute = rec.enqueue(Record(db_uri).as_job_of(rec).with_timeout(timedelta(minutes=1)))
+    assert db.scheduled.count_documents({}) == 3
+    assert db.scheduled.find_one({"_id": in_a_minute})["timeout_s"] == 60.0
