@@ -81,9 +81,10 @@ class Outcome:
     decision: Decision
     execution: Execution | None = None
     result: Any = None
+    reason: str | None = None  # why a job was archived without running it (e.g. malformed)
 
     def to_document(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "job": self.job_id,
             "token": self.token,
             "attempt": self.attempt,
@@ -92,6 +93,9 @@ class Outcome:
             "execution": self.execution.to_document() if self.execution else None,
             "result": self.result,
         }
+        if self.reason is not None:
+            doc["reason"] = self.reason
+        return doc
 
 
 def decision_to_document(decision: Decision) -> dict[str, Any]:
@@ -171,6 +175,8 @@ def archived_document(job: dict[str, Any], outcome_doc: dict[str, Any], now: dat
         doc["last_execution"] = execution
     if outcome_doc.get("result") is not None:
         doc["result"] = outcome_doc["result"]
+    if outcome_doc.get("reason") is not None:
+        doc["reason"] = outcome_doc["reason"]
     return doc
 
 

@@ -1,0 +1,181 @@
+"""Quarantine: the one way a malformed job leaves ``scheduled``.
+
+A job document that fails :func:`recruiter.documents.job_problem` is never run
+and never blocks a round: the process that meets it archives it, as read, with
+``why: "malformed"`` and a ``reason`` naming the field, then deletes it from
+``scheduled`` by ``_id``::
+
+    db.archived.find({why: "malformed"}, {reason: 1})
+
+Both writes are idempotent (the archived copy is an upsert that only sets
+fields on insert, as for every archive), so they are safe to repeat, and the
+callers run them inside their fenced transaction: the recruiter in its round,
+the cleaner in its pass. A worker that is handed a malformed job does not write
+``scheduled`` (one writer per job); it records :func:`malformed_outcome`,
+which the recruiter applies as an archive with the same ``why`` and ``reason``.
+
+Invariant: the archived copy is written before the delete, so a malformed job
+is always in ``scheduled`` or in ``archived``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import bson
+from bson import Binary, ObjectId
+from bson.errors import InvalidDocument
+from pymongo import DeleteOne, UpdateOne
+
+from recruiter.documents import JOB_STATUSES, PRIORITIES, Malformed, check_job
+from recruiter.outcome import Outcome
+from recruiter.retry import Archive
+
+MALFORMED = "malformed"
+# An archived copy may not outgrow the BSON limit (16 MiB) with the fields added here.
+MAX_COPY_BYTES = 16 * 1024 * 1024 - 16 * 1024
+
+
+# Jobs per sweep; the next sweep finds the rest.
+SWEEP_LIMIT = 100
+# A job whose fields make it invisible to every candidate read (and to the cleaner):
+# it would sit in ``scheduled`` forever. The sweep reads these and checks them.
+UNREACHABLE: dict[str, Any] = {"$or": [
+    {"locked": {"$not": {"$type": "bool"}}},
+    {"status": {"$nin": list(JOB_STATUSES)}},
+    {"locked": False, "status": "assigned"},
+    {"locked": True, "status": {"$ne": "assigned"}},
+    {"locked": True, "locked_by": {"$not": {"$type": "string"}}},
+    {"locked": True, "lock_token": {"$not": {"$type": "objectId"}}},
+    {"locked": True, "locked_at": {"$not": {"$type": "date"}}},
+    {"scheduled_at": {"$not": {"$type": "date"}}},
+    {"scheduled_at": {"$gt": datetime(9999, 12, 31, tzinfo=UTC)}},
+    {"group": {"$not": {"$type": "string"}}},
+    {"group": {"$in": ["", "*"]}},
+    {"tenant": {"$exists": True, "$not": {"$type": ["string", "null"]}}},
+    {"tenant": ""},
+    {"priority": {"$nin": list(PRIORITIES)}},
+]}
+
+
+async def sweep_scheduled(scheduled: Any, limit: int = SWEEP_LIMIT) -> list[Malformed]:
+    """Read up to ``limit`` jobs that no candidate read can meet, and return the malformed ones.
+
+    One query outside any transaction. On MongoDB it is served by scanning the
+    collection (type tests are not index bounds), so the recruiter runs it
+    rarely, in a task of its own (see ``RecruiterConfig.sweep_interval_s``).
+    """
+    found = []
+    async for doc in scheduled.find(UNREACHABLE).limit(limit):
+        if (m := check_job(doc)) is not None:
+            found.append(m)
+    return found
+
+
+def quarantined_document(found: Malformed, now: datetime) -> dict[str, Any]:
+    """The archived copy of a malformed job: the document as read, with ``why`` and ``reason``.
+
+    Field names an update cannot store (``$…``, dotted) keep the document as
+    raw BSON in ``original_bson``; a document too big to take the extra fields
+    keeps its smaller fields only and names the others in ``dropped_fields``.
+    """
+    marks = {"why": MALFORMED, "reason": found.reason, "archived_at": now, "done": False}
+    doc: dict[str, Any] = {k: v for k, v in found.document.items() if k != "_id"}
+    if _odd_keys(doc):
+        raw = _encoded(found.document)
+        if raw is not None and len(raw) <= MAX_COPY_BYTES:
+            return {**marks, "original_bson": Binary(raw)}
+        return {**marks, "dropped_fields": ["*"]}
+    doc.update(marks)
+    size = len(_encoded(doc) or b"") or MAX_COPY_BYTES + 1
+    if size <= MAX_COPY_BYTES:
+        return doc
+    kept = dict(marks)
+    dropped = [k for k in found.document if k != "_id"]
+    for key, value in found.document.items():
+        if key not in kept and key != "_id" and _small(value):
+            kept[key] = value
+            dropped.remove(key)
+    kept["dropped_fields"] = dropped
+    return kept
+
+
+def _encoded(doc: Any) -> bytes | None:
+    try:
+        return bson.encode(doc)
+    except (InvalidDocument, TypeError, OverflowError, ValueError):
+        return None
+
+
+def _odd_keys(value: Any, depth: int = 0) -> bool:
+    """Whether a field name anywhere in ``value`` starts with ``$`` or holds a ``.``."""
+    if depth > 100:
+        return True
+    if isinstance(value, Mapping):
+        return any(not isinstance(k, str) or k.startswith("$") or "." in k or _odd_keys(v, depth + 1)
+                   for k, v in value.items())
+    if isinstance(value, list):
+        return any(_odd_keys(v, depth + 1) for v in value)
+    return False
+
+
+def _small(value: Any) -> bool:
+    try:
+        return len(bson.encode({"v": value})) <= 4096
+    except (InvalidDocument, TypeError, OverflowError, ValueError):
+        return False
+
+
+def quarantine_ops(found: Iterable[Malformed], now: datetime) -> tuple[list[UpdateOne], list[DeleteOne]]:
+    """The archive upserts and the deletes that quarantine ``found`` (run the upserts first)."""
+    archive: list[UpdateOne] = []
+    delete: list[DeleteOne] = []
+    seen: list[Any] = []
+    for m in found:
+        if not isinstance(m.document, Mapping) or "_id" not in m.document or m.id in seen:
+            continue
+        seen.append(m.id)
+        by_id = {"_id": {"$eq": m.id}}  # $eq: an _id that is itself a document is not read as operators
+        archive.append(UpdateOne(by_id, {"$setOnInsert": quarantined_document(m, now)}, upsert=True))
+        delete.append(DeleteOne(by_id))
+    return archive, delete
+
+
+async def quarantine(collections: Any, found: list[Malformed], now: datetime) -> list[Malformed]:
+    """Archive ``found`` as malformed and delete them from ``scheduled``; returns those written.
+
+    Runs on ``collections`` (:class:`recruiter.store.Collections`, normally the
+    ones of a fenced transaction). The caller logs ``job.quarantined`` once the
+    transaction has committed (:func:`log_quarantined`).
+    """
+    archive, delete = quarantine_ops(found, now)
+    if not archive:
+        return []
+    await collections.archived.bulk_write(archive, ordered=False)
+    await collections.scheduled.bulk_write(delete, ordered=False)
+    return list(found)
+
+
+def malformed_outcome(job: Mapping[str, Any], reason: str) -> Outcome:
+    """What a worker records for a job it was handed but must not run: archive it as malformed.
+
+    Not an execution, so the attempt the recruiter counted is given back. The
+    recruiter checks the job again when it applies this; a job it finds
+    malformed is quarantined as read, any other is archived by this outcome.
+    """
+    token = job.get("lock_token")
+    attempts = job.get("attempts")
+    job_id: Any = job.get("_id")
+    return Outcome(
+        job_id, token if isinstance(token, ObjectId) else ObjectId(),
+        attempts if isinstance(attempts, int) and not isinstance(attempts, bool) else 0,
+        executed=False, decision=Archive(MALFORMED), reason=reason,
+    )
+
+
+def log_quarantined(log: Any, found: Iterable[Malformed]) -> None:
+    for m in found:
+        log.warning("job.quarantined", job_id=str(m.id)[:100], why=MALFORMED, reason=m.reason,
+                    detail="archived as malformed; it will not run")
