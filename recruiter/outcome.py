@@ -142,7 +142,9 @@ def jobs_referenced_by(entry: dict[str, Any]) -> set[Any]:
     Needs the entry's ``assigned_to``, ``working_on`` and ``outcome.job`` fields.
     """
     assigned, outcome = entry.get("assigned_to"), entry.get("outcome")
-    refs = [assigned.get(entry.get("_id")) if isinstance(assigned, dict) else None, entry.get("working_on"),
+    own = entry.get("_id")
+    refs = [assigned.get(own) if isinstance(assigned, dict) and isinstance(own, str) else None,
+            entry.get("working_on"),
             outcome.get("job") if isinstance(outcome, dict) else None]
     # Any value may be read from a malformed entry: keep the ones that can name a job.
     return {r for r in refs if r is not None and not isinstance(r, dict | list)}
