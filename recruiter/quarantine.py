@@ -54,6 +54,9 @@ UNREACHABLE: dict[str, Any] = {"$or": [
     {"scheduled_at": {"$gt": datetime(9999, 12, 31, tzinfo=UTC)}},
     {"group": {"$not": {"$type": "string"}}},
     {"group": {"$in": ["", "*"]}},
+    # A NUL (written as a regex escape: MongoDB refuses a pattern holding one) cannot be in a field name.
+    {"group": {"$regex": "\\x00"}},
+    {"tenant": {"$regex": "\\x00"}},
     {"tenant": {"$exists": True, "$not": {"$type": ["string", "null"]}}},
     {"tenant": ""},
     {"priority": {"$nin": list(PRIORITIES)}},
@@ -144,18 +147,28 @@ def quarantine_ops(found: Iterable[Malformed], now: datetime) -> tuple[list[Upda
 
 
 async def quarantine(collections: Any, found: list[Malformed], now: datetime) -> list[Malformed]:
-    """Archive ``found`` as malformed and delete them from ``scheduled``; returns those written.
+    """Archive ``found`` as malformed and delete them from ``scheduled``; returns those archived now.
 
     Runs on ``collections`` (:class:`recruiter.store.Collections`, normally the
     ones of a fenced transaction). The caller logs ``job.quarantined`` once the
     transaction has committed (:func:`log_quarantined`).
     """
-    archive, delete = quarantine_ops(found, now)
+    unique = _unique(found)
+    archive, delete = quarantine_ops(unique, now)
     if not archive:
         return []
-    await collections.archived.bulk_write(archive, ordered=False)
+    result = await collections.archived.bulk_write(archive, ordered=False)
     await collections.scheduled.bulk_write(delete, ordered=False)
-    return list(found)
+    # Only copies written now: one quarantined by an earlier pass is not reported again.
+    return [unique[i] for i in sorted(result.upserted_ids)]
+
+
+def _unique(found: Iterable[Malformed]) -> list[Malformed]:
+    unique: list[Malformed] = []
+    for m in found:
+        if isinstance(m.document, Mapping) and "_id" in m.document and all(m.id != u.id for u in unique):
+            unique.append(m)
+    return unique
 
 
 def malformed_outcome(job: Mapping[str, Any], reason: str) -> Outcome:

@@ -117,6 +117,7 @@ class RoundPlan:
     selection: Selection | None = None
     handed_out: dict[Any, dict[str, Any]] = field(default_factory=dict)  # job id -> the copy its worker got
     malformed: list[Malformed] = field(default_factory=list)  # jobs to quarantine (recruiter.quarantine)
+    quarantined: list[Malformed] = field(default_factory=list)  # those whose archived copy the round wrote
 
     @property
     def idle(self) -> bool:
@@ -325,7 +326,7 @@ class RecruiterProcess:
         if plan.selection is not None:
             self._cursor = plan.selection.cursor
             self._cursor_reset = False
-        log_quarantined(log, plan.malformed)
+        log_quarantined(log, plan.quarantined)
         for entry in plan.outcomes:
             self._handed_out.pop(entry["outcome"]["job"], None)
         if len(self._handed_out) > MAX_HANDED_OUT:
@@ -384,7 +385,7 @@ class RecruiterProcess:
         report = plan.report
         if plan.malformed:
             self._check_lease()
-            await quarantine(self.c, plan.malformed, plan.now)
+            plan.quarantined = await quarantine(self.c, plan.malformed, plan.now)
         quarantined = {m.id for m in plan.malformed if _hashable(m.id)}
         applicable = [e for e in plan.outcomes if e["outcome"]["job"] not in quarantined]
         if applicable:
