@@ -29,7 +29,7 @@ from bson import Binary, ObjectId
 from bson.errors import InvalidDocument
 from pymongo import DeleteOne, UpdateOne
 
-from recruiter.documents import JOB_STATUSES, PRIORITIES, Malformed, check_job
+from recruiter.documents import PRIORITIES, UNLOCKED_STATUSES, Malformed, check_job
 from recruiter.outcome import Outcome
 from recruiter.retry import Archive
 
@@ -40,27 +40,29 @@ MAX_COPY_BYTES = 16 * 1024 * 1024 - 16 * 1024
 
 # Jobs per sweep; the next sweep finds the rest.
 SWEEP_LIMIT = 100
-# A job whose fields make it invisible to every candidate read (and to the cleaner):
-# it would sit in ``scheduled`` forever. The sweep reads these and checks them.
-UNREACHABLE: dict[str, Any] = {"$or": [
-    {"locked": {"$not": {"$type": "bool"}}},
-    {"status": {"$nin": list(JOB_STATUSES)}},
-    {"locked": False, "status": "assigned"},
-    {"locked": True, "status": {"$ne": "assigned"}},
-    {"locked": True, "locked_by": {"$not": {"$type": "string"}}},
-    {"locked": True, "lock_token": {"$not": {"$type": "objectId"}}},
-    {"locked": True, "locked_at": {"$not": {"$type": "date"}}},
-    {"scheduled_at": {"$not": {"$type": "date"}}},
-    {"scheduled_at": {"$gt": datetime(9999, 12, 31, tzinfo=UTC)}},
-    {"group": {"$not": {"$type": "string"}}},
-    {"group": {"$in": ["", "*"]}},
-    # A NUL (written as a regex escape: MongoDB refuses a pattern holding one) cannot be in a field name.
-    {"group": {"$regex": "\\x00"}},
-    {"tenant": {"$regex": "\\x00"}},
-    {"tenant": {"$exists": True, "$not": {"$type": ["string", "null"]}}},
-    {"tenant": ""},
-    {"priority": {"$nin": list(PRIORITIES)}},
-]}
+# A NUL cannot be in a name (names become field names); written as a regex escape,
+# since MongoDB refuses a pattern that holds one.
+_NO_NUL = {"$not": {"$regex": "\\x00"}}
+# What every job a candidate read (or the cleaner) can meet looks like, as a filter.
+_REACHABLE: dict[str, Any] = {
+    "$and": [
+        {"$or": [
+            {"locked": False, "status": {"$in": list(UNLOCKED_STATUSES)}},
+            {"locked": True, "status": "assigned", "locked_by": {"$type": "string"},
+             "lock_token": {"$type": "objectId"}, "locked_at": {"$type": "date"}},
+        ]},
+        {"$or": [{"tenant": None}, {"tenant": {"$type": "string", "$ne": "", **_NO_NUL}}]},
+        # A query on a field matches an array by its elements: the tests above would pass one.
+        {"$nor": [{f: {"$type": "array"}} for f in ("locked", "status", "group", "tenant", "priority",
+                                                     "scheduled_at", "locked_by", "lock_token", "locked_at")]},
+    ],
+    "scheduled_at": {"$type": "date", "$lte": datetime(9999, 12, 31, tzinfo=UTC)},
+    "group": {"$type": "string", "$nin": ["", "*"], **_NO_NUL},
+    "priority": {"$in": list(PRIORITIES)},
+}
+# A job no candidate read can meet: it would sit in ``scheduled`` forever. One predicate,
+# evaluated once per document (a long $or of type tests costs a scan per branch on some servers).
+UNREACHABLE: dict[str, Any] = {"$nor": [_REACHABLE]}
 
 
 async def sweep_scheduled(scheduled: Any, limit: int = SWEEP_LIMIT) -> list[Malformed]:
