@@ -11,7 +11,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import structlog
 from pymongo import ASCENDING, DESCENDING, IndexModel, WriteConcern
+from pymongo.errors import OperationFailure
+
+log = structlog.get_logger("recruiter.store")
 
 SCHEDULED = "scheduled"
 ARCHIVED = "archived"
@@ -61,14 +65,58 @@ class Collections:
         return cls(db[SCHEDULED], db[ARCHIVED], db[ROSTER], db[METADATA])
 
 
+# A second line behind recruiter.documents: the server refuses a new job whose core fields
+# have the wrong type (DocumentValidationFailure, code 121), whoever writes it. "moderate":
+# documents already stored that fail it can still be updated and deleted, so the quarantine
+# of one is never blocked. Only the types the recruiter's own writes always keep.
+_COUNT = {"bsonType": ["int", "long", "double"], "minimum": 0}
+JOB_SCHEMA: dict[str, Any] = {
+    "bsonType": "object",
+    "required": ["group", "status", "locked", "priority", "scheduled_at", "created_at", "attempts",
+                 "workable", "retry_policy"],
+    "properties": {
+        "group": {"bsonType": "string", "minLength": 1},
+        "tenant": {"bsonType": ["string", "null"], "minLength": 1},
+        "status": {"enum": ["queued", "retrying", "assigned"]},
+        "locked": {"bsonType": "bool"},
+        "priority": {"enum": ["high", "low"]},
+        "scheduled_at": {"bsonType": "date"},
+        "created_at": {"bsonType": "date"},
+        "attempts": _COUNT,
+        "crashes": _COUNT,
+        "workable": {"bsonType": "object", "required": ["class"], "properties": {"class": {"bsonType": "string"}}},
+        "retry_policy": {"bsonType": "object", "required": ["class"],
+                         "properties": {"class": {"bsonType": "string"}}},
+        "tags": {"bsonType": "array", "items": {"bsonType": "string"}},
+        "executions": {"bsonType": "array"},
+        "last_execution": {"bsonType": ["object", "null"]},
+    },
+}
+VALIDATION = {"validator": {"$jsonSchema": JOB_SCHEMA}, "validationLevel": "moderate", "validationAction": "error"}
+
+
 def ensure_indexes_sync(db: Any) -> None:
     for name, models in INDEXES.items():
         db[name].create_indexes(models)
+    try:
+        db.command("collMod", SCHEDULED, **VALIDATION)
+    except OperationFailure as exc:
+        _no_validator(exc)
 
 
 async def ensure_indexes(db: Any) -> None:
+    """The indexes, and the validator of ``scheduled`` where the server has validators."""
     for name, models in INDEXES.items():
         await db[name].create_indexes(models)
+    try:
+        await db.command("collMod", SCHEDULED, **VALIDATION)
+    except OperationFailure as exc:
+        _no_validator(exc)
+
+
+def _no_validator(exc: OperationFailure) -> None:
+    # No validators (or no right to set one): recruiter.documents still checks every read.
+    log.info("validator.unavailable", collection=SCHEDULED, reason=(str(exc).splitlines() or [""])[0][:200])
 
 
 class LostFence(Exception):

@@ -10,7 +10,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from bson import ObjectId
+from pymongo.errors import WriteError
 
 from recruiter.documents import check_job
 from recruiter.job import JobOptions, build_job_document
@@ -30,7 +32,7 @@ def test_a_malformed_candidate_is_quarantined_by_the_round_that_meets_it(db_uri:
     async def scenario(h: Harness) -> None:
         good = [await Record(h.db_uri, n=i).as_job_of(h.producer).in_group("g").enqueue() for i in range(2)]
         bad = raw_job(h, 99, tenant=7, created_at=START - timedelta(hours=1))  # older: first in line
-        await h.db.scheduled.insert_one(bad)
+        await h.db.scheduled.insert_one(bad, bypass_document_validation=True)
         workers = [await h.worker(f"w{i}") for i in range(3)]
 
         report = await h.round()
@@ -56,7 +58,8 @@ def test_a_worker_handed_a_malformed_job_does_not_run_it_and_the_next_round_quar
         process, slot = await h.worker("w1")
         await h.round()
         # Changed after it was assigned (a hand edit): the copy and the job lose created_at.
-        await h.db.scheduled.update_one({"_id": job_id}, {"$unset": {"created_at": ""}})
+        await h.db.scheduled.update_one({"_id": job_id}, {"$unset": {"created_at": ""}},
+                                        bypass_document_validation=True)
         await h.db.roster.update_one({"_id": "w1"}, {"$unset": {"job.created_at": ""}})
 
         await take_and_work(process, slot)
@@ -86,7 +89,7 @@ def test_the_sweep_finds_exactly_the_jobs_no_candidate_read_can_meet(db_uri: str
                                                  locked_at=START),
             raw_job(h, 16, status="assigned"), raw_job(h, 17, group=["g"]), {"_id": ObjectId()},
         ]
-        await h.db.scheduled.insert_many(unreachable)
+        await h.db.scheduled.insert_many(unreachable, bypass_document_validation=True)
 
         found = await sweep_scheduled(h.db.scheduled)
 
@@ -99,7 +102,7 @@ def test_the_sweep_finds_exactly_the_jobs_no_candidate_read_can_meet(db_uri: str
 def test_quarantine_is_idempotent_and_reports_only_what_it_archived(db_uri: str) -> None:
     async def scenario(h: Harness) -> None:
         docs = [raw_job(h, 1, group=5), raw_job(h, 2, _id={"odd": "id"}, tenant=3)]
-        await h.db.scheduled.insert_many(docs)
+        await h.db.scheduled.insert_many(docs, bypass_document_validation=True)
         found = [m for d in docs if (m := check_job(d)) is not None]
         c = Collections.of(h.db)
 
@@ -118,7 +121,7 @@ def test_the_cleaner_removes_a_dead_malformed_entry_and_quarantines_its_malforme
     async def scenario(h: Harness) -> None:
         old = START - timedelta(seconds=DEAD_AFTER_S * 2)
         job = raw_job(h, 1, locked=True, status="assigned", locked_by="ghost", locked_at=old)  # no lock_token
-        await h.db.scheduled.insert_one(job)
+        await h.db.scheduled.insert_one(job, bypass_document_validation=True)
         await h.db.roster.insert_many([
             {"_id": "ghost", "available": False, "work_on": "g", "last_seen_at": old, "working_on": job["_id"],
              "outcome": {"job": job["_id"], "decision": "done"}},
@@ -156,5 +159,20 @@ def test_malformed_metadata_and_roster_entries_do_not_stop_rounds(db_uri: str) -
         assert [(await h.archived(j) or {}).get("why") for j in ids] == ["done", "done"]
         cursor = await h.db.metadata.find_one({"_id": "fairness"})
         assert cursor is not None and cursor["last_group"] == "g" and isinstance(cursor["last_tenant"], dict)
+
+    run(db_uri, scenario)
+
+
+def test_the_validator_refuses_a_malformed_insert_and_leaves_stored_ones_deletable(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        with pytest.raises(WriteError) as refused:
+            await h.db.scheduled.insert_one(raw_job(h, 1, group=5))
+        assert refused.value.code == 121  # DocumentValidationFailure
+        await h.db.scheduled.insert_one(raw_job(h, 2, group="*"))  # the reader is stricter: it quarantines this
+        stored = raw_job(h, 3, attempts="x")
+        await h.db.scheduled.insert_one(stored, bypass_document_validation=True)
+        found = check_job(stored)
+        assert found is not None
+        assert await quarantine(Collections.of(h.db), [found], START) == [found]  # "moderate": not blocked
 
     run(db_uri, scenario)
