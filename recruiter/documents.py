@@ -124,6 +124,14 @@ def count(value: Any) -> Problem:
     return None
 
 
+def epoch(value: Any) -> Problem:
+    """A lease epoch (informational on a lock: the lock token fences): any whole number from 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+            or not float(value).is_integer() or value < 0:
+        return _expected("a whole number from 0", value)
+    return None
+
+
 def positive_seconds(value: Any) -> Problem:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return _expected("a positive number of seconds", value)
@@ -240,7 +248,7 @@ LOCK: dict[str, tuple[bool, Check]] = {
     "locked_by": (True, name),
     "lock_token": (True, lambda v: None if isinstance(v, ObjectId) else _expected("an ObjectId", v)),
     "locked_at": (True, date),
-    "lock_epoch": (False, count),
+    "lock_epoch": (False, epoch),
 }
 
 

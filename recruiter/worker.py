@@ -490,7 +490,8 @@ class WorkerProcess:
             self.stop()
         if doc.get("available"):
             return None, None
-        job_id = (doc.get("assigned_to") or {}).get(slot.id)
+        assigned = doc.get("assigned_to")
+        job_id = assigned.get(slot.id) if isinstance(assigned, dict) else None
         if job_id is None and not self.stopping.is_set():
             # Not available and nothing assigned: the job was cancelled before this
             # slot started it (recruiter.cancel).

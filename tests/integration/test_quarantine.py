@@ -176,3 +176,25 @@ def test_the_validator_refuses_a_malformed_insert_and_leaves_stored_ones_deletab
         assert await quarantine(Collections.of(h.db), [found], START) == [found]  # "moderate": not blocked
 
     run(db_uri, scenario)
+
+
+def test_a_malformed_lease_document_is_taken_over_not_obeyed_forever(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        await h.db.metadata.insert_many([
+            {"_id": "recruiter", "owner": "ghost", "expires_at": "never", "epoch": "seven", "session": "x"},
+            {"_id": "cleaner", "owner": "ghost", "epoch": float("nan")},
+        ])
+        job_id = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
+        process, slot = await h.worker("w1")
+
+        assert (await h.round()).assigned == 1
+        assert h.recruiter.lease.epoch == 1
+        await take_and_work(process, slot)
+        await h.round()
+        cleaner = await h.cleaner()
+        await cleaner.fenced_clean()
+
+        assert cleaner.lease.epoch == 1
+        assert (await h.archived(job_id) or {}).get("why") == "done"
+
+    run(db_uri, scenario)
