@@ -65,15 +65,16 @@ class Collections:
         return cls(db[SCHEDULED], db[ARCHIVED], db[ROSTER], db[METADATA])
 
 
-# A second line behind recruiter.documents: the server refuses a new job whose core fields
-# have the wrong type (DocumentValidationFailure, code 121), whoever writes it. "moderate":
-# documents already stored that fail it can still be updated and deleted, so the quarantine
-# of one is never blocked. Only the types the recruiter's own writes always keep.
-_COUNT = {"bsonType": ["int", "long", "double"], "minimum": 0}
+# A second line behind recruiter.documents: the server refuses a new job whose fields
+# that candidate reads depend on have the wrong type (DocumentValidationFailure, code 121),
+# whoever writes it, so it cannot sit in scheduled unseen. The reader checks the rest
+# when the job is read. "moderate": documents already stored that fail it can still be
+# updated and deleted, so the quarantine of one is never blocked. Only the types the
+# recruiter's own writes always keep; kept short, as the embedded server evaluates it
+# per write (measured there: inserts about 1.4x slower, lock updates no slower).
 JOB_SCHEMA: dict[str, Any] = {
     "bsonType": "object",
-    "required": ["group", "status", "locked", "priority", "scheduled_at", "created_at", "attempts",
-                 "workable", "retry_policy"],
+    "required": ["group", "status", "locked", "priority", "scheduled_at", "attempts"],
     "properties": {
         "group": {"bsonType": "string", "minLength": 1},
         "tenant": {"bsonType": ["string", "null"], "minLength": 1},
@@ -81,15 +82,7 @@ JOB_SCHEMA: dict[str, Any] = {
         "locked": {"bsonType": "bool"},
         "priority": {"enum": ["high", "low"]},
         "scheduled_at": {"bsonType": "date"},
-        "created_at": {"bsonType": "date"},
-        "attempts": _COUNT,
-        "crashes": _COUNT,
-        "workable": {"bsonType": "object", "required": ["class"], "properties": {"class": {"bsonType": "string"}}},
-        "retry_policy": {"bsonType": "object", "required": ["class"],
-                         "properties": {"class": {"bsonType": "string"}}},
-        "tags": {"bsonType": "array", "items": {"bsonType": "string"}},
-        "executions": {"bsonType": "array"},
-        "last_execution": {"bsonType": ["object", "null"]},
+        "attempts": {"bsonType": ["int", "long", "double"], "minimum": 0},
     },
 }
 VALIDATION = {"validator": {"$jsonSchema": JOB_SCHEMA}, "validationLevel": "moderate", "validationAction": "error"}
