@@ -41,6 +41,8 @@ from typing import Any
 
 from bson import Binary, Int64, ObjectId
 
+from recruiter.naming import MAX_NAME_CHARS
+
 # Counts (attempts, crashes) stay far below this; a bigger one would overflow an $inc.
 MAX_COUNT = 2**31 - 1
 JOB_STATUSES = ("queued", "retrying", "assigned")
@@ -83,10 +85,22 @@ def name(value: Any) -> Problem:
     return None
 
 
+def queue_name(value: Any) -> Problem:
+    """A group or tenant: a name of bounded length (it becomes a field name of the fairness cursor).
+
+    Looser than the producer's rule (:func:`recruiter.naming.name_problem`), so that
+    jobs an older version enqueued (``a.b``) still run: only what no process can use is refused.
+    """
+    problem = name(value)
+    if problem is None and len(value) > MAX_NAME_CHARS:
+        return f"too long: {len(value)} characters, at most {MAX_NAME_CHARS}"
+    return problem
+
+
 def group_name(value: Any) -> Problem:
     if value == ANY_GROUP:
         return "'*' is reserved for workers that take any group"
-    return name(value)
+    return queue_name(value)
 
 
 def optional(check: Check) -> Check:
@@ -102,6 +116,10 @@ def optional(check: Check) -> Check:
         return problem
 
     return check_optional
+
+
+def text(value: Any) -> Problem:
+    return None if isinstance(value, str) else _expected("a string", value)
 
 
 def date(value: Any) -> Problem:
@@ -220,13 +238,13 @@ LAST_EXECUTION: dict[str, tuple[bool, Check]] = {
     "scheduled_at": (False, optional(date)),
     "started_at": (False, optional(date)),
     "ended_at": (False, optional(date)),
-    "message": (False, optional(lambda v: None if isinstance(v, str) else _expected("a string", v))),
+    "message": (False, optional(text)),
 }
 # Every field of a ``scheduled`` document that some process reads, in the order checked.
 JOB: dict[str, tuple[bool, Check]] = {
     "_id": (True, job_id),
     "group": (True, group_name),
-    "tenant": (False, optional(name)),
+    "tenant": (False, optional(queue_name)),
     "status": (True, one_of(*JOB_STATUSES)),
     "locked": (True, boolean),
     "priority": (True, one_of(*PRIORITIES)),
@@ -292,7 +310,7 @@ def _decision(value: Any) -> Problem:
     if not isinstance(value, Mapping):
         return _expected("an embedded document", value)
     if "archive" in value:
-        problem = fields_problem(value, {"archive": (True, name)})
+        problem = fields_problem(value, {"archive": (True, name), "reason": (False, optional(text))})
     else:
         problem = fields_problem(value, {"retry_at": (True, date), "group": (False, optional(group_name))})
     return f".{problem}" if problem else None
@@ -304,7 +322,6 @@ OUTCOME: dict[str, tuple[bool, Check]] = {
     "executed": (True, boolean),
     "decision": (True, _decision),
     "execution": (False, optional(document)),
-    "reason": (False, optional(lambda v: None if isinstance(v, str) else _expected("a string", v))),
 }
 
 ENTRY: dict[str, tuple[bool, Check]] = {

@@ -30,10 +30,9 @@ from bson.errors import InvalidDocument
 from pymongo import DeleteOne, UpdateOne
 
 from recruiter.documents import PRIORITIES, UNLOCKED_STATUSES, Malformed, check_job
-from recruiter.outcome import Outcome
+from recruiter.outcome import MALFORMED, Outcome
 from recruiter.retry import Archive
 
-MALFORMED = "malformed"
 # An archived copy may not outgrow the BSON limit (16 MiB) with the fields added here.
 MAX_COPY_BYTES = 16 * 1024 * 1024 - 16 * 1024
 
@@ -186,7 +185,7 @@ def malformed_outcome(job: Mapping[str, Any], reason: str) -> Outcome:
     return Outcome(
         job_id, token if isinstance(token, ObjectId) else ObjectId(),
         attempts if isinstance(attempts, int) and not isinstance(attempts, bool) else 0,
-        executed=False, decision=Archive(MALFORMED), reason=reason,
+        executed=False, decision=Archive(MALFORMED, reason),
     )
 
 

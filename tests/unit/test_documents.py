@@ -60,6 +60,7 @@ def test_documents_the_producer_and_the_recruiter_write_are_well_formed() -> Non
 def test_numbers_written_by_mongosh_as_doubles_and_unknown_fields_are_accepted() -> None:
     assert job_problem(queued_job(attempts=0.0, crashes=Int64(1), priority="high", extra={"x": [1]})) is None
     assert job_problem(queued_job(tenant=None, timeout_s=None, last_execution=None)) is None
+    assert job_problem(queued_job(group="reports.daily", tenant="a,b")) is None  # names older versions allowed
     assert job_problem(without(without(queued_job(), "tags"), "executions")) is None
 
 
@@ -73,6 +74,7 @@ def test_numbers_written_by_mongosh_as_doubles_and_unknown_fields_are_accepted()
     ({"group": "*"}, "group: '*' is reserved for workers that take any group"),
     ({"group": "a\x00b"}, "group: expected a string without NUL characters"),
     ({"group": {"name": "g"}}, "group: expected a non-empty string, got dict"),
+    ({"tenant": "t" * 201}, "tenant: too long: 201 characters, at most 200"),
     ({"status": "running"}, "status: expected one of queued, retrying, assigned, got 'running'"),
     ({"status": "assigned"}, "status: expected queued or retrying for an unlocked job, got 'assigned'"),
     ({"locked": "false"}, "locked: expected true or false, got str"),
@@ -208,7 +210,7 @@ def test_a_worker_handed_a_malformed_job_archives_it_as_malformed_without_runnin
     problem = job_problem(job)
     assert problem == "created_at: expected a date, got str"
     outcome = malformed_outcome(job, problem).to_document()
-    assert is_archive(outcome) and not outcome["executed"] and outcome["reason"] == problem
+    assert is_archive(outcome) and not outcome["executed"] and outcome["decision"]["reason"] == problem
     archived = archived_document(job, outcome, NOW)
     assert archived["why"] == MALFORMED and archived["reason"] == problem and archived["attempts"] == 0
 
