@@ -56,8 +56,8 @@ def failure_of(job: dict[str, Any], exc: BaseException, ended_at: datetime) -> F
     return Failure(
         job_id=str(job["_id"]),
         attempts=int(job.get("attempts", 1)),
-        created_at=job["created_at"],
-        scheduled_at=job["scheduled_at"],
+        created_at=job.get("created_at") or ended_at,
+        scheduled_at=job.get("scheduled_at") or ended_at,
         ended_at=ended_at,
         exception_types=lineage_of(exc),
         message=str(exc)[:MAX_MESSAGE_CHARS],

@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -39,9 +39,11 @@ from pymongo.errors import PyMongoError
 
 from recruiter.clock import Clock
 from recruiter.connection import first_line
+from recruiter.documents import Malformed, check_job, outcome_problem
 from recruiter.lease import Lease
 from recruiter.liveness import find_stranded, missed_beats, rescue_update, take_back
 from recruiter.outcome import REFERENCE_FIELDS, jobs_referenced_by
+from recruiter.quarantine import log_quarantined, quarantine
 from recruiter.store import Collections, LostFence, fenced_transaction
 
 log = structlog.get_logger("recruiter.cleaner")
@@ -70,6 +72,7 @@ class CleanReport:
     dead_workers: int = 0
     unlocked_jobs: int = 0
     pruned: int = 0
+    quarantined: list[Malformed] = field(default_factory=list)
 
 
 class CleanerProcess:
@@ -82,6 +85,7 @@ class CleanerProcess:
         self._stop = asyncio.Event()
         self._db = db
         self._next_orphan_scan: datetime | None = None
+        self._report = CleanReport()
 
     def stop(self) -> None:
         self._stop.set()
@@ -114,14 +118,17 @@ class CleanerProcess:
         async with fenced_transaction(self._db, self.lease) as inside:
             self.c = inside
             try:
-                return await self.clean()
+                report = await self.clean()
             finally:
                 self.c = outside
+        log_quarantined(log, report.quarantined)  # committed
+        return report
 
     async def clean(self) -> CleanReport:
         now = self.clock.now()
         report = CleanReport()
         cutoff = now - timedelta(seconds=self.config.considered_dead_after_s)
+        self._report = report
         stale = await self.c.heartbeats.find(
             {"$or": [{"fresh_until": {"$lte": now}}, {"last_seen_at": {"$lt": cutoff}}]}).to_list()
         dead = {b["_id"]: b for b in stale if not isinstance(b.get("last_seen_at"), datetime)
@@ -167,7 +174,8 @@ class CleanerProcess:
     async def remove_dead_worker(self, worker: dict[str, Any] | None, beat: dict[str, Any] | None,
                                  now: datetime) -> int | None:
         """Delete a dead worker's heartbeat and entry and unlock its jobs; None if the entry was not deleted."""
-        if worker is not None and worker.get("outcome"):
+        outcome = (worker or {}).get("outcome")
+        if worker is not None and outcome and outcome_problem(outcome) is None:
             log.info("worker.dead_with_outcome", worker_id=worker["_id"],
                      detail="waiting for the recruiter to apply its last outcome")
             return None
@@ -179,16 +187,17 @@ class CleanerProcess:
             return None  # a heartbeat left by an entry already removed
         if beat is None:  # an unreadable heartbeat document goes with its entry
             await self.c.heartbeats.delete_one({"_id": worker["_id"], "last_seen_at": {"$not": {"$type": "date"}}})
-        fence: dict[str, Any] = {"_id": worker["_id"], "session": worker.get("session"), "outcome": {"$exists": False}}
+        # A malformed outcome is never applied: the entry goes, its job is unlocked below.
+        fence: dict[str, Any] = {"_id": {"$eq": worker["_id"]}, "session": {"$eq": worker.get("session")},
+                                 "outcome": {"$eq": outcome} if "outcome" in worker else {"$exists": False}}
         if beat is None and "last_seen_at" in worker:
-            fence["last_seen_at"] = worker["last_seen_at"]
+            fence["last_seen_at"] = {"$eq": worker["last_seen_at"]}
         if not (await self.c.roster.delete_one(fence)).deleted_count:
             return None
         if beat is not None and beat.get("session") != worker.get("session"):
             beat = None  # the heartbeat of another registration with this id
-        seen = (beat or worker).get("last_seen_at")
-        seen_text = seen.isoformat() if isinstance(seen, datetime) else "never"
-        log.warning("worker.dead", worker_id=worker["_id"], last_seen_at=seen_text,
+        seen_text = _when((beat or worker).get("last_seen_at"))
+        log.warning("worker.dead", worker_id=str(worker["_id"])[:100], last_seen_at=seen_text,
                     pid=worker.get("pid"), hostname=worker.get("hostname"))
         # Only the jobs the entry referred to: a job locked for a new entry with the same
         # id (a restarted worker) is not this dead worker's. Other locks go to the orphan sweep.
@@ -207,7 +216,8 @@ class CleanerProcess:
         the server lost). The unlock is conditional on the lock token, so a job
         the recruiter archives or reschedules meanwhile is left alone.
         """
-        locked = await self.c.scheduled.find({"locked": True, "locked_at": {"$lt": cutoff}}).to_list()
+        locked = await self._well_formed(
+            await self.c.scheduled.find({"locked": True, "locked_at": {"$lt": cutoff}}).to_list())
         if not locked:
             return 0
         entries = {w["_id"]: w for w in await self.c.roster.find(
@@ -218,9 +228,19 @@ class CleanerProcess:
         return (await self._unlock(gone, None, None, now, "its worker left the roster without finishing it")
                 + await self._unlock(forgotten, None, None, now, "its worker no longer refers to it"))
 
+    async def _well_formed(self, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The well-formed ``jobs``; the others are quarantined (:mod:`recruiter.quarantine`)."""
+        malformed = [m for j in jobs if (m := check_job(j)) is not None]
+        if not malformed:
+            return jobs
+        self._report.quarantined += await quarantine(self.c, malformed, self.clock.now())
+        bad = [m.document for m in malformed]
+        return [j for j in jobs if not any(j is d for d in bad)]
+
     async def _unlock(self, jobs: list[dict[str, Any]], worker: dict[str, Any] | None, beat: dict[str, Any] | None,
                       now: datetime, reason: str) -> int:
         """Return or unlock as crashed each job of a dead ``worker`` (:func:`recruiter.liveness.rescue_update`)."""
+        jobs = await self._well_formed(jobs)
         jobs = await self._finish_archived(jobs)
         if not jobs:
             return 0
@@ -260,3 +280,7 @@ class CleanerProcess:
         if result.deleted_count:
             log.info("archived.pruned", count=result.deleted_count)
         return int(result.deleted_count)
+
+
+def _when(value: Any) -> str:
+    return value.isoformat() if isinstance(value, datetime) else f"never (last_seen_at is {type(value).__name__})"
