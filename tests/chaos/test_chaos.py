@@ -43,7 +43,8 @@ GROUPS = {"a": ["a1", "a2", "a3", "a4"], "b": ["b1", "b2", "b3", "b4"]}
 RECRUITER = ["--backoff-from", "20ms", "--backoff-to", "200ms", "--lease-ttl", "2s"]
 WORKER = ["--heartbeat-interval", "300ms", "--poll-from", "10ms", "--poll-to", "100ms", "--grace-period", "2s",
           "--max-crashes", str(MAX_CRASHES)]
-CLEANER = ["--considered-dead-after", "5s", "--interval", "200ms", "--lease-ttl", "2s"]
+CLEANER = ["--considered-dead-after", "5s", "--heartbeat-interval", "300ms", "--interval", "200ms",
+           "--lease-ttl", "2s"]
 # Retries allowed to jobs that should succeed: crashes and kills count as attempts.
 RETRIES = 5
 FAILING_RETRIES = 2
