@@ -51,7 +51,7 @@ def server_command() -> str:
 
 def start(port: int, storage_path: Path | str, *, host: str = "127.0.0.1", log_path: Path | None = None,
           detach: bool = False) -> subprocess.Popen[bytes]:
-    """Start ``secantusd-py``; with ``detach`` it outlives this process."""
+    """Start ``secantusd-py``; with ``detach`` it outlives this process, without it it ends with it."""
     storage = str(storage_path)
     if storage != ":memory:":
         Path(storage).mkdir(parents=True, exist_ok=True)
@@ -59,7 +59,17 @@ def start(port: int, storage_path: Path | str, *, host: str = "127.0.0.1", log_p
     return subprocess.Popen(
         [server_command(), "--host", host, "--port", str(port), "--storage-path", storage],
         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=detach,
+        preexec_fn=None if detach else _die_with_parent,
     )
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: on Linux, get SIGTERM when the parent dies, even by SIGKILL."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
 
 
 def free_port() -> int:

@@ -20,6 +20,7 @@ from pymongo.errors import PyMongoError
 
 from recruiter import Recruiter
 from recruiter.embedded import start as start_server
+from recruiter.embedded import stop_recorded
 from tests.conftest import REPO, free_port, wait_for
 from tests.processes.conftest import FAST_WORKER, Processes
 from tests.processes.test_cli_errors import assert_one_line_error, run_cli
@@ -106,6 +107,7 @@ def test_embedded_start_listens_where_the_uri_says_and_stops(source: str, tmp_pa
                                env=env, capture_output=True, text=True, timeout=60)
         assert after.returncode == 1 and "no embedded server runs" in after.stdout
     finally:
+        stop_recorded(storage)
         if server.poll() is None:
             server.kill()
             server.wait(10)
@@ -153,7 +155,7 @@ def test_a_server_started_by_embedded_is_logged_and_kept_until_stopped(tmp_path:
         if worker.poll() is None:
             worker.kill()
         if not stopped:
-            run_cli("embedded", "stop", "--embedded-path", str(storage))
+            stop_recorded(storage)
 
 
 # -- the dead-after check -------------------------------------------------------------------
