@@ -112,12 +112,14 @@ class Chaos:
 class Progress:
     """A line on the terminal every ``every_s`` while the test runs, whatever pytest captures.
 
-    Written through pytest's terminal reporter (as the test's own summary lines are
-    not, with capture on), so a long run never looks like a hang.
+    Written through pytest's terminal reporter with capture suspended for the line
+    (what ``capsys.disabled()`` does), so it shows without ``-s`` and a long run
+    never looks like a hang.
     """
 
     def __init__(self, config: pytest.Config, chaos: Chaos, db: Any, total: int, every_s: float = 10.0) -> None:
         self.reporter = config.pluginmanager.get_plugin("terminalreporter")
+        self.capture = config.pluginmanager.get_plugin("capturemanager")
         self.chaos, self.db, self.total, self.every_s = chaos, db, total, every_s
         self.began = time.monotonic()
         self.last = self.began
@@ -129,11 +131,12 @@ class Progress:
         self.last = now
         line = (f"chaos {now - self.began:4.0f}s {phase}: {self.chaos.kill_count} kills, "
                 f"{self.chaos.restarts} restarts, {self.db.archived.count_documents({})}/{self.total} archived")
-        if self.reporter is not None:
+        if self.reporter is None or self.capture is None:
+            print(line, flush=True)
+            return
+        with self.capture.global_and_fixture_disabled():
             self.reporter.write_line(line)
             self.reporter.flush()
-        else:
-            print(line, flush=True)
 
 
 def chaos_seconds(config: pytest.Config) -> float:
