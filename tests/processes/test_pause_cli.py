@@ -13,19 +13,19 @@ from tests.workables import Record
 def test_pause_resume_and_list(db: Any, db_uri: str) -> None:
     with Recruiter.connect(db_uri) as rec:  # names nobody uses need --force (tests/processes/test_newcomer_cli.py)
         rec.enqueue_many([Record(db_uri, n=1).as_job_of(rec).in_group("billing"),
-                          Record(db_uri, n=2).as_job_of(rec).in_group("reports").for_tenant("acme.com")])
+                          Record(db_uri, n=2).as_job_of(rec).in_group("reports").for_tenant("acme-com")])
     out = run_cli("groups", "pause", "billing", "reports", "--target", db_uri)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "paused groups: billing, reports"
-    assert run_cli("tenants", "pause", "acme.com", "--target", db_uri).stdout.strip() == "paused tenants: acme.com"
+    assert run_cli("tenants", "pause", "acme-com", "--target", db_uri).stdout.strip() == "paused tenants: acme-com"
     assert run_cli("groups", "resume", "billing", "--target", db_uri).stdout.strip() == "paused groups: reports"
     assert run_cli("groups", "list", "--target", db_uri).stdout.strip() == "paused groups: reports"
     assert db.metadata.find_one({"_id": "paused"}) == {"_id": "paused", "groups": ["reports"],
-                                                      "tenants": ["acme.com"]}
+                                                      "tenants": ["acme-com"]}
     status = run_cli("status", "--target", db_uri, "--json")
-    assert json.loads(status.stdout)["paused"] == {"groups": ["reports"], "tenants": ["acme.com"]}
-    assert "paused:    group reports, tenant acme.com" in run_cli("status", "--target", db_uri).stdout
-    run_cli("tenants", "resume", "acme.com", "--target", db_uri)
+    assert json.loads(status.stdout)["paused"] == {"groups": ["reports"], "tenants": ["acme-com"]}
+    assert "paused:    group reports, tenant acme-com" in run_cli("status", "--target", db_uri).stdout
+    run_cli("tenants", "resume", "acme-com", "--target", db_uri)
     assert run_cli("tenants", "list", "--target", db_uri).stdout.strip() == "paused tenants: none"
 
 
