@@ -78,7 +78,11 @@ def test_running_it_verbatim_in_a_fresh_virtualenv(tmp_path: Path) -> None:
     try:
         assert block.wait(300) == 0, log_path.read_text()[-4000:]
         installed = checkout / ".venv" / "bin"
-        assert all((installed / name).exists() for name in ("recruiter", "worker", "cleaner"))
+        for name in ("worker", "cleaner"):  # the console scripts, with their own usage lines
+            usage = subprocess.run([str(installed / name), "start", "--help"], capture_output=True, text=True,
+                                   env=env, timeout=60)
+            assert usage.stdout.startswith(f"Usage: {name} start [OPTIONS]"), usage.stdout[:200] + usage.stderr
+        assert (installed / "recruiter").exists()
         db = client["recruiter"]
         wait_for(lambda: db.archived.count_documents({"why": "done"}) == JOBS_IN_ENQUEUE_PY, timeout_s=120,
                  message=f"the README's {JOBS_IN_ENQUEUE_PY} jobs archived")
