@@ -59,13 +59,17 @@ from recruiter.outcome import (
 )
 from recruiter.selection import DEFAULT_SCHEME, Assignment, Candidate, CountingScheme, Cursor, FreeWorker, Selection
 from recruiter.store import METADATA, SCHEDULED, Collections, LostFence, fenced_transaction
-from recruiter.wakeup import Doorbell
+from recruiter.wakeup import Doorbell, job_reference
 
 log = structlog.get_logger("recruiter.recruiter")
 
-# A job document bigger than this is not copied into the worker's roster entry;
-# the worker reads it from ``scheduled`` instead (one more read, for big jobs only).
+# A job document bigger than this is not copied into the worker's roster entry:
+# the entry gets a reference (recruiter.wakeup.job_reference), and the worker reads
+# the job from ``scheduled`` by ``_id`` (one more read, for big jobs only).
 MAX_JOB_COPY_BYTES = 64 * 1024
+# The copies one assignment update carries, together, stay under this (the rest go as
+# references), so the update stays far below the 16 MiB command limit whatever the round size.
+MAX_ROUND_COPY_BYTES = 4 * 1024 * 1024
 # The leader remembers the jobs it handed out until their outcomes come back;
 # past this many (outcomes that never came: workers that died) it starts afresh.
 MAX_HANDED_OUT = 10_000
@@ -123,6 +127,22 @@ class Locked:
     assignment: Assignment
     token: ObjectId
     job: dict[str, Any]
+
+
+def copies_to_send(locked: list[Locked]) -> list[dict[str, Any]]:
+    """What each assignment carries in ``job``: the job itself, or a reference to it
+    (:func:`recruiter.wakeup.job_reference`) when the job is bigger than
+    ``MAX_JOB_COPY_BYTES`` or the round's copies already reach ``MAX_ROUND_COPY_BYTES``."""
+    budget = MAX_ROUND_COPY_BYTES
+    out = []
+    for lk in locked:
+        size = len(bson.encode(lk.job))
+        if size <= min(MAX_JOB_COPY_BYTES, budget):
+            budget -= size
+            out.append(lk.job)
+        else:
+            out.append(job_reference(lk.assignment.job_id, lk.token))
+    return out
 
 
 class LostLease(Exception):
@@ -511,17 +531,14 @@ class RecruiterProcess:
         as in the seed) and its job in ``job``. So the command grows linearly with
         the round and each entry holds one job, instead of every entry holding the
         whole map; the worker needs no second read to start, and a change stream on
-        its entry delivers the job itself. Jobs too big to copy are read by the worker.
+        its entry delivers the job itself. Jobs too big to copy (:func:`copies_to_send`)
+        go as a reference in ``job``, so the worker still hears of them at once, and reads them.
         """
         if not locked:
             return set()
         mapping = {lk.assignment.worker_id: lk.assignment.job_id for lk in locked}
-        picks = []
-        for lk in locked:
-            pick: dict[str, Any] = {"w": lk.assignment.worker_id, "j": lk.assignment.job_id}
-            if len(bson.encode(lk.job)) <= MAX_JOB_COPY_BYTES:
-                pick["job"] = lk.job
-            picks.append(pick)
+        picks = [{"w": lk.assignment.worker_id, "j": lk.assignment.job_id, "job": copy}
+                 for lk, copy in zip(locked, copies_to_send(locked), strict=True)]
         own_pick = {"$arrayElemAt": [
             {"$filter": {"input": {"$literal": picks}, "cond": {"$eq": ["$$this.w", "$_id"]}}}, 0]}
         result = await self.c.roster.update_many(

@@ -55,7 +55,7 @@ from recruiter.outcome import DONE, Execution, Kind, Outcome, crash_update, desc
 from recruiter.retry import Archive, Decision, RetryAt
 from recruiter.selection import ANY_GROUP
 from recruiter.store import Collections
-from recruiter.wakeup import RosterWatch, Wake
+from recruiter.wakeup import RosterWatch, Wake, is_copy
 from recruiter.workable import JobContext, accepts_context, workable_from_document
 
 log = structlog.get_logger("recruiter.worker")
@@ -552,8 +552,9 @@ class WorkerProcess:
     # -- one job ----------------------------------------------------------------
 
     async def work(self, slot: Slot, job_id: ObjectId, job: dict[str, Any] | None = None) -> None:
-        """Run the job assigned to ``slot``: from the copy the assignment carried, or read."""
-        if job is None or job.get("_id") != job_id:
+        """Run the job assigned to ``slot``: from the copy the assignment carried, or read
+        by ``_id`` (no copy, or only a reference to a job too big to copy)."""
+        if job is None or not is_copy(job) or job.get("_id") != job_id:
             job = await self.c.scheduled.find_one({"_id": job_id})
         if not job or not job.get("locked") or job.get("locked_by") != slot.id:
             log.warning("assignment.stale", worker_id=slot.id, job_id=str(job_id))
