@@ -349,8 +349,11 @@ class RecruiterProcess:
             self._check_lease()
             locked = await self.lock(plan.selection.assignments, plan.now)
             self._check_lease()
-            assigned = await self._assign(locked, plan.now)
-            plan.handed_out = {lk.assignment.job_id: lk.job for lk in locked if lk.assignment.worker_id in assigned}
+            copies = copies_to_send(locked)
+            assigned = await self._assign(locked, plan.now, copies)
+            # Only the copies are remembered: a big job is read again when its outcome comes back.
+            plan.handed_out = {lk.assignment.job_id: lk.job for lk, copy in zip(locked, copies, strict=True)
+                               if lk.assignment.worker_id in assigned and copy is lk.job}
             report.assigned = len(assigned)
             if report.assigned:
                 log.debug("round.assigned", assigned=report.assigned, free_workers=report.free_workers)
@@ -521,7 +524,8 @@ class RecruiterProcess:
         """Hand locked jobs to their workers (see :meth:`_assign`); returns how many landed."""
         return len(await self._assign(locked, now))
 
-    async def _assign(self, locked: list[Locked], now: datetime) -> set[str]:
+    async def _assign(self, locked: list[Locked], now: datetime,
+                      copies: list[dict[str, Any]] | None = None) -> set[str]:
         """Hand locked jobs to their workers with one update; roll back what did not land.
 
         ONE ``update_many`` over the chosen roster entries carries the round's
@@ -538,7 +542,7 @@ class RecruiterProcess:
             return set()
         mapping = {lk.assignment.worker_id: lk.assignment.job_id for lk in locked}
         picks = [{"w": lk.assignment.worker_id, "j": lk.assignment.job_id, "job": copy}
-                 for lk, copy in zip(locked, copies_to_send(locked), strict=True)]
+                 for lk, copy in zip(locked, copies or copies_to_send(locked), strict=True)]
         own_pick = {"$arrayElemAt": [
             {"$filter": {"input": {"$literal": picks}, "cond": {"$eq": ["$$this.w", "$_id"]}}}, 0]}
         result = await self.c.roster.update_many(
