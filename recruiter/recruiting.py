@@ -23,6 +23,10 @@ conditional update of its lease document (:func:`recruiter.store.fenced_transact
 A successor's acquire conflicts with it, so a stale leader's round commits
 nothing, and a round cut short by a crash leaves nothing half-done (an archived
 copy without its delete, a lock without its assignment).
+
+Logs say what happened: what a round's writes make true (``job.archived``,
+``jobs.rolled_back``, ``round.assigned``) is logged once its transaction has
+committed (:class:`recruiter.logs.AfterCommit`); a round that aborts logs none of it.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from recruiter.connection import first_line
 from recruiter.control import CURSOR_ID, PAUSED_ID, cursor_changes, cursor_from_document, paused_from_document
 from recruiter.job import Status
 from recruiter.lease import Lease
+from recruiter.logs import AfterCommit
 from recruiter.outcome import (
     REFERENCE_FIELDS,
     ROLLBACK_PIPELINE,
@@ -171,6 +176,8 @@ class RecruiterProcess:
         # the copy its worker receives, with no second read.
         self._read: dict[Any, dict[str, Any]] = {}
         self._handed_out: dict[Any, dict[str, Any]] = {}
+        # What a fenced round's writes make true is logged once its transaction has committed.
+        self.events = AfterCommit(log)
 
     def stop(self) -> None:
         self._stop.set()
@@ -270,14 +277,16 @@ class RecruiterProcess:
             return plan.report
         outside = self.c
         try:
-            async with fenced_transaction(self.db, self.lease) as inside:
-                self.c = inside
-                try:
-                    if rollback:
-                        await self.rollback_unassigned()
-                    report = await self.carry_out(plan)
-                finally:
-                    self.c = outside
+            with self.events.held():
+                async with fenced_transaction(self.db, self.lease) as inside:
+                    self.c = inside
+                    try:
+                        if rollback:
+                            await self.rollback_unassigned()
+                        report = await self.carry_out(plan)
+                        self.fault("round.before_commit")
+                    finally:
+                        self.c = outside
         except LostFence:
             raise LostLease() from None
         self._remember(plan)  # committed
@@ -356,7 +365,7 @@ class RecruiterProcess:
                                if lk.assignment.worker_id in assigned and copy is lk.job}
             report.assigned = len(assigned)
             if report.assigned:
-                log.debug("round.assigned", assigned=report.assigned, free_workers=report.free_workers)
+                self.events.debug("round.assigned", assigned=report.assigned, free_workers=report.free_workers)
         # The assignment removed the outcomes of the workers it reached; clear the others.
         await self._clear_outcomes([e for e in plan.outcomes if e["_id"] not in assigned])
         return report
@@ -472,8 +481,8 @@ class RecruiterProcess:
                 {"$or": [{"_id": d["_id"], "lock_token": outcomes[d["_id"]][1]["token"]} for d in archive]}
             )
             for d in archive:
-                log.info("job.archived", job_id=str(d["_id"]), why=d["why"], attempts=d.get("attempts"),
-                         group=d.get("group"))
+                self.events.info("job.archived", job_id=str(d["_id"]), why=d["why"], attempts=d.get("attempts"),
+                                 group=d.get("group"))
         if reschedule:
             await self.c.scheduled.bulk_write(reschedule, ordered=False)
         if clear:
@@ -570,11 +579,12 @@ class RecruiterProcess:
     async def _rollback(self, locks: list[tuple[Any, ObjectId]]) -> None:
         if not locks:
             return
-        await self.c.scheduled.bulk_write(
+        result = await self.c.scheduled.bulk_write(
             [UpdateOne({"_id": job_id, "lock_token": token}, ROLLBACK_PIPELINE) for job_id, token in locks],
             ordered=False,
         )
-        log.info("jobs.rolled_back", count=len(locks))
+        if result.modified_count:
+            self.events.info("jobs.rolled_back", count=result.modified_count)
 
     async def rollback_unassigned(self) -> None:
         """Release locks a previous leader took but never handed to a worker."""
