@@ -154,7 +154,7 @@ class CleanerProcess:
             return None  # it came back to life, or someone else handled it
         seen = worker["last_seen_at"]
         self.events.warning("worker.dead", worker_id=worker["_id"], last_seen_at=seen.isoformat(),
-                    pid=worker.get("pid"), hostname=worker.get("hostname"))
+                            pid=worker.get("pid"), hostname=worker.get("hostname"))
         # Only the jobs the entry referred to: a job locked for a new entry with the same
         # id (a restarted worker) is not this dead worker's. Other locks go to the orphan sweep.
         held = list(jobs_referenced_by(worker))

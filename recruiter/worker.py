@@ -761,7 +761,12 @@ class WorkerProcess:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self.config.poll_to_s)
         if result.matched_count == 0:
-            await self._refused(slot, outcome, bound)
+            try:
+                await self._refused(slot, outcome, bound)
+            except PyMongoError as exc:
+                bound.warning("job.outcome_refused", error=first_line(exc),
+                              detail="the outcome write matched nothing, and why could not be read")
+                await self._available_again(slot)
 
     async def _refused(self, slot: Slot, outcome: Outcome, bound: Any) -> None:
         """The outcome write matched nothing: find out why, and log what truly happened.
