@@ -23,6 +23,11 @@ from recruiter.workable import Workable
 
 DEFAULT_GROUP = "generic"
 MAX_EXECUTIONS_KEPT = 20
+# The largest job document enqueue accepts: MongoDB's 16 MiB less room for what the
+# job gains on its way (lock fields, MAX_EXECUTIONS_KEPT executions with their
+# messages, the last trace, a result: recruiter.attempt caps each), so that its lock
+# and its archived copy still fit.
+MAX_JOB_BYTES = 16 * 1024 * 1024 - 256 * 1024
 
 
 class Status(StrEnum):
@@ -119,11 +124,16 @@ def build_job_document(
     if timeout_s is not None:
         doc["timeout_s"] = float(timeout_s)
     try:
-        bson.encode(doc)
+        size = len(bson.encode(doc))
     except (InvalidDocument, TypeError, OverflowError) as exc:
         raise JobRefused(
             f"cannot store the parameters of {workable_doc['class']} in MongoDB: {exc}"
         ) from None
+    if size > MAX_JOB_BYTES:
+        raise JobRefused(
+            f"the job document of {workable_doc['class']} would be {size} bytes, over the {MAX_JOB_BYTES} byte "
+            f"limit (MongoDB's 16 MiB less room for its lock and execution history)"
+        )
     return doc
 
 

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import bson
+
+from recruiter.job import MAX_JOB_BYTES
 from recruiter.recruiting import MAX_JOB_COPY_BYTES, RecruiterConfig, RecruiterProcess
 from recruiter.wakeup import NOT_COPIED
 from tests.integration.test_processes_inproc import START, Harness, run, take_and_work
+from tests.unit.test_job_size import payload_for
 from tests.workables import Carry
 
 KIB = 1024
@@ -54,5 +58,22 @@ def test_a_round_of_many_jobs_just_under_the_copy_limit_is_assigned_in_one_bound
         assert 0 < len(copied) < count
         for e in copied:
             assert e["job"]["_id"] == e["assigned_to"][e["_id"]] and e["job"]["locked_by"] == e["_id"]
+
+    run(db_uri, scenario)
+
+
+def test_a_job_of_the_largest_size_enqueue_takes_is_locked_run_and_archived(db_uri: str) -> None:
+    """Before the limit, a job of 16 MiB less 600 bytes was taken, ran, and then its
+    archived copy (the job with its execution) was too big: every round failed on it."""
+
+    async def scenario(h: Harness) -> None:
+        job_id = await Carry(h.db_uri, payload_for(MAX_JOB_BYTES, h.db_uri)).as_job_of(h.producer).enqueue()
+        assert len(bson.encode(await h.job(job_id))) == MAX_JOB_BYTES
+        process, slot = await h.worker("w1")
+        assert (await h.round()).assigned == 1
+        assert await take_and_work(process, slot) == job_id
+        assert (await h.round()).applied == 1
+        archived = await h.archived(job_id)
+        assert archived is not None and archived["why"] == "done" and len(archived["executions"]) == 1
 
     run(db_uri, scenario)
