@@ -806,13 +806,13 @@ class WorkerProcess:
                 backoff = min(backoff * 2, self.config.poll_to_s)
         if result.matched_count == 0:
             try:
-                await self._refused(slot, outcome, bound)
+                await self._outcome_write_refused(slot, outcome, bound)
             except PyMongoError as exc:
                 bound.warning("job.outcome_refused", error=first_line(exc),
                               detail="the outcome write matched nothing, and why could not be read")
                 await self._available_again(slot)
 
-    async def _refused(self, slot: Slot, outcome: Outcome, bound: Any) -> None:
+    async def _outcome_write_refused(self, slot: Slot, outcome: Outcome, bound: Any) -> None:
         """The outcome write matched nothing: find out why, and log what truly happened.
 
         An earlier try of the same write may have landed with its reply lost (a
