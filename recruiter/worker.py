@@ -189,6 +189,8 @@ class Slot:
     must_poll: bool = True  # read our entry before waiting again
     last_token: Any = None  # lock token of the last job run, so a late event is not run twice
     waiting: bool = False  # waiting for an assignment
+    leaving: bool = False  # deleting its own roster entry (a clean stop): a missing entry is expected
+    left: bool = False  # its roster entry is gone by its own hand: no more heartbeats
 
 
 class WorkerProcess:
@@ -319,11 +321,13 @@ class WorkerProcess:
                 # Assigned while we were deciding to stop: do it (or, forced, give it back), then leave.
                 await self.work(slot, job_id)
                 deadline = loop.time() + self.config.deregister_wait_s
+            slot.leaving = True
             while True:
                 with pymongo.timeout(max(0.1, deadline - loop.time())):
                     result = await self.c.roster.delete_one({**mine, "outcome": {"$exists": False}})
                     gone = result.deleted_count or not await self.c.roster.find_one(mine, {"_id": 1})
                 if gone:
+                    slot.left = True
                     log.info("worker.deregistered", worker_id=slot.id)
                     return
                 if self.forced or loop.time() >= deadline:
@@ -385,6 +389,10 @@ class WorkerProcess:
             log.warning("worker.exit_now", reason="interrupted jobs were running in threads",
                         threads=self._abandoned_threads)
             self.exit_now(self.exit_code)
+
+    def busy(self) -> bool:
+        """Whether a job is running here (a graceful stop waits for it)."""
+        return any(s.running is not None for s in self.slots)
 
     def stop(self) -> None:
         """Graceful stop: take no new work, let running jobs finish, leave the roster."""
@@ -525,7 +533,7 @@ class WorkerProcess:
     def _slot_views(self) -> list[SlotView]:
         views = []
         for s in self.slots:
-            if s.replaced:
+            if s.replaced or s.left:
                 continue
             r = s.running
             # A halted job is no longer this slot's to report (a thread may run on):
@@ -542,8 +550,8 @@ class WorkerProcess:
 
     def _on_lost(self, view: SlotView, reason: str) -> None:
         slot = next((s for s in self.slots if s.id == view.id), None)
-        if slot is None:
-            return
+        if slot is None or (slot.leaving and slot.running is None):
+            return  # a slot deleting its own entry finds it gone: that is no fence
         r = slot.running
         if r is not None and r.job_id == view.job_id and not r.recording and not r.halted:
             self._halt(slot, reason, worker_lost=reason != JOB_TAKEN_AWAY)
