@@ -16,10 +16,15 @@ showing they started them. Roster entries that have no heartbeat document
 
 Each pass runs in a transaction fenced by the cleaner's lease
 (:func:`recruiter.store.fenced_transaction`): a cleaner that lost its lease
-writes nothing. Before a job is unlocked as crashed, the pass checks that it
-was not archived already: a job whose archived copy exists but which is still
-in ``scheduled`` (an archive cut between its two writes) is deleted from
-``scheduled``, finishing the archive instead of running the job again.
+writes nothing, and logs nothing of what it would have done: the events a pass's
+writes make true (``worker.dead``, ``job.crashed``, ``archive.reconciled``,
+``archived.pruned``) are logged once it has committed
+(:class:`recruiter.logs.AfterCommit`), each for a write that took effect.
+
+Before a job is unlocked as crashed, the pass checks that it was not archived
+already: a job whose archived copy exists but which is still in ``scheduled``
+(an archive cut between its two writes) is deleted from ``scheduled``,
+finishing the archive instead of running the job again.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import asyncio
 import contextlib
 import os
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -42,6 +48,7 @@ from recruiter.connection import first_line
 from recruiter.documents import Malformed, check_job, outcome_problem
 from recruiter.lease import Lease
 from recruiter.liveness import find_stranded, missed_beats, rescue_update, take_back
+from recruiter.logs import AfterCommit
 from recruiter.outcome import REFERENCE_FIELDS, jobs_referenced_by
 from recruiter.quarantine import log_quarantined, quarantine
 from recruiter.store import Collections, LostFence, fenced_transaction
@@ -75,6 +82,10 @@ class CleanReport:
     quarantined: list[Malformed] = field(default_factory=list)
 
 
+def no_fault(point: str) -> None:
+    """The default fault hook: does nothing."""
+
+
 class CleanerProcess:
     def __init__(self, db: Any, clock: Clock, config: CleanerConfig, *, owner: str | None = None) -> None:
         self.c = Collections.of(db)
@@ -86,6 +97,8 @@ class CleanerProcess:
         self._db = db
         self._next_orphan_scan: datetime | None = None
         self._report = CleanReport()
+        self.events = AfterCommit(log)
+        self.fault: Callable[[str], None] = no_fault  # tests inject one that raises at a named point
 
     def stop(self) -> None:
         self._stop.set()
@@ -115,12 +128,14 @@ class CleanerProcess:
     async def fenced_clean(self) -> CleanReport:
         """:meth:`clean` in a transaction fenced by the lease; :class:`LostFence` if it is not ours."""
         outside = self.c
-        async with fenced_transaction(self._db, self.lease) as inside:
-            self.c = inside
-            try:
-                report = await self.clean()
-            finally:
-                self.c = outside
+        with self.events.held():
+            async with fenced_transaction(self._db, self.lease) as inside:
+                self.c = inside
+                try:
+                    report = await self.clean()
+                    self.fault("clean.before_commit")
+                finally:
+                    self.c = outside
         log_quarantined(log, report.quarantined)  # committed
         return report
 
@@ -136,8 +151,8 @@ class CleanerProcess:
         silent = [b for b in stale if b["_id"] not in dead and missed_beats(b, now)]
         taken = await take_back(self.c, await find_stranded(self.c, silent), now)
         for s, kind in taken:
-            log.warning(f"job.{kind}", job_id=str(s.job["_id"]), worker_id=s.entry["_id"],
-                        attempt=s.job.get("attempts"), group=s.job.get("group"), detail=s.reason)
+            self.events.warning(f"job.{kind}", job_id=str(s.job["_id"]), worker_id=s.entry["_id"],
+                                attempt=s.job.get("attempts"), group=s.job.get("group"), detail=s.reason)
         report.unlocked_jobs += len(taken)
         entries = {e["_id"]: e for e in await self.c.roster.find({"_id": {"$in": list(dead)}}).to_list()}
         entries.update(await self._without_heartbeat(cutoff))
@@ -197,8 +212,8 @@ class CleanerProcess:
         if beat is not None and beat.get("session") != worker.get("session"):
             beat = None  # the heartbeat of another registration with this id
         seen_text = _when((beat or worker).get("last_seen_at"))
-        log.warning("worker.dead", worker_id=str(worker["_id"])[:100], last_seen_at=seen_text,
-                    pid=worker.get("pid"), hostname=worker.get("hostname"))
+        self.events.warning("worker.dead", worker_id=str(worker["_id"])[:100], last_seen_at=seen_text,
+                            pid=worker.get("pid"), hostname=worker.get("hostname"))
         # Only the jobs the entry referred to: a job locked for a new entry with the same
         # id (a restarted worker) is not this dead worker's. Other locks go to the orphan sweep.
         held = list(jobs_referenced_by(worker))
@@ -246,9 +261,17 @@ class CleanerProcess:
             return 0
         rescues = [(j, *rescue_update(j, worker, beat, now, reason)) for j in jobs]
         result = await self.c.scheduled.bulk_write([UpdateOne(*change) for _, _, change in rescues], ordered=False)
+        if result.modified_count < len(jobs):
+            # Some changed since they were read (each update is conditional on its lock token):
+            # log only those this write returned or unlocked.
+            unlocked = {d["_id"] for d in await self.c.scheduled.find(
+                {"_id": {"$in": [j["_id"] for j in jobs]}, "$or": [
+                    {"crash_pending": True, "last_execution.ended_at": now, "last_execution.message": reason},
+                    {"last_return.returned_at": now, "last_return.reason": reason}]}, {"_id": 1}).to_list()}
+            rescues = [r for r in rescues if r[0]["_id"] in unlocked]
         for j, kind, _ in rescues:
-            log.warning(f"job.{kind}", job_id=str(j["_id"]), worker_id=j.get("locked_by"),
-                        attempt=j.get("attempts"), group=j.get("group"))
+            self.events.warning(f"job.{kind}", job_id=str(j["_id"]), worker_id=j.get("locked_by"),
+                                attempt=j.get("attempts"), group=j.get("group"))
         return int(result.modified_count)
 
     async def _finish_archived(self, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -262,11 +285,15 @@ class CleanerProcess:
             {"_id": {"$in": [j["_id"] for j in jobs]}}, {"_id": 1}).to_list()}
         done = [j for j in jobs if j["_id"] in archived]
         if done:
-            await self.c.scheduled.delete_many(
+            result = await self.c.scheduled.delete_many(
                 {"$or": [{"_id": j["_id"], "lock_token": j.get("lock_token")} for j in done]})
+            if result.deleted_count < len(done):  # some changed since they were read: log the deleted ones
+                left = {d["_id"] for d in await self.c.scheduled.find(
+                    {"_id": {"$in": [j["_id"] for j in done]}}, {"_id": 1}).to_list()}
+                done = [j for j in done if j["_id"] not in left]
             for j in done:
-                log.warning("archive.reconciled", job_id=str(j["_id"]),
-                            detail="it was archived but still in scheduled; the delete was finished")
+                self.events.warning("archive.reconciled", job_id=str(j["_id"]),
+                                    detail="it was archived but still in scheduled; the delete was finished")
         return [j for j in jobs if j["_id"] not in archived]
 
     async def prune(self, now: datetime) -> int:
@@ -278,7 +305,7 @@ class CleanerProcess:
             return 0
         result = await self.c.archived.delete_many({"_id": {"$in": old}, "archived_at": {"$lt": cutoff}})
         if result.deleted_count:
-            log.info("archived.pruned", count=result.deleted_count)
+            self.events.info("archived.pruned", count=result.deleted_count)
         return int(result.deleted_count)
 
 
