@@ -56,8 +56,11 @@ def jobs(backlog: int, tenants: int) -> list[dict[str, Any]]:
 
 def free_all(db: Any, workers: int) -> None:
     db.roster.delete_many({})
-    db.roster.insert_many([{"_id": f"w{i:03d}", "work_on": ["*"], "available": True, "available_since": NOW,
-                            "last_seen_at": NOW} for i in range(workers)])
+    db.roster.insert_many([{"_id": f"w{i:03d}", "work_on": ["*"], "available": True, "available_since": NOW}
+                           for i in range(workers)])
+    db.heartbeats.delete_many({})  # alive for the whole run (recruiter.liveness)
+    db.heartbeats.insert_many([{"_id": f"w{i:03d}", "last_seen_at": NOW, "fresh_until": NOW + timedelta(days=1)}
+                               for i in range(workers)])
 
 
 async def measure(uri: str, workers: int) -> tuple[int, int, int]:

@@ -14,8 +14,8 @@ import bson
 from bson.errors import InvalidDocument
 
 from recruiter.naming import AllowedModules, exception_lineage
-from recruiter.outcome import CRASHED_TOO_MANY_TIMES
-from recruiter.retry import Archive, Decision, Failure, MoveToGroup, RetryAt, WorkerCrashed, policy_from_document
+from recruiter.outcome import CRASHED, CRASHED_TOO_MANY_TIMES
+from recruiter.retry import Archive, Decision, Failure, MoveToGroup, RetryAt, policy_from_document
 
 MAX_MESSAGE_CHARS = 2_000
 MAX_TRACE_CHARS = 8_000
@@ -85,28 +85,17 @@ def judge(job: dict[str, Any], failure: Failure, now: datetime) -> Decision:
 def judge_crash(job: dict[str, Any], now: datetime, max_crashes: int) -> Decision | None:
     """Decide about a job whose previous worker died (``crash_pending``).
 
-    ``None`` means run it now. The framework's poison limit comes before the
-    job's own policy: after ``max_crashes`` crashes the job is archived with
-    ``why: "crashed-too-many-times"``.
+    A crash is the infrastructure's failure, not the job's: the job's retry
+    policy is not asked. ``None`` means run it again now; after ``max_crashes``
+    crashes it is archived with ``why: "crashed-too-many-times"``, and a job
+    marked ``at_most_once`` is archived on its first crash (``why: "crashed"``).
     """
-    if int(job.get("crashes", 0)) >= max_crashes:
+    if job.get("at_most_once"):
+        return Archive(CRASHED)
+    crashes = job.get("crashes", 0)
+    if not isinstance(crashes, int) or crashes >= max_crashes:
         return Archive(CRASHED_TOO_MANY_TIMES)
-    last = job.get("last_execution") or {}
-    failure = Failure(
-        job_id=str(job["_id"]),
-        attempts=int(last.get("attempt") or max(1, int(job.get("attempts", 1)) - 1)),
-        created_at=job.get("created_at") or now,
-        scheduled_at=last.get("scheduled_at") or job.get("scheduled_at") or now,
-        ended_at=last.get("ended_at") or now,
-        exception_types=exception_lineage(WorkerCrashed),
-        message=last.get("message") or "the worker died during the attempt",
-        crashed=True,
-        group=job.get("group"),
-    )
-    decision = judge(job, failure, now)
-    if type(decision) is RetryAt and decision.at <= now:
-        return None
-    return decision
+    return None
 
 
 def import_refusal(job: dict[str, Any], allowed: AllowedModules) -> str | None:

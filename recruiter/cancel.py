@@ -124,7 +124,15 @@ class _Moved(Exception):
     """The job changed between the transaction's read and its write."""
 
 
-ENTRY_FIELDS = {"assigned_to": 1, "outcome.job": 1, "working_on": 1, "working_since": 1, "pid": 1, "hostname": 1}
+ENTRY_FIELDS = {"assigned_to": 1, "outcome.job": 1, "session": 1, "pid": 1, "hostname": 1}
+BEAT_FIELDS = {"session": 1, "working_on": 1, "working_since": 1}
+
+
+def with_heartbeat(entry: dict[str, Any] | None, beat: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The roster ``entry`` with what its own heartbeat says it runs (``working_on``, ``working_since``)."""
+    if entry is None or beat is None or beat.get("session") != entry.get("session"):
+        return entry
+    return {**entry, "working_on": beat.get("working_on"), "working_since": beat.get("working_since")}
 
 
 def _result(job_id: ObjectId, archived: dict[str, Any] | None) -> CancelResult:
@@ -143,7 +151,9 @@ def cancel_job(db: Any, job_id: ObjectId, now: datetime, reason: str | None = No
             return _result(job_id, inside.archived.find_one({"_id": job_id}, {"why": 1}, session=session))
         entry = None
         if job.get("locked"):
-            entry = inside.roster.find_one({"_id": job.get("locked_by")}, ENTRY_FIELDS, session=session)
+            entry = with_heartbeat(
+                inside.roster.find_one({"_id": job.get("locked_by")}, ENTRY_FIELDS, session=session),
+                inside.heartbeats.find_one({"_id": job.get("locked_by")}, BEAT_FIELDS, session=session))
         plan = plan_cancel(job, entry, now, reason)
         if plan.scheduled and (inside.scheduled.bulk_write(plan.scheduled, session=session)).deleted_count != 1:
             raise _Moved()  # changed since read: abort, read again
@@ -172,7 +182,9 @@ async def cancel_job_async(db: Any, job_id: ObjectId, now: datetime, reason: str
             return _result(job_id, await inside.archived.find_one({"_id": job_id}, {"why": 1}, session=session))
         entry = None
         if job.get("locked"):
-            entry = await inside.roster.find_one({"_id": job.get("locked_by")}, ENTRY_FIELDS, session=session)
+            entry = with_heartbeat(
+                await inside.roster.find_one({"_id": job.get("locked_by")}, ENTRY_FIELDS, session=session),
+                await inside.heartbeats.find_one({"_id": job.get("locked_by")}, BEAT_FIELDS, session=session))
         plan = plan_cancel(job, entry, now, reason)
         if plan.scheduled and (await inside.scheduled.bulk_write(plan.scheduled, session=session)).deleted_count != 1:
             raise _Moved()  # changed since read: abort, read again

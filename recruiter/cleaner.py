@@ -1,12 +1,18 @@
 """The cleaner process: removes dead workers, unlocks their jobs, prunes history.
 
-A worker is dead when its ``last_seen_at`` is older than
-``considered_dead_after``. Its roster entry is deleted first (so the worker,
-if it was only paused, is fenced: its outcome write finds no entry), then the
-jobs it held are unlocked as crashed attempts. An entry that still holds an
+A worker is dead when the ``last_seen_at`` of its heartbeat document
+(:mod:`recruiter.liveness`) is older than ``considered_dead_after``. Its heartbeat
+document and roster entry are deleted first (so the worker, if it was only
+paused, is fenced: its outcome write finds no entry), then the jobs it held
+are returned or unlocked as crashed attempts, as its heartbeats tell
+(:func:`recruiter.liveness.rescue_update`). An entry that still holds an
 unapplied outcome is left for the recruiter to apply first. Jobs locked by a
 worker that no longer exists (a cleaner that died between the two steps) are
-swept the same way.
+swept the same way. Before that, as a recruiter round does, a pass takes back
+at once the jobs assigned to entries that missed their heartbeats before
+showing they started them. Roster entries that have no heartbeat document
+(an older version's, or a registration cut short) are judged by their own
+``last_seen_at`` or, without one, their ``created_at``.
 
 Each pass runs in a transaction fenced by the cleaner's lease
 (:func:`recruiter.store.fenced_transaction`): a cleaner that lost its lease
@@ -41,8 +47,9 @@ from recruiter.clock import Clock
 from recruiter.connection import first_line
 from recruiter.documents import Malformed, check_job, outcome_problem
 from recruiter.lease import Lease
+from recruiter.liveness import find_stranded, missed_beats, rescue_update, take_back
 from recruiter.logs import AfterCommit
-from recruiter.outcome import REFERENCE_FIELDS, crash_update, jobs_referenced_by
+from recruiter.outcome import REFERENCE_FIELDS, jobs_referenced_by
 from recruiter.quarantine import log_quarantined, quarantine
 from recruiter.store import Collections, LostFence, fenced_transaction
 
@@ -88,6 +95,7 @@ class CleanerProcess:
         self.lease = Lease(self.c.metadata, "cleaner", self.owner, timedelta(seconds=config.lease_ttl_s), clock)
         self._stop = asyncio.Event()
         self._db = db
+        self._next_orphan_scan: datetime | None = None
         self._report = CleanReport()
         self.events = AfterCommit(log)
         self.fault: Callable[[str], None] = no_fault  # tests inject one that raises at a named point
@@ -136,12 +144,22 @@ class CleanerProcess:
         report = CleanReport()
         cutoff = now - timedelta(seconds=self.config.considered_dead_after_s)
         self._report = report
-        # An entry whose last_seen_at is not a date is not heartbeating either (a malformed entry).
-        dead = {"$or": [{"last_seen_at": {"$lt": cutoff}}, {"last_seen_at": {"$not": {"$type": "date"}}}]}
-        for worker in await self.c.roster.find(dead).to_list():
+        stale = await self.c.heartbeats.find(
+            {"$or": [{"fresh_until": {"$lte": now}}, {"last_seen_at": {"$lt": cutoff}}]}).to_list()
+        dead = {b["_id"]: b for b in stale if not isinstance(b.get("last_seen_at"), datetime)
+                or b["last_seen_at"] < cutoff}
+        silent = [b for b in stale if b["_id"] not in dead and missed_beats(b, now)]
+        taken = await take_back(self.c, await find_stranded(self.c, silent), now)
+        for s, kind in taken:
+            self.events.warning(f"job.{kind}", job_id=str(s.job["_id"]), worker_id=s.entry["_id"],
+                                attempt=s.job.get("attempts"), group=s.job.get("group"), detail=s.reason)
+        report.unlocked_jobs += len(taken)
+        entries = {e["_id"]: e for e in await self.c.roster.find({"_id": {"$in": list(dead)}}).to_list()}
+        entries.update(await self._without_heartbeat(cutoff))
+        for worker_id in {*dead, *entries}:
             if not self.lease.held:
                 return report
-            unlocked = await self.remove_dead_worker(worker, now)
+            unlocked = await self.remove_dead_worker(entries.get(worker_id), dead.get(worker_id), now)
             if unlocked is not None:
                 report.dead_workers += 1
                 report.unlocked_jobs += unlocked
@@ -149,21 +167,52 @@ class CleanerProcess:
         report.pruned = await self.prune(now)
         return report
 
-    async def remove_dead_worker(self, worker: dict[str, Any], now: datetime) -> int | None:
-        """Delete a dead worker's entry and unlock its jobs; None if it was not deleted."""
-        outcome = worker.get("outcome")
-        if outcome and outcome_problem(outcome) is None:
+    async def _without_heartbeat(self, cutoff: datetime) -> dict[Any, dict[str, Any]]:
+        """Roster entries not created since ``cutoff`` that have no (readable) heartbeat document.
+
+        Reads every such entry's id, so it runs at most once per ``considered_dead_after``.
+        """
+        now = self.clock.now()
+        if self._next_orphan_scan is not None and now < self._next_orphan_scan:
+            return {}
+        self._next_orphan_scan = now + timedelta(seconds=self.config.considered_dead_after_s)
+        old = self.c.roster.find({"created_at": {"$not": {"$gte": cutoff}}}, {"_id": 1})
+        ids = [e["_id"] for e in await old.to_list()]
+        if not ids:
+            return {}
+        # A heartbeat document without a date in last_seen_at counts as none: no query finds it stale.
+        beating = {b["_id"] for b in await self.c.heartbeats.find(
+            {"_id": {"$in": ids}}, {"last_seen_at": 1}).to_list() if isinstance(b.get("last_seen_at"), datetime)}
+        lone = [i for i in ids if i not in beating]
+        return {e["_id"]: e for e in await self.c.roster.find({"_id": {"$in": lone}}).to_list()} if lone else {}
+
+    async def remove_dead_worker(self, worker: dict[str, Any] | None, beat: dict[str, Any] | None,
+                                 now: datetime) -> int | None:
+        """Delete a dead worker's heartbeat and entry and unlock its jobs; None if the entry was not deleted."""
+        outcome = (worker or {}).get("outcome")
+        if worker is not None and outcome and outcome_problem(outcome) is None:
             log.info("worker.dead_with_outcome", worker_id=worker["_id"],
                      detail="waiting for the recruiter to apply its last outcome")
             return None
+        if beat is not None:
+            gone = await self.c.heartbeats.delete_one({"_id": beat["_id"], "last_seen_at": beat.get("last_seen_at")})
+            if not gone.deleted_count:
+                return None  # it came back to life, or someone else handled it
+        if worker is None:
+            return None  # a heartbeat left by an entry already removed
+        if beat is None:  # an unreadable heartbeat document goes with its entry
+            await self.c.heartbeats.delete_one({"_id": worker["_id"], "last_seen_at": {"$not": {"$type": "date"}}})
         # A malformed outcome is never applied: the entry goes, its job is unlocked below.
-        deleted = await self.c.roster.delete_one({
-            "_id": {"$eq": worker["_id"]}, "last_seen_at": {"$eq": worker.get("last_seen_at")},
-            "outcome": {"$eq": outcome} if "outcome" in worker else {"$exists": False}})
-        if not deleted.deleted_count:
-            return None  # it came back to life, or someone else handled it
-        seen = _when(worker.get("last_seen_at"))
-        self.events.warning("worker.dead", worker_id=str(worker["_id"])[:100], last_seen_at=seen,
+        fence: dict[str, Any] = {"_id": {"$eq": worker["_id"]}, "session": {"$eq": worker.get("session")},
+                                 "outcome": {"$eq": outcome} if "outcome" in worker else {"$exists": False}}
+        if beat is None and "last_seen_at" in worker:
+            fence["last_seen_at"] = {"$eq": worker["last_seen_at"]}
+        if not (await self.c.roster.delete_one(fence)).deleted_count:
+            return None
+        if beat is not None and beat.get("session") != worker.get("session"):
+            beat = None  # the heartbeat of another registration with this id
+        seen_text = _when((beat or worker).get("last_seen_at"))
+        self.events.warning("worker.dead", worker_id=str(worker["_id"])[:100], last_seen_at=seen_text,
                             pid=worker.get("pid"), hostname=worker.get("hostname"))
         # Only the jobs the entry referred to: a job locked for a new entry with the same
         # id (a restarted worker) is not this dead worker's. Other locks go to the orphan sweep.
@@ -171,8 +220,8 @@ class CleanerProcess:
         jobs = await self.c.scheduled.find(
             {"_id": {"$in": held}, "locked": True, "locked_by": worker["_id"]}).to_list() if held else []
         reason = (f"worker {worker['_id']} (pid {worker.get('pid')} on {worker.get('hostname')}) "
-                  f"stopped heartbeating; last seen {seen}")
-        return await self._unlock(jobs, {str(worker["_id"]): worker}, now, reason)
+                  f"stopped heartbeating; last seen {seen_text}")
+        return await self._unlock(jobs, worker, beat, now, reason)
 
     async def sweep_orphans(self, now: datetime, cutoff: datetime) -> int:
         """Unlock jobs locked before ``cutoff`` that no roster entry holds.
@@ -191,8 +240,8 @@ class CleanerProcess:
         gone = [j for j in locked if j.get("locked_by") not in entries]
         forgotten = [j for j in locked if j.get("locked_by") in entries
                      and j["_id"] not in jobs_referenced_by(entries[j["locked_by"]])]
-        return (await self._unlock(gone, {}, now, "its worker left the roster without finishing it")
-                + await self._unlock(forgotten, {}, now, "its worker no longer refers to it"))
+        return (await self._unlock(gone, None, None, now, "its worker left the roster without finishing it")
+                + await self._unlock(forgotten, None, None, now, "its worker no longer refers to it"))
 
     async def _well_formed(self, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The well-formed ``jobs``; the others are quarantined (:mod:`recruiter.quarantine`)."""
@@ -203,22 +252,25 @@ class CleanerProcess:
         bad = [m.document for m in malformed]
         return [j for j in jobs if not any(j is d for d in bad)]
 
-    async def _unlock(self, jobs: list[dict[str, Any]], workers: dict[str, Any], now: datetime, reason: str) -> int:
+    async def _unlock(self, jobs: list[dict[str, Any]], worker: dict[str, Any] | None, beat: dict[str, Any] | None,
+                      now: datetime, reason: str) -> int:
+        """Return or unlock as crashed each job of a dead ``worker`` (:func:`recruiter.liveness.rescue_update`)."""
         jobs = await self._well_formed(jobs)
         jobs = await self._finish_archived(jobs)
         if not jobs:
             return 0
-        ops = [UpdateOne(*crash_update(j, workers.get(str(j.get("locked_by"))), now, reason)) for j in jobs]
-        result = await self.c.scheduled.bulk_write(ops, ordered=False)
+        rescues = [(j, *rescue_update(j, worker, beat, now, reason)) for j in jobs]
+        result = await self.c.scheduled.bulk_write([UpdateOne(*change) for _, _, change in rescues], ordered=False)
         if result.modified_count < len(jobs):
             # Some changed since they were read (each update is conditional on its lock token):
-            # log only those this write unlocked.
+            # log only those this write returned or unlocked.
             unlocked = {d["_id"] for d in await self.c.scheduled.find(
-                {"_id": {"$in": [j["_id"] for j in jobs]}, "crash_pending": True, "last_execution.ended_at": now,
-                 "last_execution.message": reason}, {"_id": 1}).to_list()}
-            jobs = [j for j in jobs if j["_id"] in unlocked]
-        for j in jobs:
-            self.events.warning("job.crashed", job_id=str(j["_id"]), worker_id=j.get("locked_by"),
+                {"_id": {"$in": [j["_id"] for j in jobs]}, "$or": [
+                    {"crash_pending": True, "last_execution.ended_at": now, "last_execution.message": reason},
+                    {"last_return.returned_at": now, "last_return.reason": reason}]}, {"_id": 1}).to_list()}
+            rescues = [r for r in rescues if r[0]["_id"] in unlocked]
+        for j, kind, _ in rescues:
+            self.events.warning(f"job.{kind}", job_id=str(j["_id"]), worker_id=j.get("locked_by"),
                                 attempt=j.get("attempts"), group=j.get("group"))
         return int(result.modified_count)
 

@@ -329,7 +329,7 @@ ENTRY: dict[str, tuple[bool, Check]] = {
     "work_on": (False, list_of(name)),
     "available": (False, boolean),
     "available_since": (False, optional(date)),
-    "last_seen_at": (True, date),
+    "last_seen_at": (False, date),  # heartbeats live in `heartbeats` (recruiter.liveness); older entries
     "stopping": (False, boolean),
     "stop_requested": (False, boolean),
     "working": (False, boolean),

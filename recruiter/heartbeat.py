@@ -6,19 +6,27 @@ would declare a live worker dead. :class:`HeartbeatThread` beats from a daemon
 thread with its own synchronous ``MongoClient``; the worker's event loop checks
 once per interval that the thread is alive and starts a new one if it died.
 
-Every beat is fenced: an idle slot's update is conditional on its roster entry
-still carrying this process's ``session``; a busy slot's also on its assignment
-(``assigned_to.<id>``) still naming the running job. A slot whose update finds
-nothing has lost its entry (declared dead, or taken over by a restarted worker
-with the same id) or its job (cancelled, taken back): ``on_lost`` is told, on
-the event loop, and the worker halts the job.
+A beat writes the slots' documents in ``heartbeats`` (:mod:`recruiter.liveness`),
+never the roster entries a recruiter round writes, so the two never conflict.
+Each update is conditional on the slot's ``session``. It says which job each
+slot runs (``working_token``: the evidence that the attempt started), and the
+thread beats early, batched, when a slot starts a job (:meth:`HeartbeatThread.nudge`).
+
+Every beat with a busy slot then reads the busy slots' roster entries to check their fences: an
+entry that is gone, carries another ``session``, or whose assignment
+(``assigned_to.<id>``) no longer names the running job has lost its entry
+(declared dead, or taken over by a restarted worker with the same id) or its
+job (cancelled): ``on_lost`` is told, on the event loop, and the worker halts
+the job.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import structlog
@@ -27,10 +35,15 @@ from pymongo.errors import PyMongoError
 
 from recruiter.clock import Clock
 from recruiter.connection import first_line
+from recruiter.liveness import fresh_until
+from recruiter.store import Collections
 
 log = structlog.get_logger("recruiter.heartbeat")
 
 JOB_TAKEN_AWAY = "the job was taken away from this worker (cancelled or rescued)"
+# A job still running this fraction of an interval after it started is shown at once by
+# an early beat (shared by the slots): jobs shorter than that cost no write of their own.
+NUDGE_DELAY = 0.25
 
 
 @dataclass(frozen=True)
@@ -41,19 +54,16 @@ class SlotView:
     session: Any
     job_id: Any | None  # the running job, if any
     working_since: Any | None
+    token: Any | None = None  # the running job's lock token
 
 
-def beat_ops(slots: Sequence[SlotView], now: Any) -> list[UpdateOne]:
-    """One conditional update per slot (pure; see the module doc for the conditions)."""
-    ops = []
-    for s in slots:
-        filter_: dict[str, Any] = {"_id": s.id, "session": s.session}
-        set_: dict[str, Any] = {"last_seen_at": now}
-        if s.job_id is not None:
-            filter_[f"assigned_to.{s.id}"] = s.job_id
-            set_.update(working=True, working_on=s.job_id, working_since=s.working_since)
-        ops.append(UpdateOne(filter_, {"$set": set_}))
-    return ops
+def beat_ops(slots: Sequence[SlotView], now: datetime, interval_s: float) -> list[UpdateOne]:
+    """One update of its heartbeat document per slot, fenced by its session (pure)."""
+    until = fresh_until(now, interval_s)
+    return [UpdateOne({"_id": s.id, "session": s.session}, {"$set": {
+        "last_seen_at": now, "fresh_until": until, "working": s.job_id is not None, "working_on": s.job_id,
+        "working_token": s.token if s.job_id is not None else None, "working_since": s.working_since,
+    }}) for s in slots]
 
 
 def lost_slots(slots: Sequence[SlotView], entries: dict[str, dict[str, Any]]) -> list[tuple[SlotView, str]]:
@@ -70,36 +80,42 @@ def lost_slots(slots: Sequence[SlotView], entries: dict[str, dict[str, Any]]) ->
     return lost
 
 
-def beat(roster: Any, clock: Clock, slots: Sequence[SlotView]) -> list[tuple[SlotView, str]]:
-    """One heartbeat for every slot in one round trip (two or three when a fence failed)."""
+def beat(c: Collections, clock: Clock, interval_s: float, slots: Sequence[SlotView]) -> list[tuple[SlotView, str]]:
+    """One heartbeat for every slot (one write), then a read of the busy slots' fences.
+
+    An idle slot needs no read: it learns that it lost its entry when it next
+    reads the entry (a change stream reports the removal or the takeover).
+    """
     if not slots:
         return []
-    result = roster.bulk_write(beat_ops(slots, clock.now()), ordered=False)
-    if result.matched_count == len(slots):
+    c.heartbeats.bulk_write(beat_ops(slots, clock.now(), interval_s), ordered=False)
+    busy = [s for s in slots if s.job_id is not None]
+    if not busy:
         return []
-    entries = {d["_id"]: d for d in roster.find(
-        {"_id": {"$in": [s.id for s in slots]}}, {"session": 1, "assigned_to": 1})}
-    lost = lost_slots(slots, entries)
-    taken = [s for s, reason in lost if reason == JOB_TAKEN_AWAY]
-    if taken:
-        # The worker itself is alive: beat for those slots as idle ones, so that it is
-        # not taken for dead if its event loop is too busy to halt the job soon.
-        roster.bulk_write(beat_ops([replace(s, job_id=None) for s in taken], clock.now()), ordered=False)
-    return lost
+    entries = {d["_id"]: d for d in c.roster.find(
+        {"_id": {"$in": [s.id for s in busy]}}, {"session": 1, "assigned_to": 1})}
+    return lost_slots(busy, entries)
 
 
 class HeartbeatThread:
-    """Beats every ``interval_s`` from a daemon thread until stopped."""
+    """Beats every ``interval_s`` from a daemon thread until stopped, and early after a nudge.
 
-    def __init__(self, roster: Any, clock: Clock, interval_s: float,
+    A nudge (a slot started a job) makes the thread look again ``NUDGE_DELAY``
+    of an interval later: if a job that no beat has shown yet still runs, it
+    beats then. Short jobs finish first and cost nothing; the jobs started
+    within one delay share one beat.
+    """
+
+    def __init__(self, c: Collections, clock: Clock, interval_s: float,
                  view: Callable[[], Sequence[SlotView]],
                  on_lost: Callable[[SlotView, str], None]) -> None:
-        self.roster = roster
+        self.c = c
         self.clock = clock
         self.interval_s = interval_s
         self.view = view
         self.on_lost = on_lost
         self._stop = threading.Event()
+        self._nudged = threading.Event()
         self._thread: threading.Thread | None = None
         self.restarts = 0
 
@@ -117,12 +133,25 @@ class HeartbeatThread:
 
     def stop(self) -> None:
         self._stop.set()
+        self._nudged.set()
+
+    def nudge(self) -> None:
+        """Beat soon (a slot started a job): the heartbeat shows the attempt started."""
+        self._nudged.set()
 
     def _run(self) -> None:
+        shown: set[Any] = set()  # the attempts (lock tokens) the last beat showed running
+        due = 0.0
         while not self._stop.is_set():
-            try:
-                for slot, reason in beat(self.roster, self.clock, self.view()):
-                    self.on_lost(slot, reason)
-            except PyMongoError as exc:
-                log.warning("heartbeat.failed", error=first_line(exc))
-            self._stop.wait(self.interval_s)
+            views = self.view()
+            if time.monotonic() >= due or any(v.job_id is not None and v.token not in shown for v in views):
+                try:
+                    for slot, reason in beat(self.c, self.clock, self.interval_s, views):
+                        self.on_lost(slot, reason)
+                except PyMongoError as exc:
+                    log.warning("heartbeat.failed", error=first_line(exc))
+                shown = {v.token for v in views if v.job_id is not None}
+                due = time.monotonic() + self.interval_s
+            if self._nudged.wait(max(0.0, due - time.monotonic())):
+                self._stop.wait(self.interval_s * NUDGE_DELAY)
+                self._nudged.clear()

@@ -72,6 +72,7 @@ class JobOptions:
     tenant: str | None = None
     priority: Priority = Priority.LOW
     timeout_s: float | None = None
+    at_most_once: bool = False
 
 
 def _check_name(kind: str, value: Any) -> str:
@@ -213,6 +214,8 @@ def build_job_document(
     }
     if timeout_s is not None:
         doc["timeout_s"] = timeout_s
+    if options.at_most_once:
+        doc["at_most_once"] = True
     _check_size(doc, max_document_bytes)
     return doc
 
@@ -278,6 +281,11 @@ class JobBuilder:
 
     def with_timeout(self, seconds: float | timedelta) -> JobBuilder:
         return self._with(timeout_s=check_timeout(seconds))
+
+    def at_most_once(self) -> JobBuilder:
+        """Never run this job a second time after its worker died during an attempt: a crash
+        archives it (``why: "crashed"``) instead of running it again."""
+        return self._with(at_most_once=True)
 
     def build(self, now: datetime, max_document_bytes: int | None = None) -> dict[str, Any]:
         return build_job_document(self.workable, self.options, now, max_document_bytes=max_document_bytes)

@@ -25,6 +25,7 @@ DONE = "done"
 # A job the worker would not run as stored (e.g. its class is outside the allowed modules).
 MALFORMED = "malformed"
 CRASHED_TOO_MANY_TIMES = "crashed-too-many-times"
+CRASHED = "crashed"  # an at_most_once job whose worker died during its attempt
 
 # Fields that describe a lock; never copied to archived and removed on unlock.
 LOCK_FIELDS = ("locked_by", "locked_at", "lock_token", "lock_epoch")
@@ -212,8 +213,8 @@ def crash_update(job: dict[str, Any], worker: dict[str, Any] | None, now: dateti
     """Filter and update that unlock a job whose worker died, recording a crashed attempt.
 
     The job becomes due at once with ``crash_pending`` set: the next worker
-    judges the crash by the job's retry policy (and the poison limit) before
-    running it again.
+    judges the crash (:func:`recruiter.attempt.judge_crash`: the poison limit,
+    or ``at_most_once``) before running it again.
     """
     worker = worker or {}
     execution = Execution(

@@ -4,12 +4,15 @@ A round first reads (:meth:`RecruiterProcess.plan`):
 
 1. the roster entries that are available or hold an outcome, and the jobs the
    outcomes name (unless this leader still has the copies it handed out);
+   the heartbeats of the available ones (only entries with a fresh heartbeat
+   are given work) and those that missed their beats, whose stranded jobs
+   (assigned, never shown started) are taken back (:mod:`recruiter.liveness`);
 2. the candidates the fairness policy needs for the free workers
    (:mod:`recruiter.candidates`), and picks jobs (:mod:`recruiter.selection`);
 
 then writes (:meth:`RecruiterProcess.carry_out`):
 
-3. applies the outcomes in bulk (archive, or put back in the queue);
+3. takes back stranded jobs, deleting their entries; applies the outcomes in bulk (archive, or put back in the queue);
 4. locks the picked jobs with one bulk write;
 5. assigns them with ONE ``update_many`` carrying the ``assigned_to`` map and
    the jobs, which also clears the outcomes of the workers it reaches.
@@ -53,6 +56,7 @@ from recruiter.control import CURSOR_ID, PAUSED_ID, cursor_changes, cursor_docum
 from recruiter.documents import Malformed, WarnOnce, check_job, entry_problem
 from recruiter.job import Status
 from recruiter.lease import Lease
+from recruiter.liveness import Rescue, Stranded, find_stranded, is_fresh, missed_beats, take_back
 from recruiter.logs import AfterCommit
 from recruiter.outcome import (
     REFERENCE_FIELDS,
@@ -109,10 +113,11 @@ class RoundReport:
     applied: int = 0
     assigned: int = 0
     free_workers: int = 0
+    taken_back: int = 0
 
     @property
     def busy(self) -> bool:
-        return bool(self.applied or self.assigned)
+        return bool(self.applied or self.assigned or self.taken_back)
 
 
 @dataclass
@@ -127,11 +132,14 @@ class RoundPlan:
     handed_out: dict[Any, dict[str, Any]] = field(default_factory=dict)  # job id -> the copy its worker got
     malformed: list[Malformed] = field(default_factory=list)  # jobs to quarantine (recruiter.quarantine)
     quarantined: list[Malformed] = field(default_factory=list)  # those whose archived copy the round wrote
+    stranded: list[Stranded] = field(default_factory=list)
+    taken_back: list[tuple[Stranded, Rescue]] = field(default_factory=list)
 
     @property
     def idle(self) -> bool:
-        """Nothing to write: no outcome, no malformed job, and no job for a free worker (nor a cursor that moved)."""
-        return (not self.outcomes and not self.malformed
+        """Nothing to write: no outcome, no malformed or stranded job, and no job for a free worker
+        (nor a cursor that moved)."""
+        return (not self.outcomes and not self.malformed and not self.stranded
                 and (self.selection is None or not self.selection.assignments))
 
 
@@ -278,8 +286,8 @@ class RecruiterProcess:
                 needs_rollback = False
             except PyMongoError as exc:
                 if exc.has_error_label("TransientTransactionError"):
-                    # A worker wrote to an entry this round was changing: the round
-                    # wrote nothing; run it again soon.
+                    # A worker wrote to an entry this round was changing (its outcome, or
+                    # leaving; heartbeats go elsewhere): the round wrote nothing; run it again soon.
                     log.debug("round.conflict", error=first_line(exc))
                     await self._sleep(self.config.backoff_from_s)
                     continue
@@ -309,9 +317,10 @@ class RecruiterProcess:
         """One round: its reads first, outside any transaction, then (after releasing
         unassigned locks, if asked) its writes in one transaction fenced by the lease.
 
-        Keeping the reads out keeps the transaction short: heartbeats write to
-        roster entries all the time, and a transaction that wrote an entry
-        changed since it began would be aborted whole. The writes are
+        Keeping the reads out keeps the transaction short: a transaction that
+        wrote an entry changed since it began (a worker recording an outcome)
+        would be aborted whole. Heartbeats never conflict with it: they go to
+        ``heartbeats``, which a round only reads. The writes are
         conditional (on ``locked: false`` and the attempts read, on lock tokens,
         on ``available``), so reads made just before are safe to act on.
         Raises :class:`LostLease` with nothing written when the lease is no longer ours.
@@ -356,6 +365,10 @@ class RecruiterProcess:
             self._cursor = plan.selection.cursor
             self._cursor_reset = False
         log_quarantined(log, plan.quarantined)
+        for s, kind in plan.taken_back:
+            log.warning("job.returned" if kind == "returned" else "job.crashed", job_id=str(s.job["_id"]),
+                        worker_id=s.entry["_id"], attempt=s.job.get("attempts"), group=s.job.get("group"),
+                        detail=s.reason)
         for entry in plan.outcomes:
             self._handed_out.pop(entry["outcome"]["job"], None)
         if len(self._handed_out) > MAX_HANDED_OUT:
@@ -385,7 +398,8 @@ class RecruiterProcess:
                 else:
                     plan.outcome_jobs[j["_id"]] = j
         free = sorted(
-            (e for e in entries if e.get("available") and not e.get("stopping") and e.get("work_on")),
+            await self._live(plan, entries, [e for e in entries if e.get("available") and not e.get("stopping")
+                                             and e.get("work_on")]),
             key=lambda e: (e.get("available_since") or now, e["_id"]),
         )[: self.config.round_size]
         plan.report.free_workers = len(free)
@@ -395,6 +409,21 @@ class RecruiterProcess:
             plan.selection = await self.select(workers, now)
             plan.malformed += self._met
         return plan
+
+    async def _live(self, plan: RoundPlan, entries: list[dict[str, Any]],
+                    available: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The ``available`` entries whose heartbeat is fresh; notes in ``plan`` the stranded jobs
+        of entries that missed their beats. One read by ``_id`` and by ``fresh_until``, both indexed;
+        one more only when an entry not among ``entries`` (available or holding an outcome,
+        so holding no job) missed its beats."""
+        beats = {b["_id"]: b for b in await self.c.heartbeats.find(
+            {"$or": [{"_id": {"$in": [e["_id"] for e in available]}}, {"fresh_until": {"$lte": plan.now}}]},
+            {"session": 1, "fresh_until": 1, "last_seen_at": 1, "heartbeat_interval_s": 1, "working_token": 1},
+        ).to_list()}
+        known = {e["_id"] for e in entries}
+        plan.stranded = await find_stranded(
+            self.c, [b for b in beats.values() if b["_id"] not in known and missed_beats(b, plan.now)])
+        return [e for e in available if is_fresh(beats.get(e["_id"]), e, plan.now)]
 
     def _well_formed(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The roster entries a round can use; a malformed one is skipped, with one warning
@@ -410,8 +439,13 @@ class RecruiterProcess:
         return kept
 
     async def carry_out(self, plan: RoundPlan) -> RoundReport:
-        """The writes of a round: apply outcomes, move the fairness cursor, lock, assign."""
+        """The writes of a round: take back stranded jobs, apply outcomes, move the fairness
+        cursor, lock, assign."""
         report = plan.report
+        if plan.stranded:
+            self._check_lease()
+            plan.taken_back = await take_back(self.c, plan.stranded, plan.now)
+            report.taken_back = len(plan.taken_back)
         if plan.malformed:
             self._check_lease()
             plan.quarantined = await quarantine(self.c, plan.malformed, plan.now)

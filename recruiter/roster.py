@@ -6,6 +6,7 @@ import re
 from datetime import datetime
 from typing import Any
 
+from recruiter.liveness import is_fresh
 from recruiter.store import Collections
 
 
@@ -30,22 +31,29 @@ def request_stop(db: Any, ids: list[str] | None) -> list[str]:
 
 
 def describe_workers(db: Any, now: datetime) -> list[dict[str, Any]]:
+    """One row per roster entry, with its heartbeat (``heartbeats``, see :mod:`recruiter.liveness`)."""
+    c = Collections.of(db)
     rows = []
-    for w in Collections.of(db).roster.find({}, {"outcome": 0}).sort("_id", 1):
+    beats = {b["_id"]: b for b in c.heartbeats.find({})}
+    for w in c.roster.find({}, {"outcome": 0, "job": 0}).sort("_id", 1):
+        beat = beats.get(w["_id"])
+        if beat is None or beat.get("session") != w.get("session"):
+            beat = {"last_seen_at": w.get("last_seen_at")}  # none of its own (an older version's entry)
         if w.get("stop_requested") or w.get("stopping"):
             state = "stopping"
-        elif w.get("working"):
+        elif beat.get("working"):
             state = "working"
         elif not w.get("available"):
             state = "assigned"
         else:
             state = "idle"
-        seen = w.get("last_seen_at")
+        seen = beat.get("last_seen_at")
         rows.append({
             "id": w["_id"], "groups": list(w.get("work_on") or []), "state": state,
-            "job": str(w.get("working_on") or (w.get("assigned_to") or {}).get(w["_id"]) or ""),
+            "job": str(beat.get("working_on") or (w.get("assigned_to") or {}).get(w["_id"]) or ""),
             "pid": w.get("pid"), "hostname": w.get("hostname"),
-            "last_seen_s": round((now - seen).total_seconds(), 1) if seen else None,
+            "last_seen_s": round((now - seen).total_seconds(), 1) if isinstance(seen, datetime) else None,
+            "live": is_fresh(beat, w, now),
         })
     return rows
 
@@ -56,7 +64,8 @@ def render_workers(rows: list[dict[str, Any]]) -> str:
     header = ("id", "groups", "state", "job", "pid", "host", "last seen")
     table = [header] + [
         (r["id"], ",".join(r["groups"]), r["state"], r["job"], str(r["pid"]), str(r["hostname"]),
-         f"{r['last_seen_s']}s ago" if r["last_seen_s"] is not None else "never")
+         (f"{r['last_seen_s']}s ago" if r["last_seen_s"] is not None else "never")
+         + ("" if r["live"] else " (missed heartbeats: given no work)"))
         for r in rows
     ]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]

@@ -8,6 +8,7 @@ from typing import Any
 from recruiter.clock import ServerClock
 from recruiter.connection import Target, sync_client
 from recruiter.control import read_paused
+from recruiter.liveness import is_fresh
 from recruiter.store import Collections
 
 
@@ -20,8 +21,10 @@ def collect_status(target: Target) -> dict[str, Any]:
         archived = {d["_id"]: d["n"] for d in c.archived.aggregate(
             [{"$group": {"_id": "$why", "n": {"$sum": 1}}}])}
         workers = list(c.roster.find({}, {"assigned_to": 0, "outcome": 0, "job": 0}))
+        beats = {b["_id"]: b for b in c.heartbeats.find({}, {"session": 1, "fresh_until": 1})}
         clock = ServerClock()
         clock.calibrate_sync(client)
+        live = sum(1 for w in workers if is_fresh(beats.get(w["_id"]), w, clock.now()))
         leases = {d["_id"]: {"owner": d.get("owner"), "epoch": d.get("epoch"),
                              "held": bool(d.get("expires_at") and d["expires_at"] > clock.now()),
                              "expires_at": d["expires_at"].isoformat() if d.get("expires_at") else None}
@@ -35,6 +38,7 @@ def collect_status(target: Target) -> dict[str, Any]:
         "workers": {
             "total": len(workers),
             "available": sum(1 for w in workers if w.get("available")),
+            "missed_heartbeats": len(workers) - live,
             "by_group": _by_group(workers),
         },
         "leases": leases,
@@ -55,7 +59,8 @@ def render_status(figures: dict[str, Any], as_json: bool) -> str:
         return json.dumps(figures, indent=2, default=str)
     lines = ["scheduled: " + (", ".join(f"{k}={v}" for k, v in figures["scheduled"].items()) or "none"),
              "archived:  " + (", ".join(f"{k}={v}" for k, v in figures["archived"].items()) or "none"),
-             f"workers:   {figures['workers']['total']} ({figures['workers']['available']} available)"
+             f"workers:   {figures['workers']['total']} ({figures['workers']['available']} available, "
+             f"{figures['workers']['missed_heartbeats']} missed heartbeats)"
              + "".join(f", {g}={n}" for g, n in figures["workers"]["by_group"].items())]
     for name, lease in figures["leases"].items():
         if lease["held"]:

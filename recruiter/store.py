@@ -20,6 +20,7 @@ log = structlog.get_logger("recruiter.store")
 SCHEDULED = "scheduled"
 ARCHIVED = "archived"
 ROSTER = "roster"
+HEARTBEATS = "heartbeats"
 METADATA = "metadata"
 
 INDEXES: dict[str, list[IndexModel]] = {
@@ -48,24 +49,32 @@ INDEXES: dict[str, list[IndexModel]] = {
         # Recruiter: available workers and workers holding an outcome.
         IndexModel([("available", ASCENDING)], name="available"),
         IndexModel([("outcome.token", ASCENDING)], name="pending_outcomes", sparse=True),
-        # Cleaner: workers whose heartbeat is older than the cutoff.
+        # Cleaner: entries of an older version, which heartbeat in the entry itself.
         IndexModel([("last_seen_at", ASCENDING)], name="heartbeat"),
+    ],
+    HEARTBEATS: [
+        # Cleaner: workers whose heartbeat is older than --considered-dead-after.
+        IndexModel([("last_seen_at", ASCENDING)], name="last_seen"),
+        # Recruiter and cleaner: workers that missed their heartbeats (recruiter/liveness.py);
+        # the recruiter's freshness check reads by _id.
+        IndexModel([("fresh_until", ASCENDING)], name="fresh_until"),
     ],
 }
 
 
 @dataclass(frozen=True)
 class Collections:
-    """The four collections of one recruiter database (sync or async handles)."""
+    """The collections of one recruiter database (sync or async handles)."""
 
     scheduled: Any
     archived: Any
     roster: Any
     metadata: Any
+    heartbeats: Any
 
     @classmethod
     def of(cls, db: Any) -> Collections:
-        return cls(db[SCHEDULED], db[ARCHIVED], db[ROSTER], db[METADATA])
+        return cls(db[SCHEDULED], db[ARCHIVED], db[ROSTER], db[METADATA], db[HEARTBEATS])
 
 
 # A second line behind recruiter.documents: the server refuses a new job whose fields

@@ -189,14 +189,19 @@ class RosterWatch:
 
 def doorbell_pipeline() -> list[dict[str, Any]]:
     """Events after which a round may find work: a job enqueued or unlocked by the
-    cleaner, a worker registered or recording an outcome. The recruiter's own writes
+    cleaner (crashed or returned), a worker registered (its entry, then its
+    heartbeat document) or recording an outcome. The recruiter's own writes
     do not match, so its rounds do not ring its own bell."""
     return [
         {"$match": {"$or": [
             {"ns.coll": "scheduled", "operationType": "insert"},
             {"ns.coll": "scheduled", "operationType": "update",
              "updateDescription.updatedFields.crash_pending": {"$exists": True}},
+            {"ns.coll": "scheduled", "operationType": "update",
+             "updateDescription.updatedFields.unproven_returns": {"$exists": True}},
             {"ns.coll": "roster", "operationType": "insert"},
+            # A registration's heartbeat document: the entry may be given work from now on.
+            {"ns.coll": "heartbeats", "operationType": {"$in": ["insert", "replace"]}},
             {"ns.coll": "roster", "operationType": "update",
              "updateDescription.updatedFields.outcome": {"$exists": True}},
             {"ns.coll": "roster", "operationType": "replace", "fullDocument.outcome": {"$exists": True}},

@@ -15,7 +15,10 @@ job was taken away learns it on its next write, halts the job and discards
 its outcome.
 
 Heartbeats come from a thread with its own client (:mod:`recruiter.heartbeat`),
-so a job that blocks the event loop cannot silence them.
+so a job that blocks the event loop cannot silence them. They are written to the
+slot's document in ``heartbeats`` (:mod:`recruiter.liveness`), not to its roster
+entry; starting a job nudges the thread, so that the heartbeat soon shows the
+attempt started (:class:`recruiter.heartbeat.HeartbeatThread`).
 
 Stopping: :meth:`WorkerProcess.stop` is graceful (no new work, running jobs
 finish within ``grace_period_s``); :meth:`WorkerProcess.force`, or the grace
@@ -52,6 +55,7 @@ from recruiter.clock import Clock
 from recruiter.connection import first_line
 from recruiter.documents import job_problem
 from recruiter.heartbeat import JOB_TAKEN_AWAY, HeartbeatThread, SlotView, beat
+from recruiter.liveness import heartbeat_document, rescue_update
 from recruiter.naming import AllowedModules, module_problem, name_problem
 from recruiter.outcome import (
     DONE,
@@ -59,7 +63,6 @@ from recruiter.outcome import (
     Execution,
     Kind,
     Outcome,
-    crash_update,
     describe_decision,
     jobs_referenced_by,
 )
@@ -170,6 +173,7 @@ class WorkerConfig:
 class Running:
     job_id: ObjectId
     started_at: datetime
+    token: Any = None  # the lock token of the attempt
     task: asyncio.Task[Any] | None = None
     child: ChildAttempt | None = None
     in_thread: bool = False
@@ -202,7 +206,7 @@ class WorkerProcess:
         job running in a thread (which cannot be stopped otherwise).
         """
         self.c = Collections.of(db)
-        self.sync_roster = Collections.of(heartbeat_db).roster
+        self.sync = Collections.of(heartbeat_db)
         self.clock = clock
         self.config = config
         self.pid = os.getpid()
@@ -216,7 +220,7 @@ class WorkerProcess:
         self._stop_requested_at: float | None = None
         self._abandoned_threads = 0
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.heartbeats = HeartbeatThread(self.sync_roster, clock, config.heartbeat_interval_s,
+        self.heartbeats = HeartbeatThread(self.sync, clock, config.heartbeat_interval_s,
                                           self._slot_views, self._lost_from_thread)
         self.watch: RosterWatch | None = None
         self.idle = asyncio.Event()  # some slot is waiting for work
@@ -230,9 +234,7 @@ class WorkerProcess:
             "work_on": list(self.config.groups),
             "available": True,
             "available_since": now,
-            "last_seen_at": now,
             "created_at": now,
-            "working": False,
             "pid": self.pid,
             "hostname": self.hostname,
             "session": slot.session,
@@ -252,6 +254,10 @@ class WorkerProcess:
             old = await self.c.roster.find_one({"_id": slot.id})
             if old is not None and await self.recover(slot, old, now):
                 break
+        # The entry is not given work until this document says it is alive (recruiter.liveness).
+        await self.c.heartbeats.replace_one({"_id": slot.id}, heartbeat_document(
+            slot.id, slot.session, self.clock.now(), self.config.heartbeat_interval_s, self.pid, self.hostname),
+            upsert=True)
         log.info("worker.registered", worker_id=slot.id, groups=list(self.config.groups), pid=self.pid)
 
     async def recover(self, slot: Slot, old: dict[str, Any], now: datetime) -> bool:
@@ -259,13 +265,18 @@ class WorkerProcess:
 
         Refused (:class:`WorkerIdTaken`) while that process still heartbeats. Its
         unapplied outcome is kept for the recruiter; the jobs it was given or was
-        running are unlocked as crashed attempts (it may have been running them
-        when it died). The takeover changes ``session``, so if the old process
-        was only paused, its writes are refused from now on. Returns False when
-        the entry changed under us (read it again).
+        running are returned or unlocked as crashed attempts, as its heartbeats
+        tell (:func:`recruiter.liveness.rescue_update`). The takeover changes
+        ``session``, so if the old process was only paused, its writes are
+        refused from now on. Returns False when the entry changed under us (read
+        it again).
         """
-        interval = float(old.get("heartbeat_interval_s") or self.config.heartbeat_interval_s)
-        seen = old.get("last_seen_at")
+        beat = await self.c.heartbeats.find_one({"_id": slot.id})
+        if beat is not None and beat.get("session") != old.get("session"):
+            beat = None  # not the heartbeat of that entry
+        interval = float((beat or old).get("heartbeat_interval_s") or self.config.heartbeat_interval_s)
+        seen = (beat or old).get("last_seen_at")
+        seen = seen if isinstance(seen, datetime) else None
         silent = now - seen if seen is not None else None
         # On this machine we can see whether its process is gone; elsewhere, its heartbeat tells.
         gone_here = old.get("hostname") == self.hostname and not _process_exists(old.get("pid"))
@@ -275,8 +286,7 @@ class WorkerProcess:
         entry.update(available=False, recovering=True)
         if old.get("outcome"):
             entry["outcome"] = old["outcome"]
-        result = await self.c.roster.replace_one(
-            {"_id": slot.id, "last_seen_at": seen, "session": old.get("session")}, entry)
+        result = await self.c.roster.replace_one({"_id": slot.id, "session": old.get("session")}, entry)
         if result.matched_count == 0:
             return False
         held = jobs_referenced_by(old) - {(old.get("outcome") or {}).get("job")}
@@ -286,7 +296,7 @@ class WorkerProcess:
                   f"last seen {seen.isoformat() if seen else 'never'}")
         if jobs:
             await self.c.scheduled.bulk_write(
-                [UpdateOne(*crash_update(j, old, now, reason)) for j in jobs], ordered=False)
+                [UpdateOne(*rescue_update(j, old, beat, now, reason)[1]) for j in jobs], ordered=False)
         await self.c.roster.update_one(
             {"_id": slot.id, "session": slot.session},
             {"$set": {"available": True, "available_since": self.clock.now()}, "$unset": {"recovering": ""}})
@@ -327,6 +337,7 @@ class WorkerProcess:
                     result = await self.c.roster.delete_one({**mine, "outcome": {"$exists": False}})
                     gone = result.deleted_count or not await self.c.roster.find_one(mine, {"_id": 1})
                 if gone:
+                    await self.c.heartbeats.delete_one(mine)
                     slot.left = True
                     log.info("worker.deregistered", worker_id=slot.id)
                     return
@@ -540,7 +551,7 @@ class WorkerProcess:
             # beat as an idle slot, so that the worker stays alive meanwhile.
             busy = r is not None and not r.recording and not r.halted
             views.append(SlotView(s.id, s.session, r.job_id if busy and r else None,
-                                  r.started_at if busy and r else None))
+                                  r.started_at if busy and r else None, r.token if busy and r else None))
         return views
 
     def _lost_from_thread(self, view: SlotView, reason: str) -> None:
@@ -560,7 +571,8 @@ class WorkerProcess:
 
     async def heartbeat(self) -> None:
         """One heartbeat now, as the thread does it (for tests and tools)."""
-        for view, reason in await asyncio.to_thread(beat, self.sync_roster, self.clock, self._slot_views()):
+        for view, reason in await asyncio.to_thread(beat, self.sync, self.clock, self.config.heartbeat_interval_s,
+                                                    self._slot_views()):
             self._on_lost(view, reason)
 
     def _halt(self, slot: Slot, reason: str, *, worker_lost: bool) -> None:
@@ -601,8 +613,9 @@ class WorkerProcess:
             return
         bound = log.bind(worker_id=slot.id, job_id=str(job_id), group=str(job.get("group"))[:100],
                          attempt=job.get("attempts"))
-        slot.running = Running(job_id, self.clock.now())
+        slot.running = Running(job_id, self.clock.now(), token=job.get("lock_token"))
         slot.last_token = job.get("lock_token")
+        self.heartbeats.nudge()
         problem = job_problem(job)
         try:
             if problem is not None:
@@ -711,7 +724,7 @@ class WorkerProcess:
                        execution=execution, result=result if error is None else None)
 
     def _crash_judged(self, job: dict[str, Any], now: datetime, bound: Any) -> Outcome | None:
-        """After a crash, the outcome the poison limit or the retry policy gives without running; None: run it."""
+        """After a crash, the outcome the poison limit (or at_most_once) gives without running; None: run it."""
         if not job.get("crash_pending"):
             return None
         verdict = judge_crash(job, now, self.config.max_crashes)
@@ -809,10 +822,8 @@ class WorkerProcess:
                             "available": not stopping,
                             "stopping": stopping,
                             "available_since": now,
-                            "last_seen_at": now,
-                            "working": False,
                         },
-                        "$unset": {"assigned_to": "", "job": "", "working_on": "", "working_since": ""},
+                        "$unset": {"assigned_to": "", "job": ""},
                     },
                 )
                 break
@@ -879,9 +890,8 @@ class WorkerProcess:
             result = await self.c.roster.update_one(
                 {"_id": slot.id, "session": slot.session, "assigned_to": {"$exists": False},
                  "recovering": {"$exists": False}},
-                {"$set": {"available": not stopping, "stopping": stopping, "available_since": now,
-                          "last_seen_at": now, "working": False},
-                 "$unset": {"working_on": "", "working_since": "", "job": ""}},
+                {"$set": {"available": not stopping, "stopping": stopping, "available_since": now},
+                 "$unset": {"job": ""}},
             )
         except PyMongoError as exc:
             log.warning("worker.release_failed", worker_id=slot.id, error=first_line(exc),

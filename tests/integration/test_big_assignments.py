@@ -3,6 +3,7 @@ the worker; and a round's assignment update bounded whatever the jobs' sizes (is
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import bson
@@ -54,6 +55,8 @@ def test_a_round_of_many_jobs_just_under_the_copy_limit_is_assigned_in_one_bound
         ids = await h.producer.enqueue_many(Carry(h.db_uri, "x" * (MAX_JOB_COPY_BYTES - KIB)) for _ in range(count))
         await h.db.roster.insert_many([{"_id": f"w{i:03d}", "work_on": ["*"], "available": True,
                                         "available_since": START, "last_seen_at": START} for i in range(count)])
+        await h.db.heartbeats.insert_many([{"_id": f"w{i:03d}", "last_seen_at": START,  # alive (recruiter.liveness)
+                                            "fresh_until": START + timedelta(hours=1)} for i in range(count)])
         recruiter = RecruiterProcess(h.db, h.clock, RecruiterConfig(round_size=count), owner="wide")
         assert await recruiter.lease.acquire()
         h.commands.clear()

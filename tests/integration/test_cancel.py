@@ -13,6 +13,7 @@ from recruiter.cancel import ALREADY_ARCHIVED, FINISHING, NOT_FOUND, WAS_ASSIGNE
 from recruiter.heartbeat import JOB_TAKEN_AWAY, SlotView, beat
 from recruiter.job import JobBuilder
 from recruiter.retry import RetryManyTimes
+from recruiter.store import Collections
 from recruiter.worker import Running, Slot, WorkerProcess
 from tests.conftest import wait_for_async
 from tests.integration.test_processes_inproc import Harness, run, take_and_work
@@ -80,9 +81,9 @@ def test_a_running_job_is_halted_its_outcome_discarded_and_its_worker_freed(db_u
         assert await process.poll(slot) == job_id
         working = asyncio.create_task(process.work(slot, job_id))
         await wait_for_async(lambda: h.ledger(event="start"), message="the job to start")
-        await process.heartbeat()  # marks the entry working on it
-        entry = await h.roster("w1")
-        assert entry is not None and entry["working_on"] == job_id
+        await process.heartbeat()  # shows it working on it
+        beating = await h.heartbeat("w1")
+        assert beating is not None and beating["working_on"] == job_id
 
         h.clock.advance(timedelta(seconds=3))
         result = await h.producer.cancel(job_id, reason="not needed any more")
@@ -92,7 +93,7 @@ def test_a_running_job_is_halted_its_outcome_discarded_and_its_worker_freed(db_u
         last = archived["last_execution"]
         assert last["outcome"] == "cancelled" and last["worker"] == "w1"
         assert last["message"] == "not needed any more"
-        assert last["started_at"] == entry["working_since"] and last["ended_at"] == h.clock.now()
+        assert last["started_at"] == beating["working_since"] and last["ended_at"] == h.clock.now()
         assert archived["executions"] == [last]
         assert await h.job(job_id) is None
 
@@ -182,9 +183,10 @@ def test_a_halted_thread_job_keeps_its_worker_alive_without_reporting_it(db_uri:
         assert slot.running.halted and h.exits == []  # the process goes on: only the job was taken
         h.clock.advance(timedelta(seconds=20))
         await process.heartbeat()  # the thread still runs: the slot beats as an idle one
+        beating = await h.heartbeat("w1")
+        assert beating is not None and beating["last_seen_at"] == h.clock.now() and beating["working"] is False
         entry = await h.roster("w1")
-        assert entry is not None and entry["last_seen_at"] == h.clock.now()
-        assert entry["available"] is False  # not free until the thread ends
+        assert entry is not None and entry["available"] is False  # not free until the thread ends
 
     run(db_uri, scenario)
 
@@ -210,14 +212,14 @@ def test_a_worker_too_busy_to_halt_a_cancelled_job_still_heartbeats(db_uri: str)
         job_id, process, slot = await assigned_to_w1(h)
         assert await process.poll(slot) == job_id
         busy = SlotView("w1", slot.session, job_id, h.clock.now())
-        assert beat(h.sync_db.roster, h.clock, [busy]) == []
+        assert beat(Collections.of(h.sync_db), h.clock, 5.0, [busy]) == []
         assert (await h.producer.cancel(job_id)).state == WAS_ASSIGNED
 
         # The event loop is blocked, so the slot still looks busy with the job at every beat.
         for _ in range(2):
             h.clock.advance(timedelta(seconds=20))
-            assert beat(h.sync_db.roster, h.clock, [busy]) == [(busy, JOB_TAKEN_AWAY)]
-            entry = await h.roster("w1")
-            assert entry is not None and entry["last_seen_at"] == h.clock.now()  # alive all the same
+            assert beat(Collections.of(h.sync_db), h.clock, 5.0, [busy]) == [(busy, JOB_TAKEN_AWAY)]
+            beating = await h.heartbeat("w1")
+            assert beating is not None and beating["last_seen_at"] == h.clock.now()  # alive all the same
 
     run(db_uri, scenario)

@@ -36,8 +36,10 @@ def test_tenants_round_robin_and_the_cursor_survives_failover(db_uri: str) -> No
                 ids[f"{tenant}{i}"] = await Record(h.db_uri, n=i).as_job_of(p).for_tenant(tenant).enqueue()
         names = {v: k for k, v in ids.items()}
 
+        workers = []
+
         async def one_round(recruiter: RecruiterProcess, worker: str) -> str:
-            await h.worker(worker)
+            workers.append((await h.worker(worker))[0])
             assert await recruiter.lease.acquire()
             assert (await recruiter.round()).assigned == 1
             return str(names[(await h.roster(worker))["assigned_to"][worker]])
@@ -48,6 +50,8 @@ def test_tenants_round_robin_and_the_cursor_survives_failover(db_uri: str) -> No
 
         # The leader dies; a successor goes on after B, not from the start.
         h.clock.advance(timedelta(seconds=RecruiterConfig().lease_ttl_s + 1))
+        for w in workers:
+            await w.heartbeat()  # the workers live on (their jobs are not taken back)
         successor = RecruiterProcess(h.db, h.clock, RecruiterConfig(), owner="successor")
         assert [await one_round(successor, f"w{i}") for i in range(2, 6)] == ["C0", "A1", "B1", "A2"]
 

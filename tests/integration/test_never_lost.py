@@ -21,11 +21,12 @@ from pymongo.errors import PyMongoError
 
 from recruiter.cleaner import CleanerConfig, CleanerProcess
 from recruiter.clock import ManualClock
+from recruiter.liveness import MAX_UNPROVEN_RETURNS
 from recruiter.recruiting import LostLease, RecruiterConfig, RecruiterProcess, no_fault
 from recruiter.retry import RetryManyTimes
 from recruiter.roster import request_stop
 from recruiter.store import LostFence, fenced_transaction
-from recruiter.worker import WorkerIdTaken, WorkerProcess
+from recruiter.worker import Running, WorkerIdTaken, WorkerProcess
 from tests.integration.test_processes_inproc import DEAD_AFTER_S, START, Harness, run, take_and_work
 from tests.workables import (
     AlwaysFails,
@@ -107,7 +108,7 @@ def test_the_heartbeat_thread_is_restarted_when_it_dies(db_uri: str) -> None:
             assert process.heartbeats.restarts == 1
             h.clock.advance(timedelta(seconds=7))
             for _ in range(500):
-                entry = await h.roster("beating")
+                entry = await h.heartbeat("beating")
                 if entry is not None and entry["last_seen_at"] == h.clock.now():
                     break
                 await asyncio.sleep(0.01)
@@ -196,6 +197,7 @@ def test_a_stale_recruiter_round_writes_nothing(db_uri: str) -> None:
         assert (await h.job(first))["locked"] is True
         assert (await h.job(second))["locked"] is False
 
+        await process.heartbeat()  # the worker lives on
         report = await successor.fenced_round()
         assert report.applied == 1 and report.assigned == 1
         assert (await h.archived(first))["why"] == "done"
@@ -321,17 +323,26 @@ def test_workers_stop_asks_through_the_roster(db_uri: str) -> None:
 # -- poison jobs ---------------------------------------------------------------------------------
 
 
-def test_a_job_that_keeps_killing_its_workers_stops(db_uri: str) -> None:
+@pytest.mark.parametrize("seen_running", [True, False], ids=["seen-running", "dies-before-its-first-beat"])
+def test_a_job_that_keeps_killing_its_workers_stops(db_uri: str, seen_running: bool) -> None:
     async def scenario(h: Harness) -> None:
         job_id = await Record(h.db_uri).as_job_of(h.producer).retry_with(RetryManyTimes(10)).enqueue()
-        for i in range(3):  # the default --max-crashes
+        # The default --max-crashes; a job whose workers die before a heartbeat shows it
+        # running is first returned a few times, then counted as crashing.
+        victims = 3 if seen_running else MAX_UNPROVEN_RETURNS + 3
+        for i in range(victims):
             victim, victim_slot = await h.worker(f"victim-{i}")
             assert (await h.round()).assigned == 1
             assert await victim.poll(victim_slot) == job_id  # took it, then died
+            if seen_running:
+                locked = await h.job(job_id)
+                victim_slot.running = Running(job_id, h.clock.now(), token=locked["lock_token"])
+                await victim.heartbeat()
             h.clock.advance(timedelta(seconds=DEAD_AFTER_S + 1))
             report = await (await h.cleaner()).fenced_clean()
             assert report.dead_workers == 1 and report.unlocked_jobs == 1
-        assert (await h.job(job_id))["crashes"] == 3
+        job = await h.job(job_id)
+        assert job["crashes"] == 3 and job.get("unproven_returns", 0) == victims - 3
 
         survivor, survivor_slot = await h.worker("survivor")
         assert (await h.round()).assigned == 1

@@ -25,12 +25,14 @@ from pymongo import AsyncMongoClient, MongoClient
 
 from recruiter.cleaner import CleanerConfig, CleanerProcess
 from recruiter.clock import ManualClock
+from recruiter.heartbeat import HeartbeatThread, SlotView, beat
 from recruiter.lease import Lease
 from recruiter.producer import AsyncRecruiter
 from recruiter.recruiting import LostLease, RecruiterConfig, RecruiterProcess
 from recruiter.retry import ExponentialBackoff, RetryManyTimes
+from recruiter.roster import describe_workers, render_workers
 from recruiter.selection import Assignment
-from recruiter.store import ensure_indexes
+from recruiter.store import Collections, ensure_indexes
 from recruiter.wakeup import Wake
 from recruiter.worker import Running, Slot, WorkerConfig, WorkerProcess
 from tests.commands import Commands
@@ -87,6 +89,9 @@ class Harness:
 
     async def roster(self, worker_id: str) -> dict[str, Any] | None:
         return await self.db.roster.find_one({"_id": worker_id})
+
+    async def heartbeat(self, worker_id: str) -> dict[str, Any] | None:
+        return await self.db.heartbeats.find_one({"_id": worker_id})
 
     async def ledger(self, **query: Any) -> list[dict[str, Any]]:
         return await self.db.ledger.find(query).to_list()
@@ -335,7 +340,7 @@ def test_worker_runs_records_and_next_round_archives(db_uri: str) -> None:
             ("start", 1, "w1", "a"), ("end", 1, "w1", "a")]
         entry = await h.roster("w1")
         assert entry is not None
-        assert entry["available"] is True and entry["working"] is False
+        assert entry["available"] is True
         assert "assigned_to" not in entry
         outcome = entry["outcome"]
         job = await h.job(job_id)
@@ -489,8 +494,10 @@ def test_zombie_worker_cannot_record_its_outcome(db_uri: str) -> None:
         assert job is not None
         bound = structlog.get_logger("test").bind(worker_id=slot.id)
 
-        # The worker runs the job but pauses before recording (a GC pause, a frozen VM)...
-        slot.running = Running(job_id, h.clock.now())
+        # The worker runs the job (its heartbeat shows it) but pauses before recording
+        # (a GC pause, a frozen VM)...
+        slot.running = Running(job_id, h.clock.now(), token=job["lock_token"])
+        await process.heartbeat()
         outcome = await process.attempt(slot, job, bound)
         assert outcome.executed and outcome.decision.why == "done"  # type: ignore[union-attr]
 
@@ -518,14 +525,89 @@ def test_zombie_worker_cannot_record_its_outcome(db_uri: str) -> None:
     run(db_uri, scenario)
 
 
-def test_cleaner_unlocks_the_job_of_a_dead_worker(db_uri: str) -> None:
+def test_cleaner_returns_a_job_its_dead_worker_never_showed_it_started(db_uri: str) -> None:
     async def scenario(h: Harness) -> None:
-        job_id = await Record(h.db_uri, n=3).as_job_of(h.producer).retry_with(RetryManyTimes(times=3)).enqueue()
+        job_id = await h.producer.enqueue(Record(h.db_uri, n=3))  # the default policy: never retry
         dead, dead_slot = await h.worker("dead")
         await h.round()
         assert await dead.poll(dead_slot) == job_id  # took it, then died without a word
+
+        cleaner = await h.cleaner()
+        h.clock.advance(timedelta(seconds=2.5 * WorkerConfig().heartbeat_interval_s))
+        assert (await cleaner.clean()).unlocked_jobs == 0  # late, but not silent long enough
+        h.clock.advance(timedelta(seconds=0.5 * WorkerConfig().heartbeat_interval_s))
+        assert await cleaner.lease.acquire()
+        report = await cleaner.clean()  # long before --considered-dead-after
+        assert report.unlocked_jobs == 1
+
+        assert await h.roster("dead") is None
+        job = await h.job(job_id)
+        assert job is not None
+        assert job["locked"] is False and job["status"] == "queued"
+        assert job["attempts"] == 0 and job["crashes"] == 0 and "crash_pending" not in job
+        assert job["executions"] == [] and job["unproven_returns"] == 1
+        assert job["last_return"]["worker"] == "dead" and "missed its heartbeats" in job["last_return"]["reason"]
+        for f in LOCK_FIELDS:
+            assert f not in job
+
+        alive, alive_slot = await h.worker("alive")
+        assert (await h.round()).assigned == 1
+        await take_and_work(alive, alive_slot)
+        await h.round()
+        archived = await h.archived(job_id)
+        assert archived is not None
+        assert archived["why"] == "done" and archived["attempts"] == 1 and archived["crashes"] == 0
+        assert [(e["outcome"], e["worker"]) for e in archived["executions"]] == [("done", "alive")]
+
+    run(db_uri, scenario)
+
+
+def test_the_next_round_takes_back_a_job_assigned_to_a_worker_that_died(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        job_id = await h.producer.enqueue(Record(h.db_uri, n=3))
+        await h.worker("dead")  # never polls: it died right after its last heartbeat
+        assert (await h.round()).assigned == 1
+        alive, alive_slot = await h.worker("alive")
+        h.clock.advance(timedelta(seconds=3 * WorkerConfig().heartbeat_interval_s))
+        await alive.heartbeat()
+        report = await h.round()  # takes it back from the silent entry...
+        assert report.taken_back == 1 and report.assigned == 0
+        assert await h.roster("dead") is None
+        assert (await h.round()).assigned == 1  # ...and gives it to the live one
+        await take_and_work(alive, alive_slot)
+        await h.round()
+        archived = await h.archived(job_id)
+        assert archived is not None and archived["why"] == "done" and archived["attempts"] == 1
+        assert [e["worker"] for e in archived["executions"]] == ["alive"]
+
+    run(db_uri, scenario)
+
+
+def test_a_silent_worker_is_given_no_work(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        await h.producer.enqueue(Record(h.db_uri, n=3))
+        await h.worker("silent")
+        h.clock.advance(timedelta(seconds=2 * WorkerConfig().heartbeat_interval_s))
+        report = await h.round()
+        assert report.free_workers == 0 and report.assigned == 0
+        await h.worker("live")
+        assert (await h.round()).assigned == 1
+        assert (await h.roster("live"))["assigned_to"] == {"live": (await h.db.scheduled.find_one())["_id"]}
+
+    run(db_uri, scenario)
+
+
+def test_cleaner_unlocks_the_job_of_a_dead_worker(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        job_id = await h.producer.enqueue(Record(h.db_uri, n=3))  # the default policy: never retry
+        dead, dead_slot = await h.worker("dead")
+        await h.round()
+        assert await dead.poll(dead_slot) == job_id
         locked = await h.job(job_id)
         assert locked is not None
+        # It started the job (its heartbeat shows it), then died.
+        dead_slot.running = Running(job_id, h.clock.now(), token=locked["lock_token"])
+        await dead.heartbeat()
 
         cleaner = await h.cleaner()
         h.clock.advance(timedelta(seconds=DEAD_AFTER_S - 1))
@@ -535,7 +617,7 @@ def test_cleaner_unlocks_the_job_of_a_dead_worker(db_uri: str) -> None:
         report = await cleaner.clean()
         assert report.dead_workers == 1 and report.unlocked_jobs == 1
 
-        assert await h.roster("dead") is None
+        assert await h.roster("dead") is None and await h.heartbeat("dead") is None
         job = await h.job(job_id)
         assert job is not None
         assert job["locked"] is False and job["status"] == "retrying"
@@ -550,9 +632,11 @@ def test_cleaner_unlocks_the_job_of_a_dead_worker(db_uri: str) -> None:
         assert crash["worker"] == "dead" and crash["pid"] == os.getpid()
         assert crash["hostname"] == socket.gethostname()
         assert crash["class"] == "recruiter.retry:WorkerCrashed"
+        assert crash["started_at"] == locked["locked_at"]
         assert "stopped heartbeating" in crash["message"]
 
-        # Another worker gets it, judges the crash by the policy (retry now) and runs it.
+        # Another worker gets it and reruns it: a crash is not the job's failure, so the
+        # policy (never retry) is not asked.
         alive, alive_slot = await h.worker("alive")
         assert (await h.round()).assigned == 1
         await take_and_work(alive, alive_slot)
@@ -562,6 +646,31 @@ def test_cleaner_unlocks_the_job_of_a_dead_worker(db_uri: str) -> None:
         assert archived["why"] == "done" and archived["attempts"] == 2 and archived["crashes"] == 1
         assert [e["outcome"] for e in archived["executions"]] == ["crashed", "done"]
         assert "crash_pending" not in archived
+
+    run(db_uri, scenario)
+
+
+def test_an_at_most_once_job_is_archived_on_its_first_crash(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        job_id = await Record(h.db_uri, n=3).as_job_of(h.producer).at_most_once().enqueue()
+        dead, dead_slot = await h.worker("dead")
+        await h.round()
+        assert await dead.poll(dead_slot) == job_id  # no sign it started: it may have all the same
+        cleaner = await h.cleaner()
+        h.clock.advance(timedelta(seconds=3 * WorkerConfig().heartbeat_interval_s + 1))
+        assert (await cleaner.clean()).unlocked_jobs == 0  # not taken back early: it may be running
+        assert (await h.round()).taken_back == 0
+        h.clock.advance(timedelta(seconds=DEAD_AFTER_S))
+        assert await cleaner.lease.acquire()
+        assert (await cleaner.clean()).unlocked_jobs == 1
+        alive, alive_slot = await h.worker("alive")
+        assert (await h.round()).assigned == 1
+        await take_and_work(alive, alive_slot)
+        await h.round()
+        archived = await h.archived(job_id)
+        assert archived is not None and archived["why"] == "crashed" and archived["at_most_once"] is True
+        assert [e["outcome"] for e in archived["executions"]] == ["crashed"]
+        assert await h.ledger(event="start") == []  # never run a second time
 
     run(db_uri, scenario)
 
@@ -605,10 +714,10 @@ def test_heartbeat_keeps_a_long_job_alive(db_uri: str) -> None:
             await process.heartbeat()
             assert await cleaner.lease.acquire()
             assert (await cleaner.clean()).dead_workers == 0
-        entry = await h.roster("slow")
-        assert entry is not None
-        assert entry["working"] is True and entry["working_on"] == job_id
-        assert entry["last_seen_at"] == h.clock.now()
+        beating = await h.heartbeat("slow")
+        assert beating is not None
+        assert beating["working"] is True and beating["working_on"] == job_id
+        assert beating["last_seen_at"] == h.clock.now()
         assert (await h.job(job_id))["locked"] is True
 
     run(db_uri, scenario)
@@ -692,10 +801,11 @@ def test_lease_has_one_holder_and_fences_the_stale_one(db_uri: str) -> None:
 def test_stale_leader_does_not_assign(db_uri: str) -> None:
     async def scenario(h: Harness) -> None:
         job_id = await h.producer.enqueue(Record(h.db_uri))
-        await h.worker("w1")
+        worker, _ = await h.worker("w1")
         stale = h.recruiter
         assert await stale.lease.acquire()
         h.clock.advance(timedelta(seconds=RecruiterConfig().lease_ttl_s + 1))
+        await worker.heartbeat()
         successor = RecruiterProcess(h.db, h.clock, RecruiterConfig(), owner="successor")
         assert await successor.lease.acquire() and successor.lease.epoch == 2
 
@@ -779,9 +889,109 @@ def test_cleaner_unlocks_a_job_its_live_worker_no_longer_refers_to(db_uri: str) 
         assert report.dead_workers == 0 and report.unlocked_jobs == 1
 
         job = await h.job(forgotten)
-        assert job is not None and job["locked"] is False and job["crash_pending"] is True
-        assert job["last_execution"]["message"] == "its worker no longer refers to it"
+        assert job is not None and job["locked"] is False and job["attempts"] == 0
+        assert job["last_return"]["reason"] == "its worker no longer refers to it"
         still = await h.job(held)
         assert still is not None and still["locked"] is True, "a job its worker holds is left alone"
+
+    run(db_uri, scenario)
+
+
+def test_workers_list_shows_the_heartbeat_and_who_missed_it(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        job_id = await h.producer.enqueue(Record(h.db_uri))
+        busy, busy_slot = await h.worker("busy")
+        await h.round()
+        assert await busy.poll(busy_slot) == job_id
+        locked = await h.job(job_id)
+        busy_slot.running = Running(job_id, h.clock.now(), token=locked["lock_token"])
+        h.clock.advance(timedelta(seconds=3 * WorkerConfig().heartbeat_interval_s))
+        await h.worker("newcomer")
+        await busy.heartbeat()
+        await h.worker("silent")
+        h.clock.advance(timedelta(seconds=2 * WorkerConfig().heartbeat_interval_s))
+        await busy.heartbeat()
+        rows = {r["id"]: r for r in describe_workers(h.sync_db, h.clock.now())}
+        assert (rows["busy"]["state"], rows["busy"]["job"], rows["busy"]["live"]) == ("working", str(job_id), True)
+        assert rows["busy"]["last_seen_s"] == 0.0
+        assert (rows["silent"]["state"], rows["silent"]["live"]) == ("idle", False)
+        assert rows["silent"]["last_seen_s"] == 2 * WorkerConfig().heartbeat_interval_s
+        text = render_workers(list(rows.values()))
+        assert [line.split()[0] for line in text.splitlines() if "missed heartbeats" in line] == ["newcomer", "silent"]
+
+    run(db_uri, scenario)
+
+
+def test_a_heartbeat_during_a_rounds_transaction_does_not_abort_it(db_uri: str) -> None:
+    """The round writes the worker's roster entry (outcome applied, next job assigned) while
+    the worker heartbeats in the middle of that transaction: heartbeats go to another
+    collection, so the round commits."""
+
+    async def scenario(h: Harness) -> None:
+        first = await h.producer.enqueue(Record(h.db_uri, n=1))
+        process, slot = await h.worker("w1")
+        await h.round()
+        await take_and_work(process, slot)  # its outcome waits in its entry
+        second = await h.producer.enqueue(Record(h.db_uri, n=2))
+        beats: list[str] = []
+
+        def beat_mid_round(point: str) -> None:
+            # Synchronous on purpose: the beat lands between the round's first write and its commit.
+            beat(Collections.of(h.sync_db), h.clock, WorkerConfig().heartbeat_interval_s, process._slot_views())
+            beats.append(point)
+
+        h.recruiter.fault = beat_mid_round
+        report = await h.round()
+        assert beats[0] == "archive.between_insert_and_delete"
+        assert report.applied == 1 and report.assigned == 1
+        assert (await h.archived(first))["why"] == "done"
+        assert (await h.roster("w1"))["assigned_to"] == {"w1": second}
+        assert (await h.heartbeat("w1"))["last_seen_at"] == h.clock.now()
+
+    run(db_uri, scenario)
+
+
+def test_a_job_still_running_a_quarter_interval_after_its_start_is_shown_early(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        interval_s = 8.0  # the regular beat after the first comes too late for the wait below
+        _, slot = await h.worker("w1")
+        job_id, token = ObjectId(), ObjectId()
+        h.clock.advance(timedelta(seconds=1))  # tells the thread's first beat from the registration
+        current = [SlotView("w1", slot.session, None, None)]
+        thread = HeartbeatThread(Collections.of(h.sync_db), h.clock, interval_s, lambda: current,
+                                 lambda view, reason: None)
+        thread.start()
+        try:
+            async def first_beat() -> bool:
+                return ((await h.heartbeat("w1")) or {}).get("last_seen_at") == h.clock.now()
+
+            await eventually(first_beat, message="the first beat")
+            current = [SlotView("w1", slot.session, job_id, h.clock.now(), token)]
+            thread.nudge()
+
+            async def shown() -> bool:
+                return ((await h.heartbeat("w1")) or {}).get("working_token") == token
+
+            await eventually(shown, timeout_s=interval_s * 0.75, message="the early beat")
+        finally:
+            thread.stop()
+
+    run(db_uri, scenario)
+
+
+def test_cleaner_removes_entries_without_a_readable_heartbeat(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        for worker_id in ("lone", "garbled", "fine"):
+            await h.worker(worker_id)
+        await h.db.heartbeats.delete_one({"_id": "lone"})  # a registration cut short, or a hand edit
+        await h.db.heartbeats.update_one({"_id": "garbled"}, {"$set": {"last_seen_at": "yesterday",
+                                                                        "fresh_until": 5}})
+        assert (await h.round()).free_workers == 1  # only "fine" is given work meanwhile
+        h.clock.advance(timedelta(seconds=DEAD_AFTER_S + 1))
+        await h.worker("fine2")
+        report = await (await h.cleaner()).clean()
+        assert report.dead_workers == 3  # lone, garbled, and fine (silent since)
+        assert {e["_id"] for e in await h.db.roster.find().to_list()} == {"fine2"}
+        assert {b["_id"] for b in await h.db.heartbeats.find().to_list()} == {"fine2"}
 
     run(db_uri, scenario)

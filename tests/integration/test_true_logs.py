@@ -30,7 +30,7 @@ from tests.integration.test_processes_inproc import DEAD_AFTER_S, Harness, run, 
 from tests.workables import Record
 
 WRITE_EVENTS = {"job.archived", "jobs.rolled_back", "round.assigned", "worker.dead", "job.crashed",
-                "archive.reconciled", "archived.pruned"}
+                "job.returned", "archive.reconciled", "archived.pruned"}
 
 
 def events(logs: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
@@ -119,7 +119,8 @@ def test_a_cleaner_pass_that_aborts_logs_no_dead_worker_and_no_crash(db_uri: str
             report = await cleaner.fenced_clean()
         assert report.dead_workers == 1 and report.unlocked_jobs == 1
         assert [e["worker_id"] for e in events(logs, "worker.dead")] == ["silent"]
-        assert [e["job_id"] for e in events(logs, "job.crashed")] == [str(job_id)]
+        # Its heartbeats never showed the job running: returned, not crashed (recruiter.liveness).
+        assert [e["job_id"] for e in events(logs, "job.returned")] == [str(job_id)]
 
     run(db_uri, scenario)
 

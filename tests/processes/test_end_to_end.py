@@ -89,6 +89,9 @@ def test_sigkilled_worker_is_removed_and_its_job_runs_again_elsewhere(
     first_start = wait_for(lambda: db.ledger.find_one({"job": str(job_id), "event": "start"}),
                            timeout_s=30, message="the long job to start")
     assert first_start["worker"] == "first"
+    # Killed once its heartbeat shows the job running: a crash, not a return (recruiter.liveness).
+    wait_for(lambda: db.heartbeats.find_one({"_id": "first", "working_on": job_id}), timeout_s=30,
+             message="the heartbeat to show the job running")
     processes.worker("--id", "second")
 
     first.signal(signal.SIGKILL)
@@ -170,6 +173,9 @@ def test_a_paused_worker_declared_dead_cannot_record_its_outcome(
     zombie = processes.worker("--id", "zombie")
     wait_for(lambda: db.ledger.find_one({"job": str(job_id), "event": "start"}), timeout_s=30,
              message="the first attempt to start")
+    # Paused once its heartbeat shows the job running: a crash, not a return (recruiter.liveness).
+    wait_for(lambda: db.heartbeats.find_one({"_id": "zombie", "working_on": job_id}), timeout_s=30,
+             message="the heartbeat to show the job running")
     zombie.signal(signal.SIGSTOP)
     try:
         wait_for(lambda: db.roster.find_one({"_id": "zombie"}) is None, timeout_s=30,

@@ -111,6 +111,9 @@ def write_untrusted_metadata(db: Any) -> None:
         # Seen "in the future": not taken for dead while the test runs, so read every round.
         {"_id": "odd-live", "available": True, "work_on": "alpha", "last_seen_at": now + timedelta(hours=1)},
     ])
+    # Its heartbeat document (recruiter.liveness) keeps it alive; the ghosts have none.
+    db.heartbeats.insert_one({"_id": "odd-live", "last_seen_at": now + timedelta(hours=1),
+                              "fresh_until": now + timedelta(hours=1)})
     db.metadata.insert_many([
         {"_id": "fairness", "last_group": 5, "last_tenant": "alpha", "counts": [1]},
         {"_id": "paused", "groups": [1, {"x": 1}], "tenants": "acme"},

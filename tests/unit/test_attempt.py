@@ -20,7 +20,7 @@ from recruiter.attempt import (
     judge_crash,
     storable_result,
 )
-from recruiter.outcome import CRASHED_TOO_MANY_TIMES
+from recruiter.outcome import CRASHED, CRASHED_TOO_MANY_TIMES
 from recruiter.retry import (
     NON_RETRIABLE,
     NOT_SCHEDULED,
@@ -229,7 +229,7 @@ def crashed_job(policy: RetryPolicy, crashes: int = 1, **extra: Any) -> dict[str
     return job(policy, **fields)
 
 
-def test_poison_limit_comes_first() -> None:
+def test_poison_limit_archives_a_job_that_crashed_too_many_times() -> None:
     # The policy would retry forever; the framework's limit archives the job anyway.
     assert judge_crash(crashed_job(RetryForever(), crashes=3), NOW, max_crashes=3) == Archive(
         CRASHED_TOO_MANY_TIMES
@@ -237,55 +237,36 @@ def test_poison_limit_comes_first() -> None:
     assert judge_crash(crashed_job(RetryForever(), crashes=5), NOW, max_crashes=3) == Archive(
         "crashed-too-many-times"
     )
-    # Below the limit, the policy decides.
     assert judge_crash(crashed_job(RetryForever(), crashes=2), NOW, max_crashes=3) is None
 
 
-def test_retry_due_now_or_in_the_past_means_run_now() -> None:
-    assert judge_crash(crashed_job(RetryManyTimes(times=3)), NOW, max_crashes=3) is None
-    assert judge_crash(crashed_job(RetryForever(wait=timedelta(0))), NOW, max_crashes=3) is None
-
-
-def test_retry_in_the_future_defers_the_job() -> None:
-    decision = judge_crash(crashed_job(RetryManyTimes(times=3, wait=timedelta(minutes=2))), NOW, max_crashes=3)
-    assert decision == RetryAt(NOW + timedelta(minutes=2))
-
-
-def test_policy_that_does_not_retry_archives_a_crashed_job() -> None:
-    assert judge_crash(crashed_job(DoNotDoItAgain()), NOW, max_crashes=3) == Archive(NOT_SCHEDULED)
-
-
-def test_crash_is_judged_as_a_crashed_failure_of_the_last_attempt() -> None:
-    decision = judge_crash(crashed_job(Remembers()), NOW, max_crashes=3)
-    assert decision == MoveToGroup(
-        "attempts=1,crashed=True,type=recruiter.retry:WorkerCrashed", NOW + timedelta(seconds=1)
-    )
-
-
-def test_crash_counts_attempts_from_the_last_execution() -> None:
-    policy = ExponentialBackoff(times=1, initial=timedelta(seconds=10))
-    first = crashed_job(policy)
-    assert judge_crash(first, NOW, max_crashes=5) == RetryAt(NOW + timedelta(seconds=10))
-    second = crashed_job(policy, attempts=3, last_execution={**first["last_execution"], "attempt": 2})
-    assert judge_crash(second, NOW, max_crashes=5) == Archive(TRIED_TOO_MANY_TIMES)
-
-
-def test_crash_without_last_execution_uses_the_attempt_count() -> None:
-    j = crashed_job(Remembers(), attempts=4)
-    del j["last_execution"]
-    decision = judge_crash(j, NOW, max_crashes=3)
-    assert isinstance(decision, MoveToGroup) and decision.group.startswith("attempts=3,crashed=True")
-
-
-def test_crash_filter_treats_crashes_as_retriable() -> None:
-    policy = RetriableExceptionFilter(RetryManyTimes(times=3), ["builtins:KeyError"])
+@pytest.mark.parametrize("policy", [
+    DoNotDoItAgain(), RetryManyTimes(times=3, wait=timedelta(minutes=2)), Remembers(),
+    ExponentialBackoff(times=1, initial=timedelta(seconds=10)),
+    RetriableExceptionFilter(RetryManyTimes(times=3), ["builtins:KeyError"]),
+], ids=["do-not-do-it-again", "retry-later", "own-policy", "backoff", "filter"])
+def test_a_crash_reruns_the_job_now_whatever_its_retry_policy(policy: RetryPolicy) -> None:
+    # A SIGKILL, an OOM kill or a lost machine is the infrastructure's failure, not the job's.
     assert judge_crash(crashed_job(policy), NOW, max_crashes=3) is None
+    assert judge_crash(crashed_job(policy, crashes=2), NOW, max_crashes=3) is None
+    assert judge_crash(crashed_job(policy, crashes=3), NOW, max_crashes=3) == Archive(CRASHED_TOO_MANY_TIMES)
 
 
-def test_crash_with_bad_policy() -> None:
+def test_a_broken_retry_policy_does_not_matter_to_a_crash() -> None:
     j = crashed_job(RetryForever())
     j["retry_policy"] = {"class": "nonexistent:Policy", "parameters": {}}
-    assert judge_crash(j, NOW, max_crashes=3) == Archive(BAD_RETRY_POLICY)
+    assert judge_crash(j, NOW, max_crashes=3) is None
+
+
+def test_an_at_most_once_job_is_archived_on_its_first_crash() -> None:
+    assert judge_crash(crashed_job(RetryForever(), crashes=1, at_most_once=True), NOW, max_crashes=3) == Archive(
+        CRASHED)
+    assert judge_crash(crashed_job(RetryForever(), crashes=1), NOW, max_crashes=3) is None
+
+
+def test_a_crash_count_that_is_not_a_count_is_taken_as_spent() -> None:
+    assert judge_crash(crashed_job(RetryForever(), crashes="2"), NOW, max_crashes=3) == Archive(
+        CRASHED_TOO_MANY_TIMES)
 
 
 # -- results --------------------------------------------------------------------------------

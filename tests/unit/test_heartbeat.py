@@ -1,8 +1,8 @@
-"""The heartbeat's fenced updates and how a failed fence is read (pure parts of recruiter.heartbeat)."""
+"""The heartbeat's updates and how a failed fence is read (pure parts of recruiter.heartbeat)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from bson import ObjectId
 
@@ -13,12 +13,16 @@ S1, S2 = ObjectId(), ObjectId()
 JOB = ObjectId()
 
 
-def test_an_idle_slot_is_fenced_by_its_session_a_busy_one_also_by_its_assignment() -> None:
-    idle, busy = beat_ops([SlotView("w1", S1, None, None), SlotView("w2", S2, JOB, NOW)], NOW)
+def test_a_beat_writes_the_heartbeat_documents_fenced_by_session_and_says_what_runs() -> None:
+    token = ObjectId()
+    idle, busy = beat_ops([SlotView("w1", S1, None, None), SlotView("w2", S2, JOB, NOW, token)], NOW, 5.0)
+    fresh = NOW + timedelta(seconds=10)  # two intervals
     assert idle._filter == {"_id": "w1", "session": S1}
-    assert idle._doc == {"$set": {"last_seen_at": NOW}}
-    assert busy._filter == {"_id": "w2", "session": S2, "assigned_to.w2": JOB}
-    assert busy._doc == {"$set": {"last_seen_at": NOW, "working": True, "working_on": JOB, "working_since": NOW}}
+    assert idle._doc == {"$set": {"last_seen_at": NOW, "fresh_until": fresh, "working": False, "working_on": None,
+                                  "working_token": None, "working_since": None}}
+    assert busy._filter == {"_id": "w2", "session": S2}
+    assert busy._doc == {"$set": {"last_seen_at": NOW, "fresh_until": fresh, "working": True, "working_on": JOB,
+                                  "working_token": token, "working_since": NOW}}
 
 
 def test_why_a_fence_failed() -> None:

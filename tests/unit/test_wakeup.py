@@ -42,6 +42,8 @@ def test_doorbell_rings_for_enqueues_outcomes_new_workers_and_crash_unlocks() ->
     assert {"ns.coll": "roster", "operationType": "insert"} in clauses
     assert any("updateDescription.updatedFields.outcome" in c for c in clauses)
     assert any("updateDescription.updatedFields.crash_pending" in c for c in clauses)
+    assert any("updateDescription.updatedFields.unproven_returns" in c for c in clauses)
+    assert {"ns.coll": "heartbeats", "operationType": {"$in": ["insert", "replace"]}} in clauses
 
 
 def test_quick_empty_batches_are_paced_up_to_a_cap() -> None:
