@@ -39,10 +39,10 @@ from typing import Any
 import bson
 import structlog
 from bson import ObjectId
-from pymongo import UpdateOne
+from pymongo import DeleteOne, UpdateOne
 from pymongo.errors import PyMongoError
 
-from recruiter.candidates import SORT, Paused, Query, candidate_from, plan_round
+from recruiter.candidates import Paused, Query, candidate_from, plan_round
 from recruiter.clock import Clock
 from recruiter.connection import first_line
 from recruiter.control import CURSOR_ID, PAUSED_ID, cursor_changes, cursor_from_document, paused_from_document
@@ -57,8 +57,9 @@ from recruiter.outcome import (
     jobs_referenced_by,
     reschedule_update,
 )
+from recruiter.readahead import ReadAhead
 from recruiter.selection import DEFAULT_SCHEME, Assignment, Candidate, CountingScheme, Cursor, FreeWorker, Selection
-from recruiter.store import METADATA, SCHEDULED, Collections, LostFence, fenced_transaction
+from recruiter.store import Collections, LostFence, fenced_transaction
 from recruiter.wakeup import Doorbell
 
 log = structlog.get_logger("recruiter.recruiter")
@@ -151,6 +152,8 @@ class RecruiterProcess:
         # the copy its worker receives, with no second read.
         self._read: dict[Any, dict[str, Any]] = {}
         self._handed_out: dict[Any, dict[str, Any]] = {}
+        # What the leader knows of the ready jobs between rounds; new with each leadership.
+        self._readahead = ReadAhead(self._find_candidates)
 
     def stop(self) -> None:
         self._stop.set()
@@ -174,6 +177,7 @@ class RecruiterProcess:
             epoch = self.lease.epoch
             log.info("leader.elected", epoch=epoch, owner=self.owner)
             self._handed_out.clear()
+            self._readahead = ReadAhead(self._find_candidates)
             try:
                 await self._lead()
             except LostLease:
@@ -248,6 +252,7 @@ class RecruiterProcess:
         plan = await self.plan()
         if not rollback and plan.idle:
             return plan.report
+        await self._keep_lease()  # the reads may have been long (a leader's first round): renew before writing
         outside = self.c
         try:
             async with fenced_transaction(self.db, self.lease) as inside:
@@ -385,33 +390,22 @@ class RecruiterProcess:
 
     async def _read_candidates(self, queries: list[Query], now: datetime, paused: Paused,
                                *, with_switches: bool) -> list[list[Candidate]]:
-        """Run ``queries`` as ONE aggregate (each one a ``$unionWith`` branch that uses the
-        candidates index on its own); with ``with_switches``, also read the pause switches."""
-        branches = []
-        for i, q in enumerate(queries):
-            stages: list[dict[str, Any]] = [{"$match": q.filter(now, paused)}, {"$sort": dict(SORT)}]
-            if q.skip:
-                stages.append({"$skip": q.skip})
-            stages += [{"$limit": q.limit}, {"$set": {"_q": i}}]
-            branches.append(stages)
-        pipeline = branches[0] + [{"$unionWith": {"coll": SCHEDULED, "pipeline": b}} for b in branches[1:]]
-        if with_switches:
-            pipeline.append({"$unionWith": {"coll": METADATA, "pipeline": [
-                {"$match": {"_id": PAUSED_ID}}, {"$set": {"_q": -1}}]}})
-        batch = sum(q.limit for q in queries) + 1
-        rows: list[list[Candidate]] = [[] for _ in queries]
-        switches = None
-        # Runs before the round's transaction (see fenced_round): reads need no fence,
-        # and MongoDB does not run $unionWith inside a transaction.
-        async for doc in await self.c.scheduled.aggregate(pipeline, batchSize=batch):
-            if doc["_q"] == -1:
-                switches = doc
-            else:
-                rows[doc.pop("_q")].append(candidate_from(doc))
-                self._read[doc["_id"]] = doc
-        if with_switches:
+        """Answer ``queries`` through the read-ahead (:mod:`recruiter.readahead`: reads
+        served from the candidates index on MongoDB and on the embedded server alike);
+        with ``with_switches``, also read the pause switches, at the same time.
+        Runs before the round's transaction (see fenced_round): reads need no fence."""
+        switches_read = self.c.metadata.find_one({"_id": PAUSED_ID}) if with_switches else None
+        if switches_read is not None:
+            docs, switches = await asyncio.gather(self._readahead.answer(queries, now, paused), switches_read)
             self._paused = paused_from_document(switches)
-        return rows
+        else:
+            docs = await self._readahead.answer(queries, now, paused)
+        self._read.update(self._readahead.documents)
+        self._readahead.documents.clear()
+        return [[candidate_from(d) for d in rows] for rows in docs]
+
+    async def _find_candidates(self, filter_: dict[str, Any], projection: dict[str, Any] | None) -> list[Any]:
+        return list(await self.c.scheduled.find(filter_, projection).to_list())
 
     async def apply_outcomes(self, entries: list[dict[str, Any]], now: datetime,
                              jobs: dict[Any, dict[str, Any]] | None = None, *, clear: bool = True) -> int:
@@ -445,8 +439,11 @@ class RecruiterProcess:
                 ordered=False,
             )
             self.fault("archive.between_insert_and_delete")
-            await self.c.scheduled.delete_many(
-                {"$or": [{"_id": d["_id"], "lock_token": outcomes[d["_id"]][1]["token"]} for d in archive]}
+            # One delete per job by _id (then its token): a point lookup on any server,
+            # where an $or of them is a collection scan on the embedded one.
+            await self.c.scheduled.bulk_write(
+                [DeleteOne({"_id": d["_id"], "lock_token": outcomes[d["_id"]][1]["token"]}) for d in archive],
+                ordered=False,
             )
             for d in archive:
                 log.info("job.archived", job_id=str(d["_id"]), why=d["why"], attempts=d.get("attempts"),
