@@ -249,7 +249,7 @@ class RecruiterProcess:
         on ``available``), so reads made just before are safe to act on.
         Raises :class:`LostLease` with nothing written when the lease is no longer ours.
         """
-        plan = await self.plan()
+        plan = await self._plan_keeping_lease()
         if not rollback and plan.idle:
             return plan.report
         await self._keep_lease()  # the reads may have been long (a leader's first round): renew before writing
@@ -267,6 +267,26 @@ class RecruiterProcess:
             raise LostLease() from None
         self._remember(plan)  # committed
         return report
+
+    async def _plan_keeping_lease(self) -> RoundPlan:
+        """:meth:`plan`, renewing the lease every third of its time while the reads last, so a
+        long read (a new leader reads the keys of every queued job once) never outlives it."""
+        keeper = asyncio.create_task(self._renew_every_third())
+        try:
+            return await self.plan()
+        finally:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
+
+    async def _renew_every_third(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.lease_ttl_s / 3)
+            try:
+                await self._keep_lease()
+            except (LostLease, PyMongoError) as exc:  # the writes check the lease again
+                log.debug("lease.not_renewed", error=first_line(exc))
+                return
 
     def _check_lease(self) -> None:
         if not self.lease.held:
