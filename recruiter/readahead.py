@@ -56,7 +56,8 @@ SUBSTREAMS = [(Status.RETRYING.value, Priority.HIGH.value), (Status.RETRYING.val
 LOW_ONLY = SUBSTREAMS[3:]
 RANK = {s: i for i, s in enumerate(SUBSTREAMS)}
 
-Find = Callable[[dict[str, Any], dict[str, Any] | None], Awaitable[list[dict[str, Any]]]]
+# find(filter, projection, limit): with a limit, the first ``limit`` by (scheduled_at, _id).
+Find = Callable[[dict[str, Any], dict[str, Any] | None, int], Awaitable[list[dict[str, Any]]]]
 Fence = tuple[datetime, Any]  # (scheduled_at, _id); _id None: the whole of that instant
 
 
@@ -128,8 +129,9 @@ class ReadAhead:
         self.reads = 0
         self.rows_read = 0
 
-    async def _find(self, filter_: dict[str, Any], projection: dict[str, Any] | None) -> list[dict[str, Any]]:
-        rows = await self.find(filter_, projection)
+    async def _find(self, filter_: dict[str, Any], projection: dict[str, Any] | None,
+                    limit: int = 0) -> list[dict[str, Any]]:
+        rows = await self.find(filter_, projection, limit)
         self.reads += 1
         self.rows_read += len(rows)
         return rows
@@ -213,11 +215,16 @@ class ReadAhead:
         base = substream_filter(*key)
         fresh = state is None or len(state.fences) <= 1
         if state is None or fresh:
-            # Nothing known past the last keys read: read the substream up to now, keys only.
-            keys = [k for k in await self._find({**base, "scheduled_at": up_to(now)}, KEYS) if is_ready(k, now)]
+            # Nothing known past the last keys read: read the substream up to now; whole
+            # documents if it holds one window at most (the usual case), else its keys.
+            ready = {**base, "scheduled_at": up_to(now)}
+            rows = sorted((d for d in await self._find(ready, None, WINDOW + 1) if is_ready(d, now)), key=row_order)
+            if len(rows) <= WINDOW:
+                self.substreams[key] = Substream.from_keys(rows, now)
+                self.documents.update((d["_id"], d) for d in rows)
+                return rows[:need]
+            keys = [k for k in await self._find(ready, KEYS) if is_ready(k, now)]
             self.substreams[key] = state = Substream.from_keys(keys, now)
-            if len(keys) <= WINDOW:
-                return sorted(keys, key=row_order)[:need]
         while True:
             rows = await self._window(base, state.fences[0], now)
             if len(rows) >= need:

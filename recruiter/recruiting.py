@@ -424,8 +424,12 @@ class RecruiterProcess:
         self._readahead.documents.clear()
         return [[candidate_from(d) for d in rows] for rows in docs]
 
-    async def _find_candidates(self, filter_: dict[str, Any], projection: dict[str, Any] | None) -> list[Any]:
-        return list(await self.c.scheduled.find(filter_, projection).to_list())
+    async def _find_candidates(self, filter_: dict[str, Any], projection: dict[str, Any] | None,
+                               limit: int) -> list[Any]:
+        cursor = self.c.scheduled.find(filter_, projection)
+        if limit:
+            cursor = cursor.sort([("scheduled_at", 1), ("_id", 1)]).limit(limit)
+        return list(await cursor.to_list())
 
     async def apply_outcomes(self, entries: list[dict[str, Any]], now: datetime,
                              jobs: dict[Any, dict[str, Any]] | None = None, *, clear: bool = True) -> int:

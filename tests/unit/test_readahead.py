@@ -37,7 +37,8 @@ class Server:
         self.jobs = jobs
         self.finds: list[dict[str, Any]] = []
 
-    async def find(self, filter_: dict[str, Any], projection: dict[str, Any] | None) -> list[dict[str, Any]]:
+    async def find(self, filter_: dict[str, Any], projection: dict[str, Any] | None,
+                   limit: int = 0) -> list[dict[str, Any]]:
         self.finds.append(filter_)
         ranges = [k for k, v in filter_.items() if isinstance(v, dict)]
         assert len(ranges) <= 1 and not any(k.startswith("$") for k in filter_), filter_
@@ -47,6 +48,8 @@ class Server:
             if all(all(compare(doc.get(k), op, x) for op, x in v.items()) if isinstance(v, dict)
                    else doc.get(k) == v for k, v in filter_.items()):
                 out.append(doc)
+        if limit:
+            out = sorted(out, key=lambda d: (d["scheduled_at"], d["_id"]))[:limit]
         return out
 
 
