@@ -22,8 +22,10 @@ servers serve from the index:
   :data:`WINDOW` keys. Later rounds read from the start of the substream up to
   the first fence only: taken jobs are locked, so that range holds what is left
   of one window plus jobs put back before it (stragglers), never the backlog.
-  A fence is dropped when its window runs dry; the last fence is the time of the
-  keys read, and past it the substream is read up to ``now`` again.
+  A read asks for the ``limit`` first jobs of that range (MongoDB stops there;
+  SecantusDB walks the range, one window). A fence is dropped when its window
+  runs dry; the last fence is the time of the keys read, and past it the
+  substream is read up to ``now`` again.
 - **Directory.** The tenants of each group, and the groups, seen so far. A ring
   query (the next tenants of a group, the next groups) walks the known ones in
   order and reads the gaps between them (a range on ``tenant`` or ``group``):
@@ -39,6 +41,7 @@ proportional to the jobs that arrived, not to the backlog at each round.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -93,8 +96,13 @@ class Substream:
     @classmethod
     def from_keys(cls, keys: list[dict[str, Any]], now: datetime) -> Substream:
         ordered = sorted(keys, key=row_order)
-        fences: list[Fence] = [(k["scheduled_at"], k["_id"]) for k in ordered[WINDOW - 1::WINDOW]]
-        return cls([*fences, (now, None)])
+        posts = ordered[WINDOW - 1::WINDOW]
+        if ordered and (not posts or posts[-1] is not ordered[-1]):
+            posts.append(ordered[-1])  # the last window ends at the last key read
+        ties = Counter(k["scheduled_at"] for k in ordered)
+        # A fence takes its whole instant (one range) unless many jobs share it (then _id splits it).
+        return cls([*((k["scheduled_at"], k["_id"] if ties[k["scheduled_at"]] > WINDOW else None) for k in posts),
+                    (now, None)])
 
 
 def up_to(at: datetime) -> dict[str, datetime]:
@@ -216,17 +224,17 @@ class ReadAhead:
         fresh = state is None or len(state.fences) <= 1
         if state is None or fresh:
             # Nothing known past the last keys read: read the substream up to now; whole
-            # documents if it holds one window at most (the usual case), else its keys.
+            # documents if it holds no more than asked (the usual case), else its keys.
             ready = {**base, "scheduled_at": up_to(now)}
-            rows = sorted((d for d in await self._find(ready, None, WINDOW + 1) if is_ready(d, now)), key=row_order)
-            if len(rows) <= WINDOW:
+            rows = sorted((d for d in await self._find(ready, None, need + 1) if is_ready(d, now)), key=row_order)
+            if len(rows) <= need:
                 self.substreams[key] = Substream.from_keys(rows, now)
                 self.documents.update((d["_id"], d) for d in rows)
-                return rows[:need]
+                return rows
             keys = [k for k in await self._find(ready, KEYS) if is_ready(k, now)]
             self.substreams[key] = state = Substream.from_keys(keys, now)
         while True:
-            rows = await self._window(base, state.fences[0], now)
+            rows = await self._window(base, state.fences[0], now, need)
             if len(rows) >= need:
                 break
             if len(state.fences) == 1:
@@ -235,20 +243,19 @@ class ReadAhead:
                 state.fences.clear()  # past the last keys read: read up to now again
                 return await self._substream(key, need, now)
             state.fences.pop(0)  # that window ran dry: the next one starts where it ended
-        if len(rows) > 2 * WINDOW:  # many jobs came back before the fence: split its window
-            state.fences.insert(0, (rows[WINDOW - 1]["scheduled_at"], rows[WINDOW - 1]["_id"]))
         return rows[:need]
 
-    async def _window(self, base: dict[str, Any], fence: Fence, now: datetime) -> list[dict[str, Any]]:
-        """Whole documents of a substream up to ``fence`` (from its start)."""
+    async def _window(self, base: dict[str, Any], fence: Fence, now: datetime, need: int) -> list[dict[str, Any]]:
+        """The first ``need`` whole documents of a substream up to ``fence`` (from its start)."""
         at, last_id = fence
         parts: list[list[dict[str, Any]]]
         if last_id is None:
-            parts = [await self._find({**base, "scheduled_at": up_to(min(at, now))}, None)]
+            parts = [await self._find({**base, "scheduled_at": up_to(min(at, now))}, None, need)]
         else:
-            parts = [*await asyncio.gather(self._find({**base, "scheduled_at": {"$lt": at}}, None),
-                                          self._find({**base, "scheduled_at": at, "_id": {"$lte": last_id}}, None))]
-        rows = sorted((d for part in parts for d in part if is_ready(d, now)), key=row_order)
+            parts = [*await asyncio.gather(
+                self._find({**base, "scheduled_at": {"$lt": at}}, None, need),
+                self._find({**base, "scheduled_at": at, "_id": {"$lte": last_id}}, None, need))]
+        rows = sorted((d for part in parts for d in part if is_ready(d, now)), key=row_order)[:need]
         self.documents.update((d["_id"], d) for d in rows)
         return rows
 
