@@ -34,8 +34,11 @@ servers serve from the index:
 
 Cost per round: about one window per substream read plus one empty gap per ring
 step. What is read whole, once, is what no earlier read has seen (a new tenant's
-jobs, a burst past the last fence, everything when a leader starts): that is
-proportional to the jobs that arrived, not to the backlog at each round.
+jobs, a burst past the last fence): proportional to the jobs that arrived, not
+to the backlog at each round. The exception is a recruiter process's start: it
+reads the keys of every queued job once (:meth:`ReadAhead.warm`), before it
+asks for the lease, since the embedded server answers nothing else while it
+walks them (about 9 s per 100 000 jobs on an idle 2-CPU machine).
 """
 
 from __future__ import annotations
@@ -143,6 +146,14 @@ class ReadAhead:
         self.reads += 1
         self.rows_read += len(rows)
         return rows
+
+    async def warm(self, now: datetime) -> None:
+        """Learn every group, tenant and substream at once: the keys of every queued job.
+
+        Costs the backlog, once (the rounds would otherwise read the same keys, a
+        group or a tenant at a time, while holding the lease)."""
+        if not self.groups:
+            await self._gap({"locked": False}, now)
 
     async def answer(self, queries: list[Query], now: datetime, paused: Paused) -> list[list[dict[str, Any]]]:
         """The rows each query asks for, in index order (documents, some with only their keys)."""

@@ -152,7 +152,8 @@ class RecruiterProcess:
         # the copy its worker receives, with no second read.
         self._read: dict[Any, dict[str, Any]] = {}
         self._handed_out: dict[Any, dict[str, Any]] = {}
-        # What the leader knows of the ready jobs between rounds; new with each leadership.
+        # What this process knows of the ready jobs between rounds: hints that stay valid
+        # whoever leads in between, so they are kept across leaderships.
         self._readahead = ReadAhead(self._find_candidates)
 
     def stop(self) -> None:
@@ -163,8 +164,16 @@ class RecruiterProcess:
             await asyncio.wait_for(self._stop.wait(), timeout=seconds)
 
     async def run(self) -> None:
-        """Wait for the lease, lead while holding it, stand by again when it is lost."""
+        """Wait for the lease, lead while holding it, stand by again when it is lost.
+
+        First, before asking for the lease, it reads the keys of every queued job once
+        (:meth:`recruiter.readahead.ReadAhead.warm`): the one read whose cost is the
+        backlog, so it must not run while a lease is held."""
         standby_poll_s = min(1.0, self.config.lease_ttl_s / 4)
+        try:
+            await self._readahead.warm(self.clock.now())
+        except PyMongoError as exc:  # the rounds read what they need anyway
+            log.warning("readahead.not_warmed", error=first_line(exc))
         while not self._stop.is_set():
             try:
                 acquired = await self.lease.acquire()
@@ -177,7 +186,6 @@ class RecruiterProcess:
             epoch = self.lease.epoch
             log.info("leader.elected", epoch=epoch, owner=self.owner)
             self._handed_out.clear()
-            self._readahead = ReadAhead(self._find_candidates)
             try:
                 await self._lead()
             except LostLease:
