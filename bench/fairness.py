@@ -29,8 +29,9 @@ from typing import Any
 
 from pymongo import AsyncMongoClient, MongoClient
 
+from bench.jobs import Noop  # never run: the benchmark only assigns
 from bench.server import running_server
-from recruiter import Workable, logs
+from recruiter import logs
 from recruiter.clock import ManualClock
 from recruiter.connection import parse_target, wait_until_reachable, with_database
 from recruiter.job import JobOptions, Priority, build_job_document
@@ -39,11 +40,6 @@ from recruiter.store import ensure_indexes_sync
 from tests.commands import Commands
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-
-
-class Noop(Workable):
-    def execute(self) -> None:
-        """Never run: the benchmark only assigns."""
 
 
 def jobs(backlog: int, tenants: int) -> list[dict[str, Any]]:

@@ -37,6 +37,7 @@ from recruiter.connection import (
     wait_until_reachable,
 )
 from recruiter.durations import parse_duration
+from recruiter.naming import module_problem, modules_under, name_problem
 from recruiter.recruiting import RecruiterConfig, RecruiterProcess
 from recruiter.selection import CountingScheme
 from recruiter.sizes import parse_size
@@ -275,6 +276,9 @@ def worker_group() -> None:
               show_envvar=True, help="Directory added to sys.path so job classes can be imported.")
 @click.option("--preload", envvar=env("PRELOAD"), multiple=True, show_envvar=True,
               help="Module to import at start, so a typo fails now rather than in every job.")
+@click.option("--allow-module", "allow_modules", envvar=env("ALLOW_MODULE"), multiple=True, show_envvar=True,
+              metavar="PREFIX", help="Module (and its submodules) jobs may name, besides those under --import-path "
+                                     "and --preload; others are archived as malformed without being imported.")
 @click.option("--grace-period", envvar=env("GRACE_PERIOD"), type=DURATION, default="30s", show_default=True,
               show_envvar=True, help="After SIGTERM, how long running jobs may take before they are interrupted.")
 @click.option("--memory-limit", envvar=env("MEMORY_LIMIT"), type=SIZE, default=None, show_envvar=True,
@@ -282,11 +286,17 @@ def worker_group() -> None:
                    "supervisor process starts a fresh one.")
 def start_worker(groups: tuple[str, ...], concurrency: int, worker_id: str | None, heartbeat_interval: timedelta,
                  poll_from: timedelta, poll_to: timedelta, max_crashes: int, wake: str, import_path: tuple[str, ...],
-                 preload: tuple[str, ...], grace_period: timedelta, memory_limit: int | None,
-                 **opts: Any) -> None:
-    """Run workers for the given groups."""
+                 preload: tuple[str, ...], allow_modules: tuple[str, ...], grace_period: timedelta,
+                 memory_limit: int | None, **opts: Any) -> None:
+    """Run workers for the given groups.
+
+    Jobs may name only modules found under --import-path, those named by
+    --preload and those under an --allow-module prefix; a job naming any other
+    is archived as malformed, and its module is never imported.
+    """
     for p in reversed(import_path):
         sys.path.insert(0, str(Path(p).resolve()))
+    allowed = allowed_modules(import_path, preload, allow_modules)
     for module in preload:
         try:
             __import__(module)
@@ -297,7 +307,7 @@ def start_worker(groups: tuple[str, ...], concurrency: int, worker_id: str | Non
         groups=groups, concurrency=concurrency, worker_id=worker_id,
         heartbeat_interval_s=seconds(heartbeat_interval), poll_from_s=seconds(poll_from),
         poll_to_s=seconds(poll_to), max_crashes=max_crashes, wake=Wake(wake), grace_period_s=seconds(grace_period),
-        memory_limit_bytes=memory_limit))
+        memory_limit_bytes=memory_limit, allowed_modules=allowed))
     if memory_limit is not None and not os.environ.get(SUPERVISED):
         from recruiter.supervisor import supervise
 
@@ -306,6 +316,18 @@ def start_worker(groups: tuple[str, ...], concurrency: int, worker_id: str | Non
 
 
 SUPERVISED = "RECRUITER_SUPERVISED_WORKER"
+
+
+def allowed_modules(import_path: tuple[str, ...], preload: tuple[str, ...],
+                    allow_modules: tuple[str, ...]) -> tuple[str, ...]:
+    """The worker's allow-list: what the import path provides, the preloaded modules and --allow-module."""
+    for prefix in (*preload, *allow_modules):
+        problem = module_problem(prefix)
+        if problem:
+            raise click.UsageError(f"--preload or --allow-module: {problem}")
+    found = [m for p in import_path for m in modules_under(Path(p).resolve())]
+    return tuple(dict.fromkeys([*found, *preload, *allow_modules]))
+
 
 
 def _run_worker(opts: dict[str, Any], config: WorkerConfig) -> None:
@@ -517,8 +539,9 @@ def _switch(kind: str, names: tuple[str, ...], pause: bool | None, opts: dict[st
     """Pause (True), resume (False) or list (None) groups or tenants, then print the paused ones."""
     logs.configure(opts["log_level"], opts["log_format"])
     for name in names:
-        if not name.strip() or name == "*":
-            raise click.UsageError(f"invalid {kind} name {name!r}")
+        problem = name_problem(kind, name)
+        if problem:
+            raise click.UsageError(problem)
     target: Target | None = None
     try:
         target = connect_target(opts["target"], opts["embedded"], opts["embedded_path"])

@@ -8,6 +8,8 @@ job is refused at enqueue with a clear error instead of failing in a worker.
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -18,6 +20,7 @@ from bson import ObjectId
 from bson.errors import InvalidDocument
 
 from recruiter.clock import utc
+from recruiter.naming import importable_problem, name_problem
 from recruiter.retry import DoNotDoItAgain, RetryPolicy, policy_to_document
 from recruiter.workable import Workable
 
@@ -39,7 +42,22 @@ class Priority(StrEnum):
 
 
 class JobRefused(ValueError):
-    """The job cannot be enqueued as given; nothing was written."""
+    """The job cannot be enqueued as given; nothing was written.
+
+    The reason is always one line, so it can be logged or shown as it is.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(" ".join(str(reason).split()))
+
+
+# A worker waits on a job's timeout with poll(2), whose longest wait is 2**31 ms (24.8 days).
+MAX_TIMEOUT_S = 24 * 24 * 3600.0
+# Room kept below the server's document size limit for what a job gathers over its
+# life: up to MAX_EXECUTIONS_KEPT history entries (a 2 000-character message each),
+# ``last_execution`` with its 8 000-character trace, a 16 KiB result and the lock
+# fields. tests/unit/test_job.py checks the worst case fits.
+HISTORY_ALLOWANCE_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -56,12 +74,103 @@ class JobOptions:
     timeout_s: float | None = None
 
 
-def _check_name(kind: str, value: str) -> str:
+def _check_name(kind: str, value: Any) -> str:
+    problem = name_problem(kind, value)
+    if problem:
+        raise JobRefused(problem)
+    return str(value)
+
+
+def _check_tag(value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise JobRefused(f"{kind} must be a non-empty string, got {value!r}")
+        raise JobRefused(f"tag must be a non-empty string, got {value!r}")
     if value == "*":
-        raise JobRefused(f"{kind} '*' is reserved for workers that take any group")
+        raise JobRefused("tag '*' is reserved")
     return value
+
+
+def check_timeout(value: Any) -> float:
+    """A job timeout in seconds (or a ``timedelta``): finite, above zero and at most ``MAX_TIMEOUT_S``."""
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise JobRefused(f"timeout must be a positive number of seconds, got {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise JobRefused(f"timeout must be a positive number of seconds, and finite, got {value!r}")
+    if value > MAX_TIMEOUT_S:
+        raise JobRefused(f"timeout must be at most {MAX_TIMEOUT_S:.0f} seconds (24 days), got {value!r}")
+    return float(value)
+
+
+def check_policy(policy: Any) -> RetryPolicy:
+    if not isinstance(policy, RetryPolicy):
+        raise JobRefused(f"retry policy must be a recruiter.retry.RetryPolicy, got {policy!r}")
+    return policy
+
+
+def _policy_document(policy: RetryPolicy) -> dict[str, Any]:
+    try:
+        doc = policy_to_document(policy)
+    except (TypeError, ValueError) as exc:
+        raise JobRefused(f"cannot store retry policy {type(policy).__qualname__}: {exc}") from None
+    for name in _class_names(doc):
+        problem = importable_problem(name)
+        if problem:
+            raise JobRefused(f"retry policy: {problem}")
+    return doc
+
+
+def _class_names(value: Any) -> list[str]:
+    """Every ``class`` string in a policy document, nested policies included."""
+    if isinstance(value, dict):
+        own = [value["class"]] if isinstance(value.get("class"), str) else []
+        return own + [n for v in value.values() for n in _class_names(v)]
+    if isinstance(value, list):
+        return [n for v in value for n in _class_names(v)]
+    return []
+
+
+def _workable_document(workable: Any) -> dict[str, Any]:
+    if not isinstance(workable, Workable):
+        raise JobRefused(f"only recruiter.Workable instances can be enqueued, got {type(workable).__name__}")
+    cls = type(workable)
+    try:
+        doc = workable.to_document()
+    except TypeError as exc:
+        raise JobRefused(str(exc)) from exc
+    problem = importable_problem(doc["class"], expected=cls)
+    if problem:
+        raise JobRefused(problem)
+    if not isinstance(doc["parameters"], Mapping):
+        raise JobRefused(f"parameters of {doc['class']} must be a dict, got {type(doc['parameters']).__name__}")
+    if not isinstance(doc["method"], str) or not callable(getattr(cls, doc["method"], None)):
+        raise JobRefused(f"{doc['class']} has no method {doc['method']!r} to run")
+    return doc
+
+
+def _scheduled_at(options: JobOptions, now: datetime) -> datetime:
+    try:
+        if options.scheduled_at is not None:
+            if not isinstance(options.scheduled_at, datetime):
+                raise JobRefused(f"schedule_at needs a datetime, got {options.scheduled_at!r}")
+            return utc(options.scheduled_at)
+        if options.schedule_in is not None:
+            return utc(now + options.schedule_in)
+    except (OverflowError, TypeError) as exc:
+        raise JobRefused(f"cannot schedule the job: {exc}") from None
+    return now
+
+
+def _timeout(options: JobOptions, workable: Workable) -> float | None:
+    timeout_s = options.timeout_s if options.timeout_s is not None else getattr(type(workable), "timeout_s", None)
+    return None if timeout_s is None else check_timeout(timeout_s)
+
+
+def _priority(value: Any) -> str:
+    try:
+        return Priority(value).value
+    except ValueError:
+        raise JobRefused(f"priority must be 'high' or 'low', got {value!r}") from None
 
 
 def build_job_document(
@@ -69,62 +178,57 @@ def build_job_document(
     options: JobOptions,
     now: datetime,
     job_id: ObjectId | None = None,
+    *,
+    max_document_bytes: int | None = None,
 ) -> dict[str, Any]:
     """The ``scheduled`` document for ``workable`` enqueued at ``now``.
 
     Raises :class:`JobRefused` when the workable, its parameters or the options
-    cannot be stored.
+    cannot be stored, or when the document would not fit in ``max_document_bytes``
+    (the server's ``maxBsonObjectSize``) with room for its history.
     """
-    if not isinstance(workable, Workable):
-        raise JobRefused(f"only recruiter.Workable instances can be enqueued, got {type(workable).__name__}")
-    try:
-        workable_doc = workable.to_document()
-    except TypeError as exc:
-        raise JobRefused(str(exc)) from exc
+    workable_doc = _workable_document(workable)
     # An explicit group is checked as given: in_group("") is an error, not the default.
-    group = options.group if options.group is not None else type(workable).group or DEFAULT_GROUP
-    group = _check_name("group", group)
-    policy = options.retry_policy or type(workable).retry_policy or DoNotDoItAgain()
-    if not isinstance(policy, RetryPolicy):
-        raise JobRefused(f"retry policy must be a recruiter.retry.RetryPolicy, got {policy!r}")
+    group = _check_name("group", options.group if options.group is not None
+                        else type(workable).group or DEFAULT_GROUP)
+    policy = options.retry_policy if options.retry_policy is not None else type(workable).retry_policy
     now = utc(now)
-    if options.scheduled_at is not None:
-        scheduled_at = utc(options.scheduled_at)
-    elif options.schedule_in is not None:
-        scheduled_at = utc(now + options.schedule_in)
-    else:
-        scheduled_at = now
-    timeout_s = options.timeout_s if options.timeout_s is not None else getattr(type(workable), "timeout_s", None)
-    if timeout_s is not None and not (isinstance(timeout_s, int | float) and timeout_s > 0):
-        raise JobRefused(f"timeout must be a positive number of seconds, got {timeout_s!r}")
-    for tag in options.tags:
-        _check_name("tag", tag)
+    timeout_s = _timeout(options, workable)
     doc: dict[str, Any] = {
         "_id": job_id or ObjectId(),
         "done": False,
         "created_at": now,
-        "scheduled_at": scheduled_at,
+        "scheduled_at": _scheduled_at(options, now),
         "locked": False,
         "attempts": 0,
         "crashes": 0,
         "status": Status.QUEUED.value,
         "group": group,
-        "tags": list(options.tags),
+        "tags": [_check_tag(tag) for tag in options.tags],
         "tenant": None if options.tenant is None else _check_name("tenant", options.tenant),
-        "priority": Priority(options.priority).value,
+        "priority": _priority(options.priority),
         "workable": workable_doc,
-        "retry_policy": policy_to_document(policy),
+        "retry_policy": _policy_document(DoNotDoItAgain() if policy is None else check_policy(policy)),
         "executions": [],
     }
     if timeout_s is not None:
-        doc["timeout_s"] = float(timeout_s)
-    try:
-        bson.encode(doc)
-    except (InvalidDocument, TypeError, OverflowError) as exc:
-        raise JobRefused(
-            f"cannot store the parameters of {workable_doc['class']} in MongoDB: {exc}"
-        ) from None
+        doc["timeout_s"] = timeout_s
+    _check_size(doc, max_document_bytes)
     return doc
+
+
+def _check_size(doc: dict[str, Any], max_document_bytes: int | None) -> None:
+    try:
+        size = len(bson.encode(doc))
+    except (InvalidDocument, TypeError, OverflowError, ValueError) as exc:
+        raise JobRefused(
+            f"cannot store the parameters of {doc['workable']['class']} in MongoDB: {exc}"
+        ) from None
+    if max_document_bytes is not None and size > max_document_bytes - HISTORY_ALLOWANCE_BYTES:
+        raise JobRefused(
+            f"the job document of {doc['workable']['class']} is {size} bytes; the server keeps documents "
+            f"of at most {max_document_bytes} bytes and a job needs {HISTORY_ALLOWANCE_BYTES} of them for its history"
+        )
 
 
 @dataclass(frozen=True)
@@ -143,38 +247,40 @@ class JobBuilder:
         return dataclasses.replace(self, options=dataclasses.replace(self.options, **changes))
 
     def in_group(self, group: str) -> JobBuilder:
-        return self._with(group=group)
+        return self._with(group=_check_name("group", group))
 
     def tagged(self, *tags: str) -> JobBuilder:
-        return self._with(tags=self.options.tags + tuple(tags))
+        return self._with(tags=self.options.tags + tuple(_check_tag(t) for t in tags))
 
     def schedule_at(self, when: datetime) -> JobBuilder:
+        if not isinstance(when, datetime):
+            raise JobRefused(f"schedule_at needs a datetime, got {when!r}")
         return self._with(scheduled_at=when, schedule_in=None)
 
     def schedule_in(self, delta: timedelta | None = None, **units: float) -> JobBuilder:
         """Delay the job by ``delta`` or by ``timedelta(**units)``, e.g. ``schedule_in(minutes=5)``."""
-        delay = (delta or timedelta()) + timedelta(**units)
+        try:
+            delay = (delta or timedelta()) + timedelta(**units)
+        except (TypeError, OverflowError, ValueError) as exc:
+            raise JobRefused(f"schedule_in needs a timedelta or units like minutes=5: {exc}") from None
         if delay < timedelta():
             raise JobRefused(f"schedule_in needs a non-negative delay, got {delay}")
         return self._with(schedule_in=delay, scheduled_at=None)
 
     def retry_with(self, policy: RetryPolicy) -> JobBuilder:
-        return self._with(retry_policy=policy)
+        return self._with(retry_policy=check_policy(policy))
 
     def for_tenant(self, tenant: str) -> JobBuilder:
-        return self._with(tenant=tenant)
+        return self._with(tenant=_check_name("tenant", tenant))
 
     def with_priority(self, priority: str) -> JobBuilder:
-        try:
-            return self._with(priority=Priority(priority))
-        except ValueError:
-            raise JobRefused(f"priority must be 'high' or 'low', got {priority!r}") from None
+        return self._with(priority=Priority(_priority(priority)))
 
-    def with_timeout(self, seconds: float) -> JobBuilder:
-        return self._with(timeout_s=seconds)
+    def with_timeout(self, seconds: float | timedelta) -> JobBuilder:
+        return self._with(timeout_s=check_timeout(seconds))
 
-    def build(self, now: datetime) -> dict[str, Any]:
-        return build_job_document(self.workable, self.options, now)
+    def build(self, now: datetime, max_document_bytes: int | None = None) -> dict[str, Any]:
+        return build_job_document(self.workable, self.options, now, max_document_bytes=max_document_bytes)
 
     def enqueue(self) -> Any:
         return self.recruiter.enqueue(self)

@@ -19,9 +19,11 @@ from recruiter.job import MAX_EXECUTIONS_KEPT, Status
 from recruiter.naming import qualified_name
 from recruiter.retry import Archive, Decision, MoveToGroup, RetryAt, WorkerCrashed
 
-Kind = Literal["done", "failed", "crashed", "judged", "timed-out", "interrupted", "cancelled"]
+Kind = Literal["done", "failed", "crashed", "judged", "timed-out", "interrupted", "cancelled", "refused"]
 
 DONE = "done"
+# A job the worker would not run as stored (e.g. its class is outside the allowed modules).
+MALFORMED = "malformed"
 CRASHED_TOO_MANY_TIMES = "crashed-too-many-times"
 
 # Fields that describe a lock; never copied to archived and removed on unlock.
@@ -96,7 +98,8 @@ class Outcome:
 
 def decision_to_document(decision: Decision) -> dict[str, Any]:
     if isinstance(decision, Archive):
-        return {"archive": decision.why}
+        return {"archive": decision.why} if decision.reason is None else {"archive": decision.why,
+                                                                           "reason": decision.reason}
     if isinstance(decision, MoveToGroup):
         return {"retry_at": decision.at, "group": decision.group}
     if isinstance(decision, RetryAt):
@@ -165,6 +168,9 @@ def archived_document(job: dict[str, Any], outcome_doc: dict[str, Any], now: dat
         archived_at=now,
         executions=_history(job, execution),
     )
+    reason = outcome_doc["decision"].get("reason")
+    if isinstance(reason, str):  # e.g. why a job was refused as malformed
+        doc["reason"] = reason
     if not outcome_doc["executed"]:
         doc["attempts"] = max(0, job.get("attempts", 1) - 1)
     if execution is not None:

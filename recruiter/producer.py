@@ -2,6 +2,13 @@
 :class:`AsyncRecruiter` (asyncio). Both build documents with the same pure
 builder (:func:`recruiter.job.build_job_document`) and differ only in how they
 talk to MongoDB.
+
+Everything is validated before the first write, the same way in both: a job
+that cannot be stored, or kept through its life, raises
+:class:`~recruiter.job.JobRefused` with a one-line reason and nothing is
+written. ``enqueue_many`` is all or nothing: one bad item refuses the batch,
+and the reason names the item by its index. The server's document size limit
+(``maxBsonObjectSize`` from ``hello``) is read once per producer.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from pymongo.errors import PyMongoError
 from recruiter.cancel import CancelResult, cancel_job, cancel_job_async, parse_job_id
 from recruiter.clock import Clock, ServerClock, SystemClock
 from recruiter.connection import ConnectionProblem, Target, async_client, describe, parse_target, sync_client
-from recruiter.job import JobBuilder, as_builder
+from recruiter.job import JobBuilder, JobRefused, as_builder
 from recruiter.store import Collections, ensure_indexes, ensure_indexes_sync
 from recruiter.workable import Workable
 
@@ -24,9 +31,32 @@ def _job_id(job_id: ObjectId | str) -> ObjectId:
     return job_id if isinstance(job_id, ObjectId) else parse_job_id(job_id)
 
 
-def _documents(recruiter: Any, items: Iterable[JobBuilder | Workable]) -> list[dict[str, Any]]:
+# Used when the server's hello does not give a usable maxBsonObjectSize (16 MiB, MongoDB's limit).
+DEFAULT_MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
+
+
+def limit_from_hello(hello: Any) -> int:
+    """The document size limit a ``hello`` reply states (checked: it is server input)."""
+    value = hello.get("maxBsonObjectSize") if isinstance(hello, dict) else None
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return DEFAULT_MAX_DOCUMENT_BYTES
+
+
+def _document(recruiter: Any, item: JobBuilder | Workable, max_bytes: int) -> dict[str, Any]:
+    return as_builder(item, recruiter).build(recruiter.clock.now(), max_bytes)
+
+
+def _documents(recruiter: Any, items: list[Any], max_bytes: int) -> list[dict[str, Any]]:
+    """Every item's document, or :class:`JobRefused` naming the first bad item."""
     now = recruiter.clock.now()
-    return [as_builder(item, recruiter).build(now) for item in items]
+    docs = []
+    for index, item in enumerate(items):
+        try:
+            docs.append(as_builder(item, recruiter).build(now, max_bytes))
+        except JobRefused as exc:
+            raise JobRefused(f"item {index} of {len(items)}: {exc}; nothing was written") from None
+    return docs
 
 
 class Recruiter:
@@ -42,6 +72,7 @@ class Recruiter:
         self.collections = Collections.of(self.db)
         self.clock = clock or SystemClock()
         self._owns_client = owns_client
+        self._max_bytes: int | None = None
 
     @classmethod
     def connect(cls, uri: str | None = None, *, clock: Clock | None = None, create_indexes: bool = True,
@@ -66,18 +97,30 @@ class Recruiter:
             raise ConnectionProblem(describe(exc, target)) from exc
         return rec
 
+    def max_document_bytes(self) -> int:
+        """The server's ``maxBsonObjectSize``, asked once."""
+        if self._max_bytes is None:
+            self._max_bytes = limit_from_hello(self.db.command("hello"))
+        return self._max_bytes
+
     def enqueue(self, item: JobBuilder | Workable) -> ObjectId:
-        """Store one job; returns its id."""
-        (doc,) = _documents(self, [item])
+        """Store one job; returns its id. Raises :class:`JobRefused` (nothing written) for a bad job."""
+        doc = _document(self, item, self.max_document_bytes())
         self.collections.scheduled.insert_one(doc)
         job_id: ObjectId = doc["_id"]
         return job_id
 
     def enqueue_many(self, items: Iterable[JobBuilder | Workable]) -> list[ObjectId]:
-        """Store many jobs in one round trip. All are validated before anything is written."""
-        docs = _documents(self, items)
-        if docs:
-            self.collections.scheduled.insert_many(docs, ordered=True)
+        """Store many jobs in one round trip, all or nothing.
+
+        Every item is validated before anything is written; one bad item raises
+        :class:`JobRefused` naming it (``item 5 of 7: …``) and nothing is written.
+        """
+        batch = list(items)
+        if not batch:
+            return []
+        docs = _documents(self, batch, self.max_document_bytes())
+        self.collections.scheduled.insert_many(docs, ordered=True)
         return [d["_id"] for d in docs]
 
     def cancel(self, job_id: ObjectId | str, reason: str | None = None) -> CancelResult:
@@ -107,6 +150,7 @@ class AsyncRecruiter:
         self.collections = Collections.of(self.db)
         self.clock = clock or SystemClock()
         self._owns_client = owns_client
+        self._max_bytes: int | None = None
 
     @classmethod
     async def connect(cls, uri: str | None = None, *, clock: Clock | None = None, create_indexes: bool = True,
@@ -127,16 +171,26 @@ class AsyncRecruiter:
             raise ConnectionProblem(describe(exc, target)) from exc
         return rec
 
+    async def max_document_bytes(self) -> int:
+        """The server's ``maxBsonObjectSize``, asked once."""
+        if self._max_bytes is None:
+            self._max_bytes = limit_from_hello(await self.db.command("hello"))
+        return self._max_bytes
+
     async def enqueue(self, item: JobBuilder | Workable) -> ObjectId:
-        (doc,) = _documents(self, [item])
+        """Store one job; see :meth:`Recruiter.enqueue`."""
+        doc = _document(self, item, await self.max_document_bytes())
         await self.collections.scheduled.insert_one(doc)
         job_id: ObjectId = doc["_id"]
         return job_id
 
     async def enqueue_many(self, items: Iterable[JobBuilder | Workable]) -> list[ObjectId]:
-        docs = _documents(self, items)
-        if docs:
-            await self.collections.scheduled.insert_many(docs, ordered=True)
+        """Store many jobs in one round trip, all or nothing; see :meth:`Recruiter.enqueue_many`."""
+        batch = list(items)
+        if not batch:
+            return []
+        docs = _documents(self, batch, await self.max_document_bytes())
+        await self.collections.scheduled.insert_many(docs, ordered=True)
         return [d["_id"] for d in docs]
 
     async def cancel(self, job_id: ObjectId | str, reason: str | None = None) -> CancelResult:

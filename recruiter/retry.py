@@ -41,7 +41,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Union
 
 from recruiter.durations import parse_duration
-from recruiter.naming import UnknownClass, import_qualified, qualified_name
+from recruiter.naming import UnknownClass, import_qualified, name_problem, qualified_name
 
 __all__ = [
     "NON_RETRIABLE", "NOT_SCHEDULED", "TRIED_TOO_MANY_TIMES", "Archive", "Decision",
@@ -97,9 +97,10 @@ class RetryAt:
 
 @dataclass(frozen=True)
 class Archive:
-    """Stop: archive the job with reason ``why``."""
+    """Stop: archive the job with reason ``why`` (and, optionally, a one-line ``reason`` saying more)."""
 
     why: str
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -573,8 +574,9 @@ class SwitchGroup(RetryPolicy):
     wait: timedelta
 
     def __init__(self, group: str, after: RetryPolicy, wait: DurationLike = 0) -> None:
-        if not isinstance(group, str) or not group.strip():
-            raise ValueError(f"group must be a non-empty string, got {group!r}")
+        problem = name_problem("group", group)
+        if problem:
+            raise ValueError(problem)
         _set(self, group=group, after=_policy(after, "after"), wait=_duration(wait, "wait"))
 
     def decide(self, failure: Failure, now: datetime) -> Decision:

@@ -35,8 +35,8 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from recruiter.job import Priority
+from recruiter.naming import ANY_GROUP as ANY_GROUP  # re-exported: the selection speaks of it
 
-ANY_GROUP = "*"
 DEFAULT_TENANT = ""  # jobs without a tenant; real tenant names are never empty
 
 # The two streams of one (group, tenant), in the order the candidates index gives them:

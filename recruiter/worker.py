@@ -46,12 +46,22 @@ from bson import ObjectId
 from pymongo import UpdateOne
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
-from recruiter.attempt import describe_exception, failure_of, judge, judge_crash, storable_result
+from recruiter.attempt import describe_exception, failure_of, import_refusal, judge, judge_crash, storable_result
 from recruiter.child import ChildAttempt, ChildDied, JobTimedOut
 from recruiter.clock import Clock
 from recruiter.connection import first_line
 from recruiter.heartbeat import JOB_TAKEN_AWAY, HeartbeatThread, SlotView, beat
-from recruiter.outcome import DONE, Execution, Kind, Outcome, crash_update, describe_decision, jobs_referenced_by
+from recruiter.naming import AllowedModules, module_problem, name_problem
+from recruiter.outcome import (
+    DONE,
+    MALFORMED,
+    Execution,
+    Kind,
+    Outcome,
+    crash_update,
+    describe_decision,
+    jobs_referenced_by,
+)
 from recruiter.retry import Archive, Decision, RetryAt
 from recruiter.selection import ANY_GROUP
 from recruiter.store import Collections
@@ -115,13 +125,17 @@ class WorkerConfig:
     # event was missed; the stream's own wait (``stream_await_s``) bounds idle cost.
     safety_poll_s: float = 30.0
     stream_await_s: float = 2.0
+    # Module prefixes jobs may name (see recruiter.naming.AllowedModules); None allows any
+    # module, for code that builds a WorkerProcess itself. The CLI always sets it.
+    allowed_modules: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if not self.groups:
             raise ValueError("a worker needs at least one group")
         for g in self.groups:
-            if not g or g.startswith("$") or "." in g:
-                raise ValueError(f"invalid group {g!r}")
+            problem = None if g == ANY_GROUP else name_problem("group", g)
+            if problem:
+                raise ValueError(problem)
         if self.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         if self.worker_id is not None and (
@@ -138,6 +152,10 @@ class WorkerConfig:
             raise ValueError("grace period cannot be negative")
         if self.memory_limit_bytes is not None and self.memory_limit_bytes <= 0:
             raise ValueError("memory limit must be positive")
+        for prefix in self.allowed_modules or ():
+            problem = module_problem(prefix)
+            if problem:
+                raise ValueError(f"invalid allowed module: {problem}")
 
     def slot_ids(self) -> list[str]:
         base = self.worker_id or str(ObjectId())
@@ -198,6 +216,7 @@ class WorkerProcess:
                                           self._slot_views, self._lost_from_thread)
         self.watch: RosterWatch | None = None
         self.idle = asyncio.Event()  # some slot is waiting for work
+        self.allowed = None if config.allowed_modules is None else AllowedModules(config.allowed_modules)
 
     # -- roster ---------------------------------------------------------------
 
@@ -319,6 +338,9 @@ class WorkerProcess:
 
     async def run(self) -> None:
         self._loop = asyncio.get_running_loop()
+        if self.allowed is not None:
+            log.info("worker.allowed_modules", modules=list(self.allowed.prefixes),
+                     detail="jobs naming any other module are archived as malformed, unimported")
         for slot in self.slots:
             await self.register(slot)
         self.heartbeats.start()
@@ -621,11 +643,9 @@ class WorkerProcess:
         now = self.clock.now()
         token = job["lock_token"]
         attempt = int(job.get("attempts", 1))
-        if job.get("crash_pending"):
-            verdict = judge_crash(job, now, self.config.max_crashes)
-            if verdict is not None:
-                bound.info("job.crash_judged", decision=describe_decision(verdict))
-                return Outcome(job["_id"], token, attempt, executed=False, decision=verdict)
+        settled = self._refused(job, now, bound) or self._crash_judged(job, now, bound)
+        if settled is not None:
+            return settled
 
         started_at = now
         error: BaseException | None = None
@@ -672,6 +692,30 @@ class WorkerProcess:
                        decision=describe_decision(decision))
         return Outcome(job["_id"], token, attempt, executed=True, decision=decision,
                        execution=execution, result=result if error is None else None)
+
+    def _crash_judged(self, job: dict[str, Any], now: datetime, bound: Any) -> Outcome | None:
+        """After a crash, the outcome the poison limit or the retry policy gives without running; None: run it."""
+        if not job.get("crash_pending"):
+            return None
+        verdict = judge_crash(job, now, self.config.max_crashes)
+        if verdict is None:
+            return None
+        bound.info("job.crash_judged", decision=describe_decision(verdict))
+        return Outcome(job["_id"], job["lock_token"], int(job.get("attempts", 1)), executed=False, decision=verdict)
+
+    def _refused(self, job: dict[str, Any], now: datetime, bound: Any) -> Outcome | None:
+        """The outcome of a job naming a module outside the allowed ones: archived ``malformed``, unrun.
+
+        Decided on the names alone, so the module is never imported.
+        """
+        refusal = None if self.allowed is None else import_refusal(job, self.allowed)
+        if refusal is None:
+            return None
+        bound.warning("job.refused", why=MALFORMED, reason=refusal)
+        attempt = int(job.get("attempts", 1))
+        return Outcome(job["_id"], job["lock_token"], attempt, executed=False,
+                       decision=Archive(MALFORMED, refusal),
+                       execution=self._execution(job, attempt, "refused", now, now, message=refusal))
 
     def _execution(self, job: dict[str, Any], attempt: int, kind: Kind, started_at: datetime, ended_at: datetime,
                    cls: str | None = None, message: str | None = None, trace: str | None = None) -> Execution:

@@ -12,15 +12,15 @@ def test_pause_resume_and_list(db: Any, db_uri: str) -> None:
     out = run_cli("groups", "pause", "billing", "reports", "--target", db_uri)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "paused groups: billing, reports"
-    assert run_cli("tenants", "pause", "acme.com", "--target", db_uri).stdout.strip() == "paused tenants: acme.com"
+    assert run_cli("tenants", "pause", "acme-com", "--target", db_uri).stdout.strip() == "paused tenants: acme-com"
     assert run_cli("groups", "resume", "billing", "--target", db_uri).stdout.strip() == "paused groups: reports"
     assert run_cli("groups", "list", "--target", db_uri).stdout.strip() == "paused groups: reports"
     assert db.metadata.find_one({"_id": "paused"}) == {"_id": "paused", "groups": ["reports"],
-                                                      "tenants": ["acme.com"]}
+                                                      "tenants": ["acme-com"]}
     status = run_cli("status", "--target", db_uri, "--json")
-    assert json.loads(status.stdout)["paused"] == {"groups": ["reports"], "tenants": ["acme.com"]}
-    assert "paused:    group reports, tenant acme.com" in run_cli("status", "--target", db_uri).stdout
-    run_cli("tenants", "resume", "acme.com", "--target", db_uri)
+    assert json.loads(status.stdout)["paused"] == {"groups": ["reports"], "tenants": ["acme-com"]}
+    assert "paused:    group reports, tenant acme-com" in run_cli("status", "--target", db_uri).stdout
+    run_cli("tenants", "resume", "acme-com", "--target", db_uri)
     assert run_cli("tenants", "list", "--target", db_uri).stdout.strip() == "paused tenants: none"
 
 

@@ -287,7 +287,7 @@ def test_star_group_message_says_why() -> None:
 
 
 def test_empty_group_message_names_the_value() -> None:
-    with pytest.raises(JobRefused, match="group must be a non-empty string, got ''"):
+    with pytest.raises(JobRefused, match="invalid group name '': it must be a non-empty string"):
         Invoice("1").as_job_of(FakeRecruiter()).in_group("").build(NOW)
 
 

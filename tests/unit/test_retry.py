@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recruiter.naming import UnknownClass, exception_lineage
+from recruiter.naming import UnknownClass, exception_lineage, name_problem
 from recruiter.retry import (
     Archive,
     Decision,
@@ -392,7 +392,8 @@ def _extend(children: st.SearchStrategy[RetryPolicy]) -> st.SearchStrategy[Retry
             st.lists(st.tuples(exception_lists, children), max_size=3),
             children,
         ),
-        st.builds(SwitchGroup, st.text(min_size=1).filter(str.strip), children, durations),
+        st.builds(SwitchGroup, st.text(min_size=1).filter(lambda g: name_problem("group", g) is None), children,
+                  durations),
         st.builds(
             RetryUnlessMessageSays,
             st.text(min_size=1, max_size=5),
@@ -573,7 +574,7 @@ def test_policy_to_document_refuses_other_objects() -> None:
         (lambda: SelectByException([(KeyError,)]), "rules\\[0\\] must be"),  # type: ignore[list-item]
         (lambda: SelectByException([(KeyError, "x")]), "rules\\[0\\] policy"),  # type: ignore[list-item]
         (lambda: SelectByException([], default="x"), "default must be a RetryPolicy"),  # type: ignore[arg-type]
-        (lambda: SwitchGroup("", RetryForever()), "group must be a non-empty string"),
+        (lambda: SwitchGroup("", RetryForever()), "invalid group name '': it must be a non-empty string"),
         (lambda: SwitchGroup("g", None), "after must be a RetryPolicy"),  # type: ignore[arg-type]
         (lambda: SwitchGroup("g", RetryForever(), wait="-1m"), "cannot be negative"),
     ],

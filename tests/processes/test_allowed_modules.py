@@ -1,0 +1,130 @@
+"""A worker imports only modules on its allow-list; a job naming any other is archived unimported.
+
+The module the jobs name here is importable by the worker (it is on its
+``PYTHONPATH``) and its top-level code writes a marker file, so the marker's
+absence proves the worker never imported it; a worker that allows it writes
+the marker, which shows the marker would have told.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from bson import ObjectId
+
+from recruiter import Recruiter
+from recruiter.retry import RetryManyTimes
+from tests.conftest import REPO, wait_for
+from tests.processes.conftest import FAST_WORKER, Processes
+from tests.workables import Record
+
+
+def _marker_module(tmp_path: Path) -> tuple[Path, Path]:
+    """A directory holding ``marked_jobs.py``, whose import writes ``marker``."""
+    code_dir = tmp_path / "outside"
+    code_dir.mkdir()
+    marker = tmp_path / "imported.marker"
+    (code_dir / "marked_jobs.py").write_text(textwrap.dedent(f"""
+        from pathlib import Path
+
+        from recruiter import Workable, retry
+
+        Path({str(marker)!r}).write_text("marked_jobs was imported")
+
+
+        class Job(Workable):
+            def __init__(self, **parameters: object) -> None:
+                self.parameters = parameters
+
+            def execute(self) -> str:
+                return "ran"
+
+
+        Policy = retry.DoNotDoItAgain
+    """))
+    return code_dir, marker
+
+
+def _jobs(db: Any, db_uri: str, group: str) -> dict[str, Any]:
+    """Three jobs in ``group``: naming the marker module as workable, as retry policy, and a good one."""
+    with Recruiter.connect(db_uri) as rec:
+        now = rec.clock.now()
+        as_workable = Record(db_uri).as_job_of(rec).in_group(group).build(now)
+        as_workable["workable"]["class"] = "marked_jobs:Job"
+        as_policy = Record(db_uri).as_job_of(rec).in_group(group).retry_with(RetryManyTimes(1)).build(now)
+        as_policy["retry_policy"]["parameters"] = {"inner": {"class": "marked_jobs.Policy", "parameters": {}}}
+        good = Record(db_uri, n=5).as_job_of(rec).in_group(group).build(now)
+    jobs = {"workable": as_workable, "policy": as_policy, "good": good}
+    db.scheduled.insert_many(list(jobs.values()))
+    return jobs
+
+
+def test_a_job_naming_a_module_outside_the_allow_list_is_archived_malformed_unimported(
+        processes: Processes, db: Any, db_uri: str, tmp_path: Path) -> None:
+    code_dir, marker = _marker_module(tmp_path)
+    path_env = {"PYTHONPATH": os.pathsep.join([str(REPO), str(code_dir)])}
+    jobs = _jobs(db, db_uri, "guarded")
+    processes.recruiter()
+    worker = processes.start("worker", "worker", "start", *FAST_WORKER, "--group", "guarded", "--id", "guard",
+                             env=path_env)
+
+    wait_for(lambda: db.archived.count_documents({}) == 3, timeout_s=30, message="the three jobs archived")
+    for name in ("workable", "policy"):
+        doc = db.archived.find_one({"_id": jobs[name]["_id"]})
+        assert doc["why"] == "malformed"
+        assert doc["reason"].startswith("class not allowed: marked_jobs")
+        assert "'marked_jobs' is not in the worker's allowed modules" in doc["reason"]
+        assert doc["attempts"] == 0  # the attempt was not run, so it does not count
+        assert doc["last_execution"]["outcome"] == "refused"
+        assert doc["last_execution"]["message"] == doc["reason"]
+    assert db.archived.find_one({"_id": jobs["good"]["_id"]})["why"] == "done"
+    assert not marker.exists(), "the worker imported a module outside its allow-list"
+    assert worker.popen.poll() is None, "the worker stopped"
+    assert db.scheduled.count_documents({}) == 0
+    assert '"job.refused"' in worker.log() and "class not allowed: marked_jobs:Job" in worker.log()
+
+    # The same module allowed by --allow-module is imported and run: the marker would have told.
+    allowed = _jobs(db, db_uri, "open")
+    processes.start("worker", "worker", "start", *FAST_WORKER, "--group", "open", "--id", "open",
+                    "--allow-module", "marked_jobs", env=path_env)
+    wait_for(lambda: db.archived.count_documents({"_id": allowed["workable"]["_id"], "why": "done"}) == 1,
+             timeout_s=30, message="the allowed job done")
+    assert db.archived.find_one({"_id": allowed["workable"]["_id"]})["result"] == "ran"
+    assert marker.read_text() == "marked_jobs was imported"
+
+
+def test_the_allow_list_comes_from_the_import_path_preload_and_allow_module(
+        processes: Processes, db: Any, db_uri: str, tmp_path: Path) -> None:
+    """Modules under --import-path are allowed by default; prefixes stop at dots (``tests`` not ``testsuite``)."""
+    code_dir, marker = _marker_module(tmp_path)
+    jobs = _jobs(db, db_uri, "scanned")
+    near_miss = dict(jobs["good"], _id=ObjectId())
+    near_miss["workable"] = dict(near_miss["workable"], **{"class": "testsuite.workables:Record"})
+    db.scheduled.insert_one(near_miss)
+    processes.recruiter()
+    worker = processes.worker("--group", "scanned", "--import-path", ".", "--import-path", str(code_dir),
+                              "--preload", "tests.workables", "--allow-module", "examples.demo")
+    wait_for(lambda: db.archived.count_documents({}) == 4, timeout_s=30, message="the four jobs archived")
+    assert db.archived.find_one({"_id": jobs["workable"]["_id"]})["why"] == "done"
+    assert marker.exists()
+    near = db.archived.find_one({"_id": near_miss["_id"]})
+    assert near["why"] == "malformed"
+    assert near["reason"].startswith("class not allowed: testsuite.workables:Record (module 'testsuite.workables'")
+    allowed_line = next(line for line in worker.log().splitlines() if "worker.allowed_modules" in line)
+    for module in ("marked_jobs", "tests", "tests.workables", "examples.demo", "recruiter"):
+        assert f'"{module}"' in allowed_line
+
+
+def test_a_bad_allow_module_is_one_line(db_uri: str) -> None:
+    for args, env in ((["--allow-module", "my-app"], {}), ([], {"RECRUITER_ALLOW_MODULE": "myapp my-app"})):
+        out = subprocess.run([sys.executable, "-m", "recruiter.cli", "worker", "start", "--target", db_uri, *args],
+                             capture_output=True, text=True, timeout=30, cwd=REPO,
+                             env={**os.environ, "PYTHONPATH": str(REPO), **env})
+        assert out.returncode == 2
+        assert "'my-app' is not a module name such as 'myapp' or 'myapp.jobs'" in out.stderr
+        assert "Traceback" not in out.stderr
