@@ -137,6 +137,10 @@ class ReadAhead:
         self.groups: dict[str, set[str]] = {}
         self.substreams: dict[tuple[str, str, str, str], Substream] = {}
         self.documents: dict[Any, dict[str, Any]] = {}
+        # Jobs a read met whose index keys this reader cannot place (a group or tenant that
+        # is not a string, an unknown status or priority, a scheduled_at that is not a date):
+        # never answered as candidates; left here, by id, for the quarantine of malformed jobs.
+        self.unplaceable: dict[Any, dict[str, Any]] = {}
         self.reads = 0
         self.rows_read = 0
 
@@ -210,7 +214,9 @@ class ReadAhead:
 
     async def _gap(self, filter_: dict[str, Any], now: datetime) -> list[dict[str, Any]]:
         """Jobs of groups or tenants not seen yet (keys only); learn them, return the ready ones in order."""
-        keys = [k for k in await self._find(filter_, KEYS) if is_ready(k, now) or _placeable(k)]
+        found = await self._find(filter_, KEYS)
+        self.unplaceable.update((k["_id"], k) for k in found if not _well_typed(k))
+        keys = [k for k in found if is_ready(k, now) or _placeable(k)]
         by_substream: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
         for k in keys:
             self.groups.setdefault(k["group"], set()).add(tenant_of(k))
@@ -269,6 +275,13 @@ class ReadAhead:
         rows = sorted((d for part in parts for d in part if is_ready(d, now)), key=row_order)[:need]
         self.documents.update((d["_id"], d) for d in rows)
         return rows
+
+
+def _well_typed(doc: dict[str, Any]) -> bool:
+    t = doc.get("tenant")
+    return (isinstance(doc.get("group"), str) and (t is None or isinstance(t, str))
+            and (str(doc.get("status")), str(doc.get("priority"))) in RANK
+            and isinstance(doc.get("scheduled_at"), datetime))
 
 
 def _placeable(doc: dict[str, Any]) -> bool:

@@ -136,3 +136,22 @@ def test_bounds_have_the_forms_the_embedded_server_answers_right() -> None:
     assert readahead.up_to(at) == {"$lt": datetime(2026, 1, 1, 12, 0, 0, 124000, tzinfo=NOW.tzinfo)}
     assert readahead.above("t1") == {"$gte": "t1\x00"}
     assert "t1" < "t1\x00" < "t10" < "t2"
+
+
+def test_jobs_whose_keys_cannot_be_placed_are_set_aside_for_quarantine() -> None:
+    class Odd(Server):
+        async def find(self, filter_: dict[str, Any], projection: dict[str, Any] | None,
+                       limit: int = 0) -> list[dict[str, Any]]:
+            rows = await super().find(filter_, projection, limit)
+            if "tenant" not in filter_ and "status" not in filter_:
+                rows += [{"_id": "bad-tenant", "locked": False, "group": "a", "tenant": 7, "status": "queued",
+                          "priority": "low", "scheduled_at": NOW},
+                         {"_id": "bad-date", "locked": False, "group": "a", "tenant": None, "status": "queued",
+                          "priority": "low", "scheduled_at": "yesterday"}]
+            return rows
+
+    server = Odd({"j1": Candidate("j1", "a", NOW)})
+    reader = ReadAhead(server.find)
+    rows = asyncio.run(reader.answer([Query(limit=5)], NOW, NOT_PAUSED))[0]
+    assert ids(rows) == ["j1"]
+    assert sorted(reader.unplaceable) == ["bad-date", "bad-tenant"]
