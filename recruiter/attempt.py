@@ -56,8 +56,8 @@ def failure_of(job: dict[str, Any], exc: BaseException, ended_at: datetime) -> F
     return Failure(
         job_id=str(job["_id"]),
         attempts=int(job.get("attempts", 1)),
-        created_at=job["created_at"],
-        scheduled_at=job["scheduled_at"],
+        created_at=job.get("created_at") or ended_at,
+        scheduled_at=job.get("scheduled_at") or ended_at,
         ended_at=ended_at,
         exception_types=lineage_of(exc),
         message=str(exc)[:MAX_MESSAGE_CHARS],
@@ -95,8 +95,8 @@ def judge_crash(job: dict[str, Any], now: datetime, max_crashes: int) -> Decisio
     failure = Failure(
         job_id=str(job["_id"]),
         attempts=int(last.get("attempt") or max(1, int(job.get("attempts", 1)) - 1)),
-        created_at=job["created_at"],
-        scheduled_at=last.get("scheduled_at") or job["scheduled_at"],
+        created_at=job.get("created_at") or now,
+        scheduled_at=last.get("scheduled_at") or job.get("scheduled_at") or now,
         ended_at=last.get("ended_at") or now,
         exception_types=exception_lineage(WorkerCrashed),
         message=last.get("message") or "the worker died during the attempt",

@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -33,8 +33,10 @@ from pymongo.errors import PyMongoError
 
 from recruiter.clock import Clock
 from recruiter.connection import first_line
+from recruiter.documents import Malformed, check_job, outcome_problem
 from recruiter.lease import Lease
 from recruiter.outcome import REFERENCE_FIELDS, crash_update, jobs_referenced_by
+from recruiter.quarantine import log_quarantined, quarantine
 from recruiter.store import Collections, LostFence, fenced_transaction
 
 log = structlog.get_logger("recruiter.cleaner")
@@ -63,6 +65,7 @@ class CleanReport:
     dead_workers: int = 0
     unlocked_jobs: int = 0
     pruned: int = 0
+    quarantined: list[Malformed] = field(default_factory=list)
 
 
 class CleanerProcess:
@@ -74,6 +77,7 @@ class CleanerProcess:
         self.lease = Lease(self.c.metadata, "cleaner", self.owner, timedelta(seconds=config.lease_ttl_s), clock)
         self._stop = asyncio.Event()
         self._db = db
+        self._report = CleanReport()
 
     def stop(self) -> None:
         self._stop.set()
@@ -106,15 +110,20 @@ class CleanerProcess:
         async with fenced_transaction(self._db, self.lease) as inside:
             self.c = inside
             try:
-                return await self.clean()
+                report = await self.clean()
             finally:
                 self.c = outside
+        log_quarantined(log, report.quarantined)  # committed
+        return report
 
     async def clean(self) -> CleanReport:
         now = self.clock.now()
         report = CleanReport()
         cutoff = now - timedelta(seconds=self.config.considered_dead_after_s)
-        for worker in await self.c.roster.find({"last_seen_at": {"$lt": cutoff}}).to_list():
+        self._report = report
+        # An entry whose last_seen_at is not a date is not heartbeating either (a malformed entry).
+        dead = {"$or": [{"last_seen_at": {"$lt": cutoff}}, {"last_seen_at": {"$not": {"$type": "date"}}}]}
+        for worker in await self.c.roster.find(dead).to_list():
             if not self.lease.held:
                 return report
             unlocked = await self.remove_dead_worker(worker, now)
@@ -127,17 +136,19 @@ class CleanerProcess:
 
     async def remove_dead_worker(self, worker: dict[str, Any], now: datetime) -> int | None:
         """Delete a dead worker's entry and unlock its jobs; None if it was not deleted."""
-        if worker.get("outcome"):
+        outcome = worker.get("outcome")
+        if outcome and outcome_problem(outcome) is None:
             log.info("worker.dead_with_outcome", worker_id=worker["_id"],
                      detail="waiting for the recruiter to apply its last outcome")
             return None
-        deleted = await self.c.roster.delete_one(
-            {"_id": worker["_id"], "last_seen_at": worker["last_seen_at"], "outcome": {"$exists": False}}
-        )
+        # A malformed outcome is never applied: the entry goes, its job is unlocked below.
+        deleted = await self.c.roster.delete_one({
+            "_id": {"$eq": worker["_id"]}, "last_seen_at": {"$eq": worker.get("last_seen_at")},
+            "outcome": {"$eq": outcome} if "outcome" in worker else {"$exists": False}})
         if not deleted.deleted_count:
             return None  # it came back to life, or someone else handled it
-        seen = worker["last_seen_at"]
-        log.warning("worker.dead", worker_id=worker["_id"], last_seen_at=seen.isoformat(),
+        seen = _when(worker.get("last_seen_at"))
+        log.warning("worker.dead", worker_id=str(worker["_id"])[:100], last_seen_at=seen,
                     pid=worker.get("pid"), hostname=worker.get("hostname"))
         # Only the jobs the entry referred to: a job locked for a new entry with the same
         # id (a restarted worker) is not this dead worker's. Other locks go to the orphan sweep.
@@ -145,8 +156,8 @@ class CleanerProcess:
         jobs = await self.c.scheduled.find(
             {"_id": {"$in": held}, "locked": True, "locked_by": worker["_id"]}).to_list() if held else []
         reason = (f"worker {worker['_id']} (pid {worker.get('pid')} on {worker.get('hostname')}) "
-                  f"stopped heartbeating; last seen {seen.isoformat()}")
-        return await self._unlock(jobs, {worker["_id"]: worker}, now, reason)
+                  f"stopped heartbeating; last seen {seen}")
+        return await self._unlock(jobs, {str(worker["_id"]): worker}, now, reason)
 
     async def sweep_orphans(self, now: datetime, cutoff: datetime) -> int:
         """Unlock jobs locked before ``cutoff`` that no roster entry holds.
@@ -156,7 +167,8 @@ class CleanerProcess:
         the server lost). The unlock is conditional on the lock token, so a job
         the recruiter archives or reschedules meanwhile is left alone.
         """
-        locked = await self.c.scheduled.find({"locked": True, "locked_at": {"$lt": cutoff}}).to_list()
+        locked = await self._well_formed(
+            await self.c.scheduled.find({"locked": True, "locked_at": {"$lt": cutoff}}).to_list())
         if not locked:
             return 0
         entries = {w["_id"]: w for w in await self.c.roster.find(
@@ -167,7 +179,17 @@ class CleanerProcess:
         return (await self._unlock(gone, {}, now, "its worker left the roster without finishing it")
                 + await self._unlock(forgotten, {}, now, "its worker no longer refers to it"))
 
+    async def _well_formed(self, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The well-formed ``jobs``; the others are quarantined (:mod:`recruiter.quarantine`)."""
+        malformed = [m for j in jobs if (m := check_job(j)) is not None]
+        if not malformed:
+            return jobs
+        self._report.quarantined += await quarantine(self.c, malformed, self.clock.now())
+        bad = [m.document for m in malformed]
+        return [j for j in jobs if not any(j is d for d in bad)]
+
     async def _unlock(self, jobs: list[dict[str, Any]], workers: dict[str, Any], now: datetime, reason: str) -> int:
+        jobs = await self._well_formed(jobs)
         jobs = await self._finish_archived(jobs)
         if not jobs:
             return 0
@@ -207,3 +229,7 @@ class CleanerProcess:
         if result.deleted_count:
             log.info("archived.pruned", count=result.deleted_count)
         return int(result.deleted_count)
+
+
+def _when(value: Any) -> str:
+    return value.isoformat() if isinstance(value, datetime) else f"never (last_seen_at is {type(value).__name__})"

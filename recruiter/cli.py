@@ -238,12 +238,16 @@ def main() -> None:
               show_envvar=True, help="Leader lease; a standby takes over this long after the leader dies.")
 @click.option("--counting-scheme", envvar=env("COUNTING_SCHEME"), type=SCHEME, default="4,1", show_default=True,
               show_envvar=True, help="Within a tenant: this many high-priority jobs, then this many low, again.")
+@click.option("--sweep-interval", envvar=env("SWEEP_INTERVAL"), type=DURATION, default="60s", show_default=True,
+              show_envvar=True, help="How often the leader looks for malformed jobs that no round reads "
+                                     "(at least 20 times as long as a look takes).")
 def start_recruiter(backoff_from: timedelta, backoff_to: timedelta, round_size: int, lease_ttl: timedelta,
-                    counting_scheme: CountingScheme, **opts: Any) -> None:
+                    counting_scheme: CountingScheme, sweep_interval: timedelta, **opts: Any) -> None:
     """Run the recruiter (one leads; others stand by)."""
     config = _valid(lambda: RecruiterConfig(round_size=round_size, backoff_from_s=seconds(backoff_from),
                                             backoff_to_s=seconds(backoff_to), lease_ttl_s=seconds(lease_ttl),
-                                            counting_scheme=counting_scheme))
+                                            counting_scheme=counting_scheme,
+                                            sweep_interval_s=seconds(sweep_interval)))
     run_process(opts, "recruiter", lambda db, clock: RecruiterProcess(db, clock, config))
 
 

@@ -78,6 +78,9 @@ def _client_options(server_selection_timeout_s: float, app_name: str) -> dict[st
         "tz_aware": True,
         "serverSelectionTimeoutMS": int(server_selection_timeout_s * 1000),
         "appname": app_name,
+        # A date outside Python's range is read as bson.DatetimeMS, not raised as an error,
+        # so one such document cannot stop a process (recruiter.documents rejects it).
+        "datetime_conversion": "DATETIME_AUTO",
         "retryWrites": True,
         # An acknowledged job or outcome must survive a primary failover.
         "w": "majority",

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from recruiter.candidates import Paused
+from recruiter.documents import WarnOnce, cursor_problem, names_problem
 from recruiter.selection import DEFAULT_TENANT, Cursor
 
 CURSOR_ID = "fairness"
@@ -47,7 +48,26 @@ def unescape(key: str) -> str:
     return key
 
 
+def read_cursor(doc: Any) -> tuple[Cursor, str | None]:
+    """The cursor stored in ``doc``, and None; or, for a malformed document, an empty
+    cursor and what is wrong (the recruiter then replaces the stored document whole)."""
+    problem = cursor_problem(doc)
+    if problem is not None:
+        return Cursor(), problem
+    return cursor_from_document(doc), None
+
+
+def cursor_document(cursor: Cursor) -> dict[str, Any]:
+    """The whole cursor document for ``cursor`` (to replace a malformed one)."""
+    counts: dict[str, dict[str, int]] = {}
+    for (group, tenant), n in cursor.counts.items():
+        counts.setdefault(escape(group), {})[escape(tenant)] = n
+    return {"_id": CURSOR_ID, "last_group": cursor.last_group,
+            "last_tenant": {escape(g): t for g, t in cursor.last_tenant.items()}, "counts": counts}
+
+
 def cursor_from_document(doc: dict[str, Any] | None) -> Cursor:
+    """The cursor of a well-formed document (:func:`read_cursor` checks it first)."""
     if not doc:
         return Cursor()
     return Cursor(
@@ -83,10 +103,27 @@ def cursor_changes(old: Cursor, new: Cursor) -> dict[str, Any] | None:
     return update or None
 
 
-def paused_from_document(doc: dict[str, Any] | None) -> Paused:
-    if not doc:
+def paused_from_document(doc: Any) -> Paused:
+    """The switches in ``doc``; a malformed list is read as empty (see :func:`read_switches`)."""
+    return read_switches(doc, None, None)
+
+
+def read_switches(doc: Any, warned: WarnOnce | None, log: Any) -> Paused:
+    """The switches in ``doc``. A list that is not a list of names is read as empty, with
+    one warning (through ``log``, once per problem by ``warned``)."""
+    if not isinstance(doc, dict):
         return Paused()
-    return Paused(frozenset(doc.get("groups") or ()), frozenset(doc.get("tenants") or ()))
+    lists: dict[str, frozenset[str]] = {}
+    for kind in KINDS.values():
+        problem = names_problem(doc.get(kind))
+        if problem is None:
+            lists[kind] = frozenset(doc.get(kind) or ())
+            continue
+        lists[kind] = frozenset()
+        if log is not None and (warned is None or warned.first(PAUSED_ID, f"{kind}{problem}")):
+            log.warning("paused.malformed", reason=f"{kind}{problem}" if problem.startswith(".") else
+                        f"{kind}: {problem}", detail=f"no {kind} are paused until it is fixed")
+    return Paused(lists["groups"], lists["tenants"])
 
 
 def switch(metadata: Any, kind: str, names: list[str], pause: bool) -> Paused:

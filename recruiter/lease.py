@@ -57,7 +57,8 @@ class Lease:
         doc = await self.collection.find_one({"_id": self.name}, {"owner": 1, "expires_at": 1, "session": 1})
         if not doc or doc.get("owner") == self.owner or not doc.get("session"):
             return
-        if doc.get("expires_at") is not None and doc["expires_at"] > now:
+        expires_at = doc.get("expires_at")
+        if isinstance(expires_at, datetime) and expires_at > now:
             return
         with contextlib.suppress(PyMongoError):
             await self.collection.database.client.admin.command("killSessions", [doc["session"]])
@@ -74,19 +75,25 @@ class Lease:
             await self._kill_expired_holder(now)
         session_id = self._new_session().session_id
         try:
+            # The lease document is untrusted too: an expiry that is not a date is no
+            # expiry, and an epoch that is not a whole number counts as 0.
             doc = await self.collection.find_one_and_update(
-                {"_id": self.name, "$or": [{"owner": self.owner}, {"expires_at": {"$lte": now}}]},
-                [{"$set": {
+                {"_id": self.name, "$or": [{"owner": self.owner}, {"expires_at": {"$lte": now}},
+                                           {"expires_at": {"$not": {"$type": "date"}}}]},
+                [{"$set": {"_epoch": {"$cond": [{"$in": [{"$type": "$epoch"}, ["int", "long"]]},
+                                                {"$max": ["$epoch", 0]}, 0]}}},
+                 {"$set": {
                     "epoch": {"$cond": [
-                        {"$eq": ["$owner", self.owner]},
-                        "$epoch",
-                        {"$add": [{"$ifNull": ["$epoch", 0]}, 1]},
+                        {"$and": [{"$eq": ["$owner", self.owner]}, {"$gt": ["$_epoch", 0]}]},
+                        "$_epoch",
+                        {"$add": ["$_epoch", 1]},
                     ]},
                     "owner": self.owner,
                     "expires_at": expires_at,
                     "renewed_at": now,
                     "session": {"$literal": session_id},
-                }}],
+                 }},
+                 {"$unset": "_epoch"}],
                 upsert=True,
                 return_document=ReturnDocument.AFTER,
             )

@@ -140,10 +140,13 @@ def jobs_referenced_by(entry: dict[str, Any]) -> set[Any]:
 
     Needs the entry's ``assigned_to``, ``working_on`` and ``outcome.job`` fields.
     """
-    refs = {(entry.get("assigned_to") or {}).get(entry["_id"]), entry.get("working_on"),
-            (entry.get("outcome") or {}).get("job")}
-    refs.discard(None)
-    return refs
+    assigned, outcome = entry.get("assigned_to"), entry.get("outcome")
+    own = entry.get("_id")
+    refs = [assigned.get(own) if isinstance(assigned, dict) and isinstance(own, str) else None,
+            entry.get("working_on"),
+            outcome.get("job") if isinstance(outcome, dict) else None]
+    # Any value may be read from a malformed entry: keep the ones that can name a job.
+    return {r for r in refs if r is not None and not isinstance(r, dict | list)}
 
 
 REFERENCE_FIELDS = {"assigned_to": 1, "working_on": 1, "outcome.job": 1}

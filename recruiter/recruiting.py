@@ -45,7 +45,8 @@ from pymongo.errors import PyMongoError
 from recruiter.candidates import Paused, Query, candidate_from, plan_round
 from recruiter.clock import Clock
 from recruiter.connection import first_line
-from recruiter.control import CURSOR_ID, PAUSED_ID, cursor_changes, cursor_from_document, paused_from_document
+from recruiter.control import CURSOR_ID, PAUSED_ID, cursor_changes, cursor_document, read_cursor, read_switches
+from recruiter.documents import Malformed, WarnOnce, check_job, entry_problem
 from recruiter.job import Status
 from recruiter.lease import Lease
 from recruiter.outcome import (
@@ -57,6 +58,7 @@ from recruiter.outcome import (
     jobs_referenced_by,
     reschedule_update,
 )
+from recruiter.quarantine import log_quarantined, quarantine, sweep_scheduled
 from recruiter.readahead import ReadAhead
 from recruiter.selection import DEFAULT_SCHEME, Assignment, Candidate, CountingScheme, Cursor, FreeWorker, Selection
 from recruiter.store import Collections, LostFence, fenced_transaction
@@ -79,6 +81,9 @@ class RecruiterConfig:
     backoff_to_s: float = 1.0
     lease_ttl_s: float = 10.0
     counting_scheme: CountingScheme = DEFAULT_SCHEME
+    # How often the leader looks for malformed jobs no candidate read can meet (at least
+    # 20 times as long as the last look took, so it costs the server 5% at most).
+    sweep_interval_s: float = 60.0
 
     def __post_init__(self) -> None:
         if self.round_size < 1:
@@ -87,6 +92,8 @@ class RecruiterConfig:
             raise ValueError("backoff-from must be positive and not above backoff-to")
         if self.lease_ttl_s <= 0:
             raise ValueError("lease ttl must be positive")
+        if self.sweep_interval_s <= 0:
+            raise ValueError("sweep interval must be positive")
 
 
 @dataclass
@@ -110,11 +117,14 @@ class RoundPlan:
     outcome_jobs: dict[Any, dict[str, Any]] = field(default_factory=dict)
     selection: Selection | None = None
     handed_out: dict[Any, dict[str, Any]] = field(default_factory=dict)  # job id -> the copy its worker got
+    malformed: list[Malformed] = field(default_factory=list)  # jobs to quarantine (recruiter.quarantine)
+    quarantined: list[Malformed] = field(default_factory=list)  # those whose archived copy the round wrote
 
     @property
     def idle(self) -> bool:
-        """Nothing to write: no outcome, and no job for a free worker (nor a cursor that moved)."""
-        return not self.outcomes and (self.selection is None or not self.selection.assignments)
+        """Nothing to write: no outcome, no malformed job, and no job for a free worker (nor a cursor that moved)."""
+        return (not self.outcomes and not self.malformed
+                and (self.selection is None or not self.selection.assignments))
 
 
 @dataclass(frozen=True)
@@ -155,6 +165,13 @@ class RecruiterProcess:
         # What this process knows of the ready jobs between rounds: hints that stay valid
         # whoever leads in between, so they are kept across leaderships.
         self._readahead = ReadAhead(self._find_candidates)
+        # Malformed jobs met by this round's reads, and by the last sweep (quarantined by the next round).
+        self._met: list[Malformed] = []
+        self._swept: list[Malformed] = []
+        self._sweep: asyncio.Task[None] | None = None
+        self._sweep_due = 0.0
+        self._cursor_reset = False  # the stored cursor was malformed: the next save replaces it
+        self.warned = WarnOnce()
 
     def stop(self) -> None:
         self._stop.set()
@@ -194,10 +211,36 @@ class RecruiterProcess:
 
     async def _lead(self) -> None:
         doorbell = Doorbell(self.db, max_await_s=self.config.backoff_to_s)
+        self._sweep_due = 0.0
         try:
             await self._lead_rounds(doorbell)
         finally:
+            if self._sweep is not None:
+                self._sweep.cancel()
+                with contextlib.suppress(asyncio.CancelledError, PyMongoError):
+                    await self._sweep
+                self._sweep = None
             await doorbell.close()
+
+    def _start_sweep(self) -> None:
+        """Look for malformed jobs that no candidate read meets, in a task of its own so
+        rounds go on meanwhile; the next round quarantines what it found."""
+        loop = asyncio.get_running_loop()
+        if self._sweep is not None or loop.time() < self._sweep_due:
+            return
+
+        async def sweep() -> None:
+            started = loop.time()
+            try:
+                self._swept.extend(await sweep_scheduled(self.c.scheduled))
+            except PyMongoError as exc:
+                log.warning("sweep.failed", error=first_line(exc))
+            finally:
+                took = loop.time() - started
+                self._sweep_due = loop.time() + max(self.config.sweep_interval_s, 20 * took)
+                self._sweep = None
+
+        self._sweep = asyncio.create_task(sweep(), name="recruiter.sweep")
 
     async def _lead_rounds(self, doorbell: Doorbell) -> None:
         """Run rounds while the lease holds. Database errors are survived: every step
@@ -215,6 +258,7 @@ class RecruiterProcess:
         while not self._stop.is_set():
             try:
                 await self._keep_lease()
+                self._start_sweep()
                 report = await self.fenced_round(rollback=needs_rollback)
                 needs_rollback = False
             except PyMongoError as exc:
@@ -314,6 +358,8 @@ class RecruiterProcess:
         this one without reading it again (only if the outcome's lock token matches)."""
         if plan.selection is not None:
             self._cursor = plan.selection.cursor
+            self._cursor_reset = False
+        log_quarantined(log, plan.quarantined)
         for entry in plan.outcomes:
             self._handed_out.pop(entry["outcome"]["job"], None)
         if len(self._handed_out) > MAX_HANDED_OUT:
@@ -325,10 +371,11 @@ class RecruiterProcess:
         chosen jobs. Writes nothing."""
         now = self.clock.now()
         plan = RoundPlan(now)
-        entries = await self.c.roster.find(
+        entries = self._well_formed(await self.c.roster.find(
             {"$or": [{"available": True}, {"outcome.token": {"$exists": True}}]},
             {"assigned_to": 0, "job": 0},
-        ).to_list()
+        ).to_list())
+        plan.malformed, self._swept = self._swept, []
         plan.outcomes = [e for e in entries if e.get("outcome")]
         for e in plan.outcomes:
             known = self._handed_out.get(e["outcome"]["job"])
@@ -336,8 +383,11 @@ class RecruiterProcess:
                 plan.outcome_jobs[known["_id"]] = known
         unknown = [e["outcome"]["job"] for e in plan.outcomes if e["outcome"]["job"] not in plan.outcome_jobs]
         if unknown:
-            plan.outcome_jobs.update(
-                {j["_id"]: j for j in await self.c.scheduled.find({"_id": {"$in": unknown}}).to_list()})
+            for j in await self.c.scheduled.find({"_id": {"$in": unknown}}).to_list():
+                if (m := check_job(j)) is not None:
+                    plan.malformed.append(m)  # quarantined; its outcome is cleared, not applied
+                else:
+                    plan.outcome_jobs[j["_id"]] = j
         free = sorted(
             (e for e in entries if e.get("available") and not e.get("stopping") and e.get("work_on")),
             key=lambda e: (e.get("available_since") or now, e["_id"]),
@@ -345,16 +395,35 @@ class RecruiterProcess:
         plan.report.free_workers = len(free)
         if free:
             workers = [FreeWorker(e["_id"], tuple(e["work_on"])) for e in free]
-            self._read = {}
+            self._read, self._met = {}, []
             plan.selection = await self.select(workers, now)
+            plan.malformed += self._met
         return plan
+
+    def _well_formed(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The roster entries a round can use; a malformed one is skipped, with one warning
+        per entry (the cleaner removes it once it stops heartbeating)."""
+        kept = []
+        for e in entries:
+            problem = entry_problem(e)
+            if problem is None:
+                kept.append(e)
+            elif self.warned.first(("roster", e.get("_id")), problem):
+                log.warning("worker.malformed", worker_id=str(e.get("_id"))[:100], reason=problem,
+                            detail="this roster entry is skipped until it is fixed or removed")
+        return kept
 
     async def carry_out(self, plan: RoundPlan) -> RoundReport:
         """The writes of a round: apply outcomes, move the fairness cursor, lock, assign."""
         report = plan.report
-        if plan.outcomes:
+        if plan.malformed:
             self._check_lease()
-            report.applied = await self.apply_outcomes(plan.outcomes, plan.now, plan.outcome_jobs, clear=False)
+            plan.quarantined = await quarantine(self.c, plan.malformed, plan.now)
+        quarantined = {m.id for m in plan.malformed if _hashable(m.id)}
+        applicable = [e for e in plan.outcomes if e["outcome"]["job"] not in quarantined]
+        if applicable:
+            self._check_lease()
+            report.applied = await self.apply_outcomes(applicable, plan.now, plan.outcome_jobs, clear=False)
         assigned: set[str] = set()
         if plan.selection is not None:
             await self._save_cursor(plan.selection.cursor)
@@ -388,7 +457,10 @@ class RecruiterProcess:
         next round on. If the switches changed since the last round, the round
         is planned again with them."""
         if self._cursor_epoch != self.lease.epoch:
-            self._cursor = cursor_from_document(await self.c.metadata.find_one({"_id": CURSOR_ID}))
+            self._cursor, problem = read_cursor(await self.c.metadata.find_one({"_id": CURSOR_ID}))
+            self._cursor_reset = problem is not None
+            if problem is not None:
+                log.warning("cursor.malformed", reason=problem, detail="the fairness turns start afresh")
             self._cursor_epoch = self.lease.epoch
         for _ in range(3):
             paused = self._paused
@@ -411,6 +483,10 @@ class RecruiterProcess:
     async def _save_cursor(self, cursor: Cursor) -> None:
         """Write what moved in the cursor; it is taken as current once the round is
         committed (:meth:`_remember`), so a round that aborts leaves the turns as they were."""
+        if self._cursor_reset:  # replace what was malformed rather than update inside it
+            self._check_lease()
+            await self.c.metadata.replace_one({"_id": CURSOR_ID}, cursor_document(cursor), upsert=True)
+            return
         changes = cursor_changes(self._cursor, cursor)
         if changes:
             self._check_lease()
@@ -421,16 +497,27 @@ class RecruiterProcess:
         """Answer ``queries`` through the read-ahead (:mod:`recruiter.readahead`: reads
         served from the candidates index on MongoDB and on the embedded server alike);
         with ``with_switches``, also read the pause switches, at the same time.
-        Runs before the round's transaction (see fenced_round): reads need no fence."""
+        Runs before the round's transaction (see fenced_round): reads need no fence.
+        Whole documents are checked (:func:`recruiter.documents.check_job`): a malformed
+        one is never a candidate, the round quarantines it. Jobs read by their keys only
+        passed the read-ahead's check of those keys; the sweep finds the rest."""
         switches_read = self.c.metadata.find_one({"_id": PAUSED_ID}) if with_switches else None
         if switches_read is not None:
             docs, switches = await asyncio.gather(self._readahead.answer(queries, now, paused), switches_read)
-            self._paused = paused_from_document(switches)
+            self._paused = read_switches(switches, self.warned, log)
         else:
             docs = await self._readahead.answer(queries, now, paused)
-        self._read.update(self._readahead.documents)
-        self._readahead.documents.clear()
-        return [[candidate_from(d) for d in rows] for rows in docs]
+        whole, self._readahead.documents = self._readahead.documents, {}
+        rows: list[list[Candidate]] = [[] for _ in queries]
+        for i, found in enumerate(docs):
+            for doc in found:
+                if doc["_id"] in whole and (m := check_job(whole[doc["_id"]])) is not None:
+                    self._met.append(m)  # never a candidate; the round quarantines it
+                    continue
+                rows[i].append(candidate_from(doc))
+                if doc["_id"] in whole:
+                    self._read[doc["_id"]] = whole[doc["_id"]]
+        return rows
 
     async def _find_candidates(self, filter_: dict[str, Any], projection: dict[str, Any] | None,
                                limit: int) -> list[Any]:
@@ -586,9 +673,9 @@ class RecruiterProcess:
 
     async def rollback_unassigned(self) -> None:
         """Release locks a previous leader took but never handed to a worker."""
-        locked = await self.c.scheduled.find(
-            {"locked": True}, {"locked_by": 1, "lock_token": 1}
-        ).to_list()
+        # A lock that is itself malformed is left to the sweep, which quarantines its job.
+        locked = [j for j in await self.c.scheduled.find({"locked": True}, {"locked_by": 1, "lock_token": 1}).to_list()
+                  if isinstance(j.get("locked_by"), str) and isinstance(j.get("lock_token"), ObjectId)]
         if not locked:
             return
         refs = {
@@ -602,3 +689,11 @@ class RecruiterProcess:
                    if j.get("locked_by") in refs and j["_id"] not in refs[j["locked_by"]]]
         await self._rollback(orphans)
 
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True

@@ -50,6 +50,7 @@ from recruiter.attempt import describe_exception, failure_of, import_refusal, ju
 from recruiter.child import ChildAttempt, ChildDied, JobTimedOut
 from recruiter.clock import Clock
 from recruiter.connection import first_line
+from recruiter.documents import job_problem
 from recruiter.heartbeat import JOB_TAKEN_AWAY, HeartbeatThread, SlotView, beat
 from recruiter.naming import AllowedModules, module_problem, name_problem
 from recruiter.outcome import (
@@ -62,6 +63,7 @@ from recruiter.outcome import (
     describe_decision,
     jobs_referenced_by,
 )
+from recruiter.quarantine import malformed_outcome
 from recruiter.retry import Archive, Decision, RetryAt
 from recruiter.selection import ANY_GROUP
 from recruiter.store import Collections
@@ -424,7 +426,7 @@ class WorkerProcess:
         slot = self.by_id.get(slot_id)
         if slot is None:
             return
-        if job is not None and job.get("lock_token") != slot.last_token:
+        if isinstance(job, dict) and job.get("lock_token") != slot.last_token:
             slot.delivered = job
         else:
             # No job (e.g. the assignment was cancelled): a copy delivered earlier and
@@ -451,7 +453,7 @@ class WorkerProcess:
                 if slot.delivered is not None:
                     job, slot.delivered = slot.delivered, None
                     if job.get("lock_token") != slot.last_token:
-                        job_id = job["_id"]
+                        job_id = job.get("_id")
                 elif slot.must_poll or not streaming:
                     slot.must_poll = False
                     job_id, job = await self.fetch(slot)
@@ -510,7 +512,8 @@ class WorkerProcess:
             self.stop()
         if doc.get("available"):
             return None, None
-        job_id = (doc.get("assigned_to") or {}).get(slot.id)
+        assigned = doc.get("assigned_to")
+        job_id = assigned.get(slot.id) if isinstance(assigned, dict) else None
         if job_id is None and not self.stopping.is_set():
             # Not available and nothing assigned: the job was cancelled before this
             # slot started it (recruiter.cancel).
@@ -575,9 +578,9 @@ class WorkerProcess:
 
     async def work(self, slot: Slot, job_id: ObjectId, job: dict[str, Any] | None = None) -> None:
         """Run the job assigned to ``slot``: from the copy the assignment carried, or read."""
-        if job is None or job.get("_id") != job_id:
+        if not isinstance(job, dict) or job.get("_id") != job_id:
             job = await self.c.scheduled.find_one({"_id": job_id})
-        if not job or not job.get("locked") or job.get("locked_by") != slot.id:
+        if not job or job.get("locked") is not True or job.get("locked_by") != slot.id:
             log.warning("assignment.stale", worker_id=slot.id, job_id=str(job_id))
             result = await self.c.roster.update_one(
                 {"_id": slot.id, "session": slot.session, f"assigned_to.{slot.id}": job_id},
@@ -587,12 +590,17 @@ class WorkerProcess:
             if result.matched_count == 0:  # the assignment itself is gone (cancelled)
                 await self._available_again(slot)
             return
-        bound = log.bind(worker_id=slot.id, job_id=str(job_id), group=job.get("group"), attempt=job.get("attempts"))
+        bound = log.bind(worker_id=slot.id, job_id=str(job_id), group=str(job.get("group"))[:100],
+                         attempt=job.get("attempts"))
         slot.running = Running(job_id, self.clock.now())
         slot.last_token = job.get("lock_token")
+        problem = job_problem(job)
         try:
-            if self.forced:
-                outcome: Outcome | None = self._given_back(job, slot.running, "the worker was stopping (forced)")
+            if problem is not None:
+                bound.warning("job.malformed", reason=problem, detail="not run; the recruiter archives it as malformed")
+                outcome: Outcome | None = malformed_outcome(job, problem)
+            elif self.forced:
+                outcome = self._given_back(job, slot.running, "the worker was stopping (forced)")
             else:
                 outcome = await self.attempt(slot, job, bound)
             # Checked before the outcome is written, so that write already says "stopping"

@@ -50,6 +50,7 @@ def test_uri_from_environment_is_used() -> None:
     (["start", "--backoff-from", "soon"], "invalid duration 'soon'"),
     (["start", "--backoff-from", "2s", "--backoff-to", "1s"], "backoff-from"),
     (["start", "--round-size", "0"], "--round-size"),
+    (["start", "--sweep-interval", "0s"], "longer than zero"),
     (["worker", "start", "--concurrency", "zero"], "--concurrency"),
     (["worker", "start", "--id", "a.b"], "invalid worker id"),
     (["worker", "start", "--group", "$bad"], "invalid group"),
