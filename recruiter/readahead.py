@@ -61,6 +61,7 @@ SUBSTREAMS = [(Status.RETRYING.value, Priority.HIGH.value), (Status.RETRYING.val
               (Status.QUEUED.value, Priority.HIGH.value), (Status.QUEUED.value, Priority.LOW.value)]
 LOW_ONLY = SUBSTREAMS[3:]
 RANK = {s: i for i, s in enumerate(SUBSTREAMS)}
+EVERY_TENANT = object()  # a gap that is a whole group
 
 # find(filter, projection, limit): with a limit, the first ``limit`` by (scheduled_at, _id).
 Find = Callable[[dict[str, Any], dict[str, Any] | None, int], Awaitable[list[dict[str, Any]]]]
@@ -201,7 +202,8 @@ class ReadAhead:
         for t in [*known, None]:
             found = []
             for span in _tenant_gaps(lower, t):
-                found += await self._gap({"locked": False, "group": group, "tenant": span}, now)
+                where = {"locked": False, "group": group} | ({} if span is EVERY_TENANT else {"tenant": span})
+                found += await self._gap(where, now)
             rows += sorted((d for d in found if tenant_of(d) not in paused.tenants), key=row_order)
             if len(rows) >= need or t is None:
                 break
@@ -296,6 +298,8 @@ def _tenant_gaps(lower: str | None, upper: str | None) -> list[Any]:
     ``lower`` None is the start of the ring (the default tenant, stored as null,
     comes first); ``upper`` None is its end. Strings and null compare apart in
     MongoDB, so the default tenant is an equality of its own."""
+    if lower is None and upper is None:
+        return [EVERY_TENANT]  # a group not seen yet: all of it (tenants of any type)
     spans: list[Any] = []
     if lower is None and upper != DEFAULT_TENANT:
         spans.append(None)

@@ -508,6 +508,7 @@ class RecruiterProcess:
         else:
             docs = await self._readahead.answer(queries, now, paused)
         whole, self._readahead.documents = self._readahead.documents, {}
+        await self._meet_unplaceable()
         rows: list[list[Candidate]] = [[] for _ in queries]
         for i, found in enumerate(docs):
             for doc in found:
@@ -518,6 +519,14 @@ class RecruiterProcess:
                 if doc["_id"] in whole:
                     self._read[doc["_id"]] = whole[doc["_id"]]
         return rows
+
+    async def _meet_unplaceable(self) -> None:
+        """Jobs whose keys the read-ahead could not place, read whole to be quarantined by this round."""
+        ids, self._readahead.unplaceable = list(self._readahead.unplaceable), {}
+        if ids:
+            for doc in await self.c.scheduled.find({"_id": {"$in": ids}, "locked": False}).to_list():
+                if (m := check_job(doc)) is not None:
+                    self._met.append(m)
 
     async def _find_candidates(self, filter_: dict[str, Any], projection: dict[str, Any] | None,
                                limit: int) -> list[Any]:
