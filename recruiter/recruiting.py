@@ -499,8 +499,8 @@ class RecruiterProcess:
         with ``with_switches``, also read the pause switches, at the same time.
         Runs before the round's transaction (see fenced_round): reads need no fence.
         Whole documents are checked (:func:`recruiter.documents.check_job`): a malformed
-        one is never a candidate, the round quarantines it. Jobs read by their keys only
-        passed the read-ahead's check of those keys; the sweep finds the rest."""
+        one is never a candidate, the round quarantines it; rows the read-ahead answered
+        from keys are read whole first (one find by id, in rounds that met new jobs)."""
         switches_read = self.c.metadata.find_one({"_id": PAUSED_ID}) if with_switches else None
         if switches_read is not None:
             docs, switches = await asyncio.gather(self._readahead.answer(queries, now, paused), switches_read)
@@ -509,15 +509,20 @@ class RecruiterProcess:
             docs = await self._readahead.answer(queries, now, paused)
         whole, self._readahead.documents = self._readahead.documents, {}
         await self._meet_unplaceable()
+        keys_only = [d["_id"] for found in docs for d in found if d["_id"] not in whole]
+        if keys_only:  # rows a keys read answered (new tenants, bursts): read them whole, once
+            whole.update((d["_id"], d) for d in await self.c.scheduled.find({"_id": {"$in": keys_only}}).to_list())
         rows: list[list[Candidate]] = [[] for _ in queries]
         for i, found in enumerate(docs):
-            for doc in found:
-                if doc["_id"] in whole and (m := check_job(whole[doc["_id"]])) is not None:
+            for key in found:
+                doc = whole.get(key["_id"])
+                if doc is None:
+                    continue  # gone since its keys were read
+                if (m := check_job(doc)) is not None:
                     self._met.append(m)  # never a candidate; the round quarantines it
                     continue
                 rows[i].append(candidate_from(doc))
-                if doc["_id"] in whole:
-                    self._read[doc["_id"]] = whole[doc["_id"]]
+                self._read[doc["_id"]] = doc
         return rows
 
     async def _meet_unplaceable(self) -> None:
