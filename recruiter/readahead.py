@@ -50,6 +50,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from bson import ObjectId
+
 from recruiter.candidates import Paused, Query
 from recruiter.job import Priority, Status
 from recruiter.selection import DEFAULT_TENANT
@@ -85,9 +87,7 @@ def row_order(doc: dict[str, Any]) -> tuple[Any, ...]:
 def is_ready(doc: dict[str, Any], now: datetime) -> bool:
     """A job this reader can place: the keys the index orders by have the types it expects
     (anything else is left to the reader of job documents to quarantine)."""
-    t = doc.get("tenant")
-    return (isinstance(doc.get("group"), str) and (t is None or isinstance(t, str))
-            and (str(doc.get("status")), str(doc.get("priority"))) in RANK
+    return (_placeable(doc) and (str(doc.get("status")), str(doc.get("priority"))) in RANK
             and isinstance(doc.get("scheduled_at"), datetime) and doc["scheduled_at"] <= now)
 
 
@@ -141,7 +141,7 @@ class ReadAhead:
         # Jobs a read met whose index keys this reader cannot place (a group or tenant that
         # is not a string, an unknown status or priority, a scheduled_at that is not a date):
         # never answered as candidates; left here, by id, for the quarantine of malformed jobs.
-        self.unplaceable: dict[Any, dict[str, Any]] = {}
+        self.unplaceable: list[Any] = []
         self.reads = 0
         self.rows_read = 0
 
@@ -217,7 +217,7 @@ class ReadAhead:
     async def _gap(self, filter_: dict[str, Any], now: datetime) -> list[dict[str, Any]]:
         """Jobs of groups or tenants not seen yet (keys only); learn them, return the ready ones in order."""
         found = await self._find(filter_, KEYS)
-        self.unplaceable.update((k["_id"], k) for k in found if not _well_typed(k))
+        self.unplaceable += [k.get("_id") for k in found if not _well_typed(k)]
         keys = [k for k in found if is_ready(k, now) or _placeable(k)]
         by_substream: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
         for k in keys:
@@ -279,17 +279,19 @@ class ReadAhead:
         return rows
 
 
+_ID_TYPES = (ObjectId, str, int, float, datetime, bytes)  # hashable ids; a document as _id is malformed
+
+
 def _well_typed(doc: dict[str, Any]) -> bool:
-    t = doc.get("tenant")
-    return (isinstance(doc.get("group"), str) and (t is None or isinstance(t, str))
-            and (str(doc.get("status")), str(doc.get("priority"))) in RANK
+    return (_placeable(doc) and (str(doc.get("status")), str(doc.get("priority"))) in RANK
             and isinstance(doc.get("scheduled_at"), datetime))
 
 
 def _placeable(doc: dict[str, Any]) -> bool:
     """A job not due yet, whose keys are usable: its group and tenant are known to exist."""
     t = doc.get("tenant")
-    return isinstance(doc.get("group"), str) and (t is None or isinstance(t, str))
+    return (isinstance(doc.get("_id"), _ID_TYPES) and isinstance(doc.get("group"), str)
+            and (t is None or isinstance(t, str)))
 
 
 def _tenant_gaps(lower: str | None, upper: str | None) -> list[Any]:

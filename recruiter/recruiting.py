@@ -527,7 +527,7 @@ class RecruiterProcess:
 
     async def _meet_unplaceable(self) -> None:
         """Jobs whose keys the read-ahead could not place, read whole to be quarantined by this round."""
-        ids, self._readahead.unplaceable = list(self._readahead.unplaceable), {}
+        ids, self._readahead.unplaceable = self._readahead.unplaceable, []
         if ids:
             for doc in await self.c.scheduled.find({"_id": {"$in": ids}, "locked": False}).to_list():
                 if (m := check_job(doc)) is not None:

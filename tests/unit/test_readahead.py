@@ -155,3 +155,18 @@ def test_jobs_whose_keys_cannot_be_placed_are_set_aside_for_quarantine() -> None
     rows = asyncio.run(reader.answer([Query(limit=5)], NOW, NOT_PAUSED))[0]
     assert ids(rows) == ["j1"]
     assert sorted(reader.unplaceable) == ["bad-date", "bad-tenant"]
+
+
+def test_a_document_as_id_is_set_aside_not_hashed() -> None:
+    server = Server({})
+    server.find = _with_rows(server.find, [{"_id": {"id": 1}, "locked": False, "group": "a", "tenant": None,
+                                            "status": "queued", "priority": "low", "scheduled_at": NOW}])
+    reader = ReadAhead(server.find)
+    assert asyncio.run(reader.answer([Query(limit=5)], NOW, NOT_PAUSED)) == [[]]
+    assert reader.unplaceable == [{"id": 1}]
+
+
+def _with_rows(find: Any, extra: list[dict[str, Any]]) -> Any:
+    async def wrapped(filter_: dict[str, Any], projection: dict[str, Any] | None, limit: int = 0) -> Any:
+        return [*await find(filter_, projection, limit), *(extra if "status" not in filter_ else [])]
+    return wrapped
