@@ -29,3 +29,15 @@ class Sleep100(Workable):
 
 
 JOB_KINDS: dict[str, type[Workable]] = {"noop": Noop, "sleep100": Sleep100}
+
+
+class Payload(Workable):
+    """Carries a parameter of a chosen size and does nothing with it: a big job's queue cost."""
+
+    group = GROUP
+
+    def __init__(self, payload: str) -> None:
+        self.payload = payload
+
+    def execute(self) -> None:
+        return None

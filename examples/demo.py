@@ -453,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"Everything the demo started has been stopped ({time.monotonic() - started:.0f}s in all)"
             + (", with the problems shown above." if problems else "."))
         say(f"The data stays in {shown(STORAGE)}; to look at it, start the server again (or use `bin/demo --keep`):")
-        say(f"  bin/recruiter embedded start --port {port} --embedded-path {shown(STORAGE)}")
+        say(f"  bin/recruiter embedded start --target mongodb://127.0.0.1:{port}/ --embedded-path {shown(STORAGE)}")
         say("then:")
     say(f"  npx mongosh {uri} --eval 'db.archived.find({{why: \"done\"}}).limit(3)'")
     say(f"  npx mongosh {uri} --eval 'db.archived.find({{why: {{$ne: \"done\"}}}})'")

@@ -10,10 +10,15 @@ swept the same way.
 
 Each pass runs in a transaction fenced by the cleaner's lease
 (:func:`recruiter.store.fenced_transaction`): a cleaner that lost its lease
-writes nothing. Before a job is unlocked as crashed, the pass checks that it
-was not archived already: a job whose archived copy exists but which is still
-in ``scheduled`` (an archive cut between its two writes) is deleted from
-``scheduled``, finishing the archive instead of running the job again.
+writes nothing, and logs nothing of what it would have done: the events a pass's
+writes make true (``worker.dead``, ``job.crashed``, ``archive.reconciled``,
+``archived.pruned``) are logged once it has committed
+(:class:`recruiter.logs.AfterCommit`), each for a write that took effect.
+
+Before a job is unlocked as crashed, the pass checks that it was not archived
+already: a job whose archived copy exists but which is still in ``scheduled``
+(an archive cut between its two writes) is deleted from ``scheduled``,
+finishing the archive instead of running the job again.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import asyncio
 import contextlib
 import os
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -35,6 +41,7 @@ from recruiter.clock import Clock
 from recruiter.connection import first_line
 from recruiter.documents import Malformed, check_job, outcome_problem
 from recruiter.lease import Lease
+from recruiter.logs import AfterCommit
 from recruiter.outcome import REFERENCE_FIELDS, crash_update, jobs_referenced_by
 from recruiter.quarantine import log_quarantined, quarantine
 from recruiter.store import Collections, LostFence, fenced_transaction
@@ -68,6 +75,10 @@ class CleanReport:
     quarantined: list[Malformed] = field(default_factory=list)
 
 
+def no_fault(point: str) -> None:
+    """The default fault hook: does nothing."""
+
+
 class CleanerProcess:
     def __init__(self, db: Any, clock: Clock, config: CleanerConfig, *, owner: str | None = None) -> None:
         self.c = Collections.of(db)
@@ -78,6 +89,8 @@ class CleanerProcess:
         self._stop = asyncio.Event()
         self._db = db
         self._report = CleanReport()
+        self.events = AfterCommit(log)
+        self.fault: Callable[[str], None] = no_fault  # tests inject one that raises at a named point
 
     def stop(self) -> None:
         self._stop.set()
@@ -107,12 +120,14 @@ class CleanerProcess:
     async def fenced_clean(self) -> CleanReport:
         """:meth:`clean` in a transaction fenced by the lease; :class:`LostFence` if it is not ours."""
         outside = self.c
-        async with fenced_transaction(self._db, self.lease) as inside:
-            self.c = inside
-            try:
-                report = await self.clean()
-            finally:
-                self.c = outside
+        with self.events.held():
+            async with fenced_transaction(self._db, self.lease) as inside:
+                self.c = inside
+                try:
+                    report = await self.clean()
+                    self.fault("clean.before_commit")
+                finally:
+                    self.c = outside
         log_quarantined(log, report.quarantined)  # committed
         return report
 
@@ -148,8 +163,8 @@ class CleanerProcess:
         if not deleted.deleted_count:
             return None  # it came back to life, or someone else handled it
         seen = _when(worker.get("last_seen_at"))
-        log.warning("worker.dead", worker_id=str(worker["_id"])[:100], last_seen_at=seen,
-                    pid=worker.get("pid"), hostname=worker.get("hostname"))
+        self.events.warning("worker.dead", worker_id=str(worker["_id"])[:100], last_seen_at=seen,
+                            pid=worker.get("pid"), hostname=worker.get("hostname"))
         # Only the jobs the entry referred to: a job locked for a new entry with the same
         # id (a restarted worker) is not this dead worker's. Other locks go to the orphan sweep.
         held = list(jobs_referenced_by(worker))
@@ -195,9 +210,16 @@ class CleanerProcess:
             return 0
         ops = [UpdateOne(*crash_update(j, workers.get(str(j.get("locked_by"))), now, reason)) for j in jobs]
         result = await self.c.scheduled.bulk_write(ops, ordered=False)
+        if result.modified_count < len(jobs):
+            # Some changed since they were read (each update is conditional on its lock token):
+            # log only those this write unlocked.
+            unlocked = {d["_id"] for d in await self.c.scheduled.find(
+                {"_id": {"$in": [j["_id"] for j in jobs]}, "crash_pending": True, "last_execution.ended_at": now,
+                 "last_execution.message": reason}, {"_id": 1}).to_list()}
+            jobs = [j for j in jobs if j["_id"] in unlocked]
         for j in jobs:
-            log.warning("job.crashed", job_id=str(j["_id"]), worker_id=j.get("locked_by"),
-                        attempt=j.get("attempts"), group=j.get("group"))
+            self.events.warning("job.crashed", job_id=str(j["_id"]), worker_id=j.get("locked_by"),
+                                attempt=j.get("attempts"), group=j.get("group"))
         return int(result.modified_count)
 
     async def _finish_archived(self, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -211,11 +233,15 @@ class CleanerProcess:
             {"_id": {"$in": [j["_id"] for j in jobs]}}, {"_id": 1}).to_list()}
         done = [j for j in jobs if j["_id"] in archived]
         if done:
-            await self.c.scheduled.delete_many(
+            result = await self.c.scheduled.delete_many(
                 {"$or": [{"_id": j["_id"], "lock_token": j.get("lock_token")} for j in done]})
+            if result.deleted_count < len(done):  # some changed since they were read: log the deleted ones
+                left = {d["_id"] for d in await self.c.scheduled.find(
+                    {"_id": {"$in": [j["_id"] for j in done]}}, {"_id": 1}).to_list()}
+                done = [j for j in done if j["_id"] not in left]
             for j in done:
-                log.warning("archive.reconciled", job_id=str(j["_id"]),
-                            detail="it was archived but still in scheduled; the delete was finished")
+                self.events.warning("archive.reconciled", job_id=str(j["_id"]),
+                                    detail="it was archived but still in scheduled; the delete was finished")
         return [j for j in jobs if j["_id"] not in archived]
 
     async def prune(self, now: datetime) -> int:
@@ -227,7 +253,7 @@ class CleanerProcess:
             return 0
         result = await self.c.archived.delete_many({"_id": {"$in": old}, "archived_at": {"$lt": cutoff}})
         if result.deleted_count:
-            log.info("archived.pruned", count=result.deleted_count)
+            self.events.info("archived.pruned", count=result.deleted_count)
         return int(result.deleted_count)
 
 

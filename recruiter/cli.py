@@ -13,12 +13,13 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import click
+import pymongo
 import structlog
 from pymongo.errors import PyMongoError
 
@@ -41,7 +42,7 @@ from recruiter.naming import module_problem, modules_under, name_problem
 from recruiter.recruiting import RecruiterConfig, RecruiterProcess
 from recruiter.selection import CountingScheme
 from recruiter.sizes import parse_size
-from recruiter.store import Collections, ensure_indexes
+from recruiter.store import Collections, ensure_indexes, ensure_indexes_sync
 from recruiter.wakeup import Wake
 from recruiter.worker import WorkerConfig, WorkerIdTaken, WorkerProcess
 
@@ -106,10 +107,17 @@ def env(name: str) -> str:
     return f"RECRUITER_{name}"
 
 
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def target_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--target", envvar=list(URI_ENVVARS), default=DEFAULT_URI, show_default=True,
+                        show_envvar=True, help="MongoDB URI; the database defaults to 'recruiter'.")(fn)
+
+
 def common_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     options = [
-        click.option("--target", envvar=list(URI_ENVVARS), default=DEFAULT_URI, show_default=True,
-                     show_envvar=True, help="MongoDB URI; the database defaults to 'recruiter'."),
+        target_option,
         click.option("--embedded/--no-embedded", envvar=env("EMBEDDED"), default=False, show_envvar=True,
                      help="If nothing answers at a localhost target, start the embedded server there."),
         click.option("--embedded-path", envvar=env("EMBEDDED_PATH"), type=click.Path(path_type=Path),
@@ -133,15 +141,17 @@ def connect_target(target_uri: str, use_embedded: bool, embedded_path: Path) -> 
     return target
 
 
-def run_process(opts: dict[str, Any], app_name: str,
-                make: Callable[[Any, ServerClock], Any]) -> None:
-    """Connect, build the process with ``make(db, clock)`` and run it until a signal stops it."""
+def run_process(opts: dict[str, Any], app_name: str, make: Callable[[Any, ServerClock], Any], *,
+                check: Callable[[Any], Awaitable[None]] | None = None) -> None:
+    """Connect, build the process with ``make(db, clock)`` and run it until a signal stops it.
+
+    ``check(db)``, if given, runs first and may refuse to start (click.UsageError)."""
     logs.configure(opts["log_level"], opts["log_format"])
     debug = opts["log_level"] == "debug"
     target: Target | None = None
     try:
         target = connect_target(opts["target"], opts["embedded"], opts["embedded_path"])
-        code = asyncio.run(_main(target, app_name, make))
+        code = asyncio.run(_main(target, app_name, make, check))
     except (ConnectionProblem, WorkerIdTaken, ValueError) as exc:
         if debug:
             raise
@@ -154,7 +164,8 @@ def run_process(opts: dict[str, Any], app_name: str,
         sys.exit(code)
 
 
-async def _main(target: Target, app_name: str, make: Callable[[Any, ServerClock], Any]) -> int:
+async def _main(target: Target, app_name: str, make: Callable[[Any, ServerClock], Any],
+                check: Callable[[Any], Awaitable[None]] | None) -> int:
     """Run the process; returns its exit status (non-zero e.g. for a worker over its memory limit)."""
     client = async_client(target, app_name=app_name)
     try:
@@ -162,16 +173,22 @@ async def _main(target: Target, app_name: str, make: Callable[[Any, ServerClock]
         await clock.calibrate(client)
         db = client[target.database]
         await ensure_indexes(db)
+        if check is not None:
+            await check(db)
         process = make(db, clock)
         main = asyncio.current_task()
         assert main is not None
         signals = {"count": 0}
+
+        watchdog: list[asyncio.Task[None]] = []
 
         def on_signal(signum: int) -> None:
             signals["count"] += 1
             if signals["count"] == 1:
                 log.info("signal.received", signal=signal.Signals(signum).name, action="graceful stop")
                 process.stop()
+                watchdog.append(asyncio.create_task(_exit_without_server(client, process, target),
+                                                    name="stop.watchdog"))
             else:
                 log.warning("signal.received", signal=signal.Signals(signum).name, action="forced stop")
                 force = getattr(process, "force", None)
@@ -192,11 +209,46 @@ async def _main(target: Target, app_name: str, make: Callable[[Any, ServerClock]
             log.warning("process.forced_stop")
         finally:
             calibrator.cancel()
+            for task in watchdog:
+                task.cancel()
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
                 loop.remove_signal_handler(sig)
         return int(getattr(process, "exit_code", 0))
     finally:
         await client.close()
+
+
+STOP_PROBE_S = 1.0
+
+
+async def _exit_without_server(client: Any, process: Any, target: Target) -> None:
+    """After a stop request, end the process at once if its server is gone and it holds no job.
+
+    Nothing it could still write (deregistering, releasing its lease) can reach the
+    server, and every operation would first wait out its server selection timeout
+    (10 s or more each). What it leaves behind is what a crash leaves, and is
+    handled the same way: the cleaner removes its roster entry, a lease expires.
+    A worker running a job waits for it first, as any graceful stop does.
+    """
+    await asyncio.sleep(STOP_PROBE_S)  # with a server, the stop ends in this time
+    while True:
+        if not getattr(process, "busy", lambda: False)() and not await _answers_ping(client):
+            log.warning("process.exit_without_server", server=target.display,
+                        detail="the server does not answer: leaving now without deregistering or releasing "
+                               "leases; the cleaner removes this process's roster entries, and leases expire")
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+        await asyncio.sleep(STOP_PROBE_S)
+
+
+async def _answers_ping(client: Any) -> bool:
+    try:
+        with pymongo.timeout(STOP_PROBE_S):
+            await client.admin.command("ping")
+    except PyMongoError:
+        return False
+    return True
 
 
 def _dump_tasks() -> None:
@@ -220,7 +272,7 @@ def seconds(td: timedelta) -> float:
 # -- commands ------------------------------------------------------------------------------
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(context_settings=CONTEXT)
 @click.version_option(package_name="recruiter")
 def main() -> None:
     """recruiter: a job queue on MongoDB with one central recruiter."""
@@ -251,7 +303,7 @@ def start_recruiter(backoff_from: timedelta, backoff_to: timedelta, round_size: 
     run_process(opts, "recruiter", lambda db, clock: RecruiterProcess(db, clock, config))
 
 
-@main.group("worker")
+@main.group("worker", context_settings=CONTEXT)
 def worker_group() -> None:
     """Workers: run the jobs."""
 
@@ -343,7 +395,7 @@ def _run_worker(opts: dict[str, Any], config: WorkerConfig) -> None:
     run_process(opts, "recruiter-worker", make)
 
 
-@main.group("cleaner")
+@main.group("cleaner", context_settings=CONTEXT)
 def cleaner_group() -> None:
     """The cleaner: dead workers and old history."""
 
@@ -351,48 +403,128 @@ def cleaner_group() -> None:
 @cleaner_group.command("start")
 @common_options
 @click.option("--considered-dead-after", envvar=env("CONSIDERED_DEAD_AFTER"), type=DURATION, default="30s",
-              show_default=True, show_envvar=True, help="A worker silent this long is dead (missed heartbeats).")
+              show_default=True, show_envvar=True,
+              help="A worker silent this long is dead (missed heartbeats); at least twice the heartbeat interval.")
+@click.option("--heartbeat-interval", envvar=env("HEARTBEAT_INTERVAL"), type=DURATION, default="5s",
+              show_default=True, show_envvar=True,
+              help="The workers' heartbeat interval (the worker's default); longer ones registered in the "
+                   "roster count too.")
 @click.option("--clean-after", envvar=env("CLEAN_AFTER"), type=DURATION, default="7d", show_default=True,
               show_envvar=True, help="Archived jobs older than this are deleted.")
 @click.option("--interval", envvar=env("CLEANER_INTERVAL"), type=DURATION, default="2s", show_default=True,
               show_envvar=True, help="Time between cleaning passes.")
 @click.option("--lease-ttl", envvar=env("LEASE_TTL"), type=DURATION, default="10s", show_default=True,
               show_envvar=True, help="Cleaner lease; a standby takes over this long after the holder dies.")
-def start_cleaner(considered_dead_after: timedelta, clean_after: timedelta, interval: timedelta,
-                  lease_ttl: timedelta, **opts: Any) -> None:
+def start_cleaner(considered_dead_after: timedelta, heartbeat_interval: timedelta, clean_after: timedelta,
+                  interval: timedelta, lease_ttl: timedelta, **opts: Any) -> None:
     """Run the cleaner (one active; others stand by)."""
     config = _valid(lambda: CleanerConfig(
         considered_dead_after_s=seconds(considered_dead_after), clean_after_s=seconds(clean_after),
         interval_s=seconds(interval), lease_ttl_s=seconds(lease_ttl)))
-    run_process(opts, "recruiter-cleaner", lambda db, clock: CleanerProcess(db, clock, config))
+    dead_after_s = config.considered_dead_after_s
+    _check_dead_after(dead_after_s, seconds(heartbeat_interval), "--heartbeat-interval")
+
+    async def check_roster(db: Any) -> None:
+        """Workers already registered with a longer interval count too (refused the same way)."""
+        worker = await db.roster.find_one({"heartbeat_interval_s": {"$gt": dead_after_s / 2}},
+                                          {"heartbeat_interval_s": 1}, sort=[("heartbeat_interval_s", -1)])
+        interval_s = (worker or {}).get("heartbeat_interval_s")
+        if isinstance(interval_s, (int, float)):
+            _check_dead_after(dead_after_s, float(interval_s), f"the heartbeat interval of worker {worker['_id']!r}")
+
+    run_process(opts, "recruiter-cleaner", lambda db, clock: CleanerProcess(db, clock, config), check=check_roster)
 
 
-@main.group("embedded")
+def _check_dead_after(dead_after_s: float, heartbeat_s: float, source: str) -> None:
+    """``--considered-dead-after`` must leave room for one missed heartbeat: at least twice the interval."""
+    if dead_after_s < 2 * heartbeat_s:
+        raise click.UsageError(
+            f"--considered-dead-after {format_seconds(dead_after_s)} is shorter than twice {source} "
+            f"({format_seconds(heartbeat_s)}): a live worker would be taken for dead between two heartbeats; "
+            f"use at least {format_seconds(2 * heartbeat_s)}")
+
+
+def format_seconds(s: float) -> str:
+    return f"{s:g}s" if s >= 1 else f"{s * 1000:g}ms"
+
+
+@main.group("embedded", context_settings=CONTEXT)
 def embedded_group() -> None:
-    """The embedded development server (SecantusDB, optional)."""
+    """The embedded development server (SecantusDB, optional), on the host and port of --target."""
+
+
+def embedded_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn = click.option("--embedded-path", "storage", envvar=env("EMBEDDED_PATH"), type=click.Path(path_type=Path),
+                      default=embedded.DEFAULT_STORAGE, show_default=True, show_envvar=True,
+                      help="Storage directory (start also takes :memory:); server.pid there names its server.")(fn)
+    return target_option(fn)
 
 
 @embedded_group.command("start")
-@click.option("--port", envvar=env("EMBEDDED_PORT"), type=click.IntRange(1, 65535), default=27017,
-              show_default=True, show_envvar=True)
-@click.option("--host", envvar=env("EMBEDDED_HOST"), default="127.0.0.1", show_default=True, show_envvar=True)
-@click.option("--embedded-path", "storage", envvar=env("EMBEDDED_PATH"), default=str(embedded.DEFAULT_STORAGE),
-              show_default=True, show_envvar=True, help="Storage directory, or :memory:.")
-def embedded_start(port: int, host: str, storage: str) -> None:
-    """Run the embedded server in the foreground until interrupted."""
+@embedded_options
+@click.option("--port", envvar=env("EMBEDDED_PORT"), type=click.IntRange(1, 65535), default=None,
+              show_envvar=True, help="Listen on this port instead of the port of --target.")
+@click.option("--host", envvar=env("EMBEDDED_HOST"), default=None, show_envvar=True,
+              help="Listen on this address instead of the host of --target.")
+def embedded_start(target: str, storage: Path, port: int | None, host: str | None) -> None:
+    """Run the embedded server in the foreground until interrupted, where --target points."""
     try:
-        proc = embedded.start(port, storage, host=host)
+        t = parse_target(target)
+        bind_host, bind_port = embedded.local_address(t) if host is None or port is None else (host, port)
+        record = embedded.ServerRecord(0, host or bind_host, port or bind_port)
+        if _answers(record.uri):
+            raise ConnectionProblem(f"a server already answers at {record.uri}")
+        proc = embedded.start(record.port, storage, host=record.host)
+        record = embedded.ServerRecord(proc.pid, record.host, record.port)
+        wait_until_reachable(parse_target(record.uri), timeout_s=30.0)
     except ConnectionProblem as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"embedded server on mongodb://{host}:{port}/recruiter (storage: {storage}); Ctrl-C stops it",
-               err=True)
+    keep_record = str(storage) != ":memory:"
+    if keep_record:
+        embedded.write_record(storage, record)
+    click.echo(f"embedded server pid {proc.pid} on {record.uri.rstrip('/')}/{t.database} (storage: {storage}); "
+               "Ctrl-C or 'recruiter embedded stop' stops it", err=True)
 
     def forward(signum: int, _frame: Any) -> None:
         proc.send_signal(signum)
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, forward)
-    sys.exit(proc.wait())
+    code = proc.wait()
+    if keep_record and embedded.read_record(storage) == record:
+        (storage / embedded.PID_FILE).unlink(missing_ok=True)
+    sys.exit(code)
+
+
+@embedded_group.command("stop")
+@embedded_options
+def embedded_stop(target: str, storage: Path) -> None:
+    """Stop the embedded server running on --embedded-path (started by 'start' or by --embedded)."""
+    stopped = embedded.stop_recorded(storage)
+    if stopped is None:
+        raise click.ClickException(f"no embedded server runs on storage {storage} (no live server.pid there)")
+    click.echo(f"stopped the embedded server pid {stopped.pid} on {stopped.uri}")
+
+
+@embedded_group.command("status")
+@embedded_options
+def embedded_status(target: str, storage: Path) -> None:
+    """Whether an embedded server runs on --embedded-path, where, and whether it answers (exit 1 if none)."""
+    record = embedded.read_record(storage)
+    if record is None or not embedded.is_running(record):
+        elsewhere = " (but a server answers at the target)" if _answers(target) else ""
+        click.echo(f"no embedded server runs on storage {storage}{elsewhere}")
+        sys.exit(1)
+    answering = "answering" if _answers(record.uri) else "not answering"
+    click.echo(f"embedded server pid {record.pid} on {record.uri}, storage {storage}: {answering}")
+
+
+def _answers(uri: str) -> bool:
+    try:
+        wait_until_reachable(parse_target(uri), timeout_s=1.0)
+    except ConnectionProblem:
+        return False
+    return True
 
 
 @main.command("status")
@@ -519,9 +651,10 @@ def _switch_commands(group: click.Group, kind: str) -> None:
 
     @group.command("pause")
     @click.argument("names", nargs=-1, required=True)
+    @click.option("--force", is_flag=True, help=f"Pause even a {kind} that no job or worker has used.")
     @common_options
-    def pause(names: tuple[str, ...], **opts: Any) -> None:
-        _switch(kind, names, True, opts)
+    def pause(names: tuple[str, ...], force: bool, **opts: Any) -> None:
+        _switch(kind, names, True, opts, force=force)
 
     @group.command("resume")
     @click.argument("names", nargs=-1, required=True)
@@ -534,12 +667,14 @@ def _switch_commands(group: click.Group, kind: str) -> None:
     def list_(**opts: Any) -> None:
         _switch(kind, (), None, opts)
 
-    pause.help = f"Pause {plural}: the recruiter stops assigning their jobs from its next round."
+    pause.help = (f"Pause {plural}: the recruiter stops assigning their jobs from its next round. "
+                  f"A {kind} that no job or worker has ever used is refused without --force (a typo?).")
     resume.help = f"Resume paused {plural}."
     list_.help = f"List the paused {plural}."
 
 
-def _switch(kind: str, names: tuple[str, ...], pause: bool | None, opts: dict[str, Any]) -> None:
+def _switch(kind: str, names: tuple[str, ...], pause: bool | None, opts: dict[str, Any], *,
+            force: bool = False) -> None:
     """Pause (True), resume (False) or list (None) groups or tenants, then print the paused ones."""
     logs.configure(opts["log_level"], opts["log_format"])
     for name in names:
@@ -551,7 +686,10 @@ def _switch(kind: str, names: tuple[str, ...], pause: bool | None, opts: dict[st
         target = connect_target(opts["target"], opts["embedded"], opts["embedded_path"])
         client = sync_client(target, app_name="recruiter-cli")
         try:
-            metadata = Collections.of(client[target.database]).metadata
+            db = client[target.database]
+            if pause:
+                _check_used(db, kind, list(names), force)
+            metadata = Collections.of(db).metadata
             paused = control.read_paused(metadata) if pause is None else control.switch(
                 metadata, kind, list(names), pause)
         finally:
@@ -566,6 +704,19 @@ def _switch(kind: str, names: tuple[str, ...], pause: bool | None, opts: dict[st
     click.echo(f"paused {control.KINDS[kind]}: " + (", ".join(now) if now else "none"))
 
 
+def _check_used(db: Any, kind: str, names: list[str], force: bool) -> None:
+    """Refuse (or, with ``force``, warn about) pausing names that no job or worker has used."""
+    ensure_indexes_sync(db)  # the checks are served by indexes; a fresh database has none yet
+    unused = control.unused(db, kind, names)
+    if not unused:
+        return
+    listed = ", ".join(repr(n) for n in unused)
+    what = f"no job or worker has ever used the {kind}{'s' if len(unused) > 1 else ''} {listed}"
+    if not force:
+        raise click.ClickException(f"{what} (a typo?); nothing was paused. Pause anyway with --force")
+    click.echo(f"Warning: {what}; pausing anyway (--force)", err=True)
+
+
 _switch_commands(groups_group, "group")
 _switch_commands(tenants_group, "tenant")
 
@@ -577,16 +728,20 @@ def _valid(build: Callable[[], Any]) -> Any:
         raise click.UsageError(str(exc)) from None
 
 
+def recruiter_main() -> None:
+    """Entry point of the ``recruiter`` command."""
+    main(prog_name="recruiter")
+
+
 def worker_main() -> None:
-    """Entry point of ``bin/worker``: ``worker start ...``."""
-    main(["worker", *sys.argv[1:]], prog_name="worker")
+    """Entry point of the ``worker`` command (and ``bin/worker``): ``worker start ...``."""
+    worker_group(prog_name="worker")
 
 
 def cleaner_main() -> None:
-    """Entry point of ``bin/cleaner``: ``cleaner start ...``."""
-    main(["cleaner", *sys.argv[1:]], prog_name="cleaner")
-
+    """Entry point of the ``cleaner`` command (and ``bin/cleaner``): ``cleaner start ...``."""
+    cleaner_group(prog_name="cleaner")
 
 
 if __name__ == "__main__":
-    main(prog_name="recruiter")
+    recruiter_main()

@@ -15,11 +15,19 @@ at most (none while one tenant of one priority is served).
 ``{_id: "paused", groups: [...], tenants: [...]}`` holds the pause switches,
 written by ``recruiter groups|tenants pause|resume`` and read by the recruiter
 with the first candidate read of every round.
+
+A name is "used" (:func:`unused`) when a worker's ``work_on`` names it (groups
+only), or a job in ``scheduled`` or ``archived`` carries it; pausing a name that
+is not used is most likely a typo, so the CLI asks for ``--force``. Each check is
+one ``find_one`` served by an index (``candidates`` on ``scheduled``,
+``by_group`` on ``archived``); the roster is small and read without one.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from bson.min_key import MinKey
 
 from recruiter.candidates import Paused
 from recruiter.documents import WarnOnce, cursor_problem, names_problem
@@ -136,3 +144,22 @@ def switch(metadata: Any, kind: str, names: list[str], pause: bool) -> Paused:
 
 def read_paused(metadata: Any) -> Paused:
     return paused_from_document(metadata.find_one({"_id": PAUSED_ID}))
+
+
+def unused(db: Any, kind: str, names: list[str]) -> list[str]:
+    """The ``names`` (of ``kind``: group | tenant) that no worker and no job, queued or archived, has used."""
+    return [name for name in names if not _used(db, kind, name)]
+
+
+def _used(db: Any, kind: str, name: str) -> bool:
+    if kind == "group":
+        if db.roster.find_one({"work_on": name}, {"_id": 1}) is not None:
+            return True
+        scheduled = {"locked": {"$in": [False, True]}, "group": name}
+        archived: dict[str, Any] = {"group": name}
+    else:
+        # The group bound lets both indexes (group first, then tenant) serve a tenant alone.
+        scheduled = {"locked": {"$in": [False, True]}, "group": {"$gte": MinKey()}, "tenant": name}
+        archived = {"group": {"$gte": MinKey()}, "tenant": name}
+    return (db.scheduled.find_one(scheduled, {"_id": 1}, hint="candidates") is not None
+            or db.archived.find_one(archived, {"_id": 1}, hint="by_group") is not None)

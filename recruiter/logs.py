@@ -1,9 +1,13 @@
-"""structlog configuration; called only at the CLI edge."""
+"""structlog configuration, called only at the CLI edge; and :class:`AfterCommit`,
+which holds the log events a transaction makes true until it has committed."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
+from collections.abc import Iterator
+from typing import Any
 
 import structlog
 
@@ -33,3 +37,50 @@ def configure(level: str = "info", fmt: str = "auto") -> None:
         cache_logger_on_first_use=True,
     )
     logging.basicConfig(level=max(numeric, logging.WARNING), stream=sys.stderr)
+
+
+class AfterCommit:
+    """Log events that a transaction's writes make true, logged only once it has committed.
+
+    Inside :meth:`held`, events are kept; when the block ends normally (its
+    transaction committed) they are logged, in order; when it raises (the
+    transaction aborted, or its commit failed) they are dropped, since nothing
+    they say happened. Outside :meth:`held`, events are logged at once: the write
+    before them was made on its own, so it has already happened.
+    """
+
+    def __init__(self, logger: Any) -> None:
+        self._logger = logger
+        self._held: list[tuple[str, str, dict[str, Any]]] | None = None
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        if self._held is not None:
+            raise RuntimeError("AfterCommit.held is not reentrant")
+        held: list[tuple[str, str, dict[str, Any]]] = []
+        self._held = held
+        try:
+            yield
+        except BaseException:
+            if held:
+                self._logger.debug("log.dropped", events=len(held), reason="the transaction did not commit")
+            raise
+        finally:
+            self._held = None
+        for level, event, fields in held:
+            getattr(self._logger, level)(event, **fields)
+
+    def debug(self, event: str, **fields: Any) -> None:
+        self._log("debug", event, fields)
+
+    def info(self, event: str, **fields: Any) -> None:
+        self._log("info", event, fields)
+
+    def warning(self, event: str, **fields: Any) -> None:
+        self._log("warning", event, fields)
+
+    def _log(self, level: str, event: str, fields: dict[str, Any]) -> None:
+        if self._held is None:
+            getattr(self._logger, level)(event, **fields)
+        else:
+            self._held.append((level, event, fields))

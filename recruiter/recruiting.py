@@ -23,6 +23,10 @@ conditional update of its lease document (:func:`recruiter.store.fenced_transact
 A successor's acquire conflicts with it, so a stale leader's round commits
 nothing, and a round cut short by a crash leaves nothing half-done (an archived
 copy without its delete, a lock without its assignment).
+
+Logs say what happened: what a round's writes make true (``job.archived``,
+``jobs.rolled_back``, ``round.assigned``) is logged once its transaction has
+committed (:class:`recruiter.logs.AfterCommit`); a round that aborts logs none of it.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from recruiter.control import CURSOR_ID, PAUSED_ID, cursor_changes, cursor_docum
 from recruiter.documents import Malformed, WarnOnce, check_job, entry_problem
 from recruiter.job import Status
 from recruiter.lease import Lease
+from recruiter.logs import AfterCommit
 from recruiter.outcome import (
     REFERENCE_FIELDS,
     ROLLBACK_PIPELINE,
@@ -62,13 +67,17 @@ from recruiter.quarantine import log_quarantined, quarantine, sweep_scheduled
 from recruiter.readahead import ReadAhead
 from recruiter.selection import DEFAULT_SCHEME, Assignment, Candidate, CountingScheme, Cursor, FreeWorker, Selection
 from recruiter.store import Collections, LostFence, fenced_transaction
-from recruiter.wakeup import Doorbell
+from recruiter.wakeup import Doorbell, job_reference
 
 log = structlog.get_logger("recruiter.recruiter")
 
-# A job document bigger than this is not copied into the worker's roster entry;
-# the worker reads it from ``scheduled`` instead (one more read, for big jobs only).
+# A job document bigger than this is not copied into the worker's roster entry:
+# the entry gets a reference (recruiter.wakeup.job_reference), and the worker reads
+# the job from ``scheduled`` by ``_id`` (one more read, for big jobs only).
 MAX_JOB_COPY_BYTES = 64 * 1024
+# The copies one assignment update carries, together, stay under this (the rest go as
+# references), so the update stays far below the 16 MiB command limit whatever the round size.
+MAX_ROUND_COPY_BYTES = 4 * 1024 * 1024
 # The leader remembers the jobs it handed out until their outcomes come back;
 # past this many (outcomes that never came: workers that died) it starts afresh.
 MAX_HANDED_OUT = 10_000
@@ -136,6 +145,22 @@ class Locked:
     job: dict[str, Any]
 
 
+def copies_to_send(locked: list[Locked]) -> list[dict[str, Any]]:
+    """What each assignment carries in ``job``: the job itself, or a reference to it
+    (:func:`recruiter.wakeup.job_reference`) when the job is bigger than
+    ``MAX_JOB_COPY_BYTES`` or the round's copies already reach ``MAX_ROUND_COPY_BYTES``."""
+    budget = MAX_ROUND_COPY_BYTES
+    out = []
+    for lk in locked:
+        size = len(bson.encode(lk.job))
+        if size <= min(MAX_JOB_COPY_BYTES, budget):
+            budget -= size
+            out.append(lk.job)
+        else:
+            out.append(job_reference(lk.assignment.job_id, lk.token))
+    return out
+
+
 class LostLease(Exception):
     """The lease expired or was taken over during a round."""
 
@@ -165,6 +190,8 @@ class RecruiterProcess:
         # What this process knows of the ready jobs between rounds: hints that stay valid
         # whoever leads in between, so they are kept across leaderships.
         self._readahead = ReadAhead(self._find_candidates)
+        # What a fenced round's writes make true is logged once its transaction has committed.
+        self.events = AfterCommit(log)
         # Malformed jobs met by this round's reads, and by the last sweep (quarantined by the next round).
         self._met: list[Malformed] = []
         self._swept: list[Malformed] = []
@@ -307,14 +334,16 @@ class RecruiterProcess:
         await self._keep_lease()  # the reads may have been long (a leader's first round): renew before writing
         outside = self.c
         try:
-            async with fenced_transaction(self.db, self.lease) as inside:
-                self.c = inside
-                try:
-                    if rollback:
-                        await self.rollback_unassigned()
-                    report = await self.carry_out(plan)
-                finally:
-                    self.c = outside
+            with self.events.held():
+                async with fenced_transaction(self.db, self.lease) as inside:
+                    self.c = inside
+                    try:
+                        if rollback:
+                            await self.rollback_unassigned()
+                        report = await self.carry_out(plan)
+                        self.fault("round.before_commit")
+                    finally:
+                        self.c = outside
         except LostFence:
             raise LostLease() from None
         self._remember(plan)  # committed
@@ -431,11 +460,14 @@ class RecruiterProcess:
             self._check_lease()
             locked = await self.lock(plan.selection.assignments, plan.now)
             self._check_lease()
-            assigned = await self._assign(locked, plan.now)
-            plan.handed_out = {lk.assignment.job_id: lk.job for lk in locked if lk.assignment.worker_id in assigned}
+            copies = copies_to_send(locked)
+            assigned = await self._assign(locked, plan.now, copies)
+            # Only the copies are remembered: a big job is read again when its outcome comes back.
+            plan.handed_out = {lk.assignment.job_id: lk.job for lk, copy in zip(locked, copies, strict=True)
+                               if lk.assignment.worker_id in assigned and copy is lk.job}
             report.assigned = len(assigned)
             if report.assigned:
-                log.debug("round.assigned", assigned=report.assigned, free_workers=report.free_workers)
+                self.events.debug("round.assigned", assigned=report.assigned, free_workers=report.free_workers)
         # The assignment removed the outcomes of the workers it reached; clear the others.
         await self._clear_outcomes([e for e in plan.outcomes if e["_id"] not in assigned])
         return report
@@ -579,8 +611,8 @@ class RecruiterProcess:
                 ordered=False,
             )
             for d in archive:
-                log.info("job.archived", job_id=str(d["_id"]), why=d["why"], attempts=d.get("attempts"),
-                         group=d.get("group"))
+                self.events.info("job.archived", job_id=str(d["_id"]), why=d["why"], attempts=d.get("attempts"),
+                                 group=d.get("group"))
         if reschedule:
             await self.c.scheduled.bulk_write(reschedule, ordered=False)
         if clear:
@@ -631,7 +663,8 @@ class RecruiterProcess:
         """Hand locked jobs to their workers (see :meth:`_assign`); returns how many landed."""
         return len(await self._assign(locked, now))
 
-    async def _assign(self, locked: list[Locked], now: datetime) -> set[str]:
+    async def _assign(self, locked: list[Locked], now: datetime,
+                      copies: list[dict[str, Any]] | None = None) -> set[str]:
         """Hand locked jobs to their workers with one update; roll back what did not land.
 
         ONE ``update_many`` over the chosen roster entries carries the round's
@@ -641,17 +674,14 @@ class RecruiterProcess:
         as in the seed) and its job in ``job``. So the command grows linearly with
         the round and each entry holds one job, instead of every entry holding the
         whole map; the worker needs no second read to start, and a change stream on
-        its entry delivers the job itself. Jobs too big to copy are read by the worker.
+        its entry delivers the job itself. Jobs too big to copy (:func:`copies_to_send`)
+        go as a reference in ``job``, so the worker still hears of them at once, and reads them.
         """
         if not locked:
             return set()
         mapping = {lk.assignment.worker_id: lk.assignment.job_id for lk in locked}
-        picks = []
-        for lk in locked:
-            pick: dict[str, Any] = {"w": lk.assignment.worker_id, "j": lk.assignment.job_id}
-            if len(bson.encode(lk.job)) <= MAX_JOB_COPY_BYTES:
-                pick["job"] = lk.job
-            picks.append(pick)
+        picks = [{"w": lk.assignment.worker_id, "j": lk.assignment.job_id, "job": copy}
+                 for lk, copy in zip(locked, copies or copies_to_send(locked), strict=True)]
         own_pick = {"$arrayElemAt": [
             {"$filter": {"input": {"$literal": picks}, "cond": {"$eq": ["$$this.w", "$_id"]}}}, 0]}
         result = await self.c.roster.update_many(
@@ -679,11 +709,12 @@ class RecruiterProcess:
     async def _rollback(self, locks: list[tuple[Any, ObjectId]]) -> None:
         if not locks:
             return
-        await self.c.scheduled.bulk_write(
+        result = await self.c.scheduled.bulk_write(
             [UpdateOne({"_id": job_id, "lock_token": token}, ROLLBACK_PIPELINE) for job_id, token in locks],
             ordered=False,
         )
-        log.info("jobs.rolled_back", count=len(locks))
+        if result.modified_count:
+            self.events.info("jobs.rolled_back", count=result.modified_count)
 
     async def rollback_unassigned(self) -> None:
         """Release locks a previous leader took but never handed to a worker."""

@@ -40,6 +40,9 @@ INDEXES: dict[str, list[IndexModel]] = {
         IndexModel([("archived_at", ASCENDING)], name="retention"),
         # History reads in mongosh: db.archived.find({why: ...}).
         IndexModel([("why", ASCENDING), ("archived_at", ASCENDING)], name="by_why"),
+        # Whether a group or tenant was ever used (recruiter groups|tenants pause), and
+        # history reads by group in mongosh.
+        IndexModel([("group", ASCENDING), ("tenant", ASCENDING)], name="by_group"),
     ],
     ROSTER: [
         # Recruiter: available workers and workers holding an outcome.

@@ -7,6 +7,11 @@ the event carries the job itself: the worker starts it without reading
 anything. The stream's pipeline keeps only what the worker needs, so each
 event costs the bytes of one job, not of the whole ``assigned_to`` map.
 
+A job too big to copy travels as a reference instead (:func:`job_reference`:
+its id and lock token, marked as such), in the same field, so the same event
+wakes the worker at once and it reads the job by ``_id``: one read, for big
+jobs only.
+
 Streams need a replica set (or the embedded server). Where the server refuses
 them, ``auto`` falls back to polling; a broken stream is reopened, and every
 slot polls its entry once whenever a stream (re)opens, so nothing assigned
@@ -85,8 +90,22 @@ def watch_pipeline(slot_ids: list[str]) -> list[dict[str, Any]]:
     ]
 
 
+# Marks a roster entry's ``job`` as a reference to the job, not a copy of it.
+NOT_COPIED = "not_copied"
+
+
+def job_reference(job_id: Any, lock_token: Any) -> dict[str, Any]:
+    """What an assignment carries in place of a job too big to copy: the worker reads the job."""
+    return {"_id": job_id, "lock_token": lock_token, NOT_COPIED: True}
+
+
+def is_copy(job: Any) -> bool:
+    """Whether ``job`` (an entry's or an event's) is a copy of the job, not a reference to it."""
+    return isinstance(job, dict) and job.get(NOT_COPIED) is not True
+
+
 def job_of(event: dict[str, Any]) -> dict[str, Any] | None:
-    """The job copy an event carries, if any."""
+    """The job copy (or reference, :func:`job_reference`) an event carries, if any."""
     if event.get("operationType") == "update":
         job = ((event.get("updateDescription") or {}).get("updatedFields") or {}).get("job")
     else:

@@ -67,7 +67,7 @@ from recruiter.quarantine import malformed_outcome
 from recruiter.retry import Archive, Decision, RetryAt
 from recruiter.selection import ANY_GROUP
 from recruiter.store import Collections
-from recruiter.wakeup import RosterWatch, Wake
+from recruiter.wakeup import RosterWatch, Wake, is_copy
 from recruiter.workable import JobContext, accepts_context, workable_from_document
 
 log = structlog.get_logger("recruiter.worker")
@@ -189,6 +189,8 @@ class Slot:
     must_poll: bool = True  # read our entry before waiting again
     last_token: Any = None  # lock token of the last job run, so a late event is not run twice
     waiting: bool = False  # waiting for an assignment
+    leaving: bool = False  # deleting its own roster entry (a clean stop): a missing entry is expected
+    left: bool = False  # its roster entry is gone by its own hand: no more heartbeats
 
 
 class WorkerProcess:
@@ -319,11 +321,13 @@ class WorkerProcess:
                 # Assigned while we were deciding to stop: do it (or, forced, give it back), then leave.
                 await self.work(slot, job_id)
                 deadline = loop.time() + self.config.deregister_wait_s
+            slot.leaving = True
             while True:
                 with pymongo.timeout(max(0.1, deadline - loop.time())):
                     result = await self.c.roster.delete_one({**mine, "outcome": {"$exists": False}})
                     gone = result.deleted_count or not await self.c.roster.find_one(mine, {"_id": 1})
                 if gone:
+                    slot.left = True
                     log.info("worker.deregistered", worker_id=slot.id)
                     return
                 if self.forced or loop.time() >= deadline:
@@ -385,6 +389,10 @@ class WorkerProcess:
             log.warning("worker.exit_now", reason="interrupted jobs were running in threads",
                         threads=self._abandoned_threads)
             self.exit_now(self.exit_code)
+
+    def busy(self) -> bool:
+        """Whether a job is running here (a graceful stop waits for it)."""
+        return any(s.running is not None for s in self.slots)
 
     def stop(self) -> None:
         """Graceful stop: take no new work, let running jobs finish, leave the roster."""
@@ -525,7 +533,7 @@ class WorkerProcess:
     def _slot_views(self) -> list[SlotView]:
         views = []
         for s in self.slots:
-            if s.replaced:
+            if s.replaced or s.left:
                 continue
             r = s.running
             # A halted job is no longer this slot's to report (a thread may run on):
@@ -542,8 +550,8 @@ class WorkerProcess:
 
     def _on_lost(self, view: SlotView, reason: str) -> None:
         slot = next((s for s in self.slots if s.id == view.id), None)
-        if slot is None:
-            return
+        if slot is None or (slot.leaving and slot.running is None):
+            return  # a slot deleting its own entry finds it gone: that is no fence
         r = slot.running
         if r is not None and r.job_id == view.job_id and not r.recording and not r.halted:
             self._halt(slot, reason, worker_lost=reason != JOB_TAKEN_AWAY)
@@ -577,8 +585,9 @@ class WorkerProcess:
     # -- one job ----------------------------------------------------------------
 
     async def work(self, slot: Slot, job_id: ObjectId, job: dict[str, Any] | None = None) -> None:
-        """Run the job assigned to ``slot``: from the copy the assignment carried, or read."""
-        if not isinstance(job, dict) or job.get("_id") != job_id:
+        """Run the job assigned to ``slot``: from the copy the assignment carried, or read
+        by ``_id`` (no copy, or only a reference to a job too big to copy)."""
+        if not isinstance(job, dict) or not is_copy(job) or job.get("_id") != job_id:
             job = await self.c.scheduled.find_one({"_id": job_id})
         if not job or job.get("locked") is not True or job.get("locked_by") != slot.id:
             log.warning("assignment.stale", worker_id=slot.id, job_id=str(job_id))
@@ -812,9 +821,50 @@ class WorkerProcess:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self.config.poll_to_s)
         if result.matched_count == 0:
-            bound.warning("job.outcome_discarded",
-                          reason="the assignment was taken away (worker declared dead, replaced, or job cancelled)")
-            await self._available_again(slot)
+            try:
+                await self._outcome_write_refused(slot, outcome, bound)
+            except PyMongoError as exc:
+                bound.warning("job.outcome_refused", error=first_line(exc),
+                              detail="the outcome write matched nothing, and why could not be read")
+                await self._available_again(slot)
+
+    async def _outcome_write_refused(self, slot: Slot, outcome: Outcome, bound: Any) -> None:
+        """The outcome write matched nothing: find out why, and log what truly happened.
+
+        An earlier try of the same write may have landed with its reply lost (a
+        write-concern or network error, then :meth:`record` tried again), and the
+        recruiter may have applied the outcome since: then nothing was discarded.
+        Otherwise the job was taken away, or this worker declared dead or replaced.
+        """
+        entry = await self.c.roster.find_one({"_id": slot.id}, {"session": 1, "outcome.token": 1})
+        ours = entry is not None and entry.get("session") == slot.session
+        if ours and ((entry or {}).get("outcome") or {}).get("token") == outcome.token:
+            bound.info("outcome.recorded", detail="an earlier try of this write had landed")
+            return
+        applied, reason = await self._outcome_applied(outcome)
+        if applied:
+            bound.info("outcome.recorded", detail="an earlier try of this write had landed; it is applied already")
+            return
+        bound.warning("job.outcome_discarded", reason=reason if ours else "this worker was declared dead or replaced")
+        await self._available_again(slot)
+
+    async def _outcome_applied(self, outcome: Outcome) -> tuple[bool, str]:
+        """Whether the job's last execution is the one ``outcome`` reports (the recruiter
+        applied it); if not, why the assignment went, as far as the job tells."""
+        fields = {"lock_token": 1, "last_execution": 1}
+        job = (await self.c.scheduled.find_one({"_id": outcome.job_id}, fields)
+               or await self.c.archived.find_one({"_id": outcome.job_id}, fields))
+        last = (job or {}).get("last_execution")
+        last = last if isinstance(last, dict) else {}
+        if outcome.execution is not None and (job or {}).get("lock_token") != outcome.token:
+            mine = outcome.execution.to_document()
+            if all(last.get(k) == mine[k] for k in ("attempt", "outcome", "worker", "pid", "hostname")):
+                return True, ""
+        if last.get("outcome") == "cancelled" and last.get("attempt") == outcome.attempt:
+            return False, "the job was cancelled"
+        if outcome.execution is None:  # a judged crash: no execution to recognise it by
+            return False, "the assignment is gone (applied already, or the job was cancelled or rescued)"
+        return False, "the assignment was taken away (the job was cancelled or rescued)"
 
     async def _available_again(self, slot: Slot) -> None:
         """After a job was taken away from this slot (cancelled), make the entry available again.

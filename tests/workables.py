@@ -170,3 +170,15 @@ class ExitsTheProcess(Workable):
     def execute(self, ctx: JobContext) -> None:
         note(self.ledger_uri, ctx, "start")
         os._exit(17)
+
+
+class Carry(Workable):
+    """Carries a parameter of any size, and notes that it ran and what size it got."""
+
+    def __init__(self, ledger_uri: str, payload: str) -> None:
+        self.ledger_uri = ledger_uri
+        self.payload = payload
+
+    def execute(self, ctx: JobContext) -> int:
+        note(self.ledger_uri, ctx, "start", size=len(self.payload))
+        return len(self.payload)

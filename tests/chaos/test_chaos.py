@@ -43,7 +43,8 @@ GROUPS = {"a": ["a1", "a2", "a3", "a4"], "b": ["b1", "b2", "b3", "b4"]}
 RECRUITER = ["--backoff-from", "20ms", "--backoff-to", "200ms", "--lease-ttl", "2s"]
 WORKER = ["--heartbeat-interval", "300ms", "--poll-from", "10ms", "--poll-to", "100ms", "--grace-period", "2s",
           "--max-crashes", str(MAX_CRASHES)]
-CLEANER = ["--considered-dead-after", "5s", "--interval", "200ms", "--lease-ttl", "2s"]
+CLEANER = ["--considered-dead-after", "5s", "--heartbeat-interval", "300ms", "--interval", "200ms",
+           "--lease-ttl", "2s"]
 # Retries allowed to jobs that should succeed: crashes and kills count as attempts.
 RETRIES = 5
 FAILING_RETRIES = 2
@@ -108,6 +109,36 @@ class Chaos:
             self.kills["recruiter leader"] += 1
 
 
+class Progress:
+    """A line on the terminal every ``every_s`` while the test runs, whatever pytest captures.
+
+    Written through pytest's terminal reporter with capture suspended for the line
+    (what ``capsys.disabled()`` does), so it shows without ``-s`` and a long run
+    never looks like a hang.
+    """
+
+    def __init__(self, config: pytest.Config, chaos: Chaos, db: Any, total: int, every_s: float = 10.0) -> None:
+        self.reporter = config.pluginmanager.get_plugin("terminalreporter")
+        self.capture = config.pluginmanager.get_plugin("capturemanager")
+        self.chaos, self.db, self.total, self.every_s = chaos, db, total, every_s
+        self.began = time.monotonic()
+        self.last = self.began
+
+    def tick(self, phase: str) -> None:
+        now = time.monotonic()
+        if now - self.last < self.every_s:
+            return
+        self.last = now
+        line = (f"chaos {now - self.began:4.0f}s {phase}: {self.chaos.kill_count} kills, "
+                f"{self.chaos.restarts} restarts, {self.db.archived.count_documents({})}/{self.total} archived")
+        if self.reporter is None or self.capture is None:
+            print(line, flush=True)
+            return
+        with self.capture.global_and_fixture_disabled():
+            self.reporter.write_line(line)
+            self.reporter.flush()
+
+
 def chaos_seconds(config: pytest.Config) -> float:
     option = config.getoption("--chaos-seconds", default=None)
     return float(option if option is not None else os.environ.get("RECRUITER_CHAOS_SECONDS", "40"))
@@ -170,6 +201,7 @@ def test_chaos(db: Any, db_uri: str, tmp_path: Path, request: pytest.FixtureRequ
     roles += [Role(f"worker-{w}", ["worker", "start", "--group", g, "--id", w, *WORKER])
               for g, ids in GROUPS.items() for w in ids]
     chaos = Chaos(processes, roles, rng)
+    progress = Progress(request.config, chaos, db, count)
     cancels: Counter[str] = Counter()
     cancelled: set[Any] = set()
     began = time.monotonic()
@@ -179,6 +211,7 @@ def test_chaos(db: Any, db_uri: str, tmp_path: Path, request: pytest.FixtureRequ
         # Kill only once everything is up and jobs are flowing. Jobs that exit their
         # process already run, so exited processes are restarted while waiting.
         def up_and_flowing() -> bool:
+            progress.tick("starting")
             chaos.restart_exited()
             live = all(r.proc is not None and r.proc.popen.poll() is None for r in roles)
             return (live and db.archived.count_documents({}) >= 20
@@ -203,9 +236,11 @@ def test_chaos(db: Any, db_uri: str, tmp_path: Path, request: pytest.FixtureRequ
                             cancelled.add(result.job_id)
                 time.sleep(0.3)
                 chaos.restart_exited()
+                progress.tick("killing")
         archived_during_chaos = db.archived.count_documents({}) - archived_before
 
         def drained() -> bool:
+            progress.tick("draining")
             chaos.restart_exited()  # jobs that end their process still take workers down
             return db.scheduled.count_documents({}) == 0
 

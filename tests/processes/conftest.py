@@ -18,7 +18,8 @@ from tests.conftest import REPO
 # Short timings so scenarios finish quickly; every one is an ordinary CLI option.
 FAST_RECRUITER = ["--backoff-from", "20ms", "--backoff-to", "200ms", "--lease-ttl", "2s"]
 FAST_WORKER = ["--heartbeat-interval", "300ms", "--poll-from", "10ms", "--poll-to", "100ms"]
-FAST_CLEANER = ["--considered-dead-after", "2s", "--interval", "200ms", "--lease-ttl", "2s"]
+FAST_CLEANER = ["--considered-dead-after", "2s", "--heartbeat-interval", "300ms", "--interval", "200ms",
+                "--lease-ttl", "2s"]
 
 
 @dataclass

@@ -70,7 +70,7 @@ def test_failing_job_follows_exponential_backoff_then_tried_too_many_times(
     assert db.ledger.count_documents({"job": str(job_id), "event": "start"}) == 3
     executions = doc["executions"]
     assert [e["attempt"] for e in executions] == [1, 2, 3]
-    assert all(e["outcome"] == "failed" and e["class"] == "builtins:ValueError" for e in executions)
+    assert all(e["outcome"] == "failed" and e["class"] == "builtins:ValueError" for e in executions), executions
     # Each retry was scheduled `initial * 2**(n-1)` after the failure that caused it.
     delays = [executions[i + 1]["scheduled_at"] - executions[i]["ended_at"] for i in range(2)]
     assert delays == [initial, initial * 2]

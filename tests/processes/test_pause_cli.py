@@ -5,10 +5,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from recruiter import Recruiter
 from tests.processes.test_cli_errors import assert_one_line_error, run_cli
+from tests.workables import Record
 
 
 def test_pause_resume_and_list(db: Any, db_uri: str) -> None:
+    with Recruiter.connect(db_uri) as rec:  # names nobody uses need --force (tests/processes/test_newcomer_cli.py)
+        rec.enqueue_many([Record(db_uri, n=1).as_job_of(rec).in_group("billing"),
+                          Record(db_uri, n=2).as_job_of(rec).in_group("reports").for_tenant("acme-com")])
     out = run_cli("groups", "pause", "billing", "reports", "--target", db_uri)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "paused groups: billing, reports"

@@ -32,7 +32,8 @@ def test_a_job_that_blocks_the_event_loop_does_not_silence_the_heartbeat(
     with Recruiter.connect(db_uri) as rec:
         job_id = BlocksTheLoop(db_uri, seconds=5).as_job_of(rec).retry_with(RetryManyTimes(3)).enqueue()
     processes.recruiter()
-    processes.cleaner("--considered-dead-after", "1s")  # the job blocks the loop five times that long
+    # The job blocks the loop five times --considered-dead-after.
+    processes.cleaner("--considered-dead-after", "1s", "--heartbeat-interval", "200ms")
     processes.worker("--id", "blocked", "--heartbeat-interval", "200ms")
     doc = wait_for(lambda: db.archived.find_one({"_id": job_id}), timeout_s=60, message="the job archived")
     assert doc["why"] == "done" and doc["attempts"] == 1 and doc.get("crashes", 0) == 0

@@ -6,12 +6,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from recruiter import Recruiter
+from recruiter.embedded import stop_recorded
 from recruiter.retry import RetryManyTimes
 from tests.conftest import REPO, free_port, wait_for
 from tests.processes.conftest import Processes
@@ -84,39 +84,7 @@ def test_embedded_server_starts_on_demand(tmp_path: Path) -> None:
     finally:
         cleaner.send_signal(signal.SIGTERM)
         assert cleaner.wait(20) == 0
-        if pid_file.exists():
-            os.kill(int(pid_file.read_text()), signal.SIGTERM)
-
-
-def test_worker_stops_within_bounds_when_the_server_is_gone(tmp_path: Path) -> None:
-    from recruiter.embedded import start as start_server
-
-    port = free_port()
-    server = start_server(port, tmp_path / "db", log_path=tmp_path / "server.log")
-    uri = f"mongodb://127.0.0.1:{port}/gone"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "recruiter.cli", "worker", "start", "--target", uri, "--id", "orphan",
-         "--heartbeat-interval", "200ms", "--log-format", "json"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO, env=env)
-    try:
-        with Recruiter.connect(uri) as rec:
-            wait_for(lambda: rec.db.roster.find_one({"_id": "orphan"}), timeout_s=30, message="registration")
-        server.kill()
-        server.wait(10)
-        worker.send_signal(signal.SIGTERM)
-        started = time.monotonic()
-        assert worker.wait(40) == 0
-        elapsed = time.monotonic() - started
-        output = worker.stdout.read().decode() if worker.stdout else ""
-        assert "worker.deregister_failed" in output or "worker.left_outcome" in output, output[-2000:]
-        assert "Traceback" not in output
-        print(f"stopped {elapsed:.1f}s after SIGTERM with the server gone")
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-        if server.poll() is None:
-            server.kill()
+        assert stop_recorded(storage) is not None, "the server is kept after the cleaner exits"
 
 
 def test_processes_ride_out_a_database_restart(tmp_path: Path) -> None:

@@ -1,0 +1,113 @@
+"""The README's "Running it" block, run as written in a fresh virtualenv.
+
+A copy of the checkout (its files, without ``.venv`` or caches) is the current
+directory, with the README's ``jobs.py`` and ``enqueue.py`` saved in it, as the
+README says. The block is taken from the README itself, so the test fails when
+the README drifts; its one change is the port of the URI (a free one instead of
+27017, which the machine may be using). The block runs under ``bash -e``: it
+creates the virtualenv, installs the package from the copy (pip's cache and
+configured index, so it works offline where the index is local), starts the
+embedded server, the recruiter, two workers and the cleaner in the background,
+enqueues and prints the status; the test then waits for every job to be archived
+and stops the processes the block left running.
+
+Select it alone with ``bin/test -m fresh_venv``; it takes about a minute.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pymongo import MongoClient
+
+from tests.conftest import REPO, free_port, wait_for
+from tests.processes.test_readme import readme_files
+
+pytestmark = pytest.mark.fresh_venv
+
+FENCE = "`" * 3
+COPY_IGNORES = shutil.ignore_patterns(".git", ".venv", ".demo", "__pycache__", "*.egg-info", "build",
+                                      ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", "results",
+                                      "node_modules")
+JOBS_IN_ENQUEUE_PY = 19  # INV-1, INV-2 and INV-3..INV-19
+
+
+def running_it_block() -> str:
+    """The first sh block of the README's "Running it" section."""
+    text = (REPO / "README.md").read_text()
+    section = text.split("\n## Running it\n", 1)[1].split("\n## ", 1)[0]
+    found = re.search(FENCE + r"sh\n(.*?)" + FENCE, section, flags=re.S)
+    assert found, "no sh block in the README's Running it section"
+    return found.group(1)
+
+
+def test_the_running_it_block_installs_and_names_the_commands() -> None:
+    block = running_it_block()
+    for command in ("pip install '.[embedded]'", "recruiter embedded start &", "recruiter start &",
+                    "worker start --group billing &", "cleaner start &", "python enqueue.py"):
+        assert command in block, command
+    assert block.count("localhost:27017") == 1
+
+
+def test_running_it_verbatim_in_a_fresh_virtualenv(tmp_path: Path) -> None:
+    checkout = tmp_path / "recruiter"
+    shutil.copytree(REPO, checkout, ignore=COPY_IGNORES)
+    for name in ("jobs.py", "enqueue.py"):
+        (checkout / name).write_text(readme_files()[name])
+    port = free_port()
+    script = running_it_block().replace("localhost:27017", f"localhost:{port}")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RECRUITER_MONGODB_URI", "MONGODB_URI", "PYTHONPATH", "VIRTUAL_ENV")}
+    # The embedded server's default storage lives under XDG_DATA_HOME: keep it in the test's directory.
+    env.update(XDG_DATA_HOME=str(tmp_path / "data"), RECRUITER_LOG_FORMAT="json")
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if not p.startswith(str(REPO)))
+    log_path = tmp_path / "block.log"
+    started = time.monotonic()
+    with open(log_path, "wb") as out:
+        block = subprocess.Popen(["bash", "-e", "-c", script], cwd=checkout, env=env, stdout=out,
+                                 stderr=subprocess.STDOUT, start_new_session=True)
+    client: MongoClient[Any] = MongoClient(f"mongodb://127.0.0.1:{port}/recruiter", serverSelectionTimeoutMS=2000)
+    try:
+        assert block.wait(300) == 0, log_path.read_text()[-4000:]
+        installed = checkout / ".venv" / "bin"
+        for name in ("worker", "cleaner"):  # the console scripts, with their own usage lines
+            usage = subprocess.run([str(installed / name), "start", "--help"], capture_output=True, text=True,
+                                   env=env, timeout=60)
+            assert usage.stdout.startswith(f"Usage: {name} start [OPTIONS]"), usage.stdout[:200] + usage.stderr
+        assert (installed / "recruiter").exists()
+        db = client["recruiter"]
+        wait_for(lambda: db.archived.count_documents({"why": "done"}) == JOBS_IN_ENQUEUE_PY, timeout_s=120,
+                 message=f"the README's {JOBS_IN_ENQUEUE_PY} jobs archived")
+        assert db.scheduled.count_documents({}) == 0
+        log = log_path.read_text()
+        assert f"enqueued {JOBS_IN_ENQUEUE_PY} jobs" in log
+        assert "Traceback" not in log, log[-4000:]
+        print(f"README block: installed, ran and archived {JOBS_IN_ENQUEUE_PY} jobs in "
+              f"{time.monotonic() - started:.0f}s")
+    finally:
+        client.close()
+        stop_group(block.pid)
+
+
+def stop_group(pgid: int, timeout_s: float = 30.0) -> None:
+    """SIGTERM every process the block left running (its own process group), SIGKILL what remains."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.2)
