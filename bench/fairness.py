@@ -11,9 +11,9 @@ trips (commands) and documents read (documents in cursor replies). Without
 ``--target`` (or ``RECRUITER_TEST_MONGODB_URI``) it starts the embedded server.
 
 The figures are bounded by the workers: once every tenant has more ready jobs
-than a round takes, they stay the same however big the backlog. The time
-column is the embedded server's, which sorts in memory (real MongoDB serves
-the same queries from the ``candidates`` index).
+than a round takes, they stay the same however big the backlog. The measured
+round is the second of a fresh recruiter, whose first one read the keys of the
+queue (``recruiter/readahead.py``); the time column includes the setup.
 """
 
 from __future__ import annotations

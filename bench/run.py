@@ -39,7 +39,7 @@ import bson
 import click
 from pymongo import MongoClient
 
-from bench import report
+from bench import backlog, report
 from bench.jobs import GROUP, JOB_KINDS, Noop
 from bench.procs import REPO, Fleet
 from bench.reference import notification_latency, raw_rates
@@ -367,8 +367,14 @@ def parse_counts(value: str) -> list[int]:
 @click.option("--output", type=click.Path(path_type=Path), default=REPO / "bench" / "results",
               envvar="RECRUITER_BENCH_OUTPUT", show_envvar=True, show_default=True, help="Directory for JSON and PNG.")
 @click.option("--no-plot", is_flag=True, help="Skip the PNG (no matplotlib needed).")
+@click.option("--backlogs", "backlogs_spec", default=None, envvar="RECRUITER_BENCH_BACKLOGS", show_envvar=True,
+              help="Queued-job counts of the backlog series, comma-separated (default 1000,10000,100000; "
+                   "--quick: 60,200); 'none' skips the series.")
+@click.option("--only-backlog", is_flag=True, envvar="RECRUITER_BENCH_ONLY_BACKLOG", show_envvar=True,
+              help="Run the backlog series alone (no designs, no worker counts).")
 def main(workers_spec: str | None, quick: bool, noop_jobs: int | None, sleep_jobs: int | None,
-         latency_samples: int | None, designs: str | None, output: Path, no_plot: bool) -> None:
+         latency_samples: int | None, designs: str | None, output: Path, no_plot: bool,
+         backlogs_spec: str | None, only_backlog: bool) -> None:
     """Benchmark the recruiter against the v1 baseline; print a table, write JSON and a PNG."""
     os.environ.pop(STATS_ENVVAR, None)  # the bench counts its own commands on its producer only
     sizes = QUICK if quick else FULL
@@ -382,7 +388,14 @@ def main(workers_spec: str | None, quick: bool, noop_jobs: int | None, sleep_job
         changes["latency_samples"] = latency_samples
     if changes:
         sizes = Sizes(**{**asdict(sizes), **changes})
-    chosen = available_designs()
+    backlog_plan = backlog.QUICK if quick else backlog.FULL
+    if backlogs_spec and backlogs_spec.strip().lower() != "none":
+        backlog_plan = backlog.BacklogSizes(tuple(parse_counts(backlogs_spec)), backlog_plan.workers,
+                                            backlog_plan.warm_up, backlog_plan.measured)
+    run_backlog = not (backlogs_spec and backlogs_spec.strip().lower() == "none")
+    if only_backlog and not run_backlog:
+        raise click.BadParameter("--only-backlog with --backlogs none leaves nothing to run")
+    chosen = [] if only_backlog else available_designs()
     if designs:
         names = [d.strip() for d in designs.split(",") if d.strip()]
         unknown = sorted(set(names) - {d.name for d in chosen})
@@ -413,6 +426,15 @@ def main(workers_spec: str | None, quick: bool, noop_jobs: int | None, sleep_job
                     results[design.name][str(n)] = run_scenario(server, design, n, sizes, scenario_dir)
                 except RuntimeError as exc:
                     raise click.ClickException(f"{exc} (process logs in {scenario_dir})") from None
+        backlog_result = None
+        if run_backlog:
+            backlog_dir = work_dir / "backlog"
+            backlog_dir.mkdir()
+            try:
+                backlog_result = backlog.series(server.database_uri, backlog_plan, backlog_dir,
+                                                lambda line: click.echo(line, err=True))
+            except RuntimeError as exc:
+                raise click.ClickException(f"{exc} (process logs in {backlog_dir})") from None
         server_description = server.description
     doc: dict[str, Any] = {
         "meta": {"started_at": stamp, "seconds": time.perf_counter() - begun, "machine": machine(),
@@ -424,13 +446,17 @@ def main(workers_spec: str | None, quick: bool, noop_jobs: int | None, sleep_job
                             "server-monitoring hellos and connection handshakes are not command events"},
         "reference": reference,
         "results": results,
+        "backlog": backlog_result,
     }
-    doc["targets"] = report.targets(doc, heartbeat_s=HEARTBEAT_S, poll_to_s=POLL_TO_S)
+    doc["targets"] = report.targets(doc, heartbeat_s=HEARTBEAT_S, poll_to_s=POLL_TO_S) if results else []
     (output / f"{stamp}.json").write_text(json.dumps(doc, indent=1, default=str))
     (output / "latest.json").write_text(json.dumps(doc, indent=1, default=str))
-    click.echo(report.table(doc))
-    click.echo(report.target_table(doc["targets"]))
-    if not no_plot:
+    if results:
+        click.echo(report.table(doc))
+        click.echo(report.target_table(doc["targets"]))
+    if backlog_result is not None:
+        click.echo(backlog.table(backlog_result))
+    if not no_plot and results:
         png = report.plot(doc, output / f"{stamp}.png")
         click.echo(f"bench: plot {png}", err=True)
     click.echo(f"bench: results {output / f'{stamp}.json'} (also latest.json), "

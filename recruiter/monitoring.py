@@ -41,15 +41,23 @@ class Tally:
     empty: int = 0  # reads whose reply held no document: idle polls, change-stream waits that timed out
     request_bytes: int = 0
     reply_bytes: int = 0
+    documents: int = 0  # documents in cursor replies (find, aggregate, getMore)
 
     def to_document(self) -> dict[str, int]:
         return {"count": self.count, "failed": self.failed, "empty": self.empty,
-                "request_bytes": self.request_bytes, "reply_bytes": self.reply_bytes}
+                "request_bytes": self.request_bytes, "reply_bytes": self.reply_bytes, "documents": self.documents}
 
 
 def _collection_of(command_name: str, command: Any) -> str | None:
     value = command.get(command_name)
     return value if isinstance(value, str) else None
+
+
+def _documents_in(reply: Any) -> int:
+    cursor = reply.get("cursor")
+    if isinstance(cursor, dict):
+        return len(cursor.get("firstBatch") or cursor.get("nextBatch") or [])
+    return 0
 
 
 def _is_empty_read(reply: Any) -> bool:
@@ -81,7 +89,8 @@ class CommandStats(monitoring.CommandListener):
                 tally.count += 1
                 tally.request_bytes += size
 
-    def _finished(self, connection_id: Any, request_id: int, reply_size: int, failed: bool, empty: bool) -> None:
+    def _finished(self, connection_id: Any, request_id: int, reply_size: int, failed: bool, empty: bool,
+                  documents: int = 0) -> None:
         with self._lock:
             keys = self._keys.pop((connection_id, request_id), None)
             if keys is None:
@@ -91,10 +100,11 @@ class CommandStats(monitoring.CommandListener):
                 tally.reply_bytes += reply_size
                 tally.failed += failed
                 tally.empty += empty
+                tally.documents += documents
 
     def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
         self._finished(event.connection_id, event.request_id, len(bson.encode(event.reply)), False,
-                       _is_empty_read(event.reply))
+                       _is_empty_read(event.reply), _documents_in(event.reply))
 
     def failed(self, event: monitoring.CommandFailedEvent) -> None:
         self._finished(event.connection_id, event.request_id, 0, True, False)

@@ -46,10 +46,10 @@ from typing import Any
 import bson
 import structlog
 from bson import ObjectId
-from pymongo import UpdateOne
+from pymongo import DeleteOne, UpdateOne
 from pymongo.errors import PyMongoError
 
-from recruiter.candidates import SORT, Paused, Query, candidate_from, plan_round
+from recruiter.candidates import Paused, Query, candidate_from, plan_round
 from recruiter.clock import Clock
 from recruiter.connection import first_line
 from recruiter.control import CURSOR_ID, PAUSED_ID, cursor_changes, cursor_document, read_cursor, read_switches
@@ -68,8 +68,9 @@ from recruiter.outcome import (
     reschedule_update,
 )
 from recruiter.quarantine import log_quarantined, quarantine, sweep_scheduled
+from recruiter.readahead import ReadAhead
 from recruiter.selection import DEFAULT_SCHEME, Assignment, Candidate, CountingScheme, Cursor, FreeWorker, Selection
-from recruiter.store import METADATA, SCHEDULED, Collections, LostFence, fenced_transaction
+from recruiter.store import Collections, LostFence, fenced_transaction
 from recruiter.wakeup import Doorbell, job_reference
 
 log = structlog.get_logger("recruiter.recruiter")
@@ -194,6 +195,9 @@ class RecruiterProcess:
         # the copy its worker receives, with no second read.
         self._read: dict[Any, dict[str, Any]] = {}
         self._handed_out: dict[Any, dict[str, Any]] = {}
+        # What this process knows of the ready jobs between rounds: hints that stay valid
+        # whoever leads in between, so they are kept across leaderships.
+        self._readahead = ReadAhead(self._find_candidates)
         # What a fenced round's writes make true is logged once its transaction has committed.
         self.events = AfterCommit(log)
         # Malformed jobs met by this round's reads, and by the last sweep (quarantined by the next round).
@@ -212,8 +216,16 @@ class RecruiterProcess:
             await asyncio.wait_for(self._stop.wait(), timeout=seconds)
 
     async def run(self) -> None:
-        """Wait for the lease, lead while holding it, stand by again when it is lost."""
+        """Wait for the lease, lead while holding it, stand by again when it is lost.
+
+        First, before asking for the lease, it reads the keys of every queued job once
+        (:meth:`recruiter.readahead.ReadAhead.warm`): the one read whose cost is the
+        backlog, so it must not run while a lease is held."""
         standby_poll_s = min(1.0, self.config.lease_ttl_s / 4)
+        try:
+            await self._readahead.warm(self.clock.now())
+        except PyMongoError as exc:  # the rounds read what they need anyway
+            log.warning("readahead.not_warmed", error=first_line(exc))
         while not self._stop.is_set():
             try:
                 acquired = await self.lease.acquire()
@@ -325,9 +337,10 @@ class RecruiterProcess:
         on ``available``), so reads made just before are safe to act on.
         Raises :class:`LostLease` with nothing written when the lease is no longer ours.
         """
-        plan = await self.plan()
+        plan = await self._plan_keeping_lease()
         if not rollback and plan.idle:
             return plan.report
+        await self._keep_lease()  # the reads may have been long (a leader's first round): renew before writing
         outside = self.c
         try:
             with self.events.held():
@@ -344,6 +357,26 @@ class RecruiterProcess:
             raise LostLease() from None
         self._remember(plan)  # committed
         return report
+
+    async def _plan_keeping_lease(self) -> RoundPlan:
+        """:meth:`plan`, renewing the lease every third of its time while the reads last, so a
+        long read (a new leader reads the keys of every queued job once) never outlives it."""
+        keeper = asyncio.create_task(self._renew_every_third())
+        try:
+            return await self.plan()
+        finally:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
+
+    async def _renew_every_third(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.lease_ttl_s / 3)
+            try:
+                await self._keep_lease()
+            except (LostLease, PyMongoError) as exc:  # the writes check the lease again
+                log.debug("lease.not_renewed", error=first_line(exc))
+                return
 
     def _check_lease(self) -> None:
         if not self.lease.held:
@@ -527,36 +560,51 @@ class RecruiterProcess:
 
     async def _read_candidates(self, queries: list[Query], now: datetime, paused: Paused,
                                *, with_switches: bool) -> list[list[Candidate]]:
-        """Run ``queries`` as ONE aggregate (each one a ``$unionWith`` branch that uses the
-        candidates index on its own); with ``with_switches``, also read the pause switches."""
-        branches = []
-        for i, q in enumerate(queries):
-            stages: list[dict[str, Any]] = [{"$match": q.filter(now, paused)}, {"$sort": dict(SORT)}]
-            if q.skip:
-                stages.append({"$skip": q.skip})
-            stages += [{"$limit": q.limit}, {"$set": {"_q": i}}]
-            branches.append(stages)
-        pipeline = branches[0] + [{"$unionWith": {"coll": SCHEDULED, "pipeline": b}} for b in branches[1:]]
-        if with_switches:
-            pipeline.append({"$unionWith": {"coll": METADATA, "pipeline": [
-                {"$match": {"_id": PAUSED_ID}}, {"$set": {"_q": -1}}]}})
-        batch = sum(q.limit for q in queries) + 1
-        rows: list[list[Candidate]] = [[] for _ in queries]
-        switches = None
-        # Runs before the round's transaction (see fenced_round): reads need no fence,
-        # and MongoDB does not run $unionWith inside a transaction.
-        async for doc in await self.c.scheduled.aggregate(pipeline, batchSize=batch):
-            q = doc.pop("_q")
-            if q == -1:
-                switches = doc
-            elif (m := check_job(doc)) is not None:
-                self._met.append(m)  # never a candidate; the round quarantines it
-            else:
-                rows[q].append(candidate_from(doc))
-                self._read[doc["_id"]] = doc
-        if with_switches:
+        """Answer ``queries`` through the read-ahead (:mod:`recruiter.readahead`: reads
+        served from the candidates index on MongoDB and on the embedded server alike);
+        with ``with_switches``, also read the pause switches, at the same time.
+        Runs before the round's transaction (see fenced_round): reads need no fence.
+        Whole documents are checked (:func:`recruiter.documents.check_job`): a malformed
+        one is never a candidate, the round quarantines it; rows the read-ahead answered
+        from keys are read whole first (one find by id, in rounds that met new jobs)."""
+        switches_read = self.c.metadata.find_one({"_id": PAUSED_ID}) if with_switches else None
+        if switches_read is not None:
+            docs, switches = await asyncio.gather(self._readahead.answer(queries, now, paused), switches_read)
             self._paused = read_switches(switches, self.warned, log)
+        else:
+            docs = await self._readahead.answer(queries, now, paused)
+        whole, self._readahead.documents = self._readahead.documents, {}
+        await self._meet_unplaceable()
+        keys_only = [d["_id"] for found in docs for d in found if d["_id"] not in whole]
+        if keys_only:  # rows a keys read answered (new tenants, bursts): read them whole, once
+            whole.update((d["_id"], d) for d in await self.c.scheduled.find({"_id": {"$in": keys_only}}).to_list())
+        rows: list[list[Candidate]] = [[] for _ in queries]
+        for i, found in enumerate(docs):
+            for key in found:
+                doc = whole.get(key["_id"])
+                if doc is None:
+                    continue  # gone since its keys were read
+                if (m := check_job(doc)) is not None:
+                    self._met.append(m)  # never a candidate; the round quarantines it
+                    continue
+                rows[i].append(candidate_from(doc))
+                self._read[doc["_id"]] = doc
         return rows
+
+    async def _meet_unplaceable(self) -> None:
+        """Jobs whose keys the read-ahead could not place, read whole to be quarantined by this round."""
+        ids, self._readahead.unplaceable = self._readahead.unplaceable, []
+        if ids:
+            for doc in await self.c.scheduled.find({"_id": {"$in": ids}, "locked": False}).to_list():
+                if (m := check_job(doc)) is not None:
+                    self._met.append(m)
+
+    async def _find_candidates(self, filter_: dict[str, Any], projection: dict[str, Any] | None,
+                               limit: int) -> list[Any]:
+        cursor = self.c.scheduled.find(filter_, projection)
+        if limit:
+            cursor = cursor.sort([("scheduled_at", 1), ("_id", 1)]).limit(limit)
+        return list(await cursor.to_list())
 
     async def apply_outcomes(self, entries: list[dict[str, Any]], now: datetime,
                              jobs: dict[Any, dict[str, Any]] | None = None, *, clear: bool = True) -> int:
@@ -590,8 +638,11 @@ class RecruiterProcess:
                 ordered=False,
             )
             self.fault("archive.between_insert_and_delete")
-            await self.c.scheduled.delete_many(
-                {"$or": [{"_id": d["_id"], "lock_token": outcomes[d["_id"]][1]["token"]} for d in archive]}
+            # One delete per job by _id (then its token): a point lookup on any server,
+            # where an $or of them is a collection scan on the embedded one.
+            await self.c.scheduled.bulk_write(
+                [DeleteOne({"_id": d["_id"], "lock_token": outcomes[d["_id"]][1]["token"]}) for d in archive],
+                ordered=False,
             )
             for d in archive:
                 self.events.info("job.archived", job_id=str(d["_id"]), why=d["why"], attempts=d.get("attempts"),

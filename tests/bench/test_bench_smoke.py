@@ -25,7 +25,7 @@ def test_quick_bench_writes_results(server_uri: str, tmp_path: Path) -> None:
     assert "targets of issue 5" in result.stdout
 
     doc = json.loads((tmp_path / "latest.json").read_text())
-    assert set(doc) == {"meta", "reference", "results", "targets"}
+    assert set(doc) == {"meta", "reference", "results", "targets", "backlog"}
     assert doc["reference"]["raw"]["job_life_ceiling_per_s"] > 0
     assert doc["reference"]["notification"]["p50_ms"] > 0
     assert "v1" in doc["results"] and any(name.startswith("recruiter") for name in doc["results"])
@@ -47,3 +47,24 @@ def test_quick_bench_writes_results(server_uri: str, tmp_path: Path) -> None:
             assert r["noop"]["per_job"]["recruiter"]["round_trips"] > 0
     assert doc["targets"] and all({"target", "measured", "limit", "ratio", "met"} <= set(t) for t in doc["targets"])
     assert list(tmp_path.glob("*.png"))
+
+
+def test_quick_backlog_series_has_every_size_side_by_side(server_uri: str, tmp_path: Path) -> None:
+    env = {**os.environ, "RECRUITER_TEST_MONGODB_URI": server_uri, "PYTHONPATH": str(REPO)}
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.run", "--quick", "--only-backlog", "--no-plot", "--output", str(tmp_path)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "backlog series" in result.stdout and "throughput(200) / throughput(60)" in result.stdout
+
+    backlog = json.loads((tmp_path / "latest.json").read_text())["backlog"]
+    assert sorted(int(s) for s in backlog["sizes"]) == [60, 200]
+    for size, row in backlog["sizes"].items():
+        assert row["queued"] == int(size) and row["setup_s"] > 0 and row["first_round_s"] > 0
+        # The measured jobs were archived while the rest of the backlog stayed queued.
+        assert row["jobs"] >= backlog["measured_jobs"] and row["queued_after"] >= 0
+        assert row["jobs_per_s"] > 0 and row["rounds"] > 0 and row["s_per_round"] > 0
+        assert row["finds_per_round"] > 0 and row["documents_per_round"] > 0
+        assert row["lease_taken_again"] >= 0 and row["leader_lost_lines"] >= 0
+    assert backlog["ratio"] > 0 and isinstance(backlog["lease_never_lost"], bool)

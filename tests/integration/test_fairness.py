@@ -8,6 +8,7 @@ from typing import Any
 from pymongo import MongoClient
 
 from recruiter import control
+from recruiter.readahead import WINDOW
 from recruiter.recruiting import RecruiterConfig, RecruiterProcess
 from tests.integration.test_processes_inproc import Harness, run
 from tests.workables import Record
@@ -97,21 +98,39 @@ def test_pausing_a_tenant_keeps_its_jobs_queued(db_uri: str) -> None:
     run(db_uri, scenario)
 
 
-def test_steady_round_with_one_tenant_reads_candidates_once_and_writes_no_cursor(db_uri: str) -> None:
-    async def scenario(h: Harness) -> None:
-        await h.producer.enqueue_many([Record(h.db_uri, n=i) for i in range(40)])
-        for i in range(8):
-            await h.worker(f"w{i}")
-        assert (await h.round()).assigned == 8
-        for i in range(8, 16):
+def test_steady_round_with_one_tenant_reads_the_same_whatever_the_backlog_and_writes_no_cursor(
+        db_uri: str) -> None:
+    async def steady_round(h: Harness, first_worker: int) -> tuple[int, int]:
+        """A round for 8 new workers, after one that served 8 others: (candidate finds, documents)."""
+        for i in range(first_worker, first_worker + 8):
             await h.worker(f"w{i}")
         h.commands.clear()
         assert (await h.round()).assigned == 8
         reads = [e for e in h.commands.events if e[0] in ("find", "aggregate") and e[1] == "scheduled"]
-        assert [e[0] for e in reads] == ["aggregate"]
+        # Every candidate read is a find of the shape the embedded server serves from the
+        # candidates index (no $unionWith, no $or, at most one range after the equalities).
+        assert {e[0] for e in reads} == {"find"}
+        for _, _, cmd in reads:
+            ranges = [k for k, v in cmd["filter"].items() if isinstance(v, dict)]
+            assert len(ranges) <= 1 and not any(k.startswith("$") for k in cmd["filter"]), cmd["filter"]
         # The round's only metadata write is the fence of its transaction, not the cursor.
         cursor_writes = [u for c in h.commands.named("update", "metadata") for u in c["updates"]
                          if u["q"].get("_id") != "recruiter"]
         assert cursor_writes == []
+        return len(reads), h.commands.documents
+
+    async def scenario(h: Harness) -> None:
+        await h.producer.enqueue_many([Record(h.db_uri, n=i) for i in range(300)])
+        for i in range(8):
+            await h.worker(f"w{i}")
+        assert (await h.round()).assigned == 8
+        small = await steady_round(h, 8)
+        await h.producer.enqueue_many([Record(h.db_uri, n=i) for i in range(3_000)])
+        assert (await h.round()).assigned == 0  # no free worker: the new jobs are only read
+        big = await steady_round(h, 16)
+        # Ten times the backlog: the same reads, and no more documents than about one window
+        # (64 jobs, what is left of it depends on where the round stands in it, not on the backlog).
+        assert big[0] == small[0], (small, big)
+        assert small[1] <= 2 * WINDOW and big[1] <= 2 * WINDOW, (small, big)
 
     run(db_uri, scenario)

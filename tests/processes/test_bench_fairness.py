@@ -20,5 +20,8 @@ def test_fairness_bench_prints_its_table(server_uri: str) -> None:
     assert len(rows) == 4, result.stdout
     for _backlog, _tenants, trips, documents, assigned, _time in rows:
         assert int(assigned) == 4, result.stdout
-        # Roster read, candidate reads (about one per worker at most), fence, lock, assign, cursor, commit.
-        assert int(trips) <= 4 + 8 and int(documents) <= 4 * 10, result.stdout
+        # Roster read, pause switches, fence, lock, assign, cursor, commit; then the candidate
+        # finds (recruiter/readahead.py: the embedded server serves one index range per command):
+        # per tenant served at most a gap and four substreams, each split in two at a tie.
+        # Bounded by the workers, not the backlog; documents as before.
+        assert int(trips) <= 7 + 4 * 16 and int(documents) <= 4 * 10, result.stdout
