@@ -13,7 +13,7 @@ from typing import Any
 import bson
 from bson.errors import InvalidDocument
 
-from recruiter.naming import AllowedModules, exception_lineage
+from recruiter.naming import AllowedModules, class_names, exception_lineage
 from recruiter.outcome import CRASHED, CRASHED_TOO_MANY_TIMES
 from recruiter.retry import Archive, Decision, Failure, MoveToGroup, RetryAt, policy_from_document
 
@@ -105,21 +105,12 @@ def import_refusal(job: dict[str, Any], allowed: AllowedModules) -> str | None:
     the retry policy document, nested ones included) before anything is imported.
     """
     workable = job.get("workable")
-    names = [workable.get("class") if isinstance(workable, dict) else None, *_class_names(job.get("retry_policy"))]
+    names = [workable.get("class") if isinstance(workable, dict) else None, *class_names(job.get("retry_policy"))]
     for name in names:
         refusal = allowed.refusal(name)
         if refusal:
             return refusal
     return None
-
-
-def _class_names(value: Any) -> list[Any]:
-    if isinstance(value, dict):
-        own = [value["class"]] if isinstance(value.get("class"), str) else []
-        return own + [n for v in value.values() for n in _class_names(v)]
-    if isinstance(value, list):
-        return [n for v in value for n in _class_names(v)]
-    return []
 
 
 def storable_result(value: Any) -> tuple[Any, str | None]:

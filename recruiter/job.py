@@ -20,7 +20,7 @@ from bson import ObjectId
 from bson.errors import InvalidDocument
 
 from recruiter.clock import utc
-from recruiter.naming import importable_problem, name_problem
+from recruiter.naming import class_names, importable_problem, name_problem
 from recruiter.retry import DoNotDoItAgain, RetryPolicy, policy_to_document
 from recruiter.workable import Workable
 
@@ -114,21 +114,11 @@ def _policy_document(policy: RetryPolicy) -> dict[str, Any]:
         doc = policy_to_document(policy)
     except (TypeError, ValueError) as exc:
         raise JobRefused(f"cannot store retry policy {type(policy).__qualname__}: {exc}") from None
-    for name in _class_names(doc):
+    for name in class_names(doc):
         problem = importable_problem(name)
         if problem:
             raise JobRefused(f"retry policy: {problem}")
     return doc
-
-
-def _class_names(value: Any) -> list[str]:
-    """Every ``class`` string in a policy document, nested policies included."""
-    if isinstance(value, dict):
-        own = [value["class"]] if isinstance(value.get("class"), str) else []
-        return own + [n for v in value.values() for n in _class_names(v)]
-    if isinstance(value, list):
-        return [n for v in value for n in _class_names(v)]
-    return []
 
 
 def _workable_document(workable: Any) -> dict[str, Any]:

@@ -82,6 +82,16 @@ def exception_lineage(exc_type: type[BaseException]) -> tuple[str, ...]:
     )
 
 
+def class_names(value: Any) -> list[str]:
+    """Every ``class`` string in a stored document (a retry policy), nested ones included."""
+    if isinstance(value, dict):
+        own = [value["class"]] if isinstance(value.get("class"), str) else []
+        return own + [n for v in value.values() for n in class_names(v)]
+    if isinstance(value, list):
+        return [n for v in value for n in class_names(v)]
+    return []
+
+
 def importable_problem(name: str, expected: Any = None) -> str | None:
     """Why another process could not import ``name`` (``module:Qualname``); None if it can.
 
