@@ -6,10 +6,14 @@ when the policy needs something not read yet (the next tenant of a group, more
 jobs of one tenant), the source raises :class:`Missing`, the recruiter reads
 that with one bounded query (:meth:`Knowledge.query_for`) and runs the policy
 again. The first read of a round (:func:`first_queries`) asks for what the
-cursor predicts, so with one group and one tenant a round needs a single read;
-the queries of one read go to the server as ONE aggregate (``$unionWith``).
+cursor predicts, so with one group and one tenant a round needs a single read.
 
-How each query is served on MongoDB (index ``candidates`` in
+A :class:`Query` is the specification of one read: :meth:`Query.filter` and
+:data:`SORT` say which rows it returns, in which order. The recruiter does not
+send it as written: :mod:`recruiter.readahead` answers it with the same rows
+through reads both MongoDB and the embedded server serve from the index (the
+embedded server walks whole ranges and scans ``$unionWith`` branches). As
+specified, each query is one index scan on MongoDB (index ``candidates`` in
 :mod:`recruiter.store`, keys ``locked, group, tenant, status(-1), priority,
 scheduled_at, _id``):
 
@@ -51,7 +55,7 @@ from recruiter.selection import (
     select_from,
 )
 
-# The index key order after `locked`; every candidate query sorts by it.
+# The index key order after `locked`: the order in which a query's rows come (see the module doc).
 SORT: list[tuple[str, int]] = [
     ("group", 1), ("tenant", 1), ("status", -1), ("priority", 1), ("scheduled_at", 1), ("_id", 1),
 ]
