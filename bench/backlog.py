@@ -37,10 +37,10 @@ from pymongo import MongoClient
 from bench.jobs import GROUP, Noop
 from bench.procs import REPO, Fleet
 from bench.stats import read_stats
-from recruiter.clock import ServerClock
-from recruiter.connection import parse_target, sync_client
-from recruiter.producer import Recruiter
-from recruiter.store import ensure_indexes_sync
+from recruiter.producer.client import Recruiter
+from recruiter.store.clock import ServerClock
+from recruiter.store.connection import parse_target, sync_client
+from recruiter.store.layout import ensure_indexes_sync
 
 BATCH = 1_000
 CANDIDATE_READS = "find:scheduled"

@@ -39,11 +39,11 @@ from bench.jobs import GROUP, Payload
 from bench.procs import REPO, Fleet
 from bench.server import running_server
 from bench.stats import percentile
-from recruiter.clock import ServerClock
-from recruiter.connection import parse_target, sync_client, with_database
-from recruiter.producer import Recruiter
-from recruiter.sizes import parse_size
-from recruiter.store import ensure_indexes_sync
+from recruiter.domain.sizes import parse_size
+from recruiter.producer.client import Recruiter
+from recruiter.store.clock import ServerClock
+from recruiter.store.connection import parse_target, sync_client, with_database
+from recruiter.store.layout import ensure_indexes_sync
 
 TARGET_RATIO = 2.0
 IDLE_GAP_S = (0.3, 0.6)

@@ -31,12 +31,12 @@ from pymongo import AsyncMongoClient, MongoClient
 
 from bench.jobs import Noop  # never run: the benchmark only assigns
 from bench.server import running_server
-from recruiter import logs
-from recruiter.clock import ManualClock
-from recruiter.connection import parse_target, wait_until_reachable, with_database
-from recruiter.job import JobOptions, Priority, build_job_document
-from recruiter.recruiting import RecruiterConfig, RecruiterProcess
-from recruiter.store import ensure_indexes_sync
+from recruiter.domain.clock import ManualClock
+from recruiter.domain.job import JobOptions, Priority, build_job_document
+from recruiter.processes import logs
+from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
+from recruiter.store.connection import parse_target, wait_until_reachable, with_database
+from recruiter.store.layout import ensure_indexes_sync
 from tests.commands import Commands
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

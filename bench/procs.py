@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import read_stats, totals
-from recruiter.monitoring import STATS_ENVVAR
+from recruiter.store.monitoring import STATS_ENVVAR
 
 REPO = Path(__file__).resolve().parent.parent
 # Per-job logging costs CPU the v1 worker does not spend: keep logs to warnings.

@@ -45,11 +45,11 @@ from bench.procs import REPO, Fleet
 from bench.reference import notification_latency, raw_rates
 from bench.server import Server, running_server
 from bench.stats import difference, per_job, percentiles, totals
-from recruiter.clock import ServerClock
-from recruiter.connection import parse_target, sync_client
-from recruiter.monitoring import STATS_ENVVAR, CommandStats
-from recruiter.producer import Recruiter
-from recruiter.store import ensure_indexes_sync
+from recruiter.producer.client import Recruiter
+from recruiter.store.clock import ServerClock
+from recruiter.store.connection import parse_target, sync_client
+from recruiter.store.layout import ensure_indexes_sync
+from recruiter.store.monitoring import STATS_ENVVAR, CommandStats
 
 # The product worker's documented defaults; the v1 worker gets the same backoff.
 POLL_FROM = "20ms"

@@ -17,8 +17,8 @@ from typing import Any
 
 from pymongo import MongoClient
 
-from recruiter import embedded
-from recruiter.connection import ConnectionProblem, with_database
+from recruiter.processes import embedded
+from recruiter.store.connection import ConnectionProblem, with_database
 
 URI_ENVVAR = "RECRUITER_TEST_MONGODB_URI"
 

@@ -29,11 +29,11 @@ import click
 from pymongo import ASCENDING, ReturnDocument
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
-from recruiter.clock import ServerClock
-from recruiter.connection import first_line, parse_target, sync_client
-from recruiter.durations import parse_duration
-from recruiter.store import Collections
-from recruiter.workable import workable_from_document
+from recruiter.domain.durations import parse_duration
+from recruiter.domain.workable import workable_from_document
+from recruiter.store.clock import ServerClock
+from recruiter.store.connection import first_line, parse_target, sync_client
+from recruiter.store.layout import Collections
 
 CLAIM_INDEX = [("group", ASCENDING), ("locked", ASCENDING), ("scheduled_at", ASCENDING)]
 

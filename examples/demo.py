@@ -35,8 +35,8 @@ from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
 from examples.enqueue import enqueue_examples
-from recruiter import Recruiter, embedded
-from recruiter.connection import ConnectionProblem
+from recruiter import ConnectionProblem, Recruiter
+from recruiter.processes import embedded
 
 ROOT = Path(__file__).resolve().parent.parent
 # Where the demo keeps its data, logs and pids (the tests point it elsewhere).

@@ -23,8 +23,7 @@ from bson import ObjectId
 
 from examples.invoices import GATEWAY_BACKOFF, ONLY_GATEWAY_TIMEOUTS, SendInvoice, VoidInvoice
 from examples.reports import RETRY_TWICE, BuildMonthlyReport
-from recruiter import JobBuilder, JobRefused, Recruiter
-from recruiter.connection import DEFAULT_URI, ConnectionProblem
+from recruiter import DEFAULT_URI, ConnectionProblem, JobBuilder, JobRefused, Recruiter
 
 CUSTOMERS = ("acme", "globex", "initech")
 MONTHS = ("2026-01", "2026-02", "2026-03", "2026-04", "2026-05")

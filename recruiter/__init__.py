@@ -5,13 +5,14 @@ Producers enqueue :class:`Workable` jobs through :class:`Recruiter` (sync) or
 ``cleaner start`` processes do the rest.
 """
 
-from recruiter.cancel import CancelResult
-from recruiter.connection import ConnectionProblem
-from recruiter.job import JobBuilder, JobRefused
-from recruiter.producer import AsyncRecruiter, Recruiter
-from recruiter.workable import JobContext, Workable
+from recruiter.domain.cancel import CancelResult
+from recruiter.domain.job import JobBuilder, JobRefused
+from recruiter.domain.workable import JobContext, Workable
+from recruiter.producer.client import AsyncRecruiter, Recruiter
+from recruiter.store.connection import DEFAULT_URI, ConnectionProblem
 
 __all__ = [
+    "DEFAULT_URI",
     "AsyncRecruiter",
     "CancelResult",
     "ConnectionProblem",

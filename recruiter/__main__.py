@@ -1,3 +1,3 @@
-from recruiter.cli import main
+from recruiter.cli.main import main
 
 main(prog_name="recruiter")

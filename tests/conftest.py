@@ -20,9 +20,9 @@ import pytest
 from pymongo import MongoClient
 from pymongo.uri_parser import parse_uri
 
-from recruiter import embedded
-from recruiter.connection import ConnectionProblem, with_database
-from recruiter.embedded import free_port
+from recruiter.processes import embedded
+from recruiter.processes.embedded import free_port
+from recruiter.store.connection import ConnectionProblem, with_database
 
 REPO = Path(__file__).resolve().parent.parent
 

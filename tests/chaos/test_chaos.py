@@ -32,9 +32,9 @@ from typing import Any
 import pytest
 
 from recruiter import Recruiter
-from recruiter.cancel import WAS_ASSIGNED, WAS_WAITING
-from recruiter.liveness import MAX_UNPROVEN_RETURNS
-from recruiter.retry import RetryManyTimes
+from recruiter.domain.cancel import WAS_ASSIGNED, WAS_WAITING
+from recruiter.domain.liveness import MAX_UNPROVEN_RETURNS
+from recruiter.domain.retry import RetryManyTimes
 from tests.chaos.jobs import ChaosJob
 from tests.conftest import wait_for
 from tests.processes.conftest import Proc, Processes

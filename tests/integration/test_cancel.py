@@ -9,12 +9,12 @@ from datetime import timedelta
 import structlog
 from bson import ObjectId
 
-from recruiter.cancel import ALREADY_ARCHIVED, FINISHING, NOT_FOUND, WAS_ASSIGNED, WAS_WAITING
-from recruiter.heartbeat import JOB_TAKEN_AWAY, SlotView, beat
-from recruiter.job import JobBuilder
-from recruiter.retry import RetryManyTimes
-from recruiter.store import Collections
-from recruiter.worker import Running, Slot, WorkerProcess
+from recruiter.domain.cancel import ALREADY_ARCHIVED, FINISHING, NOT_FOUND, WAS_ASSIGNED, WAS_WAITING
+from recruiter.domain.job import JobBuilder
+from recruiter.domain.retry import RetryManyTimes
+from recruiter.processes.worker.heartbeat import JOB_TAKEN_AWAY, SlotView, beat
+from recruiter.processes.worker.runtime import Running, Slot, WorkerProcess
+from recruiter.store.layout import Collections
 from tests.conftest import wait_for_async
 from tests.integration.test_processes_inproc import Harness, run, take_and_work
 from tests.workables import AlwaysFails, AsyncRecord, Record

@@ -7,9 +7,9 @@ from typing import Any
 
 from pymongo import MongoClient
 
-from recruiter import control
-from recruiter.readahead import WINDOW
-from recruiter.recruiting import RecruiterConfig, RecruiterProcess
+from recruiter.domain import control
+from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
+from recruiter.store.readahead import WINDOW
 from tests.integration.test_processes_inproc import Harness, run
 from tests.workables import Record
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from recruiter import monitoring
-from recruiter.connection import parse_target, sync_client
-from recruiter.monitoring import STATS_ENVVAR, CommandStats
+from recruiter.store import monitoring
+from recruiter.store.connection import parse_target, sync_client
+from recruiter.store.monitoring import STATS_ENVVAR, CommandStats
 from tests.conftest import REPO
 
 

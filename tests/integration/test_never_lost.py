@@ -19,14 +19,14 @@ from bson import ObjectId
 from pymongo import AsyncMongoClient
 from pymongo.errors import PyMongoError
 
-from recruiter.cleaner import CleanerConfig, CleanerProcess
-from recruiter.clock import ManualClock
-from recruiter.liveness import MAX_UNPROVEN_RETURNS
-from recruiter.recruiting import LostLease, RecruiterConfig, RecruiterProcess, no_fault
-from recruiter.retry import RetryManyTimes
-from recruiter.roster import request_stop
-from recruiter.store import LostFence, fenced_transaction
-from recruiter.worker import Running, WorkerIdTaken, WorkerProcess
+from recruiter.cli.workers import request_stop
+from recruiter.domain.clock import ManualClock
+from recruiter.domain.liveness import MAX_UNPROVEN_RETURNS
+from recruiter.domain.retry import RetryManyTimes
+from recruiter.processes.cleaner import CleanerConfig, CleanerProcess
+from recruiter.processes.recruiter import LostLease, RecruiterConfig, RecruiterProcess, no_fault
+from recruiter.processes.worker.runtime import Running, WorkerIdTaken, WorkerProcess
+from recruiter.store.layout import LostFence, fenced_transaction
 from tests.integration.test_processes_inproc import DEAD_AFTER_S, START, Harness, run, take_and_work
 from tests.workables import (
     AlwaysFails,

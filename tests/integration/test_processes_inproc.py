@@ -23,18 +23,18 @@ import structlog
 from bson import ObjectId
 from pymongo import AsyncMongoClient, MongoClient
 
-from recruiter.cleaner import CleanerConfig, CleanerProcess
-from recruiter.clock import ManualClock
-from recruiter.heartbeat import HeartbeatThread, SlotView, beat
-from recruiter.lease import Lease
-from recruiter.producer import AsyncRecruiter
-from recruiter.recruiting import LostLease, RecruiterConfig, RecruiterProcess
-from recruiter.retry import ExponentialBackoff, RetryManyTimes
-from recruiter.roster import describe_workers, render_workers
-from recruiter.selection import Assignment
-from recruiter.store import Collections, ensure_indexes
-from recruiter.wakeup import Wake
-from recruiter.worker import Running, Slot, WorkerConfig, WorkerProcess
+from recruiter.cli.workers import describe_workers, render_workers
+from recruiter.domain.clock import ManualClock
+from recruiter.domain.retry import ExponentialBackoff, RetryManyTimes
+from recruiter.domain.selection import Assignment
+from recruiter.processes.cleaner import CleanerConfig, CleanerProcess
+from recruiter.processes.recruiter import LostLease, RecruiterConfig, RecruiterProcess
+from recruiter.processes.worker.heartbeat import HeartbeatThread, SlotView, beat
+from recruiter.processes.worker.runtime import Running, Slot, WorkerConfig, WorkerProcess
+from recruiter.producer.client import AsyncRecruiter
+from recruiter.store.layout import Collections, ensure_indexes
+from recruiter.store.leases import Lease
+from recruiter.store.wakeup import Wake
 from tests.commands import Commands
 from tests.workables import AlwaysFails, BrokenConstructor, Record
 

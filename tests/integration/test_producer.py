@@ -12,11 +12,11 @@ from bson import ObjectId
 from pymongo import AsyncMongoClient, MongoClient
 
 from recruiter import AsyncRecruiter, JobRefused, Recruiter
-from recruiter.clock import ManualClock
-from recruiter.connection import ConnectionProblem
-from recruiter.retry import ExponentialBackoff, policy_from_document
-from recruiter.store import INDEXES, ensure_indexes_sync
-from recruiter.workable import workable_from_document
+from recruiter.domain.clock import ManualClock
+from recruiter.domain.retry import ExponentialBackoff, policy_from_document
+from recruiter.domain.workable import workable_from_document
+from recruiter.store.connection import ConnectionProblem
+from recruiter.store.layout import INDEXES, ensure_indexes_sync
 from tests.commands import Commands
 from tests.workables import BrokenConstructor, Record
 

@@ -22,7 +22,7 @@ import pytest
 from pymongo import AsyncMongoClient, MongoClient
 
 from recruiter import AsyncRecruiter, JobRefused, Recruiter, Workable
-from recruiter.retry import Archive, Decision, Failure, RetryForever, RetryPolicy
+from recruiter.domain.retry import Archive, Decision, Failure, RetryForever, RetryPolicy
 from tests.commands import Commands
 from tests.conftest import REPO
 from tests.workables import Record

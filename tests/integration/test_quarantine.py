@@ -14,10 +14,10 @@ import pytest
 from bson import ObjectId
 from pymongo.errors import WriteError
 
-from recruiter.documents import check_job
-from recruiter.job import JobOptions, build_job_document
-from recruiter.quarantine import quarantine, sweep_scheduled
-from recruiter.store import Collections
+from recruiter.domain.documents import check_job
+from recruiter.domain.job import JobOptions, build_job_document
+from recruiter.domain.quarantine import quarantine, sweep_scheduled
+from recruiter.store.layout import Collections
 from tests.integration.test_processes_inproc import DEAD_AFTER_S, START, Harness, run, take_and_work
 from tests.workables import Record
 

@@ -23,7 +23,7 @@ from pymongo import AsyncMongoClient
 from pymongo.errors import PyMongoError, WriteConcernError
 from structlog.testing import capture_logs
 
-from recruiter.recruiting import LostLease, RecruiterConfig, RecruiterProcess, no_fault
+from recruiter.processes.recruiter import LostLease, RecruiterConfig, RecruiterProcess, no_fault
 from tests.conftest import wait_for_async
 from tests.integration.test_never_lost import crash_at
 from tests.integration.test_processes_inproc import DEAD_AFTER_S, Harness, run, take_and_work

@@ -18,7 +18,7 @@ from typing import Any
 from bson import ObjectId
 
 from recruiter import Recruiter
-from recruiter.retry import RetryManyTimes
+from recruiter.domain.retry import RetryManyTimes
 from tests.conftest import REPO, wait_for
 from tests.processes.conftest import FAST_WORKER, Processes
 from tests.workables import Record

@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from recruiter import Recruiter
-from recruiter.retry import ExponentialBackoff, RetryManyTimes
+from recruiter.domain.retry import ExponentialBackoff, RetryManyTimes
 from tests.conftest import wait_for
 from tests.processes.conftest import Processes
 from tests.workables import AlwaysFails, AsyncRecord, Record, SlowUntilKilled

@@ -19,7 +19,7 @@ import pytest
 from bson import Int64, ObjectId
 
 from recruiter import Recruiter
-from recruiter.job import JobOptions, build_job_document
+from recruiter.domain.job import JobOptions, build_job_document
 from tests.conftest import wait_for
 from tests.processes.conftest import Processes
 from tests.workables import Record

@@ -19,8 +19,8 @@ from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
 from recruiter import Recruiter
-from recruiter.embedded import start as start_server
-from recruiter.embedded import stop_recorded
+from recruiter.processes.embedded import start as start_server
+from recruiter.processes.embedded import stop_recorded
 from tests.conftest import REPO, free_port, wait_for
 from tests.processes.conftest import FAST_WORKER, Processes
 from tests.processes.test_cli_errors import assert_one_line_error, run_cli

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from recruiter import Recruiter
-from recruiter.retry import RetryManyTimes
+from recruiter.domain.retry import RetryManyTimes
 from tests.conftest import REPO, wait_for
 from tests.processes.conftest import Processes
 from tests.workables import AsyncWaitForRelease, BlocksTheLoop, Record, WaitForRelease, release

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from recruiter import Recruiter
-from recruiter.embedded import stop_recorded
-from recruiter.retry import RetryManyTimes
+from recruiter.domain.retry import RetryManyTimes
+from recruiter.processes.embedded import stop_recorded
 from tests.conftest import REPO, free_port, wait_for
 from tests.processes.conftest import Processes
 from tests.workables import BrokenConstructor, Record
@@ -88,7 +88,7 @@ def test_embedded_server_starts_on_demand(tmp_path: Path) -> None:
 
 
 def test_processes_ride_out_a_database_restart(tmp_path: Path) -> None:
-    from recruiter.embedded import start as start_server
+    from recruiter.processes.embedded import start as start_server
 
     port = free_port()
     storage = tmp_path / "db"

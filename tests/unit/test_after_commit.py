@@ -6,7 +6,7 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
-from recruiter.logs import AfterCommit
+from recruiter.processes.logs import AfterCommit
 
 
 def names(logs: list[dict[str, object]]) -> list[object]:

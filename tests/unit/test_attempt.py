@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from bson import ObjectId
 
-from recruiter.attempt import (
+from recruiter.domain.attempt import (
     BAD_RETRY_POLICY,
     MAX_MESSAGE_CHARS,
     MAX_RESULT_BYTES,
@@ -20,8 +20,8 @@ from recruiter.attempt import (
     judge_crash,
     storable_result,
 )
-from recruiter.outcome import CRASHED, CRASHED_TOO_MANY_TIMES
-from recruiter.retry import (
+from recruiter.domain.outcome import CRASHED, CRASHED_TOO_MANY_TIMES
+from recruiter.domain.retry import (
     NON_RETRIABLE,
     NOT_SCHEDULED,
     TRIED_TOO_MANY_TIMES,

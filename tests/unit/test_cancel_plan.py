@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from bson import ObjectId
 
-from recruiter.cancel import FINISHING, WAS_ASSIGNED, WAS_WAITING, parse_job_id, plan_cancel
-from recruiter.job import JobOptions, build_job_document
+from recruiter.domain.cancel import FINISHING, WAS_ASSIGNED, WAS_WAITING, parse_job_id, plan_cancel
+from recruiter.domain.job import JobOptions, build_job_document
 from tests.unit.test_outcome import NOW, T0, Job, locked_job
 
 

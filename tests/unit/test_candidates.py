@@ -9,9 +9,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recruiter.candidates import SORT, Paused, Query, first_queries, plan_round
-from recruiter.job import Status
-from recruiter.selection import (
+from recruiter.domain.candidates import SORT, Paused, Query, first_queries, plan_round
+from recruiter.domain.job import Status
+from recruiter.domain.selection import (
     ANY_GROUP,
     DEFAULT_SCHEME,
     Candidate,
@@ -21,7 +21,7 @@ from recruiter.selection import (
     Selection,
     select,
 )
-from recruiter.store import INDEXES, SCHEDULED
+from recruiter.store.layout import INDEXES, SCHEDULED
 from tests.unit.test_selection import GROUPS, NOW, TENANTS, scenarios, workers_of
 
 NOT_PAUSED = Paused()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
-from recruiter.clock import ServerClock
+from recruiter.store.clock import ServerClock
 
 
 def test_two_skewed_machines_read_the_same_server_time() -> None:

@@ -14,10 +14,10 @@ from bson import DatetimeMS, Int64, ObjectId
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from recruiter.attempt import judge_crash
-from recruiter.candidates import candidate_from
-from recruiter.control import cursor_changes, cursor_document, read_cursor, read_switches
-from recruiter.documents import (
+from recruiter.domain.attempt import judge_crash
+from recruiter.domain.candidates import candidate_from
+from recruiter.domain.control import cursor_changes, cursor_document, read_cursor, read_switches
+from recruiter.domain.documents import (
     WarnOnce,
     check_job,
     cursor_problem,
@@ -25,10 +25,10 @@ from recruiter.documents import (
     job_problem,
     outcome_problem,
 )
-from recruiter.job import JobOptions, Priority, Status, build_job_document
-from recruiter.outcome import archived_document, crash_update, is_archive, jobs_referenced_by, reschedule_update
-from recruiter.quarantine import MALFORMED, UNREACHABLE, malformed_outcome, quarantine_ops, quarantined_document
-from recruiter.selection import Cursor, FreeWorker, select
+from recruiter.domain.job import JobOptions, Priority, Status, build_job_document
+from recruiter.domain.outcome import archived_document, crash_update, is_archive, jobs_referenced_by, reschedule_update
+from recruiter.domain.quarantine import MALFORMED, UNREACHABLE, malformed_outcome, quarantine_ops, quarantined_document
+from recruiter.domain.selection import Cursor, FreeWorker, select
 from tests.unit.test_candidates import FakeCollection
 from tests.unit.test_outcome import Job, locked_job
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recruiter.durations import format_duration, parse_duration
+from recruiter.domain.durations import format_duration, parse_duration
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from bson import ObjectId
 
-from recruiter.heartbeat import JOB_TAKEN_AWAY, SlotView, beat_ops, lost_slots
+from recruiter.processes.worker.heartbeat import JOB_TAKEN_AWAY, SlotView, beat_ops, lost_slots
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 S1, S2 = ObjectId(), ObjectId()

@@ -12,7 +12,7 @@ from bson.codec_options import CodecOptions
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recruiter.job import (
+from recruiter.domain.job import (
     DEFAULT_GROUP,
     JobBuilder,
     JobOptions,
@@ -22,8 +22,8 @@ from recruiter.job import (
     as_builder,
     build_job_document,
 )
-from recruiter.retry import DoNotDoItAgain, ExponentialBackoff, RetryManyTimes, policy_from_document
-from recruiter.workable import Workable, workable_from_document
+from recruiter.domain.retry import DoNotDoItAgain, ExponentialBackoff, RetryManyTimes, policy_from_document
+from recruiter.domain.workable import Workable, workable_from_document
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
 NOW_MS = NOW.replace(microsecond=123000)  # BSON dates keep milliseconds

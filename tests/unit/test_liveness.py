@@ -10,8 +10,8 @@ from bson import ObjectId
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recruiter.job import JobOptions, build_job_document
-from recruiter.liveness import (
+from recruiter.domain.job import JobOptions, build_job_document
+from recruiter.domain.liveness import (
     FRESH_BEATS,
     MAX_UNPROVEN_RETURNS,
     TAKE_BACK_BEATS,
@@ -23,7 +23,7 @@ from recruiter.liveness import (
     rescue_update,
     shown_started,
 )
-from recruiter.outcome import LOCK_FIELDS
+from recruiter.domain.outcome import LOCK_FIELDS
 from tests.unit.test_outcome import NOW, T0, Job, locked_job
 
 SESSION = ObjectId()

@@ -13,9 +13,15 @@ from bson import ObjectId
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recruiter.attempt import MAX_MESSAGE_CHARS, MAX_RESULT_BYTES, MAX_TRACE_CHARS, import_refusal
-from recruiter.job import HISTORY_ALLOWANCE_BYTES, MAX_EXECUTIONS_KEPT, JobOptions, JobRefused, build_job_document
-from recruiter.naming import (
+from recruiter.domain.attempt import MAX_MESSAGE_CHARS, MAX_RESULT_BYTES, MAX_TRACE_CHARS, import_refusal
+from recruiter.domain.job import (
+    HISTORY_ALLOWANCE_BYTES,
+    MAX_EXECUTIONS_KEPT,
+    JobOptions,
+    JobRefused,
+    build_job_document,
+)
+from recruiter.domain.naming import (
     AllowedModules,
     UnknownClass,
     import_qualified,
@@ -25,10 +31,10 @@ from recruiter.naming import (
     name_problem,
     split_qualified,
 )
-from recruiter.outcome import MALFORMED, Execution, Outcome, archived_document
-from recruiter.producer import limit_from_hello
-from recruiter.retry import Archive, RetryManyTimes
-from recruiter.worker import WorkerConfig
+from recruiter.domain.outcome import MALFORMED, Execution, Outcome, archived_document
+from recruiter.domain.retry import Archive, RetryManyTimes
+from recruiter.processes.worker.runtime import WorkerConfig
+from recruiter.producer.client import limit_from_hello
 from tests.unit.test_outcome import Job, locked_job
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from bson import ObjectId
 
-from recruiter.job import MAX_EXECUTIONS_KEPT, JobOptions, Status, build_job_document
-from recruiter.outcome import (
+from recruiter.domain.job import MAX_EXECUTIONS_KEPT, JobOptions, Status, build_job_document
+from recruiter.domain.outcome import (
     CRASHED_TOO_MANY_TIMES,
     DONE,
     LOCK_FIELDS,
@@ -24,8 +24,8 @@ from recruiter.outcome import (
     is_archive,
     reschedule_update,
 )
-from recruiter.retry import Archive, MoveToGroup, RetryAt
-from recruiter.workable import Workable
+from recruiter.domain.retry import Archive, MoveToGroup, RetryAt
+from recruiter.domain.workable import Workable
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 NOW = T0 + timedelta(minutes=5)

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recruiter import readahead
-from recruiter.candidates import Paused, Query
-from recruiter.readahead import ReadAhead
-from recruiter.selection import Candidate
+from recruiter.domain.candidates import Paused, Query
+from recruiter.domain.selection import Candidate
+from recruiter.store import readahead
+from recruiter.store.readahead import ReadAhead
 from tests.unit.test_candidates import NOT_PAUSED, FakeCollection, as_document
 from tests.unit.test_selection import NOW
 

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recruiter.naming import UnknownClass, exception_lineage, name_problem
-from recruiter.retry import (
+from recruiter.domain.naming import UnknownClass, exception_lineage, name_problem
+from recruiter.domain.retry import (
     Archive,
     Decision,
     DoNotDoItAgain,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recruiter.selection import (
+from recruiter.domain.selection import (
     ANY_GROUP,
     DEFAULT_SCHEME,
     Assignment,

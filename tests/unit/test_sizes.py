@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recruiter.sizes import parse_size
+from recruiter.domain.sizes import parse_size
 
 
 @pytest.mark.parametrize(("text", "expected"), [

@@ -6,7 +6,7 @@ import itertools
 
 from bson import ObjectId
 
-from recruiter.wakeup import (
+from recruiter.store.wakeup import (
     QUICK_EMPTY_PACE_CAP_S,
     doorbell_pipeline,
     job_of,

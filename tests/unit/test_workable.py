@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from recruiter.naming import UnknownClass
-from recruiter.workable import JobContext, Workable, accepts_context, workable_from_document
+from recruiter.domain.naming import UnknownClass
+from recruiter.domain.workable import JobContext, Workable, accepts_context, workable_from_document
 
 HERE = __name__
 

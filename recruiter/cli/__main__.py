@@ -1,0 +1,3 @@
+from recruiter.cli.main import main
+
+main(prog_name="recruiter")

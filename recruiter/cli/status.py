@@ -1,0 +1,73 @@
+"""A snapshot of a recruiter database for the ``recruiter status`` command."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from recruiter.domain.control import read_paused
+from recruiter.domain.liveness import is_fresh
+from recruiter.store.clock import ServerClock
+from recruiter.store.connection import Target, sync_client
+from recruiter.store.layout import Collections
+
+
+def collect_status(target: Target) -> dict[str, Any]:
+    client = sync_client(target, app_name="recruiter-status", server_selection_timeout_s=5.0)
+    try:
+        c = Collections.of(client[target.database])
+        scheduled = {d["_id"]: d["n"] for d in c.scheduled.aggregate(
+            [{"$group": {"_id": "$status", "n": {"$sum": 1}}}])}
+        archived = {d["_id"]: d["n"] for d in c.archived.aggregate(
+            [{"$group": {"_id": "$why", "n": {"$sum": 1}}}])}
+        workers = list(c.roster.find({}, {"assigned_to": 0, "outcome": 0, "job": 0}))
+        beats = {b["_id"]: b for b in c.heartbeats.find({}, {"session": 1, "fresh_until": 1})}
+        clock = ServerClock()
+        clock.calibrate_sync(client)
+        live = sum(1 for w in workers if is_fresh(beats.get(w["_id"]), w, clock.now()))
+        leases = {d["_id"]: {"owner": d.get("owner"), "epoch": d.get("epoch"),
+                             "held": bool(d.get("expires_at") and d["expires_at"] > clock.now()),
+                             "expires_at": d["expires_at"].isoformat() if d.get("expires_at") else None}
+                  for d in c.metadata.find({"_id": {"$in": ["recruiter", "cleaner"]}})}
+        paused = read_paused(c.metadata)
+    finally:
+        client.close()
+    return {
+        "scheduled": dict(sorted(scheduled.items(), key=lambda kv: str(kv[0]))),
+        "archived": dict(sorted(archived.items(), key=lambda kv: str(kv[0]))),
+        "workers": {
+            "total": len(workers),
+            "available": sum(1 for w in workers if w.get("available")),
+            "missed_heartbeats": len(workers) - live,
+            "by_group": _by_group(workers),
+        },
+        "leases": leases,
+        "paused": {"groups": sorted(paused.groups), "tenants": sorted(paused.tenants)},
+    }
+
+
+def _by_group(workers: list[dict[str, Any]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for w in workers:
+        for g in w.get("work_on") or []:
+            counts[g] = counts.get(g, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def render_status(figures: dict[str, Any], as_json: bool) -> str:
+    if as_json:
+        return json.dumps(figures, indent=2, default=str)
+    lines = ["scheduled: " + (", ".join(f"{k}={v}" for k, v in figures["scheduled"].items()) or "none"),
+             "archived:  " + (", ".join(f"{k}={v}" for k, v in figures["archived"].items()) or "none"),
+             f"workers:   {figures['workers']['total']} ({figures['workers']['available']} available, "
+             f"{figures['workers']['missed_heartbeats']} missed heartbeats)"
+             + "".join(f", {g}={n}" for g, n in figures["workers"]["by_group"].items())]
+    for name, lease in figures["leases"].items():
+        if lease["held"]:
+            lines.append(f"{name} lease: epoch {lease['epoch']} held by {lease['owner']} until {lease['expires_at']}")
+        else:
+            lines.append(f"{name} lease: free (epoch {lease['epoch']}, last held by {lease['owner']})")
+    paused = figures["paused"]
+    lines.append("paused:    " + (", ".join([*(f"group {g}" for g in paused["groups"]),
+                                              *(f"tenant {t}" for t in paused["tenants"])]) or "none"))
+    return "\n".join(lines)

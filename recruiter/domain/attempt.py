@@ -1,0 +1,126 @@
+"""Judging an attempt: pure functions from a job and what happened to a decision.
+
+The worker runs these because it has the user's code and the exception. They
+take ``now`` explicitly and touch no database.
+"""
+
+from __future__ import annotations
+
+import traceback
+from datetime import datetime
+from typing import Any
+
+import bson
+from bson.errors import InvalidDocument
+
+from recruiter.domain.naming import AllowedModules, class_names, exception_lineage
+from recruiter.domain.outcome import CRASHED, CRASHED_TOO_MANY_TIMES
+from recruiter.domain.retry import Archive, Decision, Failure, MoveToGroup, RetryAt, policy_from_document
+
+MAX_MESSAGE_CHARS = 2_000
+MAX_TRACE_CHARS = 8_000
+MAX_RESULT_BYTES = 16 * 1024
+BAD_RETRY_POLICY = "bad-retry-policy"
+
+
+class RemoteFailure(Exception):
+    """An exception raised in another process (a child running the attempt), as described there.
+
+    It carries the original class names, so retry policies judge it as they
+    would have judged the original exception.
+    """
+
+    def __init__(self, lineage: tuple[str, ...], message: str, trace: str) -> None:
+        super().__init__(message)
+        self.lineage = lineage
+        self.message = message
+        self.trace = trace
+
+
+def lineage_of(exc: BaseException) -> tuple[str, ...]:
+    if isinstance(exc, RemoteFailure):
+        return exc.lineage
+    return exception_lineage(type(exc))
+
+
+def describe_exception(exc: BaseException) -> tuple[str, str, str]:
+    """(``module:Qualname`` of the class, message, trace), trimmed to storable sizes."""
+    if isinstance(exc, RemoteFailure):
+        return exc.lineage[0], exc.message[:MAX_MESSAGE_CHARS], exc.trace[-MAX_TRACE_CHARS:]
+    lineage = exception_lineage(type(exc))
+    trace = "".join(traceback.format_exception(exc))
+    return lineage[0], str(exc)[:MAX_MESSAGE_CHARS], trace[-MAX_TRACE_CHARS:]
+
+
+def failure_of(job: dict[str, Any], exc: BaseException, ended_at: datetime) -> Failure:
+    return Failure(
+        job_id=str(job["_id"]),
+        attempts=int(job.get("attempts", 1)),
+        created_at=job.get("created_at") or ended_at,
+        scheduled_at=job.get("scheduled_at") or ended_at,
+        ended_at=ended_at,
+        exception_types=lineage_of(exc),
+        message=str(exc)[:MAX_MESSAGE_CHARS],
+        crashed=False,
+        group=job.get("group"),
+    )
+
+
+def judge(job: dict[str, Any], failure: Failure, now: datetime) -> Decision:
+    """What the job's retry policy says about ``failure``.
+
+    A policy that cannot be loaded or that raises archives the job with
+    ``why: "bad-retry-policy"`` rather than losing it or retrying forever.
+    """
+    try:
+        policy = policy_from_document(job["retry_policy"])
+        decision = policy.decide(failure, now)
+    except Exception:  # noqa: BLE001 - a user policy's bug must not stop the worker
+        return Archive(BAD_RETRY_POLICY)
+    if not isinstance(decision, RetryAt | Archive | MoveToGroup):
+        return Archive(BAD_RETRY_POLICY)
+    return decision
+
+
+def judge_crash(job: dict[str, Any], now: datetime, max_crashes: int) -> Decision | None:
+    """Decide about a job whose previous worker died (``crash_pending``).
+
+    A crash is the infrastructure's failure, not the job's: the job's retry
+    policy is not asked. ``None`` means run it again now; after ``max_crashes``
+    crashes it is archived with ``why: "crashed-too-many-times"``, and a job
+    marked ``at_most_once`` is archived on its first crash (``why: "crashed"``).
+    """
+    if job.get("at_most_once"):
+        return Archive(CRASHED)
+    crashes = job.get("crashes", 0)
+    if not isinstance(crashes, int) or crashes >= max_crashes:
+        return Archive(CRASHED_TOO_MANY_TIMES)
+    return None
+
+
+def import_refusal(job: dict[str, Any], allowed: AllowedModules) -> str | None:
+    """``class not allowed: …`` if the job names a module outside ``allowed``; None if not.
+
+    Looks at every class the attempt could import (the workable's and those in
+    the retry policy document, nested ones included) before anything is imported.
+    """
+    workable = job.get("workable")
+    names = [workable.get("class") if isinstance(workable, dict) else None, *class_names(job.get("retry_policy"))]
+    for name in names:
+        refusal = allowed.refusal(name)
+        if refusal:
+            return refusal
+    return None
+
+
+def storable_result(value: Any) -> tuple[Any, str | None]:
+    """The job's return value if it fits in the archive, else ``None`` and why not."""
+    if value is None:
+        return None, None
+    try:
+        size = len(bson.encode({"r": value}))
+    except (InvalidDocument, TypeError, OverflowError) as exc:
+        return None, f"result not stored: cannot be encoded as BSON ({exc})"
+    if size > MAX_RESULT_BYTES:
+        return None, f"result not stored: {size} bytes is over the {MAX_RESULT_BYTES} byte limit"
+    return value, None

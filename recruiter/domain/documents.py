@@ -1,0 +1,422 @@
+"""Reading documents from the database as untrusted input: pure checks, no I/O.
+
+Every document the processes read may come from an older version, another
+language, a hand edit in ``mongosh`` or a bug. This module is the one place
+that says what a well-formed document is. Its readers never raise on data:
+they return ``None`` for a document that is fine and, for one that is not, a
+one-line reason naming the field (``tenant: expected a non-empty string or
+null, got int``).
+
+- :func:`job_problem` checks a ``scheduled`` document: every field the
+  recruiter, the workers and the cleaner use, nested ones included
+  (``workable.class``, ``last_execution.attempt``, ``executions.3``).
+  A job with a problem is quarantined (:mod:`recruiter.quarantine`).
+- :func:`entry_problem` checks a ``roster`` entry, and :func:`outcome_problem`
+  the outcome a worker recorded in it. A malformed entry is skipped (one
+  warning per entry, :class:`WarnOnce`) and removed by the cleaner once it
+  stops heartbeating.
+- :func:`names_problem` and :func:`cursor_problem` check the ``metadata``
+  documents (pause switches, fairness cursor); a malformed one is read as
+  empty, with a warning.
+
+Invariants:
+
+- A checker returns ``None`` or a ``str``; no input value makes it raise
+  (property-tested with random corruptions in ``tests/unit/test_documents.py``).
+- A document with no problem can be used with ``doc["field"]`` for the
+  required fields and with comparisons between its names (groups and tenants
+  are strings), so the selection and the fairness cursor cannot meet a value
+  of another type.
+- Checking is CPU only: no extra read.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from bson import Binary, Int64, ObjectId
+
+from recruiter.domain.naming import MAX_NAME_CHARS
+
+# Counts (attempts, crashes) stay far below this; a bigger one would overflow an $inc.
+MAX_COUNT = 2**31 - 1
+JOB_STATUSES = ("queued", "retrying", "assigned")
+UNLOCKED_STATUSES = ("queued", "retrying")
+PRIORITIES = ("high", "low")
+ANY_GROUP = "*"
+
+Problem = str | None
+Check = Callable[[Any], Problem]
+
+
+def kind_of(value: Any) -> str:
+    """A value's kind in a few words, for reasons: ``int``, ``NaN``, ``an empty string``."""
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    if isinstance(value, float) and math.isinf(value):
+        return "infinity"
+    if isinstance(value, str) and not value:
+        return "an empty string"
+    if value is None:
+        return "null"
+    if type(value).__name__ == "DatetimeMS":
+        return "a date outside the range Python can read"
+    return type(value).__name__
+
+
+def _expected(what: str, value: Any) -> str:
+    return f"expected {what}, got {kind_of(value)}"
+
+
+# -- value checks: each returns what is wrong with a value, or None ------------------------------
+
+
+def name(value: Any) -> Problem:
+    """A group, tenant, tag or worker id: a non-empty string without NUL (it may become a field name)."""
+    if not isinstance(value, str) or not value:
+        return _expected("a non-empty string", value)
+    if "\x00" in value:
+        return "expected a string without NUL characters"
+    return None
+
+
+def queue_name(value: Any) -> Problem:
+    """A group or tenant: a name of bounded length (it becomes a field name of the fairness cursor).
+
+    Looser than the producer's rule (:func:`recruiter.naming.name_problem`), so that
+    jobs an older version enqueued (``a.b``) still run: only what no process can use is refused.
+    """
+    problem = name(value)
+    if problem is None and len(value) > MAX_NAME_CHARS:
+        return f"too long: {len(value)} characters, at most {MAX_NAME_CHARS}"
+    return problem
+
+
+def group_name(value: Any) -> Problem:
+    if value == ANY_GROUP:
+        return "'*' is reserved for workers that take any group"
+    return queue_name(value)
+
+
+def optional(check: Check) -> Check:
+    """``check``, or null."""
+
+    def check_optional(value: Any) -> Problem:
+        if value is None:
+            return None
+        problem = check(value)
+        if problem and problem.startswith("expected ") and ", got " in problem:
+            head, _, tail = problem.partition(", got ")
+            return f"{head} or null, got {tail}"
+        return problem
+
+    return check_optional
+
+
+def text(value: Any) -> Problem:
+    return None if isinstance(value, str) else _expected("a string", value)
+
+
+def date(value: Any) -> Problem:
+    # A BSON date outside Python's range is read as bson.DatetimeMS (DATETIME_AUTO), never as datetime.
+    return None if isinstance(value, datetime) else _expected("a date", value)
+
+
+def boolean(value: Any) -> Problem:
+    return None if isinstance(value, bool) else _expected("true or false", value)
+
+
+def count(value: Any) -> Problem:
+    """A non-negative whole number that an ``$inc`` cannot overflow (mongosh writes numbers as doubles)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return _expected("a whole number", value)
+    if isinstance(value, float) and (not math.isfinite(value) or not value.is_integer()):
+        return _expected("a whole number", value)
+    if not 0 <= value <= MAX_COUNT:
+        return f"expected a whole number from 0 to {MAX_COUNT}, got {str(int(value))[:24]}"
+    return None
+
+
+def epoch(value: Any) -> Problem:
+    """A lease epoch (informational on a lock: the lock token fences): any whole number from 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+            or not float(value).is_integer() or value < 0:
+        return _expected("a whole number from 0", value)
+    return None
+
+
+def positive_seconds(value: Any) -> Problem:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return _expected("a positive number of seconds", value)
+    return None if value > 0 else f"expected a positive number of seconds, got {value!r}"
+
+
+def one_of(*allowed: str) -> Check:
+    def check_one_of(value: Any) -> Problem:
+        if isinstance(value, str) and value in allowed:
+            return None
+        shown = repr(value[:40]) if isinstance(value, str) and value else kind_of(value)
+        return f"expected one of {', '.join(allowed)}, got {shown}"
+
+    return check_one_of
+
+
+def job_id(value: Any) -> Problem:
+    """A job id that can be compared, hashed and used in a filter."""
+    if isinstance(value, ObjectId | Int64 | uuid.UUID | datetime) or (
+            isinstance(value, str | Binary) and value):
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return None
+    return _expected("an ObjectId, a string or a number", value)
+
+
+def document(value: Any) -> Problem:
+    return None if isinstance(value, Mapping) else _expected("an embedded document", value)
+
+
+def list_of(check: Check) -> Check:
+    def check_list(value: Any) -> Problem:
+        if not isinstance(value, list):
+            return _expected("an array", value)
+        for i, item in enumerate(value):
+            problem = check(item)
+            if problem:
+                return f".{i}{problem}" if problem.startswith(".") else f".{i}: {problem}"
+        return None
+
+    return check_list
+
+
+def fields(spec: Mapping[str, tuple[bool, Check]]) -> Check:
+    """An embedded document whose fields follow ``spec``: name -> (required, check)."""
+
+    def check_fields(value: Any) -> Problem:
+        if not isinstance(value, Mapping):
+            return _expected("an embedded document", value)
+        problem = fields_problem(value, spec)
+        return f".{problem}" if problem else None
+
+    return check_fields
+
+
+def fields_problem(doc: Mapping[str, Any], spec: Mapping[str, tuple[bool, Check]]) -> Problem:
+    """The first field of ``doc`` that does not follow ``spec``, as ``field: what is wrong``."""
+    for field, (required, check) in spec.items():
+        if field not in doc:
+            if required:
+                return f"{field}: missing"
+            continue
+        try:
+            problem = check(doc[field])
+        except Exception as exc:  # noqa: BLE001 - a check must never let data raise
+            problem = f"cannot be checked ({type(exc).__name__})"
+        if problem:
+            # Nested checks (fields, list_of) answer with a path: ".class: missing".
+            return f"{field}{problem}" if problem.startswith(".") else f"{field}: {problem}"
+    return None
+
+
+# -- jobs ----------------------------------------------------------------------------------------
+
+WORKABLE: dict[str, tuple[bool, Check]] = {
+    "class": (True, name),
+    "parameters": (False, optional(document)),
+    "method": (False, optional(name)),
+}
+RETRY_POLICY: dict[str, tuple[bool, Check]] = {
+    "class": (True, name),
+    "parameters": (False, optional(document)),
+}
+LAST_EXECUTION: dict[str, tuple[bool, Check]] = {
+    "attempt": (False, optional(count)),
+    "scheduled_at": (False, optional(date)),
+    "started_at": (False, optional(date)),
+    "ended_at": (False, optional(date)),
+    "message": (False, optional(text)),
+}
+# Every field of a ``scheduled`` document that some process reads, in the order checked.
+JOB: dict[str, tuple[bool, Check]] = {
+    "_id": (True, job_id),
+    "group": (True, group_name),
+    "tenant": (False, optional(queue_name)),
+    "status": (True, one_of(*JOB_STATUSES)),
+    "locked": (True, boolean),
+    "priority": (True, one_of(*PRIORITIES)),
+    "scheduled_at": (True, date),
+    "created_at": (True, date),
+    "attempts": (True, count),
+    "crashes": (False, count),
+    "crash_pending": (False, boolean),
+    "done": (False, boolean),
+    "workable": (True, fields(WORKABLE)),
+    "retry_policy": (True, fields(RETRY_POLICY)),
+    "timeout_s": (False, optional(positive_seconds)),
+    "tags": (False, list_of(name)),
+    "executions": (False, list_of(document)),
+    "last_execution": (False, optional(fields(LAST_EXECUTION))),
+}
+# The lock of a locked job, as the recruiter wrote it.
+LOCK: dict[str, tuple[bool, Check]] = {
+    "locked_by": (True, name),
+    "lock_token": (True, lambda v: None if isinstance(v, ObjectId) else _expected("an ObjectId", v)),
+    "locked_at": (True, date),
+    "lock_epoch": (False, epoch),
+}
+
+
+def job_problem(doc: Any) -> Problem:
+    """What is wrong with a ``scheduled`` document, naming the field; None if nothing."""
+    if not isinstance(doc, Mapping):
+        return f"document: {_expected('an embedded document', doc)}"
+    problem = fields_problem(doc, JOB)
+    if problem:
+        return problem
+    if doc["locked"]:
+        if doc["status"] != "assigned":
+            return f"status: expected 'assigned' for a locked job, got {doc['status']!r}"
+        return fields_problem(doc, LOCK)
+    if doc["status"] not in UNLOCKED_STATUSES:
+        return f"status: expected queued or retrying for an unlocked job, got {doc['status']!r}"
+    return None
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """A document that failed its check: its ``_id`` (as read, maybe itself bad), why, and the document."""
+
+    id: Any
+    reason: str
+    document: Mapping[str, Any]
+
+
+def check_job(doc: Any) -> Malformed | None:
+    """None for a well-formed job, else what quarantining it needs."""
+    problem = job_problem(doc)
+    if problem is None:
+        return None
+    raw = doc if isinstance(doc, Mapping) else {"_id": None, "document": doc}
+    return Malformed(raw.get("_id"), problem, raw)
+
+
+# -- roster entries and outcomes ----------------------------------------------------------------
+
+def _decision(value: Any) -> Problem:
+    if not isinstance(value, Mapping):
+        return _expected("an embedded document", value)
+    if "archive" in value:
+        problem = fields_problem(value, {"archive": (True, name), "reason": (False, optional(text))})
+    else:
+        problem = fields_problem(value, {"retry_at": (True, date), "group": (False, optional(group_name))})
+    return f".{problem}" if problem else None
+
+
+OUTCOME: dict[str, tuple[bool, Check]] = {
+    "job": (True, job_id),
+    "token": (True, lambda v: None if isinstance(v, ObjectId) else _expected("an ObjectId", v)),
+    "executed": (True, boolean),
+    "decision": (True, _decision),
+    "execution": (False, optional(document)),
+}
+
+ENTRY: dict[str, tuple[bool, Check]] = {
+    "_id": (True, name),
+    "work_on": (False, list_of(name)),
+    "available": (False, boolean),
+    "available_since": (False, optional(date)),
+    "last_seen_at": (False, date),  # heartbeats live in `heartbeats` (recruiter.liveness); older entries
+    "stopping": (False, boolean),
+    "stop_requested": (False, boolean),
+    "working": (False, boolean),
+    "assigned_to": (False, optional(document)),
+    "working_on": (False, optional(job_id)),
+}
+
+
+def outcome_problem(outcome: Any) -> Problem:
+    """What is wrong with the ``outcome`` a worker recorded; None if nothing."""
+    if not isinstance(outcome, Mapping):
+        return _expected("an embedded document", outcome)
+    return fields_problem(outcome, OUTCOME)
+
+
+def entry_problem(entry: Any) -> Problem:
+    """What is wrong with a ``roster`` entry (as projected by its reader); None if nothing."""
+    if not isinstance(entry, Mapping):
+        return f"document: {_expected('an embedded document', entry)}"
+    problem = fields_problem(entry, ENTRY)
+    if problem:
+        return problem
+    if entry.get("available") and "work_on" not in entry:
+        return "work_on: missing"
+    for key, value in (entry.get("assigned_to") or {}).items():
+        if (p := job_id(value)) and value is not None:
+            return f"assigned_to.{key}: {p}"
+    if entry.get("outcome") is not None:
+        outcome = entry["outcome"]
+        if not isinstance(outcome, Mapping):
+            return f"outcome: {_expected('an embedded document', outcome)}"
+        problem = fields_problem(outcome, OUTCOME)
+        if problem:
+            return f"outcome.{problem}"
+    return None
+
+
+# -- metadata ------------------------------------------------------------------------------------
+
+def names_problem(value: Any) -> Problem:
+    """A list of names (pause switches), or missing."""
+    return None if value is None else list_of(name)(value)
+
+
+def cursor_problem(doc: Any) -> Problem:
+    """What is wrong with the fairness cursor document (see :mod:`recruiter.control`)."""
+    if doc is None:
+        return None
+    if not isinstance(doc, Mapping):
+        return f"document: {_expected('an embedded document', doc)}"
+    problem = fields_problem(doc, {"last_group": (False, optional(name))})
+    if problem:
+        return problem
+    last_tenant = doc.get("last_tenant") or {}
+    if not isinstance(last_tenant, Mapping):
+        return f"last_tenant: {_expected('an embedded document', last_tenant)}"
+    for group, tenant in last_tenant.items():
+        if (p := name(tenant)) and tenant != "":
+            return f"last_tenant.{group}: {p}"
+    counts = doc.get("counts") or {}
+    if not isinstance(counts, Mapping):
+        return f"counts: {_expected('an embedded document', counts)}"
+    for group, tenants in counts.items():
+        if not isinstance(tenants, Mapping):
+            return f"counts.{group}: {_expected('an embedded document', tenants)}"
+        for tenant, n in tenants.items():
+            if p := count(n):
+                return f"counts.{group}.{tenant}: {p}"
+    return None
+
+
+class WarnOnce:
+    """Remembers what was warned about, so a malformed document read every round is logged once.
+
+    Bounded: past ``limit`` keys it forgets and may warn again.
+    """
+
+    def __init__(self, limit: int = 10_000) -> None:
+        self._seen: set[tuple[str, str]] = set()
+        self._limit = limit
+
+    def first(self, key: Any, reason: str) -> bool:
+        """True the first time ``(key, reason)`` is seen."""
+        k = (repr(key)[:200], reason)
+        if k in self._seen:
+            return False
+        if len(self._seen) >= self._limit:
+            self._seen.clear()
+        self._seen.add(k)
+        return True

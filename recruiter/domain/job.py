@@ -1,0 +1,292 @@
+"""Pure job-document building, shared by the sync and asyncio producers.
+
+``build_job_document`` is the only place a ``scheduled`` document is born. It
+validates everything a user can get wrong before anything is written, so a bad
+job is refused at enqueue with a clear error instead of failing in a worker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+import bson
+from bson import ObjectId
+from bson.errors import InvalidDocument
+
+from recruiter.domain.clock import utc
+from recruiter.domain.naming import class_names, importable_problem, name_problem
+from recruiter.domain.retry import DoNotDoItAgain, RetryPolicy, policy_to_document
+from recruiter.domain.workable import Workable
+
+DEFAULT_GROUP = "generic"
+MAX_EXECUTIONS_KEPT = 20
+
+
+class Status(StrEnum):
+    """Where a job in ``scheduled`` is. ``archived`` documents carry ``why`` instead."""
+
+    QUEUED = "queued"  # waiting for its first attempt (maybe not due yet)
+    RETRYING = "retrying"  # a previous attempt failed or crashed; waiting for the next
+    ASSIGNED = "assigned"  # locked by the recruiter and given to one worker
+
+
+class Priority(StrEnum):
+    HIGH = "high"
+    LOW = "low"
+
+
+class JobRefused(ValueError):
+    """The job cannot be enqueued as given; nothing was written.
+
+    The reason is always one line, so it can be logged or shown as it is.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(" ".join(str(reason).split()))
+
+
+# A worker waits on a job's timeout with poll(2), whose longest wait is 2**31 ms (24.8 days).
+MAX_TIMEOUT_S = 24 * 24 * 3600.0
+# Room kept below the server's document size limit for what a job gathers over its
+# life: up to MAX_EXECUTIONS_KEPT history entries (a 2 000-character message each),
+# ``last_execution`` with its 8 000-character trace, a 16 KiB result and the lock
+# fields. tests/unit/test_job.py checks the worst case fits.
+HISTORY_ALLOWANCE_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """Everything about a job except its workable."""
+
+    group: str | None = None
+    tags: tuple[str, ...] = ()
+    scheduled_at: datetime | None = None
+    schedule_in: timedelta | None = None
+    retry_policy: RetryPolicy | None = None
+    tenant: str | None = None
+    priority: Priority = Priority.LOW
+    timeout_s: float | None = None
+    at_most_once: bool = False
+
+
+def _check_name(kind: str, value: Any) -> str:
+    problem = name_problem(kind, value)
+    if problem:
+        raise JobRefused(problem)
+    return str(value)
+
+
+def _check_tag(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise JobRefused(f"tag must be a non-empty string, got {value!r}")
+    if value == "*":
+        raise JobRefused("tag '*' is reserved")
+    return value
+
+
+def check_timeout(value: Any) -> float:
+    """A job timeout in seconds (or a ``timedelta``): finite, above zero and at most ``MAX_TIMEOUT_S``."""
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise JobRefused(f"timeout must be a positive number of seconds, got {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise JobRefused(f"timeout must be a positive number of seconds, and finite, got {value!r}")
+    if value > MAX_TIMEOUT_S:
+        raise JobRefused(f"timeout must be at most {MAX_TIMEOUT_S:.0f} seconds (24 days), got {value!r}")
+    return float(value)
+
+
+def check_policy(policy: Any) -> RetryPolicy:
+    if not isinstance(policy, RetryPolicy):
+        raise JobRefused(f"retry policy must be a recruiter.retry.RetryPolicy, got {policy!r}")
+    return policy
+
+
+def _policy_document(policy: RetryPolicy) -> dict[str, Any]:
+    try:
+        doc = policy_to_document(policy)
+    except (TypeError, ValueError) as exc:
+        raise JobRefused(f"cannot store retry policy {type(policy).__qualname__}: {exc}") from None
+    for name in class_names(doc):
+        problem = importable_problem(name)
+        if problem:
+            raise JobRefused(f"retry policy: {problem}")
+    return doc
+
+
+def _workable_document(workable: Any) -> dict[str, Any]:
+    if not isinstance(workable, Workable):
+        raise JobRefused(f"only recruiter.Workable instances can be enqueued, got {type(workable).__name__}")
+    cls = type(workable)
+    try:
+        doc = workable.to_document()
+    except TypeError as exc:
+        raise JobRefused(str(exc)) from exc
+    problem = importable_problem(doc["class"], expected=cls)
+    if problem:
+        raise JobRefused(problem)
+    if not isinstance(doc["parameters"], Mapping):
+        raise JobRefused(f"parameters of {doc['class']} must be a dict, got {type(doc['parameters']).__name__}")
+    if not isinstance(doc["method"], str) or not callable(getattr(cls, doc["method"], None)):
+        raise JobRefused(f"{doc['class']} has no method {doc['method']!r} to run")
+    return doc
+
+
+def _scheduled_at(options: JobOptions, now: datetime) -> datetime:
+    try:
+        if options.scheduled_at is not None:
+            if not isinstance(options.scheduled_at, datetime):
+                raise JobRefused(f"schedule_at needs a datetime, got {options.scheduled_at!r}")
+            return utc(options.scheduled_at)
+        if options.schedule_in is not None:
+            return utc(now + options.schedule_in)
+    except (OverflowError, TypeError) as exc:
+        raise JobRefused(f"cannot schedule the job: {exc}") from None
+    return now
+
+
+def _timeout(options: JobOptions, workable: Workable) -> float | None:
+    timeout_s = options.timeout_s if options.timeout_s is not None else getattr(type(workable), "timeout_s", None)
+    return None if timeout_s is None else check_timeout(timeout_s)
+
+
+def _priority(value: Any) -> str:
+    try:
+        return Priority(value).value
+    except ValueError:
+        raise JobRefused(f"priority must be 'high' or 'low', got {value!r}") from None
+
+
+def build_job_document(
+    workable: Workable,
+    options: JobOptions,
+    now: datetime,
+    job_id: ObjectId | None = None,
+    *,
+    max_document_bytes: int | None = None,
+) -> dict[str, Any]:
+    """The ``scheduled`` document for ``workable`` enqueued at ``now``.
+
+    Raises :class:`JobRefused` when the workable, its parameters or the options
+    cannot be stored, or when the document would not fit in ``max_document_bytes``
+    (the server's ``maxBsonObjectSize``) with room for its history.
+    """
+    workable_doc = _workable_document(workable)
+    # An explicit group is checked as given: in_group("") is an error, not the default.
+    group = _check_name("group", options.group if options.group is not None
+                        else type(workable).group or DEFAULT_GROUP)
+    policy = options.retry_policy if options.retry_policy is not None else type(workable).retry_policy
+    now = utc(now)
+    timeout_s = _timeout(options, workable)
+    doc: dict[str, Any] = {
+        "_id": job_id or ObjectId(),
+        "done": False,
+        "created_at": now,
+        "scheduled_at": _scheduled_at(options, now),
+        "locked": False,
+        "attempts": 0,
+        "crashes": 0,
+        "status": Status.QUEUED.value,
+        "group": group,
+        "tags": [_check_tag(tag) for tag in options.tags],
+        "tenant": None if options.tenant is None else _check_name("tenant", options.tenant),
+        "priority": _priority(options.priority),
+        "workable": workable_doc,
+        "retry_policy": _policy_document(DoNotDoItAgain() if policy is None else check_policy(policy)),
+        "executions": [],
+    }
+    if timeout_s is not None:
+        doc["timeout_s"] = timeout_s
+    if options.at_most_once:
+        doc["at_most_once"] = True
+    _check_size(doc, max_document_bytes)
+    return doc
+
+
+def _check_size(doc: dict[str, Any], max_document_bytes: int | None) -> None:
+    try:
+        size = len(bson.encode(doc))
+    except (InvalidDocument, TypeError, OverflowError, ValueError) as exc:
+        raise JobRefused(
+            f"cannot store the parameters of {doc['workable']['class']} in MongoDB: {exc}"
+        ) from None
+    if max_document_bytes is not None and size > max_document_bytes - HISTORY_ALLOWANCE_BYTES:
+        raise JobRefused(
+            f"the job document of {doc['workable']['class']} is {size} bytes; the server keeps documents "
+            f"of at most {max_document_bytes} bytes and a job needs {HISTORY_ALLOWANCE_BYTES} of them for its history"
+        )
+
+
+@dataclass(frozen=True)
+class JobBuilder:
+    """Fluent, immutable description of one job; ``enqueue()`` writes it.
+
+    ``enqueue()`` returns the job id for a sync :class:`~recruiter.Recruiter`
+    and an awaitable of it for an :class:`~recruiter.AsyncRecruiter`.
+    """
+
+    workable: Workable
+    recruiter: Any = field(repr=False)
+    options: JobOptions = JobOptions()
+
+    def _with(self, **changes: Any) -> JobBuilder:
+        return dataclasses.replace(self, options=dataclasses.replace(self.options, **changes))
+
+    def in_group(self, group: str) -> JobBuilder:
+        return self._with(group=_check_name("group", group))
+
+    def tagged(self, *tags: str) -> JobBuilder:
+        return self._with(tags=self.options.tags + tuple(_check_tag(t) for t in tags))
+
+    def schedule_at(self, when: datetime) -> JobBuilder:
+        if not isinstance(when, datetime):
+            raise JobRefused(f"schedule_at needs a datetime, got {when!r}")
+        return self._with(scheduled_at=when, schedule_in=None)
+
+    def schedule_in(self, delta: timedelta | None = None, **units: float) -> JobBuilder:
+        """Delay the job by ``delta`` or by ``timedelta(**units)``, e.g. ``schedule_in(minutes=5)``."""
+        try:
+            delay = (delta or timedelta()) + timedelta(**units)
+        except (TypeError, OverflowError, ValueError) as exc:
+            raise JobRefused(f"schedule_in needs a timedelta or units like minutes=5: {exc}") from None
+        if delay < timedelta():
+            raise JobRefused(f"schedule_in needs a non-negative delay, got {delay}")
+        return self._with(schedule_in=delay, scheduled_at=None)
+
+    def retry_with(self, policy: RetryPolicy) -> JobBuilder:
+        return self._with(retry_policy=check_policy(policy))
+
+    def for_tenant(self, tenant: str) -> JobBuilder:
+        return self._with(tenant=_check_name("tenant", tenant))
+
+    def with_priority(self, priority: str) -> JobBuilder:
+        return self._with(priority=Priority(_priority(priority)))
+
+    def with_timeout(self, seconds: float | timedelta) -> JobBuilder:
+        return self._with(timeout_s=check_timeout(seconds))
+
+    def at_most_once(self) -> JobBuilder:
+        """Never run this job a second time after its worker died during an attempt: a crash
+        archives it (``why: "crashed"``) instead of running it again."""
+        return self._with(at_most_once=True)
+
+    def build(self, now: datetime, max_document_bytes: int | None = None) -> dict[str, Any]:
+        return build_job_document(self.workable, self.options, now, max_document_bytes=max_document_bytes)
+
+    def enqueue(self) -> Any:
+        return self.recruiter.enqueue(self)
+
+
+def as_builder(item: JobBuilder | Workable, recruiter: Any) -> JobBuilder:
+    if isinstance(item, JobBuilder):
+        return item
+    if isinstance(item, Workable):
+        return JobBuilder(item, recruiter)
+    raise JobRefused(f"expected a Workable or a job builder, got {type(item).__name__}")

@@ -1,0 +1,257 @@
+"""Outcomes as values, and the pure document changes they cause.
+
+A worker turns an attempt into an :class:`Outcome` and writes it once, into its
+own roster document. The recruiter applies it: :func:`archived_document` for
+jobs that are finished, :func:`reschedule_update` for jobs that go back to the
+queue. The cleaner uses :func:`crash_update` for jobs of dead workers. Nothing
+here does I/O, so each transition is unit-tested on plain dictionaries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from bson import ObjectId
+
+from recruiter.domain.job import MAX_EXECUTIONS_KEPT, Status
+from recruiter.domain.naming import qualified_name
+from recruiter.domain.retry import Archive, Decision, MoveToGroup, RetryAt, WorkerCrashed
+
+Kind = Literal["done", "failed", "crashed", "judged", "timed-out", "interrupted", "cancelled", "refused"]
+
+DONE = "done"
+# A job the worker would not run as stored (e.g. its class is outside the allowed modules).
+MALFORMED = "malformed"
+CRASHED_TOO_MANY_TIMES = "crashed-too-many-times"
+CRASHED = "crashed"  # an at_most_once job whose worker died during its attempt
+
+# Fields that describe a lock; never copied to archived and removed on unlock.
+LOCK_FIELDS = ("locked_by", "locked_at", "lock_token", "lock_epoch")
+
+
+@dataclass(frozen=True)
+class Execution:
+    """The record of one attempt, as kept in ``executions`` and ``last_execution``."""
+
+    attempt: int
+    kind: Kind
+    worker: str
+    pid: int | None
+    hostname: str | None
+    scheduled_at: datetime | None
+    started_at: datetime | None
+    ended_at: datetime
+    error_class: str | None = None
+    message: str | None = None
+    trace: str | None = None
+    assigned_at: datetime | None = None  # when the recruiter handed the job to its worker
+
+    def to_document(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "attempt": self.attempt,
+            "outcome": self.kind,
+            "scheduled_at": self.scheduled_at,
+            "assigned_at": self.assigned_at,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "worker": self.worker,
+            "pid": self.pid,
+            "hostname": self.hostname,
+            "crashed": self.kind == "crashed",
+        }
+        if self.error_class is not None:
+            doc.update({"class": self.error_class, "message": self.message, "trace": self.trace})
+        elif self.message is not None:  # e.g. why an attempt was interrupted
+            doc["message"] = self.message
+        return doc
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one assignment, written by the worker that held it.
+
+    ``executed`` is false when the worker judged a crashed job by its policy and
+    did not run it; the attempt the recruiter counted when it locked the job is
+    then given back.
+    """
+
+    job_id: ObjectId
+    token: ObjectId
+    attempt: int
+    executed: bool
+    decision: Decision
+    execution: Execution | None = None
+    result: Any = None
+
+    def to_document(self) -> dict[str, Any]:
+        return {
+            "job": self.job_id,
+            "token": self.token,
+            "attempt": self.attempt,
+            "executed": self.executed,
+            "decision": decision_to_document(self.decision),
+            "execution": self.execution.to_document() if self.execution else None,
+            "result": self.result,
+        }
+
+
+def decision_to_document(decision: Decision) -> dict[str, Any]:
+    if isinstance(decision, Archive):
+        return {"archive": decision.why} if decision.reason is None else {"archive": decision.why,
+                                                                           "reason": decision.reason}
+    if isinstance(decision, MoveToGroup):
+        return {"retry_at": decision.at, "group": decision.group}
+    if isinstance(decision, RetryAt):
+        return {"retry_at": decision.at}
+    raise TypeError(f"not a retry decision: {decision!r}")
+
+
+def describe_decision(decision: Decision) -> str:
+    """A decision in a few words, for logs: ``archive: done``, ``retry at 2026-…Z``."""
+    if isinstance(decision, Archive):
+        return f"archive: {decision.why}"
+    when = decision.at.isoformat().replace("+00:00", "Z")
+    if isinstance(decision, MoveToGroup):
+        return f"move to group {decision.group} at {when}"
+    return f"retry at {when}"
+
+
+def is_archive(outcome_doc: dict[str, Any]) -> bool:
+    return "archive" in outcome_doc["decision"]
+
+
+def held_by(job: dict[str, Any] | None, outcome_doc: dict[str, Any]) -> bool:
+    """Whether ``job`` is still under the lock the outcome was produced for (fencing)."""
+    return job is not None and job.get("locked") is True and job.get("lock_token") == outcome_doc["token"]
+
+
+def history_entry(execution: dict[str, Any]) -> dict[str, Any]:
+    """An execution as kept in ``executions``: everything but the trace.
+
+    The full trace stays in ``last_execution``; leaving it out of the history
+    keeps a job that failed many times well under the document size limit.
+    """
+    return {k: v for k, v in execution.items() if k != "trace"}
+
+
+def jobs_referenced_by(entry: dict[str, Any]) -> set[Any]:
+    """The jobs a roster entry knows it holds: its assignment, running job or pending outcome.
+
+    Needs the entry's ``assigned_to``, ``working_on`` and ``outcome.job`` fields.
+    """
+    assigned, outcome = entry.get("assigned_to"), entry.get("outcome")
+    own = entry.get("_id")
+    refs = [assigned.get(own) if isinstance(assigned, dict) and isinstance(own, str) else None,
+            entry.get("working_on"),
+            outcome.get("job") if isinstance(outcome, dict) else None]
+    # Any value may be read from a malformed entry: keep the ones that can name a job.
+    return {r for r in refs if r is not None and not isinstance(r, dict | list)}
+
+
+REFERENCE_FIELDS = {"assigned_to": 1, "working_on": 1, "outcome.job": 1}
+
+
+def _history(job: dict[str, Any], execution: dict[str, Any] | None) -> list[dict[str, Any]]:
+    executions = list(job.get("executions") or [])
+    if execution is not None:
+        executions.append(history_entry(execution))
+    return executions[-MAX_EXECUTIONS_KEPT:]
+
+
+def archived_document(job: dict[str, Any], outcome_doc: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """The ``archived`` copy of ``job`` finished by ``outcome_doc``."""
+    why = outcome_doc["decision"]["archive"]
+    execution = outcome_doc.get("execution")
+    doc = {k: v for k, v in job.items() if k not in LOCK_FIELDS and k not in ("status", "crash_pending")}
+    doc.update(
+        done=why == DONE,
+        locked=False,
+        why=why,
+        archived_at=now,
+        executions=_history(job, execution),
+    )
+    reason = outcome_doc["decision"].get("reason")
+    if isinstance(reason, str):  # e.g. why a job was refused as malformed
+        doc["reason"] = reason
+    if not outcome_doc["executed"]:
+        doc["attempts"] = max(0, job.get("attempts", 1) - 1)
+    if execution is not None:
+        doc["last_execution"] = execution
+    if outcome_doc.get("result") is not None:
+        doc["result"] = outcome_doc["result"]
+    return doc
+
+
+def reschedule_update(job: dict[str, Any], outcome_doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Filter and update that put ``job`` back in the queue as ``outcome_doc`` decided."""
+    decision = outcome_doc["decision"]
+    execution = outcome_doc.get("execution")
+    set_: dict[str, Any] = {
+        "locked": False,
+        "status": Status.RETRYING.value,
+        "scheduled_at": decision["retry_at"],
+    }
+    if decision.get("group"):
+        set_["group"] = decision["group"]
+    if execution is not None:
+        set_["last_execution"] = execution
+    update: dict[str, Any] = {
+        "$set": set_,
+        "$unset": {f: "" for f in (*LOCK_FIELDS, "crash_pending")},
+    }
+    if execution is not None:
+        update["$push"] = {"executions": {"$each": [history_entry(execution)], "$slice": -MAX_EXECUTIONS_KEPT}}
+    if not outcome_doc["executed"]:
+        update["$inc"] = {"attempts": -1}
+    return {"_id": job["_id"], "lock_token": outcome_doc["token"]}, update
+
+
+def crash_update(job: dict[str, Any], worker: dict[str, Any] | None, now: datetime,
+                 reason: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Filter and update that unlock a job whose worker died, recording a crashed attempt.
+
+    The job becomes due at once with ``crash_pending`` set: the next worker
+    judges the crash (:func:`recruiter.attempt.judge_crash`: the poison limit,
+    or ``at_most_once``) before running it again.
+    """
+    worker = worker or {}
+    execution = Execution(
+        attempt=job.get("attempts", 0),
+        kind="crashed",
+        worker=str(job.get("locked_by")),
+        pid=worker.get("pid"),
+        hostname=worker.get("hostname"),
+        scheduled_at=job.get("scheduled_at"),
+        started_at=worker.get("working_since") or job.get("locked_at"),
+        ended_at=now,
+        error_class=qualified_name(WorkerCrashed),
+        message=reason,
+        trace=None,
+        assigned_at=job.get("locked_at"),
+    ).to_document()
+    update = {
+        "$set": {
+            "locked": False,
+            "status": Status.RETRYING.value,
+            "scheduled_at": now,
+            "crash_pending": True,
+            "last_execution": execution,
+        },
+        "$unset": {f: "" for f in LOCK_FIELDS},
+        "$inc": {"crashes": 1},
+        "$push": {"executions": {"$each": [history_entry(execution)], "$slice": -MAX_EXECUTIONS_KEPT}},
+    }
+    return {"_id": job["_id"], "lock_token": job.get("lock_token"), "locked": True}, update
+
+
+# Undo a lock the recruiter took but never handed to a worker: not an attempt.
+ROLLBACK_PIPELINE: list[dict[str, Any]] = [
+    {"$set": {
+        "locked": False,
+        "attempts": {"$max": [0, {"$subtract": ["$attempts", 1]}]},
+        "status": {"$cond": [{"$gt": ["$attempts", 1]}, Status.RETRYING.value, Status.QUEUED.value]},
+    }},
+    {"$unset": list(LOCK_FIELDS)},
+]

@@ -1,0 +1,299 @@
+"""Choosing which ready job goes to which free worker: pure, no I/O.
+
+This is the only place the assignment policy lives. :func:`select` takes the
+free workers, the candidate jobs, the fairness cursor and ``now``, and returns
+the assignments and the new cursor. The policy, level by level:
+
+1. **Groups.** Each turn of a round serves one group, in ring order (groups
+   sorted by name, wrapping), continuing after the group the last turn served,
+   even across rounds. A group's turn goes to the most specific free worker
+   that takes it (fewest groups; ``*`` last), so a worker shared by several
+   groups is shared turn by turn and a busy group cannot starve a quiet one.
+2. **Tenants.** Within a group, tenants are served round-robin in ring order
+   (the default tenant ``""`` first, then names sorted), from the tenant after
+   the one the group served last.
+3. **Priority.** Within a tenant of a group, due retrying jobs go first. Then
+   the counting scheme (``4,1``: four high, one low, again) picks the
+   priority, falling back to the other one when the wanted one has no job; a
+   fallback does not advance the scheme.
+4. **FIFO** by ``scheduled_at``, then by id.
+
+The turns go on until no group has both a job left and a free worker that
+takes it, so no worker is left idle while a job of its groups waits.
+
+:func:`select_from` runs the same policy over a :class:`Source`, which is how
+the recruiter runs it on partial knowledge of the queue: its source raises when
+it is asked for something it has not read yet (see :mod:`recruiter.candidates`).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from recruiter.domain.job import Priority
+from recruiter.domain.naming import ANY_GROUP as ANY_GROUP  # re-exported: the selection speaks of it
+
+DEFAULT_TENANT = ""  # jobs without a tenant; real tenant names are never empty
+
+# The two streams of one (group, tenant), in the order the candidates index gives them:
+# FIRST = due retrying jobs (high, then low) followed by fresh high ones; LOW = fresh low ones.
+FIRST = 1
+LOW = 2
+
+
+@dataclass(frozen=True)
+class FreeWorker:
+    id: str
+    groups: tuple[str, ...]
+
+    @property
+    def takes_any(self) -> bool:
+        return ANY_GROUP in self.groups
+
+    def takes(self, group: str) -> bool:
+        return self.takes_any or group in self.groups
+
+    @property
+    def specificity(self) -> tuple[bool, int]:
+        """Sort key: the worker that can do the least goes first."""
+        return self.takes_any, len(self.groups)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    id: Any
+    group: str
+    scheduled_at: datetime
+    tenant: str = DEFAULT_TENANT
+    priority: str = Priority.LOW.value
+    retrying: bool = False
+
+    @property
+    def stream(self) -> int:
+        return FIRST if self.retrying or self.priority == Priority.HIGH.value else LOW
+
+    @property
+    def order(self) -> tuple[bool, bool, datetime, str]:
+        """Order within a (group, tenant), the same as the candidates index:
+        retrying first (status descending), then high (priority ascending), then
+        scheduled_at, then id."""
+        return not self.retrying, self.priority != Priority.HIGH.value, self.scheduled_at, str(self.id)
+
+
+@dataclass(frozen=True)
+class Assignment:
+    worker_id: str
+    job_id: Any
+
+
+@dataclass(frozen=True)
+class CountingScheme:
+    """``high`` high-priority jobs, then ``low`` low-priority ones, and again."""
+
+    high: int = 4
+    low: int = 1
+
+    def __post_init__(self) -> None:
+        if self.high < 0 or self.low < 0 or self.high + self.low == 0:
+            raise ValueError(f"counting scheme needs two counts >= 0, not both 0; got {self.high},{self.low}")
+
+    @classmethod
+    def parse(cls, text: str) -> CountingScheme:
+        parts = text.split(",")
+        try:
+            high, low = (int(p.strip()) for p in parts)
+        except ValueError:
+            raise ValueError(f"invalid counting scheme {text!r}: expected HIGH,LOW such as 4,1") from None
+        return cls(high, low)
+
+    def wants_high(self, position: int) -> bool:
+        return position % (self.high + self.low) < self.high
+
+    def advance(self, position: int) -> int:
+        return (position + 1) % (self.high + self.low)
+
+    def __str__(self) -> str:
+        return f"{self.high},{self.low}"
+
+
+DEFAULT_SCHEME = CountingScheme()
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where the rings and schemes stand; kept in ``metadata`` between rounds.
+
+    ``last_group``: the group the last turn served. ``last_tenant``: per group,
+    the tenant it served last. ``counts``: per (group, tenant), the position in
+    the counting scheme; 0 is left out, so the map only holds tenants mid-scheme.
+    """
+
+    last_group: str | None = None
+    last_tenant: Mapping[str, str] = field(default_factory=dict)
+    counts: Mapping[tuple[str, str], int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Selection:
+    assignments: list[Assignment]
+    cursor: Cursor
+
+
+class Source(Protocol):
+    """Ready jobs, as the policy walks them. ``after=None`` means from the start."""
+
+    def next_group(self, after: str | None) -> str | None:
+        """The first group after ``after`` with a ready job; None past the last."""
+
+    def next_tenant(self, group: str, after: str | None) -> str | None:
+        """The first tenant of ``group`` after ``after`` with a ready job; None past the last."""
+
+    def job(self, group: str, tenant: str, stream: int, index: int) -> Candidate | None:
+        """The ``index``-th job of a stream of (group, tenant); None past its end."""
+
+
+class ListSource:
+    """A :class:`Source` over a plain list of candidates (complete knowledge)."""
+
+    def __init__(self, candidates: Iterable[Candidate], now: datetime) -> None:
+        streams: dict[tuple[str, str], tuple[list[Candidate], list[Candidate]]] = {}
+        for c in {c.id: c for c in candidates if c.scheduled_at <= now}.values():
+            streams.setdefault((c.group, c.tenant), ([], []))[c.stream - 1].append(c)
+        for pair in streams.values():
+            for stream in pair:
+                stream.sort(key=lambda c: c.order)
+        self._streams = streams
+        self._groups = sorted({g for g, _ in streams})
+        self._tenants: dict[str, list[str]] = {}
+        for g, t in sorted(streams):
+            self._tenants.setdefault(g, []).append(t)
+
+    def next_group(self, after: str | None) -> str | None:
+        return _after(self._groups, after)
+
+    def next_tenant(self, group: str, after: str | None) -> str | None:
+        return _after(self._tenants.get(group, []), after)
+
+    def job(self, group: str, tenant: str, stream: int, index: int) -> Candidate | None:
+        items = self._streams[(group, tenant)][stream - 1]
+        return items[index] if index < len(items) else None
+
+
+def _after(ordered: list[str], after: str | None) -> str | None:
+    i = 0 if after is None else bisect.bisect_right(ordered, after)
+    return ordered[i] if i < len(ordered) else None
+
+
+def select(workers: Sequence[FreeWorker], candidates: Iterable[Candidate], cursor: Cursor, now: datetime,
+           scheme: CountingScheme = DEFAULT_SCHEME) -> Selection:
+    """Assign the due ``candidates`` to ``workers`` by the policy; each job at most once."""
+    return select_from(ListSource(candidates, now), workers, cursor, scheme)
+
+
+def select_from(source: Source, workers: Sequence[FreeWorker], cursor: Cursor,
+                scheme: CountingScheme = DEFAULT_SCHEME) -> Selection:
+    return _Round(source, workers, cursor, scheme).run()
+
+
+def _ring(first: str | None, step: Any, start: str | None, skip: set[str]) -> str | None:
+    """Walk a ring from after ``start``, wrapping once; the first key not in ``skip``.
+
+    ``first`` is the key after ``start``; ``step(after)`` gives the next one."""
+    key, wrapped = first, start is None
+    while True:
+        if key is None:
+            if wrapped:
+                return None
+            wrapped, key = True, step(None)
+            continue
+        if wrapped and start is not None and key > start:
+            return None
+        if key not in skip:
+            return key
+        key = step(key)
+
+
+class _Round:
+    def __init__(self, source: Source, workers: Sequence[FreeWorker], cursor: Cursor,
+                 scheme: CountingScheme) -> None:
+        self.source = source
+        self.scheme = scheme
+        self.free = list(workers)
+        self.last_group = cursor.last_group
+        self.last_tenant = dict(cursor.last_tenant)
+        self.counts = dict(cursor.counts)
+        self.taken: dict[tuple[str, str], list[int]] = {}
+        self.empty_groups: set[str] = set()
+        self.empty_tenants: dict[str, set[str]] = {}
+
+    def run(self) -> Selection:
+        assignments: list[Assignment] = []
+        while self.free:
+            group = self._next_group()
+            if group is None:
+                break
+            job = self._next_job(group)
+            if job is None:
+                self.empty_groups.add(group)
+                continue
+            worker = min((w for w in self.free if w.takes(group)), key=lambda w: w.specificity)
+            self.free.remove(worker)
+            assignments.append(Assignment(worker.id, job.id))
+            self.last_group = group
+        counts = {k: v for k, v in self.counts.items() if v}
+        return Selection(assignments, Cursor(self.last_group, self.last_tenant, counts))
+
+    def _next_group(self) -> str | None:
+        """The next group in the ring that a free worker takes and that may have a job."""
+        start = self.last_group
+        if any(w.takes_any for w in self.free):
+            return _ring(self.source.next_group(start), self.source.next_group, start, self.empty_groups)
+        named = sorted({g for w in self.free for g in w.groups} - self.empty_groups)
+        later = [g for g in named if start is None or g > start]
+        ring = later or named
+        return ring[0] if ring else None
+
+    def _next_job(self, group: str) -> Candidate | None:
+        """The next job of ``group``: round-robin over its tenants."""
+        start = self.last_tenant.get(group)
+        empty = self.empty_tenants.setdefault(group, set())
+
+        def step(after: str | None) -> str | None:
+            return self.source.next_tenant(group, after)
+
+        while (tenant := _ring(step(start), step, start, empty)) is not None:
+            job = self._take(group, tenant)
+            if job is not None:
+                self.last_tenant[group] = tenant
+                return job
+            empty.add(tenant)
+        return None
+
+    def _take(self, group: str, tenant: str) -> Candidate | None:
+        """The next job of one tenant: retrying first, then by the counting scheme."""
+        key = (group, tenant)
+        taken = self.taken.setdefault(key, [0, 0])
+        first = self.source.job(group, tenant, FIRST, taken[0])
+        if first is not None and first.retrying:
+            taken[0] += 1
+            return first
+        position = self.counts.get(key, 0)
+        if self.scheme.wants_high(position) and first is not None:
+            taken[0] += 1
+            self.counts[key] = self.scheme.advance(position)
+            return first
+        low = self.source.job(group, tenant, LOW, taken[1])
+        if low is not None:
+            taken[1] += 1
+            if not self.scheme.wants_high(position):
+                self.counts[key] = self.scheme.advance(position)
+            return low
+        if first is not None:  # wanted low, there is none: fall back to high
+            taken[0] += 1
+            return first
+        return None
+

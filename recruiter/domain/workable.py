@@ -1,0 +1,133 @@
+"""The unit of work users write: a :class:`Workable`.
+
+A workable is stored as ``{class: "module:Qualname", parameters: {...}, method}``.
+By default the parameters are the arguments its constructor was called with, so
+this is all a user writes::
+
+    class SendInvoice(Workable):
+        def __init__(self, invoice_id: str) -> None:
+            self.invoice_id = invoice_id
+
+        def execute(self, ctx: JobContext) -> None:
+            ...
+
+A worker rebuilds it with ``SendInvoice(**parameters)`` and calls ``execute``
+(plain or ``async def``, with or without the ``ctx`` argument). Classes that need
+another representation override :meth:`Workable.export_parameters` and
+:meth:`Workable.from_parameters`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from recruiter.domain.naming import import_qualified, qualified_name
+
+if TYPE_CHECKING:
+    from recruiter.domain.job import JobBuilder
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """What a running job may know about itself."""
+
+    job_id: str
+    attempt: int
+    worker_id: str
+    group: str
+    tags: tuple[str, ...] = ()
+    tenant: str | None = None
+    scheduled_at: datetime | None = None
+    assigned_at: datetime | None = None  # when the recruiter assigned this attempt
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+_PARAMETERS_ATTR = "_recruiter_parameters"
+
+
+def _capture_init(init: Any) -> Any:
+    signature = inspect.signature(init)
+    for param in signature.parameters.values():
+        if param.kind is inspect.Parameter.VAR_POSITIONAL:
+            raise TypeError(
+                f"{init.__qualname__} takes *{param.name}; a Workable constructor needs named "
+                "parameters (or override export_parameters/from_parameters)"
+            )
+
+    @functools.wraps(init)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+        if not hasattr(self, _PARAMETERS_ATTR):
+            bound = signature.bind(self, *args, **kwargs)
+            params: dict[str, Any] = {}
+            for name, value in list(bound.arguments.items())[1:]:
+                if signature.parameters[name].kind is inspect.Parameter.VAR_KEYWORD:
+                    params.update(value)
+                else:
+                    params[name] = value
+            object.__setattr__(self, _PARAMETERS_ATTR, params)
+        init(self, *args, **kwargs)
+
+    return wrapper
+
+
+class Workable:
+    """Base class of everything that can be enqueued.
+
+    Subclasses implement ``execute(self, ctx)`` (or ``async def execute``). The
+    optional class attributes ``group``, ``retry_policy`` and ``timeout_s`` give
+    defaults for every job of the class.
+    """
+
+    method: ClassVar[str] = "execute"
+    group: ClassVar[str | None] = None
+    retry_policy: ClassVar[Any] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            cls.__init__ = _capture_init(cls.__dict__["__init__"])  # type: ignore[method-assign]
+
+    def export_parameters(self) -> dict[str, Any]:
+        """The parameters stored with the job; by default the constructor arguments."""
+        return dict(getattr(self, _PARAMETERS_ATTR, {}))
+
+    @classmethod
+    def from_parameters(cls, parameters: dict[str, Any]) -> Workable:
+        """Rebuild an instance from stored parameters; by default ``cls(**parameters)``."""
+        return cls(**parameters)
+
+    def to_document(self) -> dict[str, Any]:
+        return {
+            "class": qualified_name(self),
+            "parameters": self.export_parameters(),
+            "method": self.method,
+        }
+
+    def as_job_of(self, recruiter: Any) -> JobBuilder:
+        """Start building a job of this workable for ``recruiter`` (sync or async)."""
+        from recruiter.domain.job import JobBuilder
+
+        return JobBuilder(self, recruiter)
+
+
+def workable_from_document(doc: dict[str, Any]) -> Workable:
+    """Rebuild the workable stored in a job; raises on unknown classes or bad parameters."""
+    cls = import_qualified(doc["class"])
+    if not (isinstance(cls, type) and issubclass(cls, Workable)):
+        raise TypeError(f"{doc['class']} is not a recruiter.Workable subclass")
+    return cls.from_parameters(dict(doc.get("parameters") or {}))
+
+
+def accepts_context(method: Any) -> bool:
+    """Whether a bound ``execute`` takes the job context argument."""
+    try:
+        params = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(
+        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params
+    )

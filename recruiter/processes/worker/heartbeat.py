@@ -1,0 +1,157 @@
+"""Heartbeats from a thread of their own, so nothing a job does can silence them.
+
+A job that blocks the event loop (a CPU-bound ``async def``, a C extension that
+holds the loop's thread) would starve an asyncio heartbeat task, and the cleaner
+would declare a live worker dead. :class:`HeartbeatThread` beats from a daemon
+thread with its own synchronous ``MongoClient``; the worker's event loop checks
+once per interval that the thread is alive and starts a new one if it died.
+
+A beat writes the slots' documents in ``heartbeats`` (:mod:`recruiter.liveness`),
+never the roster entries a recruiter round writes, so the two never conflict.
+Each update is conditional on the slot's ``session``. It says which job each
+slot runs (``working_token``: the evidence that the attempt started), and the
+thread beats early, batched, when a slot starts a job (:meth:`HeartbeatThread.nudge`).
+
+Every beat with a busy slot then reads the busy slots' roster entries to check their fences: an
+entry that is gone, carries another ``session``, or whose assignment
+(``assigned_to.<id>``) no longer names the running job has lost its entry
+(declared dead, or taken over by a restarted worker with the same id) or its
+job (cancelled): ``on_lost`` is told, on the event loop, and the worker halts
+the job.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import structlog
+from pymongo import UpdateOne
+from pymongo.errors import PyMongoError
+
+from recruiter.domain.clock import Clock
+from recruiter.domain.liveness import fresh_until
+from recruiter.store.connection import first_line
+from recruiter.store.layout import Collections
+
+log = structlog.get_logger("recruiter.heartbeat")
+
+JOB_TAKEN_AWAY = "the job was taken away from this worker (cancelled or rescued)"
+# A job still running this fraction of an interval after it started is shown at once by
+# an early beat (shared by the slots): jobs shorter than that cost no write of their own.
+NUDGE_DELAY = 0.25
+
+
+@dataclass(frozen=True)
+class SlotView:
+    """What a beat needs to know about one slot, read at the moment of the beat."""
+
+    id: str
+    session: Any
+    job_id: Any | None  # the running job, if any
+    working_since: Any | None
+    token: Any | None = None  # the running job's lock token
+
+
+def beat_ops(slots: Sequence[SlotView], now: datetime, interval_s: float) -> list[UpdateOne]:
+    """One update of its heartbeat document per slot, fenced by its session (pure)."""
+    until = fresh_until(now, interval_s)
+    return [UpdateOne({"_id": s.id, "session": s.session}, {"$set": {
+        "last_seen_at": now, "fresh_until": until, "working": s.job_id is not None, "working_on": s.job_id,
+        "working_token": s.token if s.job_id is not None else None, "working_since": s.working_since,
+    }}) for s in slots]
+
+
+def lost_slots(slots: Sequence[SlotView], entries: dict[str, dict[str, Any]]) -> list[tuple[SlotView, str]]:
+    """The slots whose fence failed, and why, given their current roster entries (pure)."""
+    lost = []
+    for s in slots:
+        entry = entries.get(s.id)
+        if entry is None:
+            lost.append((s, "the worker was declared dead and removed from the roster"))
+        elif entry.get("session") != s.session:
+            lost.append((s, "another process took over this worker id"))
+        elif s.job_id is not None and (entry.get("assigned_to") or {}).get(s.id) != s.job_id:
+            lost.append((s, JOB_TAKEN_AWAY))
+    return lost
+
+
+def beat(c: Collections, clock: Clock, interval_s: float, slots: Sequence[SlotView]) -> list[tuple[SlotView, str]]:
+    """One heartbeat for every slot (one write), then a read of the busy slots' fences.
+
+    An idle slot needs no read: it learns that it lost its entry when it next
+    reads the entry (a change stream reports the removal or the takeover).
+    """
+    if not slots:
+        return []
+    c.heartbeats.bulk_write(beat_ops(slots, clock.now(), interval_s), ordered=False)
+    busy = [s for s in slots if s.job_id is not None]
+    if not busy:
+        return []
+    entries = {d["_id"]: d for d in c.roster.find(
+        {"_id": {"$in": [s.id for s in busy]}}, {"session": 1, "assigned_to": 1})}
+    return lost_slots(busy, entries)
+
+
+class HeartbeatThread:
+    """Beats every ``interval_s`` from a daemon thread until stopped, and early after a nudge.
+
+    A nudge (a slot started a job) makes the thread look again ``NUDGE_DELAY``
+    of an interval later: if a job that no beat has shown yet still runs, it
+    beats then. Short jobs finish first and cost nothing; the jobs started
+    within one delay share one beat.
+    """
+
+    def __init__(self, c: Collections, clock: Clock, interval_s: float,
+                 view: Callable[[], Sequence[SlotView]],
+                 on_lost: Callable[[SlotView, str], None]) -> None:
+        self.c = c
+        self.clock = clock
+        self.interval_s = interval_s
+        self.view = view
+        self.on_lost = on_lost
+        self._stop = threading.Event()
+        self._nudged = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.restarts = 0
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="recruiter-heartbeat", daemon=True)
+        self._thread.start()
+
+    def ensure_alive(self) -> None:
+        """Start a new thread if the current one died (supervision, called from the event loop)."""
+        if self._stop.is_set() or (self._thread is not None and self._thread.is_alive()):
+            return
+        self.restarts += 1
+        log.warning("heartbeat.restarted", restarts=self.restarts)
+        self.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._nudged.set()
+
+    def nudge(self) -> None:
+        """Beat soon (a slot started a job): the heartbeat shows the attempt started."""
+        self._nudged.set()
+
+    def _run(self) -> None:
+        shown: set[Any] = set()  # the attempts (lock tokens) the last beat showed running
+        due = 0.0
+        while not self._stop.is_set():
+            views = self.view()
+            if time.monotonic() >= due or any(v.job_id is not None and v.token not in shown for v in views):
+                try:
+                    for slot, reason in beat(self.c, self.clock, self.interval_s, views):
+                        self.on_lost(slot, reason)
+                except PyMongoError as exc:
+                    log.warning("heartbeat.failed", error=first_line(exc))
+                shown = {v.token for v in views if v.job_id is not None}
+                due = time.monotonic() + self.interval_s
+            if self._nudged.wait(max(0.0, due - time.monotonic())):
+                self._stop.wait(self.interval_s * NUDGE_DELAY)
+                self._nudged.clear()

@@ -1,0 +1,209 @@
+"""Enqueueing jobs from application code: :class:`Recruiter` (sync) and
+:class:`AsyncRecruiter` (asyncio). Both build documents with the same pure
+builder (:func:`recruiter.job.build_job_document`) and differ only in how they
+talk to MongoDB.
+
+Everything is validated before the first write, the same way in both: a job
+that cannot be stored, or kept through its life, raises
+:class:`~recruiter.job.JobRefused` with a one-line reason and nothing is
+written. ``enqueue_many`` is all or nothing: one bad item refuses the batch,
+and the reason names the item by its index. The server's document size limit
+(``maxBsonObjectSize`` from ``hello``) is read once per producer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from bson import ObjectId
+from pymongo.errors import PyMongoError
+
+from recruiter.domain.cancel import CancelResult, cancel_job, cancel_job_async, parse_job_id
+from recruiter.domain.clock import Clock, SystemClock
+from recruiter.domain.job import JobBuilder, JobRefused, as_builder
+from recruiter.domain.workable import Workable
+from recruiter.store.clock import ServerClock
+from recruiter.store.connection import ConnectionProblem, Target, async_client, describe, parse_target, sync_client
+from recruiter.store.layout import Collections, ensure_indexes, ensure_indexes_sync
+
+
+def _job_id(job_id: ObjectId | str) -> ObjectId:
+    return job_id if isinstance(job_id, ObjectId) else parse_job_id(job_id)
+
+
+# Used when the server's hello does not give a usable maxBsonObjectSize (16 MiB, MongoDB's limit).
+DEFAULT_MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
+
+
+def limit_from_hello(hello: Any) -> int:
+    """The document size limit a ``hello`` reply states (checked: it is server input)."""
+    value = hello.get("maxBsonObjectSize") if isinstance(hello, dict) else None
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return DEFAULT_MAX_DOCUMENT_BYTES
+
+
+def _document(recruiter: Any, item: JobBuilder | Workable, max_bytes: int) -> dict[str, Any]:
+    return as_builder(item, recruiter).build(recruiter.clock.now(), max_bytes)
+
+
+def _documents(recruiter: Any, items: list[Any], max_bytes: int) -> list[dict[str, Any]]:
+    """Every item's document, or :class:`JobRefused` naming the first bad item."""
+    now = recruiter.clock.now()
+    docs = []
+    for index, item in enumerate(items):
+        try:
+            docs.append(as_builder(item, recruiter).build(now, max_bytes))
+        except JobRefused as exc:
+            raise JobRefused(f"item {index} of {len(items)}: {exc}; nothing was written") from None
+    return docs
+
+
+class Recruiter:
+    """Producer handle for synchronous code.
+
+    >>> rec = Recruiter.connect("mongodb://localhost:27017/recruiter")
+    >>> job_id = SendInvoice("42").as_job_of(rec).in_group("billing").enqueue()
+    """
+
+    def __init__(self, client: Any, database: str, *, clock: Clock | None = None, owns_client: bool = False) -> None:
+        self.client = client
+        self.db = client[database]
+        self.collections = Collections.of(self.db)
+        self.clock = clock or SystemClock()
+        self._owns_client = owns_client
+        self._max_bytes: int | None = None
+
+    @classmethod
+    def connect(cls, uri: str | None = None, *, clock: Clock | None = None, create_indexes: bool = True,
+                server_selection_timeout_s: float = 10.0) -> Recruiter:
+        """Connect to ``uri`` (default ``mongodb://localhost:27017/recruiter``).
+
+        Raises :class:`~recruiter.connection.ConnectionProblem`, with a one-line
+        message, for a bad URI or a server that does not answer.
+        """
+        target: Target = parse_target(uri)
+        client = sync_client(target, app_name="recruiter-producer",
+                             server_selection_timeout_s=server_selection_timeout_s)
+        try:
+            if clock is None:
+                clock = ServerClock()
+                clock.calibrate_sync(client)  # schedule on the server's time line
+            rec = cls(client, target.database, clock=clock, owns_client=True)
+            if create_indexes:
+                ensure_indexes_sync(rec.db)
+        except PyMongoError as exc:
+            client.close()
+            raise ConnectionProblem(describe(exc, target)) from exc
+        return rec
+
+    def max_document_bytes(self) -> int:
+        """The server's ``maxBsonObjectSize``, asked once."""
+        if self._max_bytes is None:
+            self._max_bytes = limit_from_hello(self.db.command("hello"))
+        return self._max_bytes
+
+    def enqueue(self, item: JobBuilder | Workable) -> ObjectId:
+        """Store one job; returns its id. Raises :class:`JobRefused` (nothing written) for a bad job."""
+        doc = _document(self, item, self.max_document_bytes())
+        self.collections.scheduled.insert_one(doc)
+        job_id: ObjectId = doc["_id"]
+        return job_id
+
+    def enqueue_many(self, items: Iterable[JobBuilder | Workable]) -> list[ObjectId]:
+        """Store many jobs in one round trip, all or nothing.
+
+        Every item is validated before anything is written; one bad item raises
+        :class:`JobRefused` naming it (``item 5 of 7: …``) and nothing is written.
+        """
+        batch = list(items)
+        if not batch:
+            return []
+        docs = _documents(self, batch, self.max_document_bytes())
+        self.collections.scheduled.insert_many(docs, ordered=True)
+        return [d["_id"] for d in docs]
+
+    def cancel(self, job_id: ObjectId | str, reason: str | None = None) -> CancelResult:
+        """Cancel a job: archived with ``why: "cancelled"``; a worker running it halts it.
+
+        See :mod:`recruiter.cancel` for what happens in each state of the job.
+        """
+        return cancel_job(self.db, _job_id(job_id), self.clock.now(), reason)
+
+    def close(self) -> None:
+        if self._owns_client:
+            self.client.close()
+
+    def __enter__(self) -> Recruiter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncRecruiter:
+    """Producer handle for asyncio code; ``enqueue`` and ``enqueue_many`` are awaitable."""
+
+    def __init__(self, client: Any, database: str, *, clock: Clock | None = None, owns_client: bool = False) -> None:
+        self.client = client
+        self.db = client[database]
+        self.collections = Collections.of(self.db)
+        self.clock = clock or SystemClock()
+        self._owns_client = owns_client
+        self._max_bytes: int | None = None
+
+    @classmethod
+    async def connect(cls, uri: str | None = None, *, clock: Clock | None = None, create_indexes: bool = True,
+                      server_selection_timeout_s: float = 10.0) -> AsyncRecruiter:
+        """Connect to ``uri``; see :meth:`Recruiter.connect`."""
+        target = parse_target(uri)
+        client = async_client(target, app_name="recruiter-producer",
+                              server_selection_timeout_s=server_selection_timeout_s)
+        try:
+            if clock is None:
+                clock = ServerClock()
+                await clock.calibrate(client)
+            rec = cls(client, target.database, clock=clock, owns_client=True)
+            if create_indexes:
+                await ensure_indexes(rec.db)
+        except PyMongoError as exc:
+            await client.close()
+            raise ConnectionProblem(describe(exc, target)) from exc
+        return rec
+
+    async def max_document_bytes(self) -> int:
+        """The server's ``maxBsonObjectSize``, asked once."""
+        if self._max_bytes is None:
+            self._max_bytes = limit_from_hello(await self.db.command("hello"))
+        return self._max_bytes
+
+    async def enqueue(self, item: JobBuilder | Workable) -> ObjectId:
+        """Store one job; see :meth:`Recruiter.enqueue`."""
+        doc = _document(self, item, await self.max_document_bytes())
+        await self.collections.scheduled.insert_one(doc)
+        job_id: ObjectId = doc["_id"]
+        return job_id
+
+    async def enqueue_many(self, items: Iterable[JobBuilder | Workable]) -> list[ObjectId]:
+        """Store many jobs in one round trip, all or nothing; see :meth:`Recruiter.enqueue_many`."""
+        batch = list(items)
+        if not batch:
+            return []
+        docs = _documents(self, batch, await self.max_document_bytes())
+        await self.collections.scheduled.insert_many(docs, ordered=True)
+        return [d["_id"] for d in docs]
+
+    async def cancel(self, job_id: ObjectId | str, reason: str | None = None) -> CancelResult:
+        """Cancel a job; see :meth:`Recruiter.cancel`."""
+        return await cancel_job_async(self.db, _job_id(job_id), self.clock.now(), reason)
+
+    async def close(self) -> None:
+        if self._owns_client:
+            await self.client.close()
+
+    async def __aenter__(self) -> AsyncRecruiter:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

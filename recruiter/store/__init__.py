@@ -1,0 +1,7 @@
+"""The store: the only code that calls PyMongo.
+
+One module per collection (``scheduled``, ``archived``, ``roster``, ``heartbeats``,
+``metadata``) plus leases, indexes, transactions, the server clock, change streams
+and command monitoring. Each fenced filter and each update document is written
+once, here; the processes call these functions with values from the domain.
+"""

@@ -1,0 +1,131 @@
+"""Connecting to MongoDB, with errors a person can read.
+
+All clients are created here so that every process uses the same options:
+aware UTC datetimes (``mongosh`` shows ``ISODate``), majority writes and
+retryable writes, so the code is right on a replica set as well as on a single
+node.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pymongo import AsyncMongoClient, MongoClient
+from pymongo.errors import ConfigurationError, InvalidURI, PyMongoError
+from pymongo.uri_parser import parse_uri
+
+from recruiter.store import monitoring
+
+DEFAULT_URI = "mongodb://localhost:27017/recruiter"
+DEFAULT_DATABASE = "recruiter"
+URI_ENVVARS = ("RECRUITER_MONGODB_URI", "MONGODB_URI")
+
+
+class ConnectionProblem(RuntimeError):
+    """The target cannot be used: bad URI or unreachable server. The message is one line."""
+
+
+@dataclass(frozen=True)
+class Target:
+    uri: str
+    database: str
+
+    @property
+    def display(self) -> str:
+        """The URI without credentials, for messages and logs."""
+        try:
+            parsed = parse_uri(self.uri, validate=False, warn=True)
+        except (InvalidURI, ConfigurationError, ValueError):
+            return "<invalid uri>"
+        hosts = ",".join(f"{h}:{p}" for h, p in parsed["nodelist"])
+        return f"mongodb://{hosts}/{self.database}"
+
+
+def uri_from_environment() -> str:
+    """``RECRUITER_MONGODB_URI``, else ``MONGODB_URI``, else the default URI."""
+    for name in URI_ENVVARS:
+        if os.environ.get(name):
+            return os.environ[name]
+    return DEFAULT_URI
+
+
+def parse_target(uri: str | None) -> Target:
+    """Validate a MongoDB URI and find its database (``recruiter`` when the URI names none).
+
+    Without a URI, the environment decides (:func:`uri_from_environment`).
+    """
+    uri = (uri or uri_from_environment()).strip()
+    try:
+        parsed = parse_uri(uri, validate=True, warn=False)
+    except (InvalidURI, ConfigurationError, ValueError) as exc:
+        raise ConnectionProblem(f"invalid MongoDB URI {uri!r}: {exc}") from None
+    return Target(uri=uri, database=parsed.get("database") or DEFAULT_DATABASE)
+
+
+def with_database(uri: str, database: str) -> str:
+    """``uri`` with its database replaced (options kept)."""
+    head, sep, options = uri.partition("?")
+    scheme, _, rest = head.partition("://")
+    hosts = rest.split("/", 1)[0]
+    return f"{scheme}://{hosts}/{database}{sep}{options}"
+
+
+def _client_options(server_selection_timeout_s: float, app_name: str) -> dict[str, Any]:
+    return {
+        "tz_aware": True,
+        "serverSelectionTimeoutMS": int(server_selection_timeout_s * 1000),
+        "appname": app_name,
+        # A date outside Python's range is read as bson.DatetimeMS, not raised as an error,
+        # so one such document cannot stop a process (recruiter.documents rejects it).
+        "datetime_conversion": "DATETIME_AUTO",
+        "retryWrites": True,
+        # An acknowledged job or outcome must survive a primary failover.
+        "w": "majority",
+    }
+
+
+def sync_client(target: Target, *, app_name: str = "recruiter", server_selection_timeout_s: float = 10.0,
+                event_listeners: list[Any] | None = None) -> MongoClient[Any]:
+    return MongoClient(target.uri, event_listeners=[*(event_listeners or []), *monitoring.listeners()],
+                       **_client_options(server_selection_timeout_s, app_name))
+
+
+def async_client(target: Target, *, app_name: str = "recruiter", server_selection_timeout_s: float = 10.0,
+                 event_listeners: list[Any] | None = None) -> AsyncMongoClient[Any]:
+    return AsyncMongoClient(target.uri, event_listeners=[*(event_listeners or []), *monitoring.listeners()],
+                            **_client_options(server_selection_timeout_s, app_name))
+
+
+def first_line(exc: BaseException, limit: int = 200) -> str:
+    """The first line of an error's message (its class name if it has none), for logs."""
+    return ((str(exc).splitlines() or [""])[0] or type(exc).__name__)[:limit]
+
+
+def describe(exc: BaseException, target: Target) -> str:
+    """One line saying what went wrong talking to ``target``."""
+    name = type(exc).__name__
+    if name in ("ServerSelectionTimeoutError", "AutoReconnect", "NetworkTimeout", "ConnectionFailure"):
+        return f"cannot reach MongoDB at {target.display}: no server answered ({name})"
+    if name == "OperationFailure" and getattr(exc, "code", None) in (13, 18):
+        return f"MongoDB at {target.display} refused the credentials or the operation: {exc}"
+    return f"MongoDB error at {target.display}: {first_line(exc, limit=300)}"
+
+
+def wait_until_reachable(target: Target, timeout_s: float) -> None:
+    """Ping the server until it answers or ``timeout_s`` passes, then raise ConnectionProblem."""
+    deadline = time.monotonic() + timeout_s
+    client = sync_client(target, server_selection_timeout_s=min(timeout_s, 2.0))
+    try:
+        while True:
+            try:
+                client.admin.command("ping")
+                return
+            except PyMongoError as exc:
+                if time.monotonic() >= deadline:
+                    raise ConnectionProblem(describe(exc, target)) from None
+                time.sleep(0.2)
+    finally:
+        client.close()

@@ -1,0 +1,291 @@
+"""How a worker learns that it was given a job: a change stream, or polling.
+
+With a change stream, one stream per worker process watches the roster
+documents of its slots. The recruiter's assignment copies the job into the
+worker's entry (see :meth:`recruiter.recruiting.RecruiterProcess.assign`), so
+the event carries the job itself: the worker starts it without reading
+anything. The stream's pipeline keeps only what the worker needs, so each
+event costs the bytes of one job, not of the whole ``assigned_to`` map.
+
+A job too big to copy travels as a reference instead (:func:`job_reference`:
+its id and lock token, marked as such), in the same field, so the same event
+wakes the worker at once and it reads the job by ``_id``: one read, for big
+jobs only.
+
+Streams need a replica set (or the embedded server). Where the server refuses
+them, ``auto`` falls back to polling; a broken stream is reopened, and every
+slot polls its entry once whenever a stream (re)opens, so nothing assigned
+while no stream was open is missed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pymongo
+import structlog
+from pymongo.errors import OperationFailure, PyMongoError
+
+from recruiter.store.connection import first_line
+
+log = structlog.get_logger("recruiter.worker")
+
+
+class Wake(enum.StrEnum):
+    AUTO = "auto"
+    CHANGE_STREAM = "change-stream"
+    POLL = "poll"
+
+
+# An empty batch back sooner than this was not the server waiting out maxAwaitTimeMS:
+# it woke the stream for a write the pipeline then filtered out. MongoDB keeps
+# waiting in that case; SecantusDB returns, once per write on the whole server, so
+# a waiting stream would ask again for every write. Quick empty batches in a row
+# are therefore paced, from nothing up to QUICK_EMPTY_PACE_CAP_S.
+QUICK_EMPTY_S = 0.05
+QUICK_EMPTY_PACE_S = 0.005
+QUICK_EMPTY_PACE_CAP_S = 0.16
+
+
+def quick_empty_pause(streak: int) -> float:
+    """Pause before the next getMore after ``streak`` quick empty batches in a row."""
+    if streak <= 1:
+        return 0.0
+    return float(min(QUICK_EMPTY_PACE_CAP_S, QUICK_EMPTY_PACE_S * 2.0 ** (streak - 2)))
+
+
+# Codes a server gives when it cannot run a change stream at all
+# (e.g. a standalone mongod: 40573 "only supported on replica sets").
+STREAMS_UNSUPPORTED = frozenset({40573, 40324, 115, 136})
+
+
+def watch_pipeline(slot_ids: list[str]) -> list[dict[str, Any]]:
+    """Events a worker acts on: its entry got a job, was asked to stop, was taken
+    over by a restart with the same id (a new ``session``), or was removed.
+
+    An assignment is reported as an ``update`` by MongoDB; some servers report
+    an update pipeline as a ``replace`` with the full document, so both forms
+    are kept. The worker's own writes (heartbeats, outcomes) do not match.
+    """
+    return [
+        {"$match": {
+            "documentKey._id": {"$in": slot_ids},
+            "$or": [
+                {"operationType": "update", "updateDescription.updatedFields.job": {"$exists": True}},
+                {"operationType": "update", "updateDescription.updatedFields.stop_requested": {"$exists": True}},
+                {"operationType": "update", "updateDescription.updatedFields.session": {"$exists": True}},
+                {"operationType": {"$in": ["replace", "delete"]}},
+            ],
+        }},
+        {"$project": {
+            "operationType": 1,
+            "documentKey": 1,
+            "updateDescription.updatedFields.job": 1,
+            "fullDocument.job": 1,
+        }},
+    ]
+
+
+# Marks a roster entry's ``job`` as a reference to the job, not a copy of it.
+NOT_COPIED = "not_copied"
+
+
+def job_reference(job_id: Any, lock_token: Any) -> dict[str, Any]:
+    """What an assignment carries in place of a job too big to copy: the worker reads the job."""
+    return {"_id": job_id, "lock_token": lock_token, NOT_COPIED: True}
+
+
+def is_copy(job: Any) -> bool:
+    """Whether ``job`` (an entry's or an event's) is a copy of the job, not a reference to it."""
+    return isinstance(job, dict) and job.get(NOT_COPIED) is not True
+
+
+def job_of(event: dict[str, Any]) -> dict[str, Any] | None:
+    """The job copy (or reference, :func:`job_reference`) an event carries, if any."""
+    if event.get("operationType") == "update":
+        job = ((event.get("updateDescription") or {}).get("updatedFields") or {}).get("job")
+    else:
+        job = (event.get("fullDocument") or {}).get("job")
+    return job if isinstance(job, dict) else None
+
+
+class RosterWatch:
+    """Runs the change stream of one worker process and reports each event.
+
+    ``on_event(slot_id, job)`` is called for every matching event, with the job
+    copy or ``None`` (the slot should read its entry). ``on_open()`` is called
+    each time a stream opens, before any of its events.
+
+    The stream is read only while ``idle`` is set (some slot waits for work):
+    the recruiter assigns only available workers, so a process whose slots are
+    all busy has nothing to hear, and sends no ``getMore`` until one is free.
+    Events are kept by the server meanwhile, and read when it resumes.
+    """
+
+    def __init__(self, roster: Any, slot_ids: list[str], on_event: Callable[[str, dict[str, Any] | None], None],
+                 on_open: Callable[[], None], idle: asyncio.Event, *, max_await_s: float = 2.0,
+                 retry_s: float = 1.0) -> None:
+        self.roster = roster
+        self.slot_ids = slot_ids
+        self.on_event = on_event
+        self.on_open = on_open
+        self.idle = idle
+        self.max_await_ms = int(max_await_s * 1000)
+        self.retry_s = retry_s
+        self.streaming = asyncio.Event()
+
+    async def supported(self) -> bool:
+        """Whether the server runs change streams. Any other error counts as yes: the
+        stream is opened again and again by :meth:`run`, and slots poll meanwhile."""
+        try:
+            stream = await self.roster.watch(watch_pipeline(self.slot_ids), max_await_time_ms=1)
+            await stream.close()
+        except OperationFailure as exc:
+            if exc.code in STREAMS_UNSUPPORTED:
+                log.info("wake.polling", reason=first_line(exc))
+                return False
+            log.warning("wake.stream_failed", error=first_line(exc))
+        except PyMongoError as exc:
+            log.warning("wake.stream_failed", error=first_line(exc))
+        return True
+
+    async def run(self) -> None:
+        resume_after: Any = None
+        while True:
+            try:
+                async with closing(await self.roster.watch(
+                    watch_pipeline(self.slot_ids), max_await_time_ms=self.max_await_ms, resume_after=resume_after,
+                )) as stream:
+                    self.streaming.set()
+                    self.on_open()
+                    loop = asyncio.get_running_loop()
+                    streak = 0
+                    while stream.alive:
+                        await self.idle.wait()
+                        asked_at = loop.time()
+                        event = await stream.try_next()
+                        resume_after = stream.resume_token
+                        if event is not None:
+                            streak = 0
+                            self.on_event(event["documentKey"]["_id"], job_of(event))
+                        elif loop.time() - asked_at < QUICK_EMPTY_S:
+                            streak += 1
+                            await asyncio.sleep(quick_empty_pause(streak))
+                        else:
+                            streak = 0
+            except OperationFailure as exc:
+                # A resume token the server no longer has: start afresh (slots poll on open).
+                log.warning("wake.stream_failed", error=first_line(exc))
+                resume_after = None
+            except PyMongoError as exc:
+                log.warning("wake.stream_failed", error=first_line(exc))
+            self.streaming.clear()
+            await asyncio.sleep(self.retry_s)
+
+
+def doorbell_pipeline() -> list[dict[str, Any]]:
+    """Events after which a round may find work: a job enqueued or unlocked by the
+    cleaner (crashed or returned), a worker registered (its entry, then its
+    heartbeat document) or recording an outcome. The recruiter's own writes
+    do not match, so its rounds do not ring its own bell."""
+    return [
+        {"$match": {"$or": [
+            {"ns.coll": "scheduled", "operationType": "insert"},
+            {"ns.coll": "scheduled", "operationType": "update",
+             "updateDescription.updatedFields.crash_pending": {"$exists": True}},
+            {"ns.coll": "scheduled", "operationType": "update",
+             "updateDescription.updatedFields.unproven_returns": {"$exists": True}},
+            {"ns.coll": "roster", "operationType": "insert"},
+            # A registration's heartbeat document: the entry may be given work from now on.
+            {"ns.coll": "heartbeats", "operationType": {"$in": ["insert", "replace"]}},
+            {"ns.coll": "roster", "operationType": "update",
+             "updateDescription.updatedFields.outcome": {"$exists": True}},
+            {"ns.coll": "roster", "operationType": "replace", "fullDocument.outcome": {"$exists": True}},
+        ]}},
+        {"$project": {"operationType": 1}},
+    ]
+
+
+class Doorbell:
+    """Lets an idle recruiter sleep until something happens, instead of polling.
+
+    One change stream on the database, read only while the recruiter is idle:
+    a busy recruiter runs rounds back to back and sends no ``getMore``. Events
+    that arrived while it was busy ring at once, which costs at most one extra
+    round. Jobs that become due by the clock raise no event, so the recruiter
+    keeps its backoff as the longest wait.
+    """
+
+    def __init__(self, db: Any, *, max_await_s: float = 1.0) -> None:
+        self.db = db
+        self.max_await_ms = max(1, int(max_await_s * 1000))
+        self.stream: Any = None
+        self.supported = True
+
+    async def open(self) -> None:
+        """Open the stream, unless the server has shown it has no change streams."""
+        if self.stream is not None or not self.supported:
+            return
+        try:
+            self.stream = await self.db.watch(doorbell_pipeline(), max_await_time_ms=self.max_await_ms)
+        except OperationFailure as exc:
+            if exc.code not in STREAMS_UNSUPPORTED:
+                raise
+            log.info("doorbell.unavailable", reason=first_line(exc))
+            self.supported = False
+
+    async def wait(self, timeout_s: float) -> bool:
+        """Wait for an event, about ``timeout_s`` (at most the stream's own wait more); True if one came."""
+        try:
+            await self.open()
+        except PyMongoError as exc:
+            log.warning("doorbell.failed", error=first_line(exc))
+        if self.stream is None:
+            await asyncio.sleep(timeout_s)
+            return False
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        streak = 0
+        while loop.time() < deadline:
+            try:
+                asked_at = loop.time()
+                if await self.stream.try_next() is not None:
+                    return True
+                streak = streak + 1 if loop.time() - asked_at < QUICK_EMPTY_S else 0
+                await asyncio.sleep(quick_empty_pause(streak))
+            except PyMongoError as exc:
+                log.warning("doorbell.failed", error=first_line(exc))
+                await self.close()
+                await asyncio.sleep(max(0.0, deadline - loop.time()))
+                return False
+        return False
+
+    async def close(self) -> None:
+        if self.stream is not None:
+            stream, self.stream = self.stream, None
+            await close_quietly(stream)
+
+
+CLOSE_TIMEOUT_S = 1.0
+
+
+async def close_quietly(stream: Any) -> None:
+    """Close a change stream, giving up after a second: with the server gone, closing
+    (killCursors) would otherwise wait out server selection and hold up a shutdown."""
+    try:
+        with pymongo.timeout(CLOSE_TIMEOUT_S):
+            await stream.close()
+    except PyMongoError as exc:
+        log.debug("stream.close_failed", error=first_line(exc))
+
+
+@contextlib.asynccontextmanager
+async def closing(stream: Any) -> AsyncIterator[Any]:
+    try:
+        yield stream
+    finally:
+        await close_quietly(stream)
