@@ -40,7 +40,7 @@ from bench.stats import read_stats
 from recruiter.producer.client import Recruiter
 from recruiter.store.clock import ServerClock
 from recruiter.store.connection import parse_target, sync_client
-from recruiter.store.layout import ensure_indexes_sync
+from recruiter.store.indexes import ensure_indexes_sync
 
 BATCH = 1_000
 CANDIDATE_READS = "find:scheduled"

@@ -43,7 +43,7 @@ from recruiter.domain.sizes import parse_size
 from recruiter.producer.client import Recruiter
 from recruiter.store.clock import ServerClock
 from recruiter.store.connection import parse_target, sync_client, with_database
-from recruiter.store.layout import ensure_indexes_sync
+from recruiter.store.indexes import ensure_indexes_sync
 
 TARGET_RATIO = 2.0
 IDLE_GAP_S = (0.3, 0.6)

@@ -36,7 +36,7 @@ from recruiter.domain.job import JobOptions, Priority, build_job_document
 from recruiter.processes import logs
 from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
 from recruiter.store.connection import parse_target, wait_until_reachable, with_database
-from recruiter.store.layout import ensure_indexes_sync
+from recruiter.store.indexes import ensure_indexes_sync
 from tests.commands import Commands
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

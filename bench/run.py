@@ -48,7 +48,7 @@ from bench.stats import difference, per_job, percentiles, totals
 from recruiter.producer.client import Recruiter
 from recruiter.store.clock import ServerClock
 from recruiter.store.connection import parse_target, sync_client
-from recruiter.store.layout import ensure_indexes_sync
+from recruiter.store.indexes import ensure_indexes_sync
 from recruiter.store.monitoring import STATS_ENVVAR, CommandStats
 
 # The product worker's documented defaults; the v1 worker gets the same backoff.

@@ -44,7 +44,8 @@ from recruiter.store.connection import (
     sync_client,
     wait_until_reachable,
 )
-from recruiter.store.layout import Collections, ensure_indexes, ensure_indexes_sync
+from recruiter.store.indexes import ensure_indexes, ensure_indexes_sync
+from recruiter.store.layout import SyncCollections
 from recruiter.store.wakeup import Wake
 
 log = structlog.get_logger("recruiter.cli")
@@ -690,7 +691,7 @@ def _switch(kind: str, names: tuple[str, ...], pause: bool | None, opts: dict[st
             db = client[target.database]
             if pause:
                 _check_used(db, kind, list(names), force)
-            metadata = Collections.of(db).metadata
+            metadata = SyncCollections.of(db).metadata
             paused = control.read_paused(metadata) if pause is None else control.switch(
                 metadata, kind, list(names), pause)
         finally:

@@ -9,13 +9,13 @@ from recruiter.domain.control import read_paused
 from recruiter.domain.liveness import is_fresh
 from recruiter.store.clock import ServerClock
 from recruiter.store.connection import Target, sync_client
-from recruiter.store.layout import Collections
+from recruiter.store.layout import SyncCollections
 
 
 def collect_status(target: Target) -> dict[str, Any]:
     client = sync_client(target, app_name="recruiter-status", server_selection_timeout_s=5.0)
     try:
-        c = Collections.of(client[target.database])
+        c = SyncCollections.of(client[target.database])
         scheduled = {d["_id"]: d["n"] for d in c.scheduled.aggregate(
             [{"$group": {"_id": "$status", "n": {"$sum": 1}}}])}
         archived = {d["_id"]: d["n"] for d in c.archived.aggregate(

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from recruiter.domain.liveness import is_fresh
-from recruiter.store.layout import Collections
+from recruiter.store.layout import SyncCollections
 
 
 def _ids_filter(ids: list[str]) -> dict[str, Any]:
@@ -22,7 +22,7 @@ def request_stop(db: Any, ids: list[str] | None) -> list[str]:
     reads its entry when it polls, stops taking work, finishes what it runs
     within its grace period and leaves.
     """
-    c = Collections.of(db)
+    c = SyncCollections.of(db)
     filter_ = {} if ids is None else _ids_filter(ids)
     asked = [d["_id"] for d in c.roster.find(filter_, {"_id": 1})]
     if asked:
@@ -32,7 +32,7 @@ def request_stop(db: Any, ids: list[str] | None) -> list[str]:
 
 def describe_workers(db: Any, now: datetime) -> list[dict[str, Any]]:
     """One row per roster entry, with its heartbeat (``heartbeats``, see :mod:`recruiter.liveness`)."""
-    c = Collections.of(db)
+    c = SyncCollections.of(db)
     rows = []
     beats = {b["_id"]: b for b in c.heartbeats.find({})}
     for w in c.roster.find({}, {"outcome": 0, "job": 0}).sort("_id", 1):

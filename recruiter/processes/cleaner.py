@@ -50,8 +50,9 @@ from recruiter.domain.outcome import REFERENCE_FIELDS, jobs_referenced_by
 from recruiter.domain.quarantine import log_quarantined, quarantine
 from recruiter.processes.logs import AfterCommit
 from recruiter.store.connection import first_line
-from recruiter.store.layout import Collections, LostFence, fenced_transaction
+from recruiter.store.layout import Collections
 from recruiter.store.leases import Lease
+from recruiter.store.transactions import LostFence, fenced_transaction
 
 log = structlog.get_logger("recruiter.cleaner")
 

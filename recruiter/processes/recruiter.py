@@ -76,9 +76,10 @@ from recruiter.domain.selection import (
 )
 from recruiter.processes.logs import AfterCommit
 from recruiter.store.connection import first_line
-from recruiter.store.layout import Collections, LostFence, fenced_transaction
+from recruiter.store.layout import Collections
 from recruiter.store.leases import Lease
 from recruiter.store.readahead import ReadAhead
+from recruiter.store.transactions import LostFence, fenced_transaction
 from recruiter.store.wakeup import Doorbell, job_reference
 
 log = structlog.get_logger("recruiter.recruiter")

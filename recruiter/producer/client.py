@@ -25,7 +25,8 @@ from recruiter.domain.job import JobBuilder, JobRefused, as_builder
 from recruiter.domain.workable import Workable
 from recruiter.store.clock import ServerClock
 from recruiter.store.connection import ConnectionProblem, Target, async_client, describe, parse_target, sync_client
-from recruiter.store.layout import Collections, ensure_indexes, ensure_indexes_sync
+from recruiter.store.indexes import ensure_indexes, ensure_indexes_sync
+from recruiter.store.layout import Collections, SyncCollections
 
 
 def _job_id(job_id: ObjectId | str) -> ObjectId:
@@ -70,7 +71,7 @@ class Recruiter:
     def __init__(self, client: Any, database: str, *, clock: Clock | None = None, owns_client: bool = False) -> None:
         self.client = client
         self.db = client[database]
-        self.collections = Collections.of(self.db)
+        self.collections = SyncCollections.of(self.db)
         self.clock = clock or SystemClock()
         self._owns_client = owns_client
         self._max_bytes: int | None = None

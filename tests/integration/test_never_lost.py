@@ -26,7 +26,7 @@ from recruiter.domain.retry import RetryManyTimes
 from recruiter.processes.cleaner import CleanerConfig, CleanerProcess
 from recruiter.processes.recruiter import LostLease, RecruiterConfig, RecruiterProcess, no_fault
 from recruiter.processes.worker.runtime import Running, WorkerIdTaken, WorkerProcess
-from recruiter.store.layout import LostFence, fenced_transaction
+from recruiter.store.transactions import LostFence, fenced_transaction
 from tests.integration.test_processes_inproc import DEAD_AFTER_S, START, Harness, run, take_and_work
 from tests.workables import (
     AlwaysFails,

@@ -32,7 +32,8 @@ from recruiter.processes.recruiter import LostLease, RecruiterConfig, RecruiterP
 from recruiter.processes.worker.heartbeat import HeartbeatThread, SlotView, beat
 from recruiter.processes.worker.runtime import Running, Slot, WorkerConfig, WorkerProcess
 from recruiter.producer.client import AsyncRecruiter
-from recruiter.store.layout import Collections, ensure_indexes
+from recruiter.store.indexes import ensure_indexes
+from recruiter.store.layout import Collections
 from recruiter.store.leases import Lease
 from recruiter.store.wakeup import Wake
 from tests.commands import Commands

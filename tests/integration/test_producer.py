@@ -16,7 +16,7 @@ from recruiter.domain.clock import ManualClock
 from recruiter.domain.retry import ExponentialBackoff, policy_from_document
 from recruiter.domain.workable import workable_from_document
 from recruiter.store.connection import ConnectionProblem
-from recruiter.store.layout import INDEXES, ensure_indexes_sync
+from recruiter.store.indexes import INDEXES, ensure_indexes_sync
 from tests.commands import Commands
 from tests.workables import BrokenConstructor, Record
 

@@ -21,7 +21,8 @@ from recruiter.domain.selection import (
     Selection,
     select,
 )
-from recruiter.store.layout import INDEXES, SCHEDULED
+from recruiter.store.indexes import INDEXES
+from recruiter.store.layout import SCHEDULED
 from tests.unit.test_selection import GROUPS, NOW, TENANTS, scenarios, workers_of
 
 NOT_PAUSED = Paused()

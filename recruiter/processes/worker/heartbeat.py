@@ -36,7 +36,7 @@ from pymongo.errors import PyMongoError
 from recruiter.domain.clock import Clock
 from recruiter.domain.liveness import fresh_until
 from recruiter.store.connection import first_line
-from recruiter.store.layout import Collections
+from recruiter.store.layout import SyncCollections
 
 log = structlog.get_logger("recruiter.heartbeat")
 
@@ -80,7 +80,7 @@ def lost_slots(slots: Sequence[SlotView], entries: dict[str, dict[str, Any]]) ->
     return lost
 
 
-def beat(c: Collections, clock: Clock, interval_s: float, slots: Sequence[SlotView]) -> list[tuple[SlotView, str]]:
+def beat(c: SyncCollections, clock: Clock, interval_s: float, slots: Sequence[SlotView]) -> list[tuple[SlotView, str]]:
     """One heartbeat for every slot (one write), then a read of the busy slots' fences.
 
     An idle slot needs no read: it learns that it lost its entry when it next
@@ -106,7 +106,7 @@ class HeartbeatThread:
     within one delay share one beat.
     """
 
-    def __init__(self, c: Collections, clock: Clock, interval_s: float,
+    def __init__(self, c: SyncCollections, clock: Clock, interval_s: float,
                  view: Callable[[], Sequence[SlotView]],
                  on_lost: Callable[[SlotView, str], None]) -> None:
         self.c = c

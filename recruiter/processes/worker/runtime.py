@@ -70,7 +70,7 @@ from recruiter.domain.workable import JobContext, accepts_context, workable_from
 from recruiter.processes.worker.child import ChildAttempt, ChildDied, JobTimedOut
 from recruiter.processes.worker.heartbeat import JOB_TAKEN_AWAY, HeartbeatThread, SlotView, beat
 from recruiter.store.connection import first_line
-from recruiter.store.layout import Collections
+from recruiter.store.layout import Collections, SyncCollections
 from recruiter.store.wakeup import RosterWatch, Wake, is_copy
 
 log = structlog.get_logger("recruiter.worker")
@@ -206,7 +206,7 @@ class WorkerProcess:
         job running in a thread (which cannot be stopped otherwise).
         """
         self.c = Collections.of(db)
-        self.sync = Collections.of(heartbeat_db)
+        self.sync = SyncCollections.of(heartbeat_db)
         self.clock = clock
         self.config = config
         self.pid = os.getpid()
@@ -334,8 +334,8 @@ class WorkerProcess:
             slot.leaving = True
             while True:
                 with pymongo.timeout(max(0.1, deadline - loop.time())):
-                    result = await self.c.roster.delete_one({**mine, "outcome": {"$exists": False}})
-                    gone = result.deleted_count or not await self.c.roster.find_one(mine, {"_id": 1})
+                    deleted = await self.c.roster.delete_one({**mine, "outcome": {"$exists": False}})
+                    gone = deleted.deleted_count or not await self.c.roster.find_one(mine, {"_id": 1})
                 if gone:
                     await self.c.heartbeats.delete_one(mine)
                     slot.left = True

@@ -1,0 +1,50 @@
+"""Fenced transactions: a round's writes commit only while its lease is held.
+
+Invariant: the first write of every transaction a leader runs is the fence
+write of its lease (:meth:`recruiter.store.leases.Lease.fence`); if the lease
+was lost, the transaction aborts with nothing written (:class:`LostFence`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from pymongo import WriteConcern
+
+from recruiter.store.layout import Collections
+
+
+class LostFence(Exception):
+    """The lease behind a fenced transaction is no longer held; nothing was written."""
+
+
+@contextlib.asynccontextmanager
+async def fenced_transaction(db: Any, lease: Any) -> AsyncIterator[Collections]:
+    """A transaction whose first write fences it with ``lease`` (:meth:`recruiter.lease.Lease.fence`).
+
+    Yields the collections to use inside it: every operation on them runs in the
+    transaction (the session is bound to the task). It commits with a majority
+    write concern when the block ends; raises :class:`LostFence`, with nothing
+    written, if the lease is no longer ours. Costs two round trips: the fence
+    write and the commit. Runs on the lease's session, so that a successor can
+    abort it (see :mod:`recruiter.lease`).
+
+    The yielded collections carry the server's default write concern: PyMongo
+    (4.20) sends a collection's own write concern with operations that use a
+    bound session inside a transaction, which the server refuses.
+    """
+    inside = Collections.of(db.with_options(write_concern=WriteConcern()))
+    session = lease.session
+    if session is None:
+        raise LostFence()
+    try:
+        async with await session.start_transaction(write_concern=WriteConcern("majority")):
+            if not await lease.fence(session):
+                raise LostFence()  # aborts the (empty) transaction
+            async with session.bind(end_session=False):
+                yield inside
+    except LostFence:
+        await lease.forget()
+        raise
