@@ -6,13 +6,11 @@ transaction that deletes it from ``scheduled``; nothing else writes here.
 
 from __future__ import annotations
 
-from bson import ObjectId
-
 from recruiter.store.layout import AsyncColl, Document
 
 # -- the worker: its own entry, its job, its heartbeat (processes/worker) --------------
 
-async def read_last_execution(archived: AsyncColl, job_id: ObjectId) -> Document | None:
+async def read_last_execution(archived: AsyncColl, job_id: object) -> Document | None:
     """The archived job's lock token (none) and last execution."""
     return await archived.find_one({"_id": job_id}, {"lock_token": 1, "last_execution": 1})
 

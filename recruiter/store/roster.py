@@ -54,7 +54,7 @@ async def read_assignment(roster: AsyncColl, slot_id: str) -> Document | None:
         {"available": 1, f"assigned_to.{slot_id}": 1, "job": 1, "session": 1, "stop_requested": 1})
 
 
-async def record_outcome(roster: AsyncColl, slot_id: str, session: ObjectId, job_id: ObjectId,
+async def record_outcome(roster: AsyncColl, slot_id: str, session: ObjectId, job_id: object,
                          outcome: Query, *, stopping: bool, now: datetime) -> bool:
     """Write ``outcome`` and make the entry available (unless stopping), in one write.
 
@@ -74,7 +74,7 @@ async def read_recorded_token(roster: AsyncColl, slot_id: str) -> Document | Non
 
 
 async def release_entry(roster: AsyncColl, slot_id: str, session: ObjectId, now: datetime, *,
-                        stopping: bool, assignment: ObjectId | None = None, recovered: bool = False) -> bool:
+                        stopping: bool, assignment: object = None, recovered: bool = False) -> bool:
     """Make a slot's own entry available again (unless stopping), with no job: the one
     "available again" write. False if the fence matched nothing.
 
@@ -97,7 +97,7 @@ async def release_entry(roster: AsyncColl, slot_id: str, session: ObjectId, now:
     return result.matched_count > 0
 
 
-async def step_down(roster: AsyncColl, slot_id: str, session: ObjectId, timeout_s: float) -> ObjectId | None:
+async def step_down(roster: AsyncColl, slot_id: str, session: ObjectId, timeout_s: float) -> object:
     """Stop an available entry from being given work; if it is not available, the job
     assigned to it meanwhile (or None). Bounded by ``timeout_s``."""
     with pymongo.timeout(timeout_s):
@@ -107,8 +107,7 @@ async def step_down(roster: AsyncColl, slot_id: str, session: ObjectId, timeout_
             return None
         doc = await roster.find_one(_mine(slot_id, session), {f"assigned_to.{slot_id}": 1})
     assigned = (doc or {}).get("assigned_to")
-    job_id = assigned.get(slot_id) if isinstance(assigned, dict) else None
-    return job_id if isinstance(job_id, ObjectId) else None
+    return assigned.get(slot_id) if isinstance(assigned, dict) else None
 
 
 async def delete_own_entry(roster: AsyncColl, slot_id: str, session: ObjectId, timeout_s: float) -> bool:

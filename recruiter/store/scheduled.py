@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from bson import ObjectId
 from pymongo import UpdateOne
 
 from recruiter.domain.records import Query
@@ -16,7 +15,7 @@ from recruiter.store.layout import AsyncColl, Document
 
 # -- the worker: its own entry, its job, its heartbeat (processes/worker) --------------
 
-async def read_job(scheduled: AsyncColl, job_id: ObjectId) -> Document | None:
+async def read_job(scheduled: AsyncColl, job_id: object) -> Document | None:
     return await scheduled.find_one({"_id": job_id})
 
 
@@ -37,7 +36,7 @@ async def rescue_jobs(scheduled: AsyncColl, writes: Sequence[tuple[Query, Query]
 APPLIED_FIELDS = {"lock_token": 1, "last_execution": 1}
 
 
-async def read_lock_and_last_execution(scheduled: AsyncColl, job_id: ObjectId) -> Document | None:
+async def read_lock_and_last_execution(scheduled: AsyncColl, job_id: object) -> Document | None:
     """The job's lock token and last execution: what tells whether an outcome was applied."""
     return await scheduled.find_one({"_id": job_id}, APPLIED_FIELDS)
 

@@ -45,9 +45,9 @@ MOVES: dict[JobState, frozenset[JobState]] = {
 class Running:
     """The job a slot runs: its attempt's handles and its :class:`JobState`."""
 
-    job_id: ObjectId
+    job_id: object  # an ObjectId, as assigned
     started_at: datetime
-    token: ObjectId | None = None  # the lock token of the attempt
+    token: object = None  # the lock token of the attempt
     task: asyncio.Future[object] | None = None
     child: ChildAttempt | None = None
     in_thread: bool = False
@@ -91,3 +91,12 @@ class Slot:
     @property
     def replaced(self) -> bool:
         return self.phase is SlotPhase.REPLACED
+
+
+@dataclass
+class Shutdown:
+    """The process's stop, as its slots read it: requested (graceful), then perhaps forced."""
+
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    forced: bool = False
+    requested_at: float | None = None  # event loop time of the stop request, for the grace period
