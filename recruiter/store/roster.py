@@ -17,9 +17,18 @@ from recruiter.store.layout import AsyncColl, Document, SyncColl
 
 # -- the worker: its own entry, its job, its heartbeat (processes/worker) --------------
 
-def new_session() -> ObjectId:
-    """A fresh ``session`` for a registration: every write of the slot is fenced by it."""
+# A registration's ``session``: every write of the slot is fenced by it.
+Session = ObjectId
+
+
+def new_session() -> Session:
+    """A fresh ``session`` for a registration."""
     return ObjectId()
+
+
+def new_worker_id() -> str:
+    """An id for a worker started without ``--id``: unique, and ordered by start time."""
+    return str(ObjectId())
 
 
 def _mine(slot_id: str, session: ObjectId) -> Query:

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bson import ObjectId
-
 from recruiter.domain.documents import ANY_GROUP
 from recruiter.domain.naming import module_problem, name_problem
+from recruiter.store.roster import new_worker_id
 from recruiter.store.wakeup import Wake
 
 # Exit status of a worker that stopped because it went over --memory-limit: its
@@ -91,7 +90,7 @@ class WorkerConfig:
         return None
 
     def slot_ids(self) -> list[str]:
-        base = self.worker_id or str(ObjectId())
+        base = self.worker_id or new_worker_id()
         if self.concurrency == 1:
             return [base]
         return [f"{base}-{i}" for i in range(self.concurrency)]

@@ -6,7 +6,9 @@ would declare a live worker dead. :class:`HeartbeatThread` beats from a daemon
 thread with its own synchronous ``MongoClient``; the worker's event loop checks
 once per interval that the thread is alive and starts a new one if it died.
 
-A beat writes the slots' documents in ``heartbeats`` (:mod:`recruiter.liveness`),
+A beat writes the slots' documents in ``heartbeats`` (:mod:`recruiter.domain.liveness`;
+the writes and the fence read are in :mod:`recruiter.store.heartbeats` and
+:mod:`recruiter.store.roster`),
 never the roster entries a recruiter round writes, so the two never conflict.
 Each update is conditional on the slot's ``session``. It says which job each
 slot runs (``working_token``: the evidence that the attempt started), and the
@@ -18,6 +20,10 @@ entry that is gone, carries another ``session``, or whose assignment
 (declared dead, or taken over by a restarted worker with the same id) or its
 job (cancelled): ``on_lost`` is told, on the event loop, and the worker halts
 the job.
+
+Invariant: a beat never writes a roster entry, every beat is fenced by the
+slot's ``session``, and the thread only reads the slots (:func:`slot_views`):
+it changes a job's state only through ``on_lost``, on the event loop.
 """
 
 from __future__ import annotations
@@ -29,7 +35,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import structlog
-from bson import ObjectId
 
 from recruiter.domain.clock import Clock
 from recruiter.domain.liveness import fresh_until
@@ -38,6 +43,7 @@ from recruiter.processes.worker.state import Slot, SlotPhase
 from recruiter.store import heartbeats, roster
 from recruiter.store.connection import DatabaseError, first_line
 from recruiter.store.layout import SyncCollections
+from recruiter.store.roster import Session
 
 log = structlog.get_logger("recruiter.heartbeat")
 
@@ -52,7 +58,7 @@ class SlotView:
     """What a beat needs to know about one slot, read at the moment of the beat."""
 
     id: str
-    session: ObjectId
+    session: Session
     job_id: object  # the running job, if any (else None)
     working_since: datetime | None
     token: object = None  # the running job's lock token

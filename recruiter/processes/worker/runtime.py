@@ -50,11 +50,10 @@ from recruiter.processes.worker.entry import RosterEntries, WorkerIdTaken
 from recruiter.processes.worker.executor import Executor
 from recruiter.processes.worker.heartbeat import JOB_TAKEN_AWAY, HeartbeatThread, SlotView, beat, slot_views
 from recruiter.processes.worker.inbox import Inboxes
+from recruiter.processes.worker.slots import SlotLoop
 from recruiter.processes.worker.state import JobState, Running, Shutdown, Slot, SlotPhase
-from recruiter.store import roster, scheduled
-from recruiter.store.connection import DatabaseError, first_line
-from recruiter.store.layout import AsyncDb, Collections, Document, SyncCollections, SyncDb
-from recruiter.store.wakeup import RosterWatch, Wake, is_copy
+from recruiter.store.layout import AsyncDb, Collections, SyncCollections, SyncDb
+from recruiter.store.wakeup import RosterWatch, Wake
 
 log = structlog.get_logger("recruiter.worker")
 
@@ -101,6 +100,9 @@ class WorkerProcess:
         self.entries = RosterEntries(self.c, clock, config, self.shutdown, pid=self.pid, hostname=self.hostname)
         self.executor = Executor(clock, max_crashes=config.max_crashes, allowed=allowed, pid=self.pid,
                                  hostname=self.hostname, abandon_thread=self._abandon_thread)
+        self.slot_loop = SlotLoop(self.c, clock, config, self.shutdown, entries=self.entries, executor=self.executor,
+                             inboxes=self.inboxes, streaming=self._streaming, stop_process=self.stop,
+                             started=self.heartbeats.nudge, after_job=self._check_memory)
 
     @property
     def stopping(self) -> asyncio.Event:
@@ -121,7 +123,7 @@ class WorkerProcess:
             await self.register(slot)
         self.heartbeats.start()
         side = await self._side_tasks()
-        slot_tasks = [asyncio.create_task(self._slot_loop(s), name=f"worker.slot.{s.id}") for s in self.slots]
+        slot_tasks = [asyncio.create_task(self.slot_loop.run(s), name=f"worker.slot.{s.id}") for s in self.slots]
         try:
             await self._supervise(slot_tasks, side)
         finally:
@@ -170,6 +172,9 @@ class WorkerProcess:
                     and asyncio.get_running_loop().time() >= requested_at + self.config.grace_period_s):
                 log.warning("worker.grace_period_over", grace_period_s=self.config.grace_period_s)
                 self.force()
+
+    def _streaming(self) -> bool:
+        return self.watch is not None and self.watch.streaming.is_set()
 
     def busy(self) -> bool:
         """Whether a job is running here (a graceful stop waits for it)."""
@@ -257,137 +262,17 @@ class WorkerProcess:
                       reason="a job that may now run elsewhere cannot be stopped inside its thread")
             self.exit_now(EXIT_FENCED)
 
-    # -- a slot -------------------------------------------------------------------------
-
-    def _ended(self, slot: Slot) -> bool:
-        return self.stopping.is_set() or slot.replaced
-
-    def _streaming(self) -> bool:
-        return self.watch is not None and self.watch.streaming.is_set()
-
-    async def _slot_loop(self, slot: Slot) -> None:
-        backoff = self.config.poll_from_s
-        while not self._ended(slot):
-            streaming = self._streaming()
-            try:
-                job_id, job = await self._next(slot, streaming)
-                if job_id is not None:
-                    # Until the outcome is written the assignment stays in our entry,
-                    # so after a database error the next poll finds it again.
-                    await self.work(slot, job_id, job)
-                    backoff = self.config.poll_from_s
-                    continue
-            except DatabaseError as exc:
-                log.warning("poll.failed", worker_id=slot.id, error=first_line(exc))
-                slot.inbox.must_poll = True
-                backoff = self.config.poll_to_s
-            else:
-                if slot.inbox.pending(streaming):
-                    continue
-            slot.inbox.wake.clear()
-            if self._ended(slot):
-                continue  # stop() ran during this pass (e.g. from fetch): its wake-up was just cleared
-            await self.inboxes.wait(slot.inbox, self.config.safety_poll_s if streaming else backoff,
-                                    streaming=streaming)
-            backoff = min(backoff * 2, self.config.poll_to_s)
-        await self.deregister(slot)
-
-    async def _next(self, slot: Slot, streaming: bool) -> tuple[object, Raw | None]:
-        """The job to run next (id and copy): one an event delivered, or one our entry names."""
-        if slot.inbox.delivered is not None:
-            return slot.inbox.take()
-        if slot.inbox.must_poll or not streaming:
-            slot.inbox.must_poll = False
-            return await self.fetch(slot)
-        return None, None
+    # -- one slot's steps, as its loop takes them (for tests and tools) -----------------
 
     async def register(self, slot: Slot) -> None:
         await self.entries.register(slot)
 
     async def poll(self, slot: Slot) -> object:
-        """Read our own roster entry; return the id of the job assigned to us, if any."""
-        return (await self.fetch(slot))[0]
-
-    async def fetch(self, slot: Slot) -> tuple[object, Raw | None]:
-        """Read our own roster entry; return the job assigned to us (id and copy), if any."""
-        doc = await roster.read_assignment(self.c.roster, slot.id)
-        if doc is None:
-            log.warning("worker.lost_registration", worker_id=slot.id,
-                        detail="the cleaner removed this worker (missed heartbeats); registering again")
-            await self.register(slot)
-            return None, None
-        if doc.get("session") != slot.session:
-            log.error("worker.replaced", worker_id=slot.id,
-                      detail="another process took over this worker id (this one was taken for dead); "
-                             "this slot stops")
-            slot.phase = SlotPhase.REPLACED
-            return None, None
-        if doc.get("stop_requested") and not self.stopping.is_set():
-            log.info("worker.stop_requested", worker_id=slot.id)
-            self.stop()
-        if doc.get("available"):
-            return None, None
-        assigned = doc.get("assigned_to")
-        job_id = assigned.get(slot.id) if isinstance(assigned, dict) else None
-        if job_id is None and not self.stopping.is_set():
-            # Not available and nothing assigned: the job was cancelled before this
-            # slot started it (recruiter.cancel).
-            await self.entries.release(slot)
-        return job_id, doc.get("job")
+        """Read the slot's roster entry; the id of the job assigned to it, if any."""
+        return await self.slot_loop.poll(slot)
 
     async def work(self, slot: Slot, job_id: object, job: Raw | None = None) -> None:
-        """Run the job assigned to ``slot``: from the copy the assignment carried, or read
-        by ``_id`` (no copy, or only a reference to a job too big to copy)."""
-        found: Document | None = job if isinstance(job, dict) and is_copy(job) and job.get("_id") == job_id else None
-        if found is None:
-            found = await scheduled.read_job(self.c.scheduled, job_id)
-        if not found or found.get("locked") is not True or found.get("locked_by") != slot.id:
-            await self.entries.drop_stale(slot, job_id)
-            return
-        bound = log.bind(worker_id=slot.id, job_id=str(job_id), group=str(found.get("group"))[:100],
-                         attempt=found.get("attempts"))
-        slot.running = Running(job_id, self.clock.now(), token=found.get("lock_token"))
-        slot.inbox.last_token = found.get("lock_token")
-        self.heartbeats.nudge()
-        try:
-            outcome = await self.executor.outcome(slot.id, slot.running, found, bound, forced=self.forced)
-            # Checked before the outcome is written, so that write already says "stopping"
-            # and the recruiter hands this worker nothing more.
-            self._check_memory(bound)
-            if outcome is not None:
-                await self.record(slot, outcome, bound)
-            else:
-                await self.entries.release(slot)
-        finally:
-            slot.running = None
+        await self.slot_loop.work(slot, job_id, job)
 
     async def record(self, slot: Slot, outcome: Outcome, bound: FilteringBoundLogger) -> None:
-        """Record the outcome of the slot's job, unless the job was halted (then only be available again)."""
-        if slot.running is not None and not slot.running.move(JobState.RECORDING):
-            bound.warning("job.outcome_discarded", reason="halted")
-            await self.entries.release(slot)
-            return
-        await self.entries.record(slot, outcome, bound)
-
-    async def deregister(self, slot: Slot) -> None:
-        """Leave the roster without losing an assignment or an unapplied outcome.
-
-        Bounded by ``deregister_wait_s`` even when the server is unreachable: an
-        entry left behind is removed by the cleaner once it stops heartbeating.
-        After a forced stop it does not wait for the recruiter: an outcome left
-        in the entry is applied all the same, and the cleaner removes the entry.
-        """
-        if slot.replaced:
-            return
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.config.deregister_wait_s
-        try:
-            job_id = await self.entries.step_down(slot)
-            if job_id is not None:
-                # Assigned while we were deciding to stop: do it (or, forced, give it back), then leave.
-                await self.work(slot, job_id)
-                deadline = loop.time() + self.config.deregister_wait_s
-            await self.entries.leave(slot, deadline)
-        except DatabaseError as exc:
-            log.warning("worker.deregister_failed", worker_id=slot.id, error=first_line(exc),
-                        detail="the cleaner removes this entry once it stops heartbeating")
+        await self.slot_loop.record(slot, outcome, bound)

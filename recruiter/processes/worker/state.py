@@ -19,10 +19,9 @@ import enum
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from bson import ObjectId
-
 from recruiter.processes.worker.child import ChildAttempt
 from recruiter.processes.worker.inbox import Inbox
+from recruiter.store.roster import Session, new_session
 
 
 class JobState(enum.Enum):
@@ -83,7 +82,7 @@ class SlotPhase(enum.Enum):
 @dataclass
 class Slot:
     id: str
-    session: ObjectId = field(default_factory=ObjectId)
+    session: Session = field(default_factory=new_session)
     running: Running | None = None
     phase: SlotPhase = SlotPhase.ACTIVE
     inbox: Inbox = field(default_factory=Inbox)
