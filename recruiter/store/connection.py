@@ -101,7 +101,7 @@ def async_client(target: Target, *, app_name: str = "recruiter", server_selectio
 
 # What the processes catch when a database operation fails (any driver error), so that
 # code outside store/ can handle failures without importing the driver.
-DatabaseError = PyMongoError
+StoreError = PyMongoError
 
 
 def first_line(exc: BaseException, limit: int = 200) -> str:

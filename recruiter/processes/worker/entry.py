@@ -29,7 +29,7 @@ from recruiter.domain.records import Query, Raw
 from recruiter.processes.worker.config import MISSED_BEATS_FOR_RESTART, WorkerConfig
 from recruiter.processes.worker.state import Shutdown, Slot, SlotPhase
 from recruiter.store import archived, heartbeats, roster, scheduled
-from recruiter.store.connection import DatabaseError, first_line
+from recruiter.store.connection import StoreError, first_line
 from recruiter.store.layout import Collections, Document
 
 log = structlog.get_logger("recruiter.worker")
@@ -161,14 +161,14 @@ class RosterEntries:
                 written = await roster.record_outcome(self.c.roster, slot.id, slot.session, outcome.job_id,
                                                       outcome.to_document(), stopping=stopping, now=self.clock.now())
                 break
-            except DatabaseError as exc:
+            except StoreError as exc:
                 bound.warning("outcome.write_failed", error=first_line(exc))
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self.config.poll_to_s)
         if not written:
             try:
                 await self._write_refused(slot, outcome, bound)
-            except DatabaseError as exc:
+            except StoreError as exc:
                 bound.warning("job.outcome_refused", error=first_line(exc),
                               detail="the outcome write matched nothing, and why could not be read")
                 await self.release(slot)
@@ -207,7 +207,7 @@ class RosterEntries:
         try:
             released = await roster.release_entry(self.c.roster, slot.id, slot.session, self.clock.now(),
                                                   stopping=self.shutdown.stopping.is_set())
-        except DatabaseError as exc:
+        except StoreError as exc:
             log.warning("worker.release_failed", worker_id=slot.id, error=first_line(exc),
                         detail="the cleaner removes this entry once it stops heartbeating")
             return

@@ -41,7 +41,7 @@ from recruiter.domain.liveness import fresh_until
 from recruiter.domain.records import Query, Raw
 from recruiter.processes.worker.state import Slot, SlotPhase
 from recruiter.store import heartbeats, roster
-from recruiter.store.connection import DatabaseError, first_line
+from recruiter.store.connection import StoreError, first_line
 from recruiter.store.layout import SyncCollections
 from recruiter.store.roster import Session
 
@@ -174,7 +174,7 @@ class HeartbeatThread:
                 try:
                     for slot, reason in beat(self.c, self.clock, self.interval_s, views):
                         self.on_lost(slot, reason)
-                except DatabaseError as exc:
+                except StoreError as exc:
                     log.warning("heartbeat.failed", error=first_line(exc))
                 shown = {v.token for v in views if v.job_id is not None}
                 due = time.monotonic() + self.interval_s

@@ -30,7 +30,7 @@ from recruiter.processes.worker.executor import Executor
 from recruiter.processes.worker.inbox import Inboxes
 from recruiter.processes.worker.state import JobState, Running, Shutdown, Slot, SlotPhase
 from recruiter.store import roster, scheduled
-from recruiter.store.connection import DatabaseError, first_line
+from recruiter.store.connection import StoreError, first_line
 from recruiter.store.layout import Collections, Document
 from recruiter.store.wakeup import is_copy
 
@@ -75,7 +75,7 @@ class SlotLoop:
                     await self.work(slot, job_id, job)
                     backoff = self.config.poll_from_s
                     continue
-            except DatabaseError as exc:
+            except StoreError as exc:
                 log.warning("poll.failed", worker_id=slot.id, error=first_line(exc))
                 slot.inbox.must_poll = True
                 backoff = self.config.poll_to_s
@@ -186,6 +186,6 @@ class SlotLoop:
                 await self.work(slot, job_id)
                 deadline = loop.time() + self.config.deregister_wait_s
             await self.entries.leave(slot, deadline)
-        except DatabaseError as exc:
+        except StoreError as exc:
             log.warning("worker.deregister_failed", worker_id=slot.id, error=first_line(exc),
                         detail="the cleaner removes this entry once it stops heartbeating")
