@@ -16,6 +16,11 @@ Streams need a replica set (or the embedded server). Where the server refuses
 them, ``auto`` falls back to polling; a broken stream is reopened, and every
 slot polls its entry once whenever a stream (re)opens, so nothing assigned
 while no stream was open is missed.
+
+Invariant: a stream is only a shortcut. It is read only while its owner is idle
+(a slot waits for work, or the recruiter has no round to run), and nothing waits
+on it alone: a worker's slots read their entries whenever a stream (re)opens and
+at least every ``safety_poll_s``, and the recruiter's backoff bounds its sleep.
 """
 
 from __future__ import annotations
