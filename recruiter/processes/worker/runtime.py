@@ -73,6 +73,8 @@ def resident_bytes() -> int:
 
 
 class WorkerProcess:
+    """One worker process: its slots, their loops, the heartbeat thread and the change stream."""
+
     def __init__(self, db: AsyncDb, clock: Clock, config: WorkerConfig, *, heartbeat_db: SyncDb,
                  exit_now: Callable[[int], None] = os._exit) -> None:
         """``heartbeat_db`` is the same database through a synchronous client, for the heartbeat thread.
@@ -100,9 +102,10 @@ class WorkerProcess:
         self.entries = RosterEntries(self.c, clock, config, self.shutdown, pid=self.pid, hostname=self.hostname)
         self.executor = Executor(clock, max_crashes=config.max_crashes, allowed=allowed, pid=self.pid,
                                  hostname=self.hostname, abandon_thread=self._abandon_thread)
-        self.slot_loop = SlotLoop(self.c, clock, config, self.shutdown, entries=self.entries, executor=self.executor,
-                             inboxes=self.inboxes, streaming=self._streaming, stop_process=self.stop,
-                             started=self.heartbeats.nudge, after_job=self._check_memory)
+        self.slot_loop = SlotLoop(self.c, clock, config, self.shutdown, entries=self.entries,
+                                  executor=self.executor, inboxes=self.inboxes, streaming=self._streaming,
+                                  stop_process=self.stop, started=self.heartbeats.nudge,
+                                  after_job=self._check_memory)
 
     @property
     def stopping(self) -> asyncio.Event:
