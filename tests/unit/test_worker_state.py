@@ -30,7 +30,8 @@ def test_an_interrupted_job_may_still_be_halted_or_recorded_but_not_run_again() 
     assert running(JobState.INTERRUPTED).move(JobState.HALTED)
     assert running(JobState.INTERRUPTED).move(JobState.RECORDING)
     r = running(JobState.INTERRUPTED)
-    assert not r.move(JobState.RUNNING) and r.state is JobState.INTERRUPTED
+    assert not r.move(JobState.RUNNING)
+    assert r.state is JobState.INTERRUPTED
 
 
 def test_every_move_is_in_the_table() -> None:
@@ -53,4 +54,5 @@ def test_heartbeats_report_a_job_only_while_it_runs_or_is_interrupted() -> None:
     assert reported == {s.id for s in slots[:4] if s.running and s.running.state in
                         (JobState.RUNNING, JobState.INTERRUPTED)}
     for v in views.values():
-        assert (v.working_since is None) is (v.job_id is None) and (v.token is None) is (v.job_id is None)
+        assert (v.working_since is None) is (v.job_id is None)
+        assert (v.token is None) is (v.job_id is None)
