@@ -122,7 +122,7 @@ ExceptionRefs = type[BaseException] | str | Iterable[type[BaseException] | str]
 # -- validation helpers ------------------------------------------------------
 
 
-def _duration(value: Any, name: str) -> timedelta:
+def _duration(value: object, name: str) -> timedelta:
     """Normalise a constructor duration to a non-negative ``timedelta``."""
     if isinstance(value, timedelta):
         result = value
@@ -146,7 +146,7 @@ def _duration(value: Any, name: str) -> timedelta:
     return result
 
 
-def _times(value: Any) -> int:
+def _times(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"times must be an integer, got {value!r}")
     if value < 0:
@@ -154,13 +154,13 @@ def _times(value: Any) -> int:
     return value
 
 
-def _policy(value: Any, name: str) -> RetryPolicy:
+def _policy(value: object, name: str) -> RetryPolicy:
     if not isinstance(value, RetryPolicy):
         raise ValueError(f"{name} must be a RetryPolicy, got {value!r}")
     return value
 
 
-def _exception_names(value: Any, name: str) -> tuple[str, ...]:
+def _exception_names(value: object, name: str) -> tuple[str, ...]:
     """Exception classes or ``module:Qualname`` strings -> tuple of strings."""
     if isinstance(value, (str, type)):
         items = [value]
@@ -212,7 +212,7 @@ def _after(now: datetime, delay: timedelta) -> datetime:
 # -- (de)serialisation ---------------------------------------------------------
 
 
-def _encode(value: Any, where: str) -> Any:
+def _encode(value: object, where: str) -> object:
     if value is None or isinstance(value, (str, bool, int, float)):
         return value
     if isinstance(value, timedelta):
@@ -226,11 +226,11 @@ def _encode(value: Any, where: str) -> Any:
     raise TypeError(f"{where}: cannot store a {type(value).__name__} in a policy document")
 
 
-def _looks_like_policy(value: Any) -> bool:
+def _looks_like_policy(value: object) -> bool:
     return isinstance(value, dict) and set(value) == {"class", "parameters"}
 
 
-def _decode_untyped(value: Any) -> Any:
+def _decode_untyped(value: object) -> object:
     if _looks_like_policy(value):
         return policy_from_document(value)
     if isinstance(value, dict):
@@ -240,7 +240,7 @@ def _decode_untyped(value: Any) -> Any:
     return value
 
 
-def _decode(value: Any, hint: Any) -> Any:
+def _decode(value: object, hint: object) -> object:
     """Turn a stored parameter back into the field's type, guided by its hint."""
     if value is None:
         return None
@@ -248,27 +248,37 @@ def _decode(value: Any, hint: Any) -> Any:
     if hint is timedelta:
         return timedelta(seconds=value) if isinstance(value, (int, float)) else value
     if origin in (Union, types.UnionType):
-        options = [arg for arg in args if arg is not type(None)]
-        if timedelta in options and isinstance(value, (int, float)):
-            return timedelta(seconds=value)
-        if len(options) == 1:
-            return _decode(value, options[0])
-        return _decode_untyped(value)
+        return _decode_union(value, args)
     if isinstance(hint, type) and issubclass(hint, RetryPolicy):
         return policy_from_document(value)
-    if origin is tuple and isinstance(value, list):
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_decode(item, args[0]) for item in value)
-        if len(args) == len(value):
-            return tuple(_decode(item, arg) for item, arg in zip(value, args, strict=True))
-        return tuple(_decode_untyped(item) for item in value)
-    if origin is list and isinstance(value, list):
-        item_hint = args[0] if args else Any
-        return [_decode(item, item_hint) for item in value]
+    if origin in (tuple, list) and isinstance(value, list):
+        return _decode_sequence(value, origin, args)
     if origin in (dict, Mapping) and isinstance(value, dict):
-        item_hint = args[1] if len(args) == 2 else Any
+        item_hint = args[1] if len(args) == 2 else object
         return {key: _decode(item, item_hint) for key, item in value.items()}
     return _decode_untyped(value)
+
+
+def _decode_union(value: object, args: tuple[object, ...]) -> object:
+    """A parameter whose hint is a union (``timedelta | None``, ``RetryPolicy | None``)."""
+    options = [arg for arg in args if arg is not type(None)]
+    if timedelta in options and isinstance(value, (int, float)):
+        return timedelta(seconds=value)
+    if len(options) == 1:
+        return _decode(value, options[0])
+    return _decode_untyped(value)
+
+
+def _decode_sequence(value: list[object], origin: object, args: tuple[object, ...]) -> object:
+    """A stored array, back into the ``list[...]`` or ``tuple[...]`` its hint names."""
+    if origin is list:
+        item_hint = args[0] if args else object
+        return [_decode(item, item_hint) for item in value]
+    if len(args) == 2 and args[1] is Ellipsis:
+        return tuple(_decode(item, args[0]) for item in value)
+    if len(args) == len(value):
+        return tuple(_decode(item, arg) for item, arg in zip(value, args, strict=True))
+    return tuple(_decode_untyped(item) for item in value)
 
 
 class RetryPolicy(abc.ABC):
@@ -283,7 +293,7 @@ class RetryPolicy(abc.ABC):
     def decide(self, failure: Failure, now: datetime) -> Decision:
         """The decision for ``failure``, taken at ``now`` (aware UTC)."""
 
-    def to_document(self) -> dict[str, Any]:
+    def to_document(self) -> dict[str, object]:
         """``{"class": "module:Qualname", "parameters": {...}}``, BSON-friendly."""
         cls = type(self)
         if not dataclasses.is_dataclass(self):
@@ -300,7 +310,7 @@ class RetryPolicy(abc.ABC):
         return {"class": where, "parameters": parameters}
 
     @classmethod
-    def from_parameters(cls, parameters: dict[str, Any]) -> RetryPolicy:
+    def from_parameters(cls, parameters: dict[str, object]) -> RetryPolicy:
         """Rebuild a policy from the ``parameters`` of its document."""
         if not dataclasses.is_dataclass(cls):
             raise TypeError(
@@ -315,18 +325,18 @@ class RetryPolicy(abc.ABC):
             hints = typing.get_type_hints(cls)
         except (NameError, TypeError):
             hints = {}
-        kwargs = {name: _decode(value, hints.get(name, Any)) for name, value in parameters.items()}
+        kwargs = {name: _decode(value, hints.get(name, object)) for name, value in parameters.items()}
         return cls(**kwargs)
 
 
-def policy_to_document(policy: RetryPolicy) -> dict[str, Any]:
+def policy_to_document(policy: RetryPolicy) -> dict[str, object]:
     """The ``{class, parameters}`` document of ``policy``."""
     if not isinstance(policy, RetryPolicy):
         raise TypeError(f"expected a RetryPolicy, got {policy!r}")
     return policy.to_document()
 
 
-def policy_from_document(doc: dict[str, Any]) -> RetryPolicy:
+def policy_from_document(doc: object) -> RetryPolicy:
     """Rebuild a policy from its ``{class, parameters}`` document.
 
     Raises :class:`~recruiter.naming.UnknownClass` if the class cannot be
@@ -353,7 +363,7 @@ def policy_from_document(doc: dict[str, Any]) -> RetryPolicy:
 # their explicit __init__ (``init=False``); the fields keep the stored types.
 
 
-def _set(instance: RetryPolicy, /, **values: Any) -> None:
+def _set(instance: RetryPolicy, /, **values: object) -> None:
     for name, value in values.items():
         object.__setattr__(instance, name, value)
 
@@ -471,7 +481,7 @@ class TimeTable(RetryPolicy):
         self,
         table: Mapping[Any, DurationLike] | Iterable[tuple[DurationLike, DurationLike]],
     ) -> None:
-        pairs: list[Any] = list(table.items()) if isinstance(table, Mapping) else list(table)
+        pairs: list[object] = list(table.items()) if isinstance(table, Mapping) else list(table)
         if not pairs:
             raise ValueError("table must have at least one (within, every) entry")
         rows: list[tuple[timedelta, timedelta]] = []
