@@ -290,7 +290,7 @@ class JobBuilder:
         archives it (``why: "crashed"``) instead of running it again."""
         return self._with(replace(self.options, at_most_once=True))
 
-    def build(self, now: datetime, max_document_bytes: int | None = None) -> dict[str, Any]:
+    def build(self, now: datetime, max_document_bytes: int | None = None) -> dict[str, object]:
         """The job's document, as the driver takes it (a plain dict; :func:`build_job_document` types it)."""
         return dict(build_job_document(self.workable, self.options, now, max_document_bytes=max_document_bytes))
 

@@ -9,7 +9,7 @@ here does I/O, so each transition is unit-tested on plain dictionaries.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, cast

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, ClassVar, cast
 
 from recruiter.domain.naming import import_qualified, qualified_name
 from recruiter.domain.records import Raw, WorkableDocument
@@ -46,7 +46,7 @@ class JobContext:
     tenant: str | None = None
     scheduled_at: datetime | None = None
     assigned_at: datetime | None = None  # when the recruiter assigned this attempt
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
 
 
 _PARAMETERS_ATTR = "_recruiter_parameters"
