@@ -87,7 +87,7 @@ def test_prefixes_match_on_dotted_boundaries() -> None:
     assert not AllowedModules(("foo",)).allows("foo.__main__")
 
 
-@pytest.mark.parametrize("name, allowed", [
+@pytest.mark.parametrize(("name", "allowed"), [
     ("foo.jobs:Send", True), ("foo.jobs.Send", True), ("foo:Outer.Inner", True),
     ("this:nothing", False), ("os:system", False), ("foobar:X", False), ("foo.__main__:X", False),
     ("recruiter.retry:RetryForever", True), ("recruiter.__main__:main", False),
@@ -137,7 +137,7 @@ def test_modules_under_lists_what_a_path_entry_provides(tmp_path: Path) -> None:
     assert modules_under(tmp_path / "missing") == []
 
 
-@pytest.mark.parametrize("prefix, ok", [("myapp", True), ("myapp.jobs", True), ("my-app", False), ("", False),
+@pytest.mark.parametrize(("prefix", "ok"), [("myapp", True), ("myapp.jobs", True), ("my-app", False), ("", False),
                                         ("a..b", False), ("app.__main__", False), ("__main__", False)])
 def test_module_prefixes_are_checked(prefix: str, ok: bool) -> None:
     assert (module_problem(prefix) is None) == ok
@@ -222,7 +222,7 @@ def test_a_policy_document_with_a_class_that_is_no_class_name_is_refused_at_enqu
     assert importable_problem("not a class name") == "'not a class name' is not of the form 'module:Qualname'"
 
 
-@pytest.mark.parametrize("hello, limit", [
+@pytest.mark.parametrize(("hello", "limit"), [
     ({"maxBsonObjectSize": 48_000_000}, 48_000_000), ({"maxBsonObjectSize": 1024}, 1024), ({}, 16 * 1024 * 1024),
     ({"maxBsonObjectSize": True}, 16 * 1024 * 1024), ({"maxBsonObjectSize": -5}, 16 * 1024 * 1024),
     ({"maxBsonObjectSize": "16MB"}, 16 * 1024 * 1024), (None, 16 * 1024 * 1024),
