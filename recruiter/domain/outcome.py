@@ -9,7 +9,6 @@ here does I/O, so each transition is unit-tested on plain dictionaries.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, cast
@@ -162,7 +161,7 @@ REFERENCE_FIELDS = {"assigned_to": 1, "working_on": 1, "outcome.job": 1}
 
 
 def _history(job: Raw, execution: Raw | None) -> list[object]:
-    executions = list(cast(Iterable[object], job.get("executions") or []))
+    executions = list(cast("list[object]", job.get("executions") or []))
     if execution is not None:
         executions.append(history_entry(execution))
     return executions[-MAX_EXECUTIONS_KEPT:]
