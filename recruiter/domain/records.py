@@ -192,7 +192,7 @@ class RosterEntryDoc(TypedDict):
     # An assignment (the recruiter's round): ``{worker id: job id}`` and the job or a reference.
     assigned_to: NotRequired[dict[str, JobId] | None]
     assigned_since: NotRequired[datetime]
-    job: NotRequired[JobDoc | AssignedRef]
+    job: NotRequired[JobDoc | AssignedRef | None]  # null once a cancel took the job away
     outcome: NotRequired[OutcomeDoc | None]
     stopping: NotRequired[bool]
     stop_requested: NotRequired[bool]
