@@ -97,16 +97,11 @@ class LastReturnDoc(TypedDict):
     reason: str
 
 
-class JobDoc(TypedDict):
-    """A document of ``scheduled`` (and, with ``why`` and ``archived_at``, of ``archived``).
-
-    The fields the lock adds (``locked_by``, ``lock_token``, ``locked_at``, ``lock_epoch``)
-    are present exactly when ``locked`` is true; ``status`` is then ``assigned``.
-    """
+class JobFields(TypedDict):
+    """What a job document holds in ``scheduled`` and in ``archived`` alike."""
 
     _id: JobId
     group: str
-    status: JobStatus
     locked: bool
     priority: Priority
     scheduled_at: datetime
@@ -123,19 +118,37 @@ class JobDoc(TypedDict):
     timeout_s: NotRequired[float | None]
     at_most_once: NotRequired[bool]
     last_execution: NotRequired[LastExecutionDoc | None]
-    # The lock (documents.LOCK).
+    # Returns of a dead worker's unstarted job (recruiter.domain.liveness).
+    unproven_returns: NotRequired[int]
+    last_return: NotRequired[LastReturnDoc]
+
+
+class JobDoc(JobFields):
+    """A document of ``scheduled``.
+
+    The fields the lock adds (``locked_by``, ``lock_token``, ``locked_at``, ``lock_epoch``)
+    are present exactly when ``locked`` is true; ``status`` is then ``assigned``.
+    """
+
+    status: JobStatus
     lock_token: NotRequired[ObjectId]
     locked_by: NotRequired[str]
     locked_at: NotRequired[datetime]
     lock_epoch: NotRequired[int]
     crash_pending: NotRequired[bool]
-    # Returns of a dead worker's unstarted job (recruiter.domain.liveness).
-    unproven_returns: NotRequired[int]
-    last_return: NotRequired[LastReturnDoc]
-    # In ``archived`` only (outcome.archived_document, quarantine).
-    why: NotRequired[str]
+
+
+class ArchivedJobDoc(JobFields):
+    """A document of ``archived`` written by ``outcome.archived_document``: the job, unlocked,
+    without ``status`` and the lock, with why it ended (``done`` is ``why == "done"``).
+
+    A quarantined job (``why: "malformed"``, :mod:`recruiter.domain.quarantine`) is archived
+    as it was found, so it may match none of this.
+    """
+
+    why: str
+    archived_at: datetime
     reason: NotRequired[str]
-    archived_at: NotRequired[datetime]
     result: NotRequired[object]
 
 
