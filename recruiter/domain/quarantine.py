@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol, cast
 
 import bson
 from bson import Binary, ObjectId
@@ -126,7 +126,7 @@ def malformed_outcome(job: Mapping[str, object], reason: str) -> Outcome:
     """
     token = job.get("lock_token")
     attempts = job.get("attempts")
-    job_id: Any = job.get("_id")
+    job_id = cast(ObjectId, job.get("_id"))  # as read: a malformed job's _id may be anything
     return Outcome(
         job_id, token if isinstance(token, ObjectId) else ObjectId(),
         attempts if isinstance(attempts, int) and not isinstance(attempts, bool) else 0,

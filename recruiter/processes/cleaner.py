@@ -91,7 +91,7 @@ class Pass:
 
 
 class CleanerProcess:
-    exit_code = 0
+    exit_code: int = 0  # the process surface (recruiter.processes.runtime): a cleaner always exits 0
 
     def __init__(self, db: AsyncDb, clock: Clock, config: CleanerConfig, *, owner: str | None = None) -> None:
         self.c = Collections.of(db)  # outside any transaction (tests drive passes on it)

@@ -16,9 +16,11 @@ Invariants:
 3. Errors are handled one way for both roles: a database error in a unit is
    survived (every unit can be repeated); a transaction conflict is retried
    after ``backoff_from_s``, any other error after ``backoff_to_s``, with a
-   warning. (This is the recruiter's behaviour; the cleaner, which before
-   renewed by re-acquiring at every pass and swallowed every error alike, now
-   renews and retries the same way.)
+   warning; a lost lease ends the leadership. This is the recruiter's
+   behaviour, the stricter one: the cleaner used to re-acquire its lease
+   before every pass and log every database error as ``clean.failed``; it now
+   renews, checks the lease before each pass and tells conflicts
+   (``clean.conflict``, debug) from failures as the recruiter does.
 """
 
 from __future__ import annotations

@@ -48,9 +48,8 @@ class Picked:
 class CandidateReader:
     """The leader's reads of the queue and of its switches (see the module doc)."""
 
-    def __init__(self, c: Collections, scheme: CountingScheme = DEFAULT_SCHEME) -> None:
+    def __init__(self, c: Collections) -> None:
         self.c = c  # outside any transaction: reads only
-        self.scheme = scheme
         self.warned = WarnOnce()
         # What this process knows of the ready jobs between rounds: hints that stay valid
         # whoever leads in between, so they are kept across leaderships.
@@ -86,7 +85,8 @@ class CandidateReader:
             log.warning("cursor.malformed", reason=problem, detail="the fairness turns start afresh")
         self.cursor_epoch = epoch
 
-    async def select(self, workers: Sequence[FreeWorker], now: datetime, epoch: int | None) -> Picked:
+    async def select(self, workers: Sequence[FreeWorker], now: datetime, epoch: int | None,
+                     scheme: CountingScheme = DEFAULT_SCHEME) -> Picked:
         """Choose jobs for ``workers`` by the fairness policy (the new cursor is saved
         with the round's writes).
 
@@ -100,7 +100,7 @@ class CandidateReader:
             paused = self.paused
             # A worker does not take a paused group; '*' workers' reads leave paused groups out.
             usable = [FreeWorker(w.id, tuple(g for g in w.groups if g not in paused.groups)) for w in workers]
-            plan = plan_round(usable, self.cursor, now, self.scheme)
+            plan = plan_round(usable, self.cursor, now, scheme)
             queries = next(plan)
             rows = await self._read(picked, queries, now, paused, with_switches=True)
             if self.paused == paused:

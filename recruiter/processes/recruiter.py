@@ -93,14 +93,13 @@ class Sweeper:
     """Looks for malformed jobs that no candidate read meets, in a task of its own so rounds
     go on meanwhile; the next round quarantines what it found (:meth:`take`)."""
 
-    def __init__(self, c: Collections, interval_s: float) -> None:
+    def __init__(self, c: Collections) -> None:
         self.c = c
-        self.interval_s = interval_s
         self.task: asyncio.Task[None] | None = None
         self.due = 0.0
         self.found: list[Malformed] = []
 
-    def start(self) -> None:
+    def start(self, interval_s: float) -> None:
         loop = asyncio.get_running_loop()
         if self.task is not None or loop.time() < self.due:
             return
@@ -113,7 +112,7 @@ class Sweeper:
                 log.warning("sweep.failed", error=first_line(exc))
             finally:
                 took = loop.time() - started
-                self.due = loop.time() + max(self.interval_s, 20 * took)
+                self.due = loop.time() + max(interval_s, 20 * took)
                 self.task = None
 
         self.task = asyncio.create_task(look(), name="recruiter.sweep")
@@ -132,7 +131,7 @@ class Sweeper:
 
 
 class RecruiterProcess:
-    exit_code = 0
+    exit_code: int = 0  # the process surface (recruiter.processes.runtime): a recruiter always exits 0
 
     def __init__(self, db: AsyncDb, clock: Clock, config: RecruiterConfig, *, owner: str | None = None) -> None:
         self.db = db
@@ -145,8 +144,8 @@ class RecruiterProcess:
         # What a fenced round's writes make true is logged once its transaction has committed.
         self.events = AfterCommit(log)
         self.writes = RoundWrites(self.events, self.leadership.check, lambda point: self.fault(point))
-        self.reader = CandidateReader(self.c, config.counting_scheme)
-        self.sweeper = Sweeper(self.c, config.sweep_interval_s)
+        self.reader = CandidateReader(self.c)
+        self.sweeper = Sweeper(self.c)
         self.warned = WarnOnce()
         self._handed_out: dict[object, Document] = {}
 
@@ -195,7 +194,7 @@ class RecruiterProcess:
 
         async def one_round() -> bool:
             nonlocal needs_rollback
-            self.sweeper.start()
+            self.sweeper.start(self.config.sweep_interval_s)
             report = await self.fenced_round(rollback=needs_rollback)
             needs_rollback = False
             return report.busy
@@ -278,7 +277,7 @@ class RecruiterProcess:
         plan.report.free_workers = len(free)
         if free:
             workers = [FreeWorker(e["_id"], tuple(e["work_on"])) for e in free]
-            picked = await self.reader.select(workers, now, self.lease.epoch)
+            picked = await self.reader.select(workers, now, self.lease.epoch, self.config.counting_scheme)
             plan.selection, plan.documents = picked.selection, picked.documents
             plan.cursor_write = self.reader.cursor_write(picked.selection.cursor)
             plan.malformed += picked.malformed

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+
 import pymongo
 from pymongo import ReturnDocument
 from pymongo.asynchronous.client_session import AsyncClientSession
