@@ -16,7 +16,7 @@ collections of its fenced transaction: takes back stranded jobs, applies the
 outcomes, locks the picked jobs with one bulk write, assigns them with ONE
 ``update_many``.
 
-Any step may be repeated after a crash without harm: archiving ignores
+Every step may be repeated after a crash without harm: archiving ignores
 duplicates, every job update is conditional on its lock token, and locks that
 never reached a worker are rolled back when a leader starts.
 
