@@ -30,6 +30,7 @@ finishing the archive instead of running the job again.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 from dataclasses import dataclass, field
@@ -113,8 +114,8 @@ class CleanerProcess:
         self.leadership.stop()
 
     def force(self) -> None:
-        """A second signal: the cleaner holds no job, so it stops as for the first."""
-        self.stop()
+        """A second signal: stop at once (:meth:`Leadership.force`)."""
+        self.leadership.force()
 
     def busy(self) -> bool:
         """Whether it holds work that must finish before it exits: never (passes are transactions)."""
@@ -123,6 +124,7 @@ class CleanerProcess:
     async def run(self) -> None:
         """Wait for the lease, run a pass every ``interval`` while holding it
         (:class:`recruiter.processes.leadership.Leadership`)."""
+        self.leadership.task = asyncio.current_task()
         interval = min(self.config.interval_s, self.config.lease_ttl_s / 3)
 
         async def one_pass() -> bool:

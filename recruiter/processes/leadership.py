@@ -77,9 +77,17 @@ class Leadership:
         self.ttl_s = ttl_s
         self.lease = Lease(Collections.of(db).metadata, role, owner, timedelta(seconds=ttl_s), clock)
         self.stopping = asyncio.Event()
+        self.task: asyncio.Task[object] | None = None  # the task running the process, once it runs
 
     def stop(self) -> None:
         self.stopping.set()
+
+    def force(self) -> None:
+        """Stop now: cancel the task running the process (a second signal; a leader holds no job,
+        and its lease simply expires)."""
+        self.stop()
+        if self.task is not None:
+            self.task.cancel()
 
     async def sleep(self, seconds: float) -> bool:
         """Wait ``seconds``, or less if asked to stop; returns False (nothing woke it)."""

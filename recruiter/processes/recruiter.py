@@ -159,8 +159,8 @@ class RecruiterProcess:
         self.leadership.stop()
 
     def force(self) -> None:
-        """A second signal: the recruiter holds no job, so it stops as for the first."""
-        self.stop()
+        """A second signal: stop at once (:meth:`Leadership.force`)."""
+        self.leadership.force()
 
     def busy(self) -> bool:
         """Whether it holds work that must finish before it exits: never (rounds are transactions)."""
@@ -172,6 +172,7 @@ class RecruiterProcess:
         First, before asking for the lease, it reads the keys of every queued job once
         (:meth:`recruiter.readahead.ReadAhead.warm`): the one read whose cost is the
         backlog, so it must not run while a lease is held."""
+        self.leadership.task = asyncio.current_task()
         try:
             await self.reader.warm(self.clock.now())
         except PyMongoError as exc:  # the rounds read what they need anyway
