@@ -6,10 +6,10 @@ import json
 from typing import Any
 
 from recruiter.domain.liveness import is_fresh
+from recruiter.store import read_paused
 from recruiter.store.clock import ServerClock
 from recruiter.store.connection import Target, sync_client
 from recruiter.store.layout import SyncCollections
-from recruiter.store.metadata import read_paused
 
 
 def collect_status(target: Target) -> dict[str, Any]:

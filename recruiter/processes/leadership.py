@@ -33,13 +33,12 @@ from datetime import timedelta
 from typing import TypeVar
 
 import structlog
-from pymongo.errors import PyMongoError
 
 from recruiter.domain.clock import Clock
-from recruiter.store.connection import first_line
+from recruiter.store.connection import StoreError, first_line
 from recruiter.store.layout import AsyncDb, Collections
 from recruiter.store.leases import Lease
-from recruiter.store.transactions import LostFence, fenced_transaction
+from recruiter.store.transactions import LostFence, fenced_transaction, is_conflict
 
 log = structlog.get_logger("recruiter.leadership")
 
@@ -125,7 +124,7 @@ class Leadership:
             await asyncio.sleep(self.ttl_s / 3)
             try:
                 await self.keep()
-            except (LostLease, PyMongoError) as exc:  # the writes check the lease again
+            except (LostLease, StoreError) as exc:  # the writes check the lease again
                 log.debug("lease.not_renewed", role=self.role, error=first_line(exc))
                 return
 
@@ -144,7 +143,7 @@ class Leadership:
         while not self.stopping.is_set():
             try:
                 acquired = await self.lease.acquire()
-            except PyMongoError as exc:
+            except StoreError as exc:
                 log.warning("lease.unavailable", role=self.role, error=first_line(exc))
                 acquired = False
             if not acquired:
@@ -170,8 +169,8 @@ class Leadership:
             try:
                 await self.keep()
                 busy = await unit()
-            except PyMongoError as exc:
-                if exc.has_error_label("TransientTransactionError"):
+            except StoreError as exc:
+                if is_conflict(exc):
                     # A worker wrote to a document this unit was changing (its outcome, or
                     # leaving; heartbeats go elsewhere): the unit wrote nothing; run it again soon.
                     log.debug(f"{name}.conflict", error=first_line(exc))

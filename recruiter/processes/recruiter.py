@@ -42,7 +42,6 @@ from datetime import datetime
 
 import structlog
 from bson import ObjectId
-from pymongo.errors import PyMongoError
 
 from recruiter.domain.clock import Clock
 from recruiter.domain.documents import Malformed, WarnOnce, check_job, entry_problem
@@ -55,7 +54,7 @@ from recruiter.processes.reading import CandidateReader
 from recruiter.processes.rounds import Locked, RoundPlan, RoundReport, RoundWrites
 from recruiter.processes.upkeep import find_stranded, sweep
 from recruiter.store import heartbeats, roster, scheduled
-from recruiter.store.connection import first_line
+from recruiter.store.connection import StoreError, first_line
 from recruiter.store.layout import AsyncDb, Collections, Document
 from recruiter.store.leases import Lease
 from recruiter.store.wakeup import Doorbell
@@ -108,7 +107,7 @@ class Sweeper:
             started = loop.time()
             try:
                 self.found.extend(await sweep(self.c.scheduled))
-            except PyMongoError as exc:
+            except StoreError as exc:
                 log.warning("sweep.failed", error=first_line(exc))
             finally:
                 took = loop.time() - started
@@ -124,7 +123,7 @@ class Sweeper:
     async def stop(self) -> None:
         if self.task is not None:
             self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, PyMongoError):
+            with contextlib.suppress(asyncio.CancelledError, StoreError):
                 await self.task
             self.task = None
         self.due = 0.0
@@ -175,7 +174,7 @@ class RecruiterProcess:
         self.leadership.task = asyncio.current_task()
         try:
             await self.reader.warm(self.clock.now())
-        except PyMongoError as exc:  # the rounds read what they need anyway
+        except StoreError as exc:  # the rounds read what they need anyway
             log.warning("readahead.not_warmed", error=first_line(exc))
         await self.leadership.run(self._lead, standby_poll_s=min(1.0, self.config.lease_ttl_s / 4))
 

@@ -39,7 +39,7 @@ async def read_switches(metadata: AsyncColl) -> Document | None:
     return await metadata.find_one({"_id": PAUSED_ID})
 
 
-def switch(metadata: SyncColl, kind: str, names: list[str], pause: bool) -> Paused:
+def switch_paused(metadata: SyncColl, kind: str, names: list[str], pause: bool) -> Paused:
     """Pause or resume groups or tenants (``kind``: group | tenant); returns the switches now."""
     field = KINDS[kind]
     op = {"$addToSet": {field: {"$each": names}}} if pause else {"$pull": {field: {"$in": names}}}
@@ -51,7 +51,7 @@ def read_paused(metadata: SyncColl) -> Paused:
     return paused_from_document(metadata.find_one({"_id": PAUSED_ID}))
 
 
-def unused(db: SyncDb, kind: str, names: list[str]) -> list[str]:
+def unused_names(db: SyncDb, kind: str, names: list[str]) -> list[str]:
     """The ``names`` (of ``kind``: group | tenant) that no worker and no job, queued or archived,
     has used (recruiter.domain.control: pausing one is most likely a typo)."""
     return [name for name in names if not _used(db, kind, name)]

@@ -18,7 +18,7 @@ def switch(h: Harness, kind: str, name: str, pause: bool) -> None:
     """What ``recruiter groups|tenants pause|resume`` does."""
     client: MongoClient[Any] = MongoClient(h.db_uri)
     try:
-        metadata.switch(client.get_default_database().metadata, kind, [name], pause)
+        metadata.switch_paused(client.get_default_database().metadata, kind, [name], pause)
     finally:
         client.close()
 
