@@ -99,6 +99,11 @@ def async_client(target: Target, *, app_name: str = "recruiter", server_selectio
                             **_client_options(server_selection_timeout_s, app_name))
 
 
+# Every error the driver raises: what the processes catch to survive a failed step
+# (they import this name, not pymongo: only the store imports the driver).
+StoreError = PyMongoError
+
+
 def first_line(exc: BaseException, limit: int = 200) -> str:
     """The first line of an error's message (its class name if it has none), for logs."""
     return ((str(exc).splitlines() or [""])[0] or type(exc).__name__)[:limit]
