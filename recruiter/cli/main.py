@@ -32,6 +32,7 @@ from recruiter.processes import embedded, logs
 from recruiter.processes.cleaner import CleanerConfig, CleanerProcess
 from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
 from recruiter.processes.worker.runtime import WorkerConfig, WorkerIdTaken, WorkerProcess
+from recruiter.store import read_paused, switch_paused, unused_names
 from recruiter.store.clock import ServerClock
 from recruiter.store.connection import (
     DEFAULT_URI,
@@ -692,7 +693,7 @@ def _switch(kind: str, names: tuple[str, ...], pause: bool | None, opts: dict[st
             if pause:
                 _check_used(db, kind, list(names), force)
             metadata = SyncCollections.of(db).metadata
-            paused = control.read_paused(metadata) if pause is None else control.switch(
+            paused = read_paused(metadata) if pause is None else switch_paused(
                 metadata, kind, list(names), pause)
         finally:
             client.close()
@@ -709,7 +710,7 @@ def _switch(kind: str, names: tuple[str, ...], pause: bool | None, opts: dict[st
 def _check_used(db: Any, kind: str, names: list[str], force: bool) -> None:
     """Refuse (or, with ``force``, warn about) pausing names that no job or worker has used."""
     ensure_indexes_sync(db)  # the checks are served by indexes; a fresh database has none yet
-    unused = control.unused(db, kind, names)
+    unused = unused_names(db, kind, names)
     if not unused:
         return
     listed = ", ".join(repr(n) for n in unused)

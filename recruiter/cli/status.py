@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from recruiter.domain.control import read_paused
 from recruiter.domain.liveness import is_fresh
+from recruiter.store import read_paused
 from recruiter.store.clock import ServerClock
 from recruiter.store.connection import Target, sync_client
 from recruiter.store.layout import SyncCollections

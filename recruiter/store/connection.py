@@ -99,8 +99,8 @@ def async_client(target: Target, *, app_name: str = "recruiter", server_selectio
                             **_client_options(server_selection_timeout_s, app_name))
 
 
-# What the processes catch when a database operation fails (any driver error), so that
-# code outside store/ can handle failures without importing the driver.
+# Every error the driver raises: what the processes catch to survive a failed step
+# (they import this name, not pymongo: only the store imports the driver).
 StoreError = PyMongoError
 
 
