@@ -5,6 +5,7 @@ Invariant: The leases live here too (:mod:`recruiter.store.leases`).
 
 from __future__ import annotations
 
+from recruiter.store.layout import Document, SyncColl
 
 # -- the worker: its own entry, its job, its heartbeat (processes/worker) --------------
 
@@ -16,3 +17,8 @@ from __future__ import annotations
 
 
 # -- the producer and the operator's commands (producer/, cli/) ------------------------
+
+
+def read_leases(metadata: SyncColl) -> list[Document]:
+    """The recruiter's and the cleaner's lease documents (``recruiter status``)."""
+    return list(metadata.find({"_id": {"$in": ["recruiter", "cleaner"]}}))
