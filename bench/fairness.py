@@ -13,7 +13,7 @@ trips (commands) and documents read (documents in cursor replies). Without
 The figures are bounded by the workers: once every tenant has more ready jobs
 than a round takes, they stay the same however big the backlog. The measured
 round is the second of a fresh recruiter, whose first one read the keys of the
-queue (``recruiter/readahead.py``); the time column includes the setup.
+queue (``recruiter/store/readahead.py``); the time column includes the setup.
 """
 
 from __future__ import annotations

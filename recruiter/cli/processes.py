@@ -172,7 +172,6 @@ def allowed_modules(import_path: tuple[str, ...], preload: tuple[str, ...],
     return tuple(dict.fromkeys([*found, *preload, *allow_modules]))
 
 
-
 def run_worker(common: Common, config: WorkerConfig) -> None:
     """Run the worker process itself (in the supervisor's child, with --memory-limit)."""
 

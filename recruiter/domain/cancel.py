@@ -94,7 +94,7 @@ def plan_cancel(job: dict[str, Any], entry: dict[str, Any] | None, now: datetime
                 reason: str | None) -> CancelPlan:
     """What cancelling ``job`` writes, given its worker's roster ``entry`` if it is locked."""
     job_id = job["_id"]
-    outcome: dict[str, Any] = {"decision": {"archive": CANCELLED}, "executed": True}
+    outcome: dict[str, object] = {"decision": {"archive": CANCELLED}, "executed": True}
     if not job.get("locked"):
         plan = CancelPlan(WAS_WAITING, delete={"_id": job_id, "locked": False, "attempts": job.get("attempts", 0)})
     else:

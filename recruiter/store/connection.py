@@ -23,7 +23,7 @@ from pymongo.uri_parser import parse_uri
 from recruiter.store import monitoring
 from recruiter.store.layout import AsyncClient, AsyncDb, SyncClient, SyncDb
 
-# Any error the driver raises talking to the server: the code outside store/ catches this name.
+# Every error the driver raises talking to the server: the code outside store/ catches this name.
 StoreError = PyMongoError
 
 DEFAULT_URI = "mongodb://localhost:27017/recruiter"
@@ -100,7 +100,7 @@ def _client_options(server_selection_timeout_s: float, app_name: str) -> _Client
         "serverSelectionTimeoutMS": int(server_selection_timeout_s * 1000),
         "appname": app_name,
         # A date outside Python's range is read as bson.DatetimeMS, not raised as an error,
-        # so one such document cannot stop a process (recruiter.documents rejects it).
+        # so one such document cannot stop a process (recruiter.domain.documents rejects it).
         "datetime_conversion": "DATETIME_AUTO",
         "retryWrites": True,
         # An acknowledged job or outcome must survive a primary failover.

@@ -1,7 +1,7 @@
 """Counting what a process asks of the database, for the benchmarks.
 
 When ``RECRUITER_COMMAND_STATS=<path>`` is set, every client made by
-:mod:`recruiter.connection` gets one process-wide :class:`CommandStats`
+:mod:`recruiter.store.connection` gets one process-wide :class:`CommandStats`
 listener. It counts round trips (commands started), the bytes of each command
 sent and reply received (their BSON size), and the replies that found nothing
 (idle polls), per command name and per ``command:collection``. It writes the
