@@ -37,7 +37,7 @@ from recruiter.store import (
     ensure_indexes,
 )
 
-log = structlog.get_logger("recruiter.cli")
+log = structlog.get_logger("recruiter.runtime")
 
 RECALIBRATE_CLOCK_S = 60.0
 STOP_PROBE_S = 1.0
