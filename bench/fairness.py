@@ -47,7 +47,7 @@ def jobs(backlog: int, tenants: int) -> list[dict[str, Any]]:
     for i in range(backlog):
         options = JobOptions(tenant=f"tenant-{i % tenants:05d}", priority=Priority.HIGH if i % 3 == 0 else Priority.LOW,
                              scheduled_at=NOW - timedelta(seconds=backlog - i) + timedelta(seconds=60 * (i % 10 == 9)))
-        doc = build_job_document(Noop(), options, NOW - timedelta(days=1))
+        doc: dict[str, Any] = dict(build_job_document(Noop(), options, NOW - timedelta(days=1)))
         if i % 17 == 0:
             doc.update(status="retrying", attempts=1)
         docs.append(doc)

@@ -377,32 +377,10 @@ def main(workers_spec: str | None, quick: bool, noop_jobs: int | None, sleep_job
          backlogs_spec: str | None, only_backlog: bool) -> None:
     """Benchmark the recruiter against the v1 baseline; print a table, write JSON and a PNG."""
     os.environ.pop(STATS_ENVVAR, None)  # the bench counts its own commands on its producer only
-    sizes = QUICK if quick else FULL
+    sizes = _sizes(quick, noop_jobs, sleep_jobs, latency_samples)
     workers = parse_counts(workers_spec or ("1,2" if quick else "1,2,4,8,16"))
-    changes: dict[str, Any] = {}
-    if noop_jobs:
-        changes["noop_per_worker"] = noop_jobs
-    if sleep_jobs:
-        changes["sleep_per_worker"] = sleep_jobs
-    if latency_samples:
-        changes["latency_samples"] = latency_samples
-    if changes:
-        sizes = Sizes(**{**asdict(sizes), **changes})
-    backlog_plan = backlog.QUICK if quick else backlog.FULL
-    if backlogs_spec and backlogs_spec.strip().lower() != "none":
-        backlog_plan = backlog.BacklogSizes(tuple(parse_counts(backlogs_spec)), backlog_plan.workers,
-                                            backlog_plan.warm_up, backlog_plan.measured)
-    run_backlog = not (backlogs_spec and backlogs_spec.strip().lower() == "none")
-    if only_backlog and not run_backlog:
-        raise click.BadParameter("--only-backlog with --backlogs none leaves nothing to run")
-    chosen = [] if only_backlog else available_designs()
-    if designs:
-        names = [d.strip() for d in designs.split(",") if d.strip()]
-        unknown = sorted(set(names) - {d.name for d in chosen})
-        if unknown:
-            raise click.BadParameter(f"unknown design(s) {', '.join(unknown)}; available: "
-                                     f"{', '.join(d.name for d in chosen)}", param_hint="--designs")
-        chosen = [d for d in chosen if d.name in names]
+    backlog_plan, run_backlog = _backlog_plan(quick, backlogs_spec, only_backlog)
+    chosen = _chosen_designs(only_backlog, designs)
     output.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     work_dir = output / f"{stamp}-work"
@@ -415,26 +393,8 @@ def main(workers_spec: str | None, quick: bool, noop_jobs: int | None, sleep_job
         reference = {"raw": raw_rates(reference_uri, sizes.raw_ops),
                      "notification": notification_latency(reference_uri, sizes.notify_samples)}
         MongoClient(reference_uri).drop_database(f"bench_reference_{os.getpid()}")
-        results: dict[str, dict[str, Any]] = {}
-        for design in chosen:
-            results[design.name] = {}
-            for n in workers:
-                click.echo(f"bench: {design.name} with {n} worker(s)...", err=True)
-                scenario_dir = work_dir / f"{design.name}-{n}"
-                scenario_dir.mkdir()
-                try:
-                    results[design.name][str(n)] = run_scenario(server, design, n, sizes, scenario_dir)
-                except RuntimeError as exc:
-                    raise click.ClickException(f"{exc} (process logs in {scenario_dir})") from None
-        backlog_result = None
-        if run_backlog:
-            backlog_dir = work_dir / "backlog"
-            backlog_dir.mkdir()
-            try:
-                backlog_result = backlog.series(server.database_uri, backlog_plan, backlog_dir,
-                                                lambda line: click.echo(line, err=True))
-            except RuntimeError as exc:
-                raise click.ClickException(f"{exc} (process logs in {backlog_dir})") from None
+        results = _run_designs(server, chosen, workers, sizes, work_dir)
+        backlog_result = _run_backlog(server, backlog_plan, work_dir) if run_backlog else None
         server_description = server.description
     doc: dict[str, Any] = {
         "meta": {"started_at": stamp, "seconds": time.perf_counter() - begun, "machine": machine(),
@@ -449,6 +409,80 @@ def main(workers_spec: str | None, quick: bool, noop_jobs: int | None, sleep_job
         "backlog": backlog_result,
     }
     doc["targets"] = report.targets(doc, heartbeat_s=HEARTBEAT_S, poll_to_s=POLL_TO_S) if results else []
+    _write_and_show(doc, output, stamp, no_plot=no_plot)
+
+
+def _sizes(quick: bool, noop_jobs: int | None, sleep_jobs: int | None, latency_samples: int | None) -> Sizes:
+    """The batch sizes: --quick or full, with the per-worker counts given on the command line."""
+    sizes = QUICK if quick else FULL
+    changes: dict[str, Any] = {}
+    if noop_jobs:
+        changes["noop_per_worker"] = noop_jobs
+    if sleep_jobs:
+        changes["sleep_per_worker"] = sleep_jobs
+    if latency_samples:
+        changes["latency_samples"] = latency_samples
+    if changes:
+        sizes = Sizes(**{**asdict(sizes), **changes})
+    return sizes
+
+
+def _backlog_plan(quick: bool, backlogs_spec: str | None, only_backlog: bool) -> tuple[backlog.BacklogSizes, bool]:
+    """The backlog series to run (--backlogs), and whether to run it at all."""
+    backlog_plan = backlog.QUICK if quick else backlog.FULL
+    if backlogs_spec and backlogs_spec.strip().lower() != "none":
+        backlog_plan = backlog.BacklogSizes(tuple(parse_counts(backlogs_spec)), backlog_plan.workers,
+                                            backlog_plan.warm_up, backlog_plan.measured)
+    run_backlog = not (backlogs_spec and backlogs_spec.strip().lower() == "none")
+    if only_backlog and not run_backlog:
+        raise click.BadParameter("--only-backlog with --backlogs none leaves nothing to run")
+    return backlog_plan, run_backlog
+
+
+def _chosen_designs(only_backlog: bool, designs: str | None) -> list[Design]:
+    """The designs to run: all, the --designs subset, or none with --only-backlog."""
+    chosen = [] if only_backlog else available_designs()
+    if designs:
+        names = [d.strip() for d in designs.split(",") if d.strip()]
+        unknown = sorted(set(names) - {d.name for d in chosen})
+        if unknown:
+            raise click.BadParameter(f"unknown design(s) {', '.join(unknown)}; available: "
+                                     f"{', '.join(d.name for d in chosen)}", param_hint="--designs")
+        chosen = [d for d in chosen if d.name in names]
+    return chosen
+
+
+def _run_designs(server: Server, chosen: list[Design], workers: list[int], sizes: Sizes,
+                 work_dir: Path) -> dict[str, dict[str, Any]]:
+    """Every chosen design at every worker count: design -> worker count -> figures."""
+    results: dict[str, dict[str, Any]] = {}
+    for design in chosen:
+        results[design.name] = {}
+        for n in workers:
+            click.echo(f"bench: {design.name} with {n} worker(s)...", err=True)
+            scenario_dir = work_dir / f"{design.name}-{n}"
+            scenario_dir.mkdir()
+            try:
+                results[design.name][str(n)] = run_scenario(server, design, n, sizes, scenario_dir)
+            except RuntimeError as exc:
+                raise click.ClickException(f"{exc} (process logs in {scenario_dir})") from None
+    return results
+
+
+def _run_backlog(server: Server, backlog_plan: backlog.BacklogSizes, work_dir: Path) -> dict[str, Any]:
+    """The backlog series (bench/backlog.py)."""
+    backlog_dir = work_dir / "backlog"
+    backlog_dir.mkdir()
+    try:
+        return backlog.series(server.database_uri, backlog_plan, backlog_dir,
+                              lambda line: click.echo(line, err=True))
+    except RuntimeError as exc:
+        raise click.ClickException(f"{exc} (process logs in {backlog_dir})") from None
+
+
+def _write_and_show(doc: dict[str, Any], output: Path, stamp: str, *, no_plot: bool) -> None:
+    """Write the JSON (stamped and latest.json), print the tables, draw the plot."""
+    results, backlog_result = doc["results"], doc["backlog"]
     (output / f"{stamp}.json").write_text(json.dumps(doc, indent=1, default=str))
     (output / "latest.json").write_text(json.dumps(doc, indent=1, default=str))
     if results:

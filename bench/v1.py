@@ -33,14 +33,14 @@ from recruiter.domain.durations import parse_duration
 from recruiter.domain.workable import workable_from_document
 from recruiter.store.clock import ServerClock
 from recruiter.store.connection import first_line, parse_target, sync_client
-from recruiter.store.layout import Collections
+from recruiter.store.layout import SyncCollections
 
 CLAIM_INDEX = [("group", ASCENDING), ("locked", ASCENDING), ("scheduled_at", ASCENDING)]
 
 
 class V1Worker:
     def __init__(self, db: Any, clock: ServerClock, group: str, poll_from_s: float, poll_to_s: float) -> None:
-        self.c = Collections.of(db)
+        self.c = SyncCollections.of(db)
         self.clock = clock
         self.group = group
         self.poll_from_s = poll_from_s

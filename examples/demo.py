@@ -376,16 +376,7 @@ def summary(db: Any, ids: list[Any], elapsed: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bin/demo", description="Run recruiter on the example jobs.")
-    parser.add_argument("--keep", action="store_true",
-                        help="leave the embedded server running at the end (to look around with mongosh)")
-    parser.add_argument("--count", type=int, default=60, help="how many jobs to enqueue (default: 60)")
-    parser.add_argument("--port", type=int, default=0, help="port of the embedded server (default: a free one)")
-    parser.add_argument("--timeout", type=float, default=120.0,
-                        help="seconds to wait for every job to be archived (default: 120)")
-    args = parser.parse_args(argv)
-    if args.count < 1:
-        parser.error("--count must be at least 1")
+    args = _arguments(argv)
 
     def interrupted(signum: int, frame: Any) -> None:
         raise Interrupted(signal.Signals(signum).name)
@@ -398,20 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     port = args.port or 0
     started = time.monotonic()
     try:
-        DEMO.mkdir(parents=True, exist_ok=True)
-        stop_leftovers()
-        shutil.rmtree(STORAGE, ignore_errors=True)
-        shutil.rmtree(LOGS, ignore_errors=True)
-        LOGS.mkdir(parents=True)
-        port = port or free_port()
-        uri = f"mongodb://127.0.0.1:{port}/recruiter"
-        start_installation(processes, port, uri)
-        with Recruiter.connect(uri) as rec:
-            wait_for_workers(rec.db, processes, expected=4)
-            ids = enqueue_examples(rec, args.count)
-            say(f"enqueued {len(ids)} jobs in one round trip (python -m examples.enqueue does the same)")
-            elapsed = watch(rec.db, ids, processes, args.timeout)
-            summary(rec.db, ids, elapsed)
+        port = _run(processes, args)
         ok = True
     except Interrupted as exc:
         say(f"\ninterrupted ({exc}): stopping everything the demo started")
@@ -422,26 +400,74 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         say("\nDEMO FAILED: unexpected error (traceback above)")
     finally:
-        def force(signum: int, frame: Any) -> None:
-            processes.force = True
-
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, force)
         keep = ok and args.keep
-        say("\nstopping: workers, then recruiter and cleaner" + ("" if keep else ", then the server") + "...")
-        problems = processes.stop_all(keep_server=keep)
-        for p in problems:
-            say(f"  ! {p}")
+        problems = _stop(processes, keep=keep)
 
+    _show_log_problems()
+    if not ok:
+        say(f"Everything the demo started has been stopped; the logs are in {shown(LOGS)}/.")
+        return 1
+    _closing_words(processes, port, keep=keep, problems=problems, started=started)
+    return 1 if processes.killed else 0
+
+
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bin/demo", description="Run recruiter on the example jobs.")
+    parser.add_argument("--keep", action="store_true",
+                        help="leave the embedded server running at the end (to look around with mongosh)")
+    parser.add_argument("--count", type=int, default=60, help="how many jobs to enqueue (default: 60)")
+    parser.add_argument("--port", type=int, default=0, help="port of the embedded server (default: a free one)")
+    parser.add_argument("--timeout", type=float, default=120.0,
+                        help="seconds to wait for every job to be archived (default: 120)")
+    args = parser.parse_args(argv)
+    if args.count < 1:
+        parser.error("--count must be at least 1")
+    return args
+
+
+def _run(processes: Processes, args: argparse.Namespace) -> int:
+    """Start the installation, enqueue the examples and watch them finish; the server's port."""
+    DEMO.mkdir(parents=True, exist_ok=True)
+    stop_leftovers()
+    shutil.rmtree(STORAGE, ignore_errors=True)
+    shutil.rmtree(LOGS, ignore_errors=True)
+    LOGS.mkdir(parents=True)
+    port: int = args.port or free_port()
+    uri = f"mongodb://127.0.0.1:{port}/recruiter"
+    start_installation(processes, port, uri)
+    with Recruiter.connect(uri) as rec:
+        wait_for_workers(rec.db, processes, expected=4)
+        ids = enqueue_examples(rec, args.count)
+        say(f"enqueued {len(ids)} jobs in one round trip (python -m examples.enqueue does the same)")
+        elapsed = watch(rec.db, ids, processes, args.timeout)
+        summary(rec.db, ids, elapsed)
+    return port
+
+
+def _stop(processes: Processes, *, keep: bool) -> list[str]:
+    """Stop what the demo started (a second signal forces it); the problems met."""
+    def force(signum: int, frame: Any) -> None:
+        processes.force = True
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, force)
+    say("\nstopping: workers, then recruiter and cleaner" + ("" if keep else ", then the server") + "...")
+    problems = processes.stop_all(keep_server=keep)
+    for p in problems:
+        say(f"  ! {p}")
+    return problems
+
+
+def _show_log_problems() -> None:
     warnings = log_problems()
     if warnings:
         say(f"\n{len(warnings)} warning/error lines in the logs, the first ones:")
         for w in warnings[:8]:
             say(f"  {w}")
-    if not ok:
-        say(f"Everything the demo started has been stopped; the logs are in {shown(LOGS)}/.")
-        return 1
 
+
+def _closing_words(processes: Processes, port: int, *, keep: bool, problems: list[str], started: float) -> None:
+    """Where the history is, and how to look at it."""
     uri = f"mongodb://127.0.0.1:{port}/recruiter"
     say()
     say("The history is in MongoDB: one document per job in `archived`, its attempts in `executions`.")
@@ -458,7 +484,6 @@ def main(argv: list[str] | None = None) -> int:
     say(f"  npx mongosh {uri} --eval 'db.archived.find({{why: \"done\"}}).limit(3)'")
     say(f"  npx mongosh {uri} --eval 'db.archived.find({{why: {{$ne: \"done\"}}}})'")
     say(f"  bin/recruiter status --target {uri}")
-    return 1 if processes.killed else 0
 
 
 if __name__ == "__main__":

@@ -128,7 +128,8 @@ class WaitForRelease(Workable):
 class AsyncWaitForRelease(WaitForRelease):
     async def execute(self, ctx: JobContext) -> str:  # type: ignore[override]
         await asyncio.to_thread(note, self.ledger_uri, ctx, "start", key=self.key)
-        while not await asyncio.to_thread(released, self.ledger_uri, self.key):
+        # Polls the ledger, which the test writes from another process: no event to wait on.
+        while not await asyncio.to_thread(released, self.ledger_uri, self.key):  # noqa: ASYNC110
             await asyncio.sleep(0.02)
         await asyncio.to_thread(note, self.ledger_uri, ctx, "end", key=self.key)
         return self.key
@@ -143,7 +144,7 @@ class BlocksTheLoop(Workable):
 
     async def execute(self, ctx: JobContext) -> None:
         note(self.ledger_uri, ctx, "start")
-        time.sleep(self.seconds)  # deliberately not awaited: nothing else on the loop runs meanwhile
+        time.sleep(self.seconds)  # noqa: ASYNC251 - deliberately blocks: nothing else on the loop runs meanwhile
         note(self.ledger_uri, ctx, "end")
 
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import traceback
 from datetime import datetime
-from typing import Any
 
 import bson
 from bson.errors import InvalidDocument
 
 from recruiter.domain.naming import AllowedModules, class_names, exception_lineage
 from recruiter.domain.outcome import CRASHED, CRASHED_TOO_MANY_TIMES
+from recruiter.domain.records import Raw
 from recruiter.domain.retry import Archive, Decision, Failure, MoveToGroup, RetryAt, policy_from_document
 
 MAX_MESSAGE_CHARS = 2_000
@@ -52,21 +52,27 @@ def describe_exception(exc: BaseException) -> tuple[str, str, str]:
     return lineage[0], str(exc)[:MAX_MESSAGE_CHARS], trace[-MAX_TRACE_CHARS:]
 
 
-def failure_of(job: dict[str, Any], exc: BaseException, ended_at: datetime) -> Failure:
+def _date_or(value: object, default: datetime) -> datetime:
+    return value if isinstance(value, datetime) else default
+
+
+def failure_of(job: Raw, exc: BaseException, ended_at: datetime) -> Failure:
+    """The failure a retry policy judges, for a job that passed :func:`~recruiter.domain.documents.job_problem`."""
+    attempts, group = job.get("attempts", 1), job.get("group")
     return Failure(
         job_id=str(job["_id"]),
-        attempts=int(job.get("attempts", 1)),
-        created_at=job.get("created_at") or ended_at,
-        scheduled_at=job.get("scheduled_at") or ended_at,
+        attempts=int(attempts) if isinstance(attempts, int | float) else 1,
+        created_at=_date_or(job.get("created_at"), ended_at),
+        scheduled_at=_date_or(job.get("scheduled_at"), ended_at),
         ended_at=ended_at,
         exception_types=lineage_of(exc),
         message=str(exc)[:MAX_MESSAGE_CHARS],
         crashed=False,
-        group=job.get("group"),
+        group=group if isinstance(group, str) else None,
     )
 
 
-def judge(job: dict[str, Any], failure: Failure, now: datetime) -> Decision:
+def judge(job: Raw, failure: Failure, now: datetime) -> Decision:
     """What the job's retry policy says about ``failure``.
 
     A policy that cannot be loaded or that raises archives the job with
@@ -82,7 +88,7 @@ def judge(job: dict[str, Any], failure: Failure, now: datetime) -> Decision:
     return decision
 
 
-def judge_crash(job: dict[str, Any], now: datetime, max_crashes: int) -> Decision | None:
+def judge_crash(job: Raw, now: datetime, max_crashes: int) -> Decision | None:
     """Decide about a job whose previous worker died (``crash_pending``).
 
     A crash is the infrastructure's failure, not the job's: the job's retry
@@ -98,7 +104,7 @@ def judge_crash(job: dict[str, Any], now: datetime, max_crashes: int) -> Decisio
     return None
 
 
-def import_refusal(job: dict[str, Any], allowed: AllowedModules) -> str | None:
+def import_refusal(job: Raw, allowed: AllowedModules) -> str | None:
     """``class not allowed: …`` if the job names a module outside ``allowed``; None if not.
 
     Looks at every class the attempt could import (the workable's and those in
@@ -113,7 +119,7 @@ def import_refusal(job: dict[str, Any], allowed: AllowedModules) -> str | None:
     return None
 
 
-def storable_result(value: Any) -> tuple[Any, str | None]:
+def storable_result(value: object) -> tuple[object, str | None]:
     """The job's return value if it fits in the archive, else ``None`` and why not."""
     if value is None:
         return None, None

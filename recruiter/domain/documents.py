@@ -28,198 +28,48 @@ Invariants:
   are strings), so the selection and the fairness cursor cannot meet a value
   of another type.
 - Checking is CPU only: no extra read.
+- The field checks it is built from are :mod:`recruiter.domain.checks`.
+- :func:`checked_job`, :func:`checked_entry` and :func:`checked_outcome` are
+  the boundary into the typed domain: ``Raw`` in, the same document typed as
+  its :mod:`recruiter.domain.records` TypedDict out (or why not). They are the
+  only casts to those types; each TypedDict promises no more than its checker
+  checks.
 """
 
 from __future__ import annotations
 
-import math
-import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from typing import cast
 
-from bson import Binary, Int64, ObjectId
+from recruiter.domain.checks import (
+    Check,
+    Problem,
+    boolean,
+    count,
+    date,
+    document,
+    epoch,
+    expected,
+    fields,
+    fields_problem,
+    group_name,
+    job_id,
+    list_of,
+    name,
+    object_id,
+    one_of,
+    optional,
+    positive_seconds,
+    queue_name,
+    text,
+)
+from recruiter.domain.records import JobDoc, OutcomeDoc, Raw, RosterEntryDoc
 
-from recruiter.domain.naming import MAX_NAME_CHARS
-
-# Counts (attempts, crashes) stay far below this; a bigger one would overflow an $inc.
-MAX_COUNT = 2**31 - 1
 JOB_STATUSES = ("queued", "retrying", "assigned")
 UNLOCKED_STATUSES = ("queued", "retrying")
 PRIORITIES = ("high", "low")
 ANY_GROUP = "*"
-
-Problem = str | None
-Check = Callable[[Any], Problem]
-
-
-def kind_of(value: Any) -> str:
-    """A value's kind in a few words, for reasons: ``int``, ``NaN``, ``an empty string``."""
-    if isinstance(value, float) and math.isnan(value):
-        return "NaN"
-    if isinstance(value, float) and math.isinf(value):
-        return "infinity"
-    if isinstance(value, str) and not value:
-        return "an empty string"
-    if value is None:
-        return "null"
-    if type(value).__name__ == "DatetimeMS":
-        return "a date outside the range Python can read"
-    return type(value).__name__
-
-
-def _expected(what: str, value: Any) -> str:
-    return f"expected {what}, got {kind_of(value)}"
-
-
-# -- value checks: each returns what is wrong with a value, or None ------------------------------
-
-
-def name(value: Any) -> Problem:
-    """A group, tenant, tag or worker id: a non-empty string without NUL (it may become a field name)."""
-    if not isinstance(value, str) or not value:
-        return _expected("a non-empty string", value)
-    if "\x00" in value:
-        return "expected a string without NUL characters"
-    return None
-
-
-def queue_name(value: Any) -> Problem:
-    """A group or tenant: a name of bounded length (it becomes a field name of the fairness cursor).
-
-    Looser than the producer's rule (:func:`recruiter.naming.name_problem`), so that
-    jobs an older version enqueued (``a.b``) still run: only what no process can use is refused.
-    """
-    problem = name(value)
-    if problem is None and len(value) > MAX_NAME_CHARS:
-        return f"too long: {len(value)} characters, at most {MAX_NAME_CHARS}"
-    return problem
-
-
-def group_name(value: Any) -> Problem:
-    if value == ANY_GROUP:
-        return "'*' is reserved for workers that take any group"
-    return queue_name(value)
-
-
-def optional(check: Check) -> Check:
-    """``check``, or null."""
-
-    def check_optional(value: Any) -> Problem:
-        if value is None:
-            return None
-        problem = check(value)
-        if problem and problem.startswith("expected ") and ", got " in problem:
-            head, _, tail = problem.partition(", got ")
-            return f"{head} or null, got {tail}"
-        return problem
-
-    return check_optional
-
-
-def text(value: Any) -> Problem:
-    return None if isinstance(value, str) else _expected("a string", value)
-
-
-def date(value: Any) -> Problem:
-    # A BSON date outside Python's range is read as bson.DatetimeMS (DATETIME_AUTO), never as datetime.
-    return None if isinstance(value, datetime) else _expected("a date", value)
-
-
-def boolean(value: Any) -> Problem:
-    return None if isinstance(value, bool) else _expected("true or false", value)
-
-
-def count(value: Any) -> Problem:
-    """A non-negative whole number that an ``$inc`` cannot overflow (mongosh writes numbers as doubles)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return _expected("a whole number", value)
-    if isinstance(value, float) and (not math.isfinite(value) or not value.is_integer()):
-        return _expected("a whole number", value)
-    if not 0 <= value <= MAX_COUNT:
-        return f"expected a whole number from 0 to {MAX_COUNT}, got {str(int(value))[:24]}"
-    return None
-
-
-def epoch(value: Any) -> Problem:
-    """A lease epoch (informational on a lock: the lock token fences): any whole number from 0."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
-            or not float(value).is_integer() or value < 0:
-        return _expected("a whole number from 0", value)
-    return None
-
-
-def positive_seconds(value: Any) -> Problem:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return _expected("a positive number of seconds", value)
-    return None if value > 0 else f"expected a positive number of seconds, got {value!r}"
-
-
-def one_of(*allowed: str) -> Check:
-    def check_one_of(value: Any) -> Problem:
-        if isinstance(value, str) and value in allowed:
-            return None
-        shown = repr(value[:40]) if isinstance(value, str) and value else kind_of(value)
-        return f"expected one of {', '.join(allowed)}, got {shown}"
-
-    return check_one_of
-
-
-def job_id(value: Any) -> Problem:
-    """A job id that can be compared, hashed and used in a filter."""
-    if isinstance(value, ObjectId | Int64 | uuid.UUID | datetime) or (
-            isinstance(value, str | Binary) and value):
-        return None
-    if isinstance(value, int) and not isinstance(value, bool):
-        return None
-    return _expected("an ObjectId, a string or a number", value)
-
-
-def document(value: Any) -> Problem:
-    return None if isinstance(value, Mapping) else _expected("an embedded document", value)
-
-
-def list_of(check: Check) -> Check:
-    def check_list(value: Any) -> Problem:
-        if not isinstance(value, list):
-            return _expected("an array", value)
-        for i, item in enumerate(value):
-            problem = check(item)
-            if problem:
-                return f".{i}{problem}" if problem.startswith(".") else f".{i}: {problem}"
-        return None
-
-    return check_list
-
-
-def fields(spec: Mapping[str, tuple[bool, Check]]) -> Check:
-    """An embedded document whose fields follow ``spec``: name -> (required, check)."""
-
-    def check_fields(value: Any) -> Problem:
-        if not isinstance(value, Mapping):
-            return _expected("an embedded document", value)
-        problem = fields_problem(value, spec)
-        return f".{problem}" if problem else None
-
-    return check_fields
-
-
-def fields_problem(doc: Mapping[str, Any], spec: Mapping[str, tuple[bool, Check]]) -> Problem:
-    """The first field of ``doc`` that does not follow ``spec``, as ``field: what is wrong``."""
-    for field, (required, check) in spec.items():
-        if field not in doc:
-            if required:
-                return f"{field}: missing"
-            continue
-        try:
-            problem = check(doc[field])
-        except Exception as exc:  # noqa: BLE001 - a check must never let data raise
-            problem = f"cannot be checked ({type(exc).__name__})"
-        if problem:
-            # Nested checks (fields, list_of) answer with a path: ".class: missing".
-            return f"{field}{problem}" if problem.startswith(".") else f"{field}: {problem}"
-    return None
 
 
 # -- jobs ----------------------------------------------------------------------------------------
@@ -264,16 +114,16 @@ JOB: dict[str, tuple[bool, Check]] = {
 # The lock of a locked job, as the recruiter wrote it.
 LOCK: dict[str, tuple[bool, Check]] = {
     "locked_by": (True, name),
-    "lock_token": (True, lambda v: None if isinstance(v, ObjectId) else _expected("an ObjectId", v)),
+    "lock_token": (True, object_id),
     "locked_at": (True, date),
     "lock_epoch": (False, epoch),
 }
 
 
-def job_problem(doc: Any) -> Problem:
+def job_problem(doc: object) -> Problem:
     """What is wrong with a ``scheduled`` document, naming the field; None if nothing."""
     if not isinstance(doc, Mapping):
-        return f"document: {_expected('an embedded document', doc)}"
+        return f"document: {expected('an embedded document', doc)}"
     problem = fields_problem(doc, JOB)
     if problem:
         return problem
@@ -290,25 +140,32 @@ def job_problem(doc: Any) -> Problem:
 class Malformed:
     """A document that failed its check: its ``_id`` (as read, maybe itself bad), why, and the document."""
 
-    id: Any
+    id: object
     reason: str
-    document: Mapping[str, Any]
+    document: Raw
 
 
-def check_job(doc: Any) -> Malformed | None:
+def check_job(doc: object) -> Malformed | None:
     """None for a well-formed job, else what quarantining it needs."""
     problem = job_problem(doc)
     if problem is None:
         return None
-    raw = doc if isinstance(doc, Mapping) else {"_id": None, "document": doc}
+    raw: Raw = doc if isinstance(doc, Mapping) else {"_id": None, "document": doc}
     return Malformed(raw.get("_id"), problem, raw)
+
+
+def checked_job(doc: object) -> JobDoc | Malformed:
+    """The job, typed, if it is well-formed; else what quarantining it needs."""
+    found = check_job(doc)
+    # The one place a raw document becomes a JobDoc: job_problem checked every field JobDoc promises.
+    return cast(JobDoc, doc) if found is None else found
 
 
 # -- roster entries and outcomes ----------------------------------------------------------------
 
-def _decision(value: Any) -> Problem:
+def _decision(value: object) -> Problem:
     if not isinstance(value, Mapping):
-        return _expected("an embedded document", value)
+        return expected("an embedded document", value)
     if "archive" in value:
         problem = fields_problem(value, {"archive": (True, name), "reason": (False, optional(text))})
     else:
@@ -318,7 +175,7 @@ def _decision(value: Any) -> Problem:
 
 OUTCOME: dict[str, tuple[bool, Check]] = {
     "job": (True, job_id),
-    "token": (True, lambda v: None if isinstance(v, ObjectId) else _expected("an ObjectId", v)),
+    "token": (True, object_id),
     "executed": (True, boolean),
     "decision": (True, _decision),
     "execution": (False, optional(document)),
@@ -338,63 +195,84 @@ ENTRY: dict[str, tuple[bool, Check]] = {
 }
 
 
-def outcome_problem(outcome: Any) -> Problem:
-    """What is wrong with the ``outcome`` a worker recorded; None if nothing."""
+def outcome_problem(outcome: object, where: str = "") -> Problem:
+    """What is wrong with the ``outcome`` a worker recorded; None if nothing.
+
+    ``where`` is the outcome's field in the document that holds it, named in
+    front of the reason (``outcome.decision: missing``).
+    """
     if not isinstance(outcome, Mapping):
-        return _expected("an embedded document", outcome)
-    return fields_problem(outcome, OUTCOME)
+        wrong = expected("an embedded document", outcome)
+        return f"{where}: {wrong}" if where else wrong
+    problem = fields_problem(outcome, OUTCOME)
+    return f"{where}.{problem}" if where and problem else problem
 
 
-def entry_problem(entry: Any) -> Problem:
+def checked_outcome(outcome: object) -> OutcomeDoc | str:
+    """The outcome, typed, if it is well-formed; else what is wrong with it."""
+    problem = outcome_problem(outcome)
+    return cast(OutcomeDoc, outcome) if problem is None else problem
+
+
+def entry_problem(entry: object) -> Problem:
     """What is wrong with a ``roster`` entry (as projected by its reader); None if nothing."""
     if not isinstance(entry, Mapping):
-        return f"document: {_expected('an embedded document', entry)}"
+        return f"document: {expected('an embedded document', entry)}"
     problem = fields_problem(entry, ENTRY)
     if problem:
         return problem
     if entry.get("available") and "work_on" not in entry:
         return "work_on: missing"
-    for key, value in (entry.get("assigned_to") or {}).items():
+    assigned = entry.get("assigned_to") or {}
+    for key, value in cast(Raw, assigned).items():  # a document: ENTRY checked it
         if (p := job_id(value)) and value is not None:
             return f"assigned_to.{key}: {p}"
     if entry.get("outcome") is not None:
-        outcome = entry["outcome"]
-        if not isinstance(outcome, Mapping):
-            return f"outcome: {_expected('an embedded document', outcome)}"
-        problem = fields_problem(outcome, OUTCOME)
-        if problem:
-            return f"outcome.{problem}"
+        return outcome_problem(entry["outcome"], "outcome")
     return None
+
+
+def checked_entry(entry: object) -> RosterEntryDoc | str:
+    """The roster entry, typed, if it is well-formed; else what is wrong with it."""
+    problem = entry_problem(entry)
+    return cast(RosterEntryDoc, entry) if problem is None else problem
 
 
 # -- metadata ------------------------------------------------------------------------------------
 
-def names_problem(value: Any) -> Problem:
+def names_problem(value: object) -> Problem:
     """A list of names (pause switches), or missing."""
     return None if value is None else list_of(name)(value)
 
 
-def cursor_problem(doc: Any) -> Problem:
+def cursor_problem(doc: object) -> Problem:
     """What is wrong with the fairness cursor document (see :mod:`recruiter.control`)."""
     if doc is None:
         return None
     if not isinstance(doc, Mapping):
-        return f"document: {_expected('an embedded document', doc)}"
-    problem = fields_problem(doc, {"last_group": (False, optional(name))})
-    if problem:
-        return problem
-    last_tenant = doc.get("last_tenant") or {}
+        return f"document: {expected('an embedded document', doc)}"
+    return (fields_problem(doc, {"last_group": (False, optional(name))})
+            or _last_tenant_problem(doc.get("last_tenant") or {})
+            or _counts_problem(doc.get("counts") or {}))
+
+
+def _last_tenant_problem(last_tenant: object) -> Problem:
+    """The cursor's ``last_tenant``: group -> the tenant served last ("" for none yet)."""
     if not isinstance(last_tenant, Mapping):
-        return f"last_tenant: {_expected('an embedded document', last_tenant)}"
+        return f"last_tenant: {expected('an embedded document', last_tenant)}"
     for group, tenant in last_tenant.items():
         if (p := name(tenant)) and tenant != "":
             return f"last_tenant.{group}: {p}"
-    counts = doc.get("counts") or {}
+    return None
+
+
+def _counts_problem(counts: object) -> Problem:
+    """The cursor's ``counts``: group -> tenant -> jobs served."""
     if not isinstance(counts, Mapping):
-        return f"counts: {_expected('an embedded document', counts)}"
+        return f"counts: {expected('an embedded document', counts)}"
     for group, tenants in counts.items():
         if not isinstance(tenants, Mapping):
-            return f"counts.{group}: {_expected('an embedded document', tenants)}"
+            return f"counts.{group}: {expected('an embedded document', tenants)}"
         for tenant, n in tenants.items():
             if p := count(n):
                 return f"counts.{group}.{tenant}: {p}"
@@ -411,7 +289,7 @@ class WarnOnce:
         self._seen: set[tuple[str, str]] = set()
         self._limit = limit
 
-    def first(self, key: Any, reason: str) -> bool:
+    def first(self, key: object, reason: str) -> bool:
         """True the first time ``(key, reason)`` is seen."""
         k = (repr(key)[:200], reason)
         if k in self._seen:

@@ -10,11 +10,12 @@ compound duration go from the largest unit to the smallest, each at most once.
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import timedelta
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 
-__all__ = ["format_duration", "parse_duration"]
+__all__ = ["as_timedelta", "format_duration", "parse_duration"]
 
 _MICROSECONDS: dict[str, int] = {
     "w": 7 * 24 * 3600 * 1_000_000,
@@ -109,3 +110,30 @@ def format_duration(td: timedelta) -> str:
         else:
             parts.append(f"{milliseconds}ms")
     return "".join(parts)
+
+
+def as_timedelta(value: object, name: str) -> timedelta:
+    """A duration argument (``timedelta``, seconds or text) as a non-negative ``timedelta``.
+
+    Raises ValueError naming the argument ``name``.
+    """
+    if isinstance(value, timedelta):
+        result = value
+    elif isinstance(value, str):
+        try:
+            result = parse_duration(value)
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number of seconds, got {value!r}")
+        if value < 0:
+            raise ValueError(f"{name} must not be negative, got {value!r}")
+        result = timedelta(seconds=value)
+    else:
+        raise ValueError(
+            f"{name} must be a timedelta, a number of seconds or a string like '5m', got {value!r}"
+        )
+    if result < timedelta(0):
+        raise ValueError(f"{name} must not be negative, got {value!r}")
+    return result

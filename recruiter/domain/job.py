@@ -10,10 +10,10 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol, cast
 
 import bson
 from bson import ObjectId
@@ -21,6 +21,8 @@ from bson.errors import InvalidDocument
 
 from recruiter.domain.clock import utc
 from recruiter.domain.naming import class_names, importable_problem, name_problem
+from recruiter.domain.records import JobDoc, PolicyDocument, WorkableDocument
+from recruiter.domain.records import Priority as PriorityName
 from recruiter.domain.retry import DoNotDoItAgain, RetryPolicy, policy_to_document
 from recruiter.domain.workable import Workable
 
@@ -75,14 +77,14 @@ class JobOptions:
     at_most_once: bool = False
 
 
-def _check_name(kind: str, value: Any) -> str:
+def _check_name(kind: str, value: object) -> str:
     problem = name_problem(kind, value)
     if problem:
         raise JobRefused(problem)
     return str(value)
 
 
-def _check_tag(value: Any) -> str:
+def _check_tag(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise JobRefused(f"tag must be a non-empty string, got {value!r}")
     if value == "*":
@@ -90,7 +92,7 @@ def _check_tag(value: Any) -> str:
     return value
 
 
-def check_timeout(value: Any) -> float:
+def check_timeout(value: object) -> float:
     """A job timeout in seconds (or a ``timedelta``): finite, above zero and at most ``MAX_TIMEOUT_S``."""
     if isinstance(value, timedelta):
         value = value.total_seconds()
@@ -103,13 +105,13 @@ def check_timeout(value: Any) -> float:
     return float(value)
 
 
-def check_policy(policy: Any) -> RetryPolicy:
+def check_policy(policy: object) -> RetryPolicy:
     if not isinstance(policy, RetryPolicy):
         raise JobRefused(f"retry policy must be a recruiter.retry.RetryPolicy, got {policy!r}")
     return policy
 
 
-def _policy_document(policy: RetryPolicy) -> dict[str, Any]:
+def _policy_document(policy: RetryPolicy) -> PolicyDocument:
     try:
         doc = policy_to_document(policy)
     except (TypeError, ValueError) as exc:
@@ -118,10 +120,11 @@ def _policy_document(policy: RetryPolicy) -> dict[str, Any]:
         problem = importable_problem(name)
         if problem:
             raise JobRefused(f"retry policy: {problem}")
-    return doc
+    # As the policy wrote it; the worker checks it again (documents.RETRY_POLICY) before use.
+    return cast(PolicyDocument, doc)
 
 
-def _workable_document(workable: Any) -> dict[str, Any]:
+def _workable_document(workable: object) -> WorkableDocument:
     if not isinstance(workable, Workable):
         raise JobRefused(f"only recruiter.Workable instances can be enqueued, got {type(workable).__name__}")
     cls = type(workable)
@@ -132,10 +135,12 @@ def _workable_document(workable: Any) -> dict[str, Any]:
     problem = importable_problem(doc["class"], expected=cls)
     if problem:
         raise JobRefused(problem)
-    if not isinstance(doc["parameters"], Mapping):
-        raise JobRefused(f"parameters of {doc['class']} must be a dict, got {type(doc['parameters']).__name__}")
-    if not isinstance(doc["method"], str) or not callable(getattr(cls, doc["method"], None)):
-        raise JobRefused(f"{doc['class']} has no method {doc['method']!r} to run")
+    # A subclass may override export_parameters or method with anything: checked, not trusted.
+    parameters, method = doc.get("parameters"), doc.get("method")
+    if not isinstance(parameters, Mapping):
+        raise JobRefused(f"parameters of {doc['class']} must be a dict, got {type(parameters).__name__}")
+    if not isinstance(method, str) or not callable(getattr(cls, method, None)):
+        raise JobRefused(f"{doc['class']} has no method {method!r} to run")
     return doc
 
 
@@ -157,9 +162,10 @@ def _timeout(options: JobOptions, workable: Workable) -> float | None:
     return None if timeout_s is None else check_timeout(timeout_s)
 
 
-def _priority(value: Any) -> str:
+def _priority(value: object) -> PriorityName:
     try:
-        return Priority(value).value
+        # Not a string: no priority (the same refusal as for an unknown name).
+        return "high" if Priority(value if isinstance(value, str) else "") is Priority.HIGH else "low"
     except ValueError:
         raise JobRefused(f"priority must be 'high' or 'low', got {value!r}") from None
 
@@ -171,7 +177,7 @@ def build_job_document(
     job_id: ObjectId | None = None,
     *,
     max_document_bytes: int | None = None,
-) -> dict[str, Any]:
+) -> JobDoc:
     """The ``scheduled`` document for ``workable`` enqueued at ``now``.
 
     Raises :class:`JobRefused` when the workable, its parameters or the options
@@ -185,7 +191,7 @@ def build_job_document(
     policy = options.retry_policy if options.retry_policy is not None else type(workable).retry_policy
     now = utc(now)
     timeout_s = _timeout(options, workable)
-    doc: dict[str, Any] = {
+    doc: JobDoc = {
         "_id": job_id or ObjectId(),
         "done": False,
         "created_at": now,
@@ -193,7 +199,7 @@ def build_job_document(
         "locked": False,
         "attempts": 0,
         "crashes": 0,
-        "status": Status.QUEUED.value,
+        "status": "queued",  # Status.QUEUED
         "group": group,
         "tags": [_check_tag(tag) for tag in options.tags],
         "tenant": None if options.tenant is None else _check_name("tenant", options.tenant),
@@ -210,7 +216,7 @@ def build_job_document(
     return doc
 
 
-def _check_size(doc: dict[str, Any], max_document_bytes: int | None) -> None:
+def _check_size(doc: JobDoc, max_document_bytes: int | None) -> None:
     try:
         size = len(bson.encode(doc))
     except (InvalidDocument, TypeError, OverflowError, ValueError) as exc:
@@ -224,6 +230,13 @@ def _check_size(doc: dict[str, Any], max_document_bytes: int | None) -> None:
         )
 
 
+class Enqueuer(Protocol):
+    """Who writes a built job: a :class:`~recruiter.Recruiter` (returns the id) or an
+    :class:`~recruiter.AsyncRecruiter` (returns an awaitable of it)."""
+
+    def enqueue(self, item: JobBuilder) -> Any: ...
+
+
 @dataclass(frozen=True)
 class JobBuilder:
     """Fluent, immutable description of one job; ``enqueue()`` writes it.
@@ -233,22 +246,22 @@ class JobBuilder:
     """
 
     workable: Workable
-    recruiter: Any = field(repr=False)
+    recruiter: Enqueuer = field(repr=False)
     options: JobOptions = JobOptions()
 
-    def _with(self, **changes: Any) -> JobBuilder:
-        return dataclasses.replace(self, options=dataclasses.replace(self.options, **changes))
+    def _with(self, options: JobOptions) -> JobBuilder:
+        return dataclasses.replace(self, options=options)
 
     def in_group(self, group: str) -> JobBuilder:
-        return self._with(group=_check_name("group", group))
+        return self._with(replace(self.options, group=_check_name("group", group)))
 
     def tagged(self, *tags: str) -> JobBuilder:
-        return self._with(tags=self.options.tags + tuple(_check_tag(t) for t in tags))
+        return self._with(replace(self.options, tags=self.options.tags + tuple(_check_tag(t) for t in tags)))
 
     def schedule_at(self, when: datetime) -> JobBuilder:
         if not isinstance(when, datetime):
             raise JobRefused(f"schedule_at needs a datetime, got {when!r}")
-        return self._with(scheduled_at=when, schedule_in=None)
+        return self._with(replace(self.options, scheduled_at=when, schedule_in=None))
 
     def schedule_in(self, delta: timedelta | None = None, **units: float) -> JobBuilder:
         """Delay the job by ``delta`` or by ``timedelta(**units)``, e.g. ``schedule_in(minutes=5)``."""
@@ -258,33 +271,34 @@ class JobBuilder:
             raise JobRefused(f"schedule_in needs a timedelta or units like minutes=5: {exc}") from None
         if delay < timedelta():
             raise JobRefused(f"schedule_in needs a non-negative delay, got {delay}")
-        return self._with(schedule_in=delay, scheduled_at=None)
+        return self._with(replace(self.options, schedule_in=delay, scheduled_at=None))
 
     def retry_with(self, policy: RetryPolicy) -> JobBuilder:
-        return self._with(retry_policy=check_policy(policy))
+        return self._with(replace(self.options, retry_policy=check_policy(policy)))
 
     def for_tenant(self, tenant: str) -> JobBuilder:
-        return self._with(tenant=_check_name("tenant", tenant))
+        return self._with(replace(self.options, tenant=_check_name("tenant", tenant)))
 
     def with_priority(self, priority: str) -> JobBuilder:
-        return self._with(priority=Priority(_priority(priority)))
+        return self._with(replace(self.options, priority=Priority(_priority(priority))))
 
     def with_timeout(self, seconds: float | timedelta) -> JobBuilder:
-        return self._with(timeout_s=check_timeout(seconds))
+        return self._with(replace(self.options, timeout_s=check_timeout(seconds)))
 
     def at_most_once(self) -> JobBuilder:
         """Never run this job a second time after its worker died during an attempt: a crash
         archives it (``why: "crashed"``) instead of running it again."""
-        return self._with(at_most_once=True)
+        return self._with(replace(self.options, at_most_once=True))
 
-    def build(self, now: datetime, max_document_bytes: int | None = None) -> dict[str, Any]:
-        return build_job_document(self.workable, self.options, now, max_document_bytes=max_document_bytes)
+    def build(self, now: datetime, max_document_bytes: int | None = None) -> dict[str, object]:
+        """The job's document, as the driver takes it (a plain dict; :func:`build_job_document` types it)."""
+        return dict(build_job_document(self.workable, self.options, now, max_document_bytes=max_document_bytes))
 
     def enqueue(self) -> Any:
         return self.recruiter.enqueue(self)
 
 
-def as_builder(item: JobBuilder | Workable, recruiter: Any) -> JobBuilder:
+def as_builder(item: JobBuilder | Workable, recruiter: Enqueuer) -> JobBuilder:
     if isinstance(item, JobBuilder):
         return item
     if isinstance(item, Workable):

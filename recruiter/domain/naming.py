@@ -19,7 +19,7 @@ import sys
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 ANY_GROUP = "*"
 MAX_NAME_CHARS = 200
@@ -47,7 +47,7 @@ def _stored(cls: type) -> str:
     return f"{STABLE_MODULES.get(cls.__module__, cls.__module__)}:{cls.__qualname__}"
 
 
-def qualified_name(obj: type | Any) -> str:
+def qualified_name(obj: object) -> str:
     """``module:Qualname`` of a class (or of the class of an instance)."""
     cls = obj if isinstance(obj, type) else type(obj)
     if "<locals>" in cls.__qualname__:
@@ -58,7 +58,7 @@ def qualified_name(obj: type | Any) -> str:
     return _stored(cls)
 
 
-def split_qualified(name: str) -> tuple[str, str]:
+def split_qualified(name: object) -> tuple[str, str]:
     """``(module, qualname)`` of ``module:Qualname`` (or ``module.Name``), exactly as imported."""
     if not isinstance(name, str):
         raise UnknownClass(f"a class name must be a string, got {type(name).__name__}")
@@ -75,11 +75,11 @@ def _dotted(text: str) -> bool:
     return bool(text) and all(part.isidentifier() for part in text.split("."))
 
 
-def import_qualified(name: str) -> Any:
+def import_qualified(name: object) -> object:
     """Import the object named ``module:Qualname`` (``module.Name`` is accepted too)."""
     module_name, qualname = split_qualified(name)
     try:
-        obj: Any = importlib.import_module(_FROM_STORED.get(module_name, module_name))
+        obj: object = importlib.import_module(_FROM_STORED.get(module_name, module_name))
     except ImportError as exc:
         raise UnknownClass(f"cannot import module {module_name!r} for {name!r}: {exc}") from exc
     for part in qualname.split("."):
@@ -97,7 +97,7 @@ def exception_lineage(exc_type: type[BaseException]) -> tuple[str, ...]:
     )
 
 
-def class_names(value: Any) -> list[str]:
+def class_names(value: object) -> list[str]:
     """Every ``class`` string in a stored document (a retry policy), nested ones included."""
     if isinstance(value, dict):
         own = [value["class"]] if isinstance(value.get("class"), str) else []
@@ -107,7 +107,7 @@ def class_names(value: Any) -> list[str]:
     return []
 
 
-def importable_problem(name: str, expected: Any = None) -> str | None:
+def importable_problem(name: str, expected: object = None) -> str | None:
     """Why another process could not import ``name`` (``module:Qualname``); None if it can.
 
     Looks only at modules already imported here, so it runs no code. With
@@ -120,7 +120,7 @@ def importable_problem(name: str, expected: Any = None) -> str | None:
     if module_name.split(".")[-1] in _NEVER_IMPORTED:
         return (f"{name} is defined in {module_name}, the script being run, which other processes "
                 "cannot import: define it in a module and import it from there")
-    obj: Any = sys.modules.get(_FROM_STORED.get(module_name, module_name))
+    obj: object = sys.modules.get(_FROM_STORED.get(module_name, module_name))
     if obj is None:
         return f"{name}: module {module_name!r} is not imported here, so workers cannot import it either"
     for part in qualname.split("."):
@@ -135,7 +135,7 @@ def importable_problem(name: str, expected: Any = None) -> str | None:
 # -- groups and tenants ------------------------------------------------------
 
 
-def name_problem(kind: str, name: Any) -> str | None:
+def name_problem(kind: str, name: object) -> str | None:
     """Why ``name`` cannot be a group or tenant name (``kind`` says which); None if it can.
 
     One rule everywhere: a non-empty string of at most ``MAX_NAME_CHARS``
@@ -147,7 +147,7 @@ def name_problem(kind: str, name: Any) -> str | None:
     return None if why is None else f"invalid {kind} name {name!r}: {why}"
 
 
-def _name_rule(name: Any) -> str | None:
+def _name_rule(name: object) -> str | None:
     if not isinstance(name, str) or not name.strip():
         return "it must be a non-empty string"
     if name == ANY_GROUP:
@@ -212,7 +212,7 @@ class AllowedModules:
             return False
         return any(module_name == p or module_name.startswith(p + ".") for p in (*self.BUILT_IN, *self.prefixes))
 
-    def refusal(self, name: Any) -> str | None:
+    def refusal(self, name: object) -> str | None:
         """``class not allowed: …`` if importing ``name`` is not allowed (or it is no class name)."""
         try:
             module_name, _ = split_qualified(name)

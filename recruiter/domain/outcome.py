@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from bson import ObjectId
 
 from recruiter.domain.job import MAX_EXECUTIONS_KEPT, Status
 from recruiter.domain.naming import qualified_name
+from recruiter.domain.records import DecisionDoc, Query, Raw
 from recruiter.domain.retry import Archive, Decision, MoveToGroup, RetryAt, WorkerCrashed
 
 Kind = Literal["done", "failed", "crashed", "judged", "timed-out", "interrupted", "cancelled", "refused"]
@@ -83,9 +84,10 @@ class Outcome:
     executed: bool
     decision: Decision
     execution: Execution | None = None
-    result: Any = None
+    result: object = None
 
-    def to_document(self) -> dict[str, Any]:
+    def to_document(self) -> dict[str, object]:
+        """An :class:`~recruiter.domain.records.OutcomeDoc`."""
         return {
             "job": self.job_id,
             "token": self.token,
@@ -97,7 +99,7 @@ class Outcome:
         }
 
 
-def decision_to_document(decision: Decision) -> dict[str, Any]:
+def decision_to_document(decision: Decision) -> DecisionDoc:
     if isinstance(decision, Archive):
         return {"archive": decision.why} if decision.reason is None else {"archive": decision.why,
                                                                            "reason": decision.reason}
@@ -118,16 +120,21 @@ def describe_decision(decision: Decision) -> str:
     return f"retry at {when}"
 
 
-def is_archive(outcome_doc: dict[str, Any]) -> bool:
-    return "archive" in outcome_doc["decision"]
+def _decision(outcome_doc: Raw) -> DecisionDoc:
+    # The outcome passed documents.outcome_problem, which checked its decision.
+    return cast(DecisionDoc, outcome_doc["decision"])
 
 
-def held_by(job: dict[str, Any] | None, outcome_doc: dict[str, Any]) -> bool:
+def is_archive(outcome_doc: Raw) -> bool:
+    return "archive" in _decision(outcome_doc)
+
+
+def held_by(job: Raw | None, outcome_doc: Raw) -> bool:
     """Whether ``job`` is still under the lock the outcome was produced for (fencing)."""
     return job is not None and job.get("locked") is True and job.get("lock_token") == outcome_doc["token"]
 
 
-def history_entry(execution: dict[str, Any]) -> dict[str, Any]:
+def history_entry(execution: Raw) -> dict[str, object]:
     """An execution as kept in ``executions``: everything but the trace.
 
     The full trace stays in ``last_execution``; leaving it out of the history
@@ -136,7 +143,7 @@ def history_entry(execution: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in execution.items() if k != "trace"}
 
 
-def jobs_referenced_by(entry: dict[str, Any]) -> set[Any]:
+def jobs_referenced_by(entry: Raw) -> set[object]:
     """The jobs a roster entry knows it holds: its assignment, running job or pending outcome.
 
     Needs the entry's ``assigned_to``, ``working_on`` and ``outcome.job`` fields.
@@ -153,17 +160,23 @@ def jobs_referenced_by(entry: dict[str, Any]) -> set[Any]:
 REFERENCE_FIELDS = {"assigned_to": 1, "working_on": 1, "outcome.job": 1}
 
 
-def _history(job: dict[str, Any], execution: dict[str, Any] | None) -> list[dict[str, Any]]:
-    executions = list(job.get("executions") or [])
+def _history(job: Raw, execution: Raw | None) -> list[object]:
+    executions = list(cast("list[object]", job.get("executions") or []))
     if execution is not None:
         executions.append(history_entry(execution))
     return executions[-MAX_EXECUTIONS_KEPT:]
 
 
-def archived_document(job: dict[str, Any], outcome_doc: dict[str, Any], now: datetime) -> dict[str, Any]:
+def _execution(outcome_doc: Raw) -> Raw | None:
+    # Checked as an embedded document (documents.OUTCOME), or null.
+    return cast(Raw | None, outcome_doc.get("execution"))
+
+
+def archived_document(job: Raw, outcome_doc: Raw, now: datetime) -> dict[str, object]:
     """The ``archived`` copy of ``job`` finished by ``outcome_doc``."""
-    why = outcome_doc["decision"]["archive"]
-    execution = outcome_doc.get("execution")
+    decision = _decision(outcome_doc)
+    why = decision["archive"]
+    execution = _execution(outcome_doc)
     doc = {k: v for k, v in job.items() if k not in LOCK_FIELDS and k not in ("status", "crash_pending")}
     doc.update(
         done=why == DONE,
@@ -172,11 +185,11 @@ def archived_document(job: dict[str, Any], outcome_doc: dict[str, Any], now: dat
         archived_at=now,
         executions=_history(job, execution),
     )
-    reason = outcome_doc["decision"].get("reason")
+    reason = decision.get("reason")
     if isinstance(reason, str):  # e.g. why a job was refused as malformed
         doc["reason"] = reason
     if not outcome_doc["executed"]:
-        doc["attempts"] = max(0, job.get("attempts", 1) - 1)
+        doc["attempts"] = max(0, cast(int, job.get("attempts", 1)) - 1)  # a count: documents.JOB
     if execution is not None:
         doc["last_execution"] = execution
     if outcome_doc.get("result") is not None:
@@ -184,11 +197,11 @@ def archived_document(job: dict[str, Any], outcome_doc: dict[str, Any], now: dat
     return doc
 
 
-def reschedule_update(job: dict[str, Any], outcome_doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def reschedule_update(job: Raw, outcome_doc: Raw) -> tuple[Query, Query]:
     """Filter and update that put ``job`` back in the queue as ``outcome_doc`` decided."""
-    decision = outcome_doc["decision"]
-    execution = outcome_doc.get("execution")
-    set_: dict[str, Any] = {
+    decision = _decision(outcome_doc)
+    execution = _execution(outcome_doc)
+    set_: Query = {
         "locked": False,
         "status": Status.RETRYING.value,
         "scheduled_at": decision["retry_at"],
@@ -197,7 +210,7 @@ def reschedule_update(job: dict[str, Any], outcome_doc: dict[str, Any]) -> tuple
         set_["group"] = decision["group"]
     if execution is not None:
         set_["last_execution"] = execution
-    update: dict[str, Any] = {
+    update: Query = {
         "$set": set_,
         "$unset": {f: "" for f in (*LOCK_FIELDS, "crash_pending")},
     }
@@ -247,7 +260,7 @@ def crash_update(job: dict[str, Any], worker: dict[str, Any] | None, now: dateti
 
 
 # Undo a lock the recruiter took but never handed to a worker: not an attempt.
-ROLLBACK_PIPELINE: list[dict[str, Any]] = [
+ROLLBACK_PIPELINE: list[Query] = [
     {"$set": {
         "locked": False,
         "attempts": {"$max": [0, {"$subtract": ["$attempts", 1]}]},

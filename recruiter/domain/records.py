@@ -1,41 +1,61 @@
 """The shapes of the documents in the five collections, as TypedDicts.
 
 A TypedDict here describes a document AFTER :mod:`recruiter.domain.documents`
-has checked it: the store reads a raw ``Mapping[str, object]``, the reader
-returns a reason or lets it through, and from then on code may rely on these
-types (``job["attempts"]`` is an ``int``, ``job["tenant"]`` a ``str`` or
-``None``). Nothing in this module runs; it is types only.
+has checked it: the store reads a raw ``Mapping[str, object]`` (:data:`Raw`),
+the checker returns a reason or the same document typed
+(:func:`~recruiter.domain.documents.checked_job` gives a :class:`JobDoc`), and
+from then on code may rely on these types (``job["attempts"]`` is a count,
+``job["group"]`` a ``str``). Nothing in this module runs; it is types only.
 
-Invariant: a field listed without ``NotRequired`` is present in every
-well-formed document of that kind (the reader checks exactly those); the
-``NotRequired`` ones appear in some states only (``lock_token`` while a job is
-locked, ``outcome`` while a roster entry holds one).
+Invariant: a field listed without ``NotRequired`` is one the checker requires,
+so it is present in every document that passed; the ``NotRequired`` ones appear
+in some states only (``lock_token`` while a job is locked, ``outcome`` while a
+roster entry holds one), in documents an older version wrote, or not in a
+reader's projection. Each shape was checked against its writer
+(``build_job_document`` and the recruiter's lock, ``Execution.to_document``,
+``Outcome.to_document``, the worker's roster document, ``heartbeat_document``).
+A count (``attempts``, ``crashes``) is a whole number; one a shell wrote may
+be a whole float (``3.0``), which the checker accepts and arithmetic treats
+alike.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Literal, NotRequired, TypedDict
 
 from bson import ObjectId
 
-# A document as the driver hands it over, before the reader has looked at it.
+# A document as the driver hands it over, before the checker has looked at it.
 Raw = Mapping[str, object]
 # Filters, projections and update documents sent to the server.
 Query = dict[str, object]
+
+# What the checker accepts as a job's ``_id`` (documents.job_id): the producer writes ObjectIds;
+# other writers may use strings, numbers, UUIDs, dates or binaries (bson.Binary is a bytes).
+JobId = ObjectId | str | int | bytes | uuid.UUID | datetime
 
 JobStatus = Literal["queued", "retrying", "assigned"]
 Priority = Literal["high", "low"]
 
 
 # "class" is a keyword, so the documents holding it use the functional form.
-WorkableDocument = TypedDict("WorkableDocument", {"class": str, "parameters": dict[str, object]})
-PolicyDocument = TypedDict("PolicyDocument", {"class": str, "parameters": dict[str, object]})
+WorkableDocument = TypedDict("WorkableDocument", {
+    "class": str,
+    "parameters": NotRequired[Mapping[str, object] | None],
+    "method": NotRequired[str | None],
+})
+PolicyDocument = TypedDict("PolicyDocument", {
+    "class": str,
+    "parameters": NotRequired[Mapping[str, object] | None],
+})
 
 
 # One attempt, as kept in ``executions`` and ``last_execution`` (``Execution.to_document``);
-# ``class``, ``message`` and ``trace`` describe the error of a failed attempt.
+# ``class``, ``message`` and ``trace`` describe the error of a failed attempt (``message`` alone
+# says why an attempt was interrupted). ``executions`` keeps them without ``trace``.
 ExecutionDoc = TypedDict("ExecutionDoc", {
     "attempt": int,
     "outcome": str,
@@ -53,100 +73,163 @@ ExecutionDoc = TypedDict("ExecutionDoc", {
 })
 
 
-class JobDoc(TypedDict):
-    """A document of ``scheduled`` (and, with ``why`` and ``archived_at``, of ``archived``)."""
+class LastExecutionDoc(TypedDict, total=False):
+    """``last_execution`` as the checker vouches for it: the fields the processes read.
 
-    _id: ObjectId
-    done: bool
-    created_at: datetime
-    scheduled_at: datetime
-    locked: bool
-    attempts: int
-    crashes: int
-    status: JobStatus
+    Written as a whole :data:`ExecutionDoc`; an older or hand-written one may lack any field.
+    """
+
+    attempt: int | None
+    scheduled_at: datetime | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    message: str | None
+
+
+class LastReturnDoc(TypedDict):
+    """``last_return``: the latest time a dead worker's job was put back unstarted (``liveness.return_update``)."""
+
+    worker: str
+    pid: int | None
+    hostname: str | None
+    assigned_at: datetime | None
+    returned_at: datetime
+    reason: str
+
+
+class JobFields(TypedDict):
+    """What a job document holds in ``scheduled`` and in ``archived`` alike."""
+
+    _id: JobId
     group: str
-    tags: list[str]
-    tenant: str | None
+    locked: bool
     priority: Priority
+    scheduled_at: datetime
+    created_at: datetime
+    attempts: int
     workable: WorkableDocument
     retry_policy: PolicyDocument
-    executions: list[ExecutionDoc]
+    # Written by every producer of this version; an older document may lack them.
+    tenant: NotRequired[str | None]
+    crashes: NotRequired[int]
+    done: NotRequired[bool]
+    tags: NotRequired[list[str]]
+    executions: NotRequired[list[ExecutionDoc]]
     timeout_s: NotRequired[float | None]
     at_most_once: NotRequired[bool]
-    last_execution: NotRequired[ExecutionDoc]
-    lock_token: NotRequired[str]
+    last_execution: NotRequired[LastExecutionDoc | None]
+    # Returns of a dead worker's unstarted job (recruiter.domain.liveness).
+    unproven_returns: NotRequired[int]
+    last_return: NotRequired[LastReturnDoc]
+
+
+class JobDoc(JobFields):
+    """A document of ``scheduled``.
+
+    The fields the lock adds (``locked_by``, ``lock_token``, ``locked_at``, ``lock_epoch``)
+    are present exactly when ``locked`` is true; ``status`` is then ``assigned``.
+    """
+
+    status: JobStatus
+    lock_token: NotRequired[ObjectId]
     locked_by: NotRequired[str]
     locked_at: NotRequired[datetime]
     lock_epoch: NotRequired[int]
     crash_pending: NotRequired[bool]
-    returned: NotRequired[int]
-    unproven_returns: NotRequired[int]
-    last_return: NotRequired[datetime]
-    why: NotRequired[str]
+
+
+class ArchivedJobDoc(JobFields):
+    """A document of ``archived`` written by ``outcome.archived_document``: the job, unlocked,
+    without ``status`` and the lock, with why it ended (``done`` is ``why == "done"``).
+
+    A quarantined job (``why: "malformed"``, :mod:`recruiter.domain.quarantine`) is archived
+    as it was found, so it may match none of this.
+    """
+
+    why: str
+    archived_at: datetime
     reason: NotRequired[str]
-    archived_at: NotRequired[datetime]
+    result: NotRequired[object]
 
 
 class DecisionDoc(TypedDict, total=False):
-    """A retry decision in an outcome: ``archive`` (why) or ``retry_at`` (and ``group``)."""
+    """A retry decision in an outcome: ``archive`` (why, maybe a ``reason``) or ``retry_at`` (maybe a ``group``)."""
 
     archive: str
-    reason: str
+    reason: str | None
     retry_at: datetime
-    group: str
+    group: str | None
 
 
 class OutcomeDoc(TypedDict):
-    """What a worker recorded for one assignment, in its roster entry (``Outcome.to_document``)."""
+    """What a worker recorded for one assignment, in its roster entry (``Outcome.to_document``).
 
-    job: ObjectId
-    token: str
-    attempt: int
+    ``execution`` is checked as an embedded document only: it is copied into the
+    job, never read field by field.
+    """
+
+    job: JobId
+    token: ObjectId
     executed: bool
     decision: DecisionDoc
-    execution: ExecutionDoc | None
-    result: object
+    attempt: NotRequired[int]
+    execution: NotRequired[ExecutionDoc | None]
+    result: NotRequired[object]
 
 
 class AssignedRef(TypedDict):
     """A big job handed out by reference: the worker reads it by ``_id`` and ``lock_token``."""
 
-    _id: ObjectId
-    lock_token: str
+    _id: JobId
+    lock_token: ObjectId
     not_copied: bool
 
 
 class RosterEntryDoc(TypedDict):
-    """A document of ``roster``: one worker slot."""
+    """A document of ``roster``: one worker slot.
+
+    The worker writes ``work_on`` to ``heartbeat_interval_s`` when it registers; the
+    readers project, so only ``_id`` is certain in a checked entry. ``work_on`` is
+    present whenever ``available`` is true.
+    """
 
     _id: str
-    work_on: list[str]
-    available: bool
-    available_since: datetime
-    created_at: datetime
-    pid: int
-    hostname: str
-    session: str
-    heartbeat_interval_s: float
-    assigned_to: NotRequired[dict[str, ObjectId]]
-    job: NotRequired[JobDoc | AssignedRef]
-    outcome: NotRequired[OutcomeDoc]
+    work_on: NotRequired[list[str]]
+    available: NotRequired[bool]
+    available_since: NotRequired[datetime | None]
+    created_at: NotRequired[datetime]
+    pid: NotRequired[int]
+    hostname: NotRequired[str]
+    session: NotRequired[ObjectId]
+    heartbeat_interval_s: NotRequired[float]
+    # An assignment (the recruiter's round): ``{worker id: job id}`` and the job or a reference.
+    assigned_to: NotRequired[dict[str, JobId] | None]
+    assigned_since: NotRequired[datetime]
+    job: NotRequired[JobDoc | AssignedRef | None]  # null once a cancel took the job away
+    outcome: NotRequired[OutcomeDoc | None]
     stopping: NotRequired[bool]
     stop_requested: NotRequired[bool]
     recovering: NotRequired[bool]
+    # Written by older versions, which kept the heartbeat in the entry (now in ``heartbeats``).
+    last_seen_at: NotRequired[datetime]
+    working: NotRequired[bool]
+    working_on: NotRequired[JobId | None]
 
 
 class HeartbeatDoc(TypedDict):
-    """A document of ``heartbeats``: when a slot was last seen, and what it is running."""
+    """A document of ``heartbeats``: when a slot was last seen, and what it is running.
+
+    ``session`` is its roster entry's; ``working_token`` the lock token of the job it runs.
+    """
 
     _id: str
-    session: str
+    session: ObjectId
     last_seen_at: datetime
     fresh_until: datetime
     heartbeat_interval_s: float
     pid: int
     hostname: str
     working: bool
-    working_on: ObjectId | None
-    working_token: str | None
+    working_on: JobId | None
+    working_token: ObjectId | None
     working_since: datetime | None

@@ -21,6 +21,11 @@ needs to be a module-level frozen dataclass that subclasses
                 return RetryAt(now + self.wait)
             return Archive(NOT_SCHEDULED)
 
+The base class, :class:`Failure` and the decisions live in
+:mod:`recruiter.domain.policy` and are re-exported here, so users import
+everything from ``recruiter.retry``. The built-in policies stay in this module:
+their stored names are ``recruiter.retry:<Name>`` (``naming.STABLE_MODULES``).
+
 Durations given to the built-in policies may be a ``timedelta``, a number of
 seconds or a string such as ``"5m"`` (see :mod:`recruiter.durations`); they
 are kept as ``timedelta`` on the instance and stored as float seconds.
@@ -28,20 +33,25 @@ are kept as ``timedelta`` on the instance and stored as float seconds.
 
 from __future__ import annotations
 
-import abc
-import dataclasses
 import itertools
-import math
 import random
-import types
-import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar
 
-from recruiter.domain.durations import parse_duration
-from recruiter.domain.naming import UnknownClass, import_qualified, name_problem, qualified_name
+from recruiter.domain.durations import as_timedelta
+from recruiter.domain.naming import UnknownClass, name_problem, qualified_name
+from recruiter.domain.policy import (
+    Archive,
+    Decision,
+    Failure,
+    MoveToGroup,
+    RetryAt,
+    RetryPolicy,
+    policy_from_document,
+    policy_to_document,
+)
 
 __all__ = [
     "NON_RETRIABLE", "NOT_SCHEDULED", "TRIED_TOO_MANY_TIMES", "Archive", "Decision",
@@ -66,52 +76,6 @@ class WorkerCrashed(Exception):
     """
 
 
-@dataclass(frozen=True)
-class Failure:
-    """A failed attempt, as seen by a retry policy."""
-
-    job_id: str
-    attempts: int
-    """Executions so far, including the one that just failed (>= 1)."""
-    created_at: datetime
-    scheduled_at: datetime
-    ended_at: datetime
-    exception_types: tuple[str, ...]
-    """``exception_lineage()`` of the error, most specific first."""
-    message: str
-    crashed: bool = False
-    group: str | None = None
-    """The group the job was in when the attempt failed."""
-
-    def __post_init__(self) -> None:
-        if self.attempts < 1:
-            raise ValueError(f"attempts must be at least 1, got {self.attempts}")
-
-
-@dataclass(frozen=True)
-class RetryAt:
-    """Run the job again at ``at``."""
-
-    at: datetime
-
-
-@dataclass(frozen=True)
-class Archive:
-    """Stop: archive the job with reason ``why`` (and, optionally, a one-line ``reason`` saying more)."""
-
-    why: str
-    reason: str | None = None
-
-
-@dataclass(frozen=True)
-class MoveToGroup:
-    """Run the job again at ``at``, in ``group``."""
-
-    group: str
-    at: datetime
-
-
-Decision = RetryAt | Archive | MoveToGroup
 
 DurationLike = timedelta | float | str
 """A ``timedelta``, a number of seconds, or text for :func:`~recruiter.durations.parse_duration`."""
@@ -122,31 +86,7 @@ ExceptionRefs = type[BaseException] | str | Iterable[type[BaseException] | str]
 # -- validation helpers ------------------------------------------------------
 
 
-def _duration(value: Any, name: str) -> timedelta:
-    """Normalise a constructor duration to a non-negative ``timedelta``."""
-    if isinstance(value, timedelta):
-        result = value
-    elif isinstance(value, str):
-        try:
-            result = parse_duration(value)
-        except ValueError as exc:
-            raise ValueError(f"{name}: {exc}") from None
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        if not math.isfinite(value):
-            raise ValueError(f"{name} must be a finite number of seconds, got {value!r}")
-        if value < 0:
-            raise ValueError(f"{name} must not be negative, got {value!r}")
-        result = timedelta(seconds=value)
-    else:
-        raise ValueError(
-            f"{name} must be a timedelta, a number of seconds or a string like '5m', got {value!r}"
-        )
-    if result < timedelta(0):
-        raise ValueError(f"{name} must not be negative, got {value!r}")
-    return result
-
-
-def _times(value: Any) -> int:
+def _times(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"times must be an integer, got {value!r}")
     if value < 0:
@@ -154,13 +94,13 @@ def _times(value: Any) -> int:
     return value
 
 
-def _policy(value: Any, name: str) -> RetryPolicy:
+def _policy(value: object, name: str) -> RetryPolicy:
     if not isinstance(value, RetryPolicy):
         raise ValueError(f"{name} must be a RetryPolicy, got {value!r}")
     return value
 
 
-def _exception_names(value: Any, name: str) -> tuple[str, ...]:
+def _exception_names(value: object, name: str) -> tuple[str, ...]:
     """Exception classes or ``module:Qualname`` strings -> tuple of strings."""
     if isinstance(value, (str, type)):
         items = [value]
@@ -209,151 +149,13 @@ def _after(now: datetime, delay: timedelta) -> datetime:
         return datetime.max.replace(tzinfo=now.tzinfo)
 
 
-# -- (de)serialisation ---------------------------------------------------------
-
-
-def _encode(value: Any, where: str) -> Any:
-    if value is None or isinstance(value, (str, bool, int, float)):
-        return value
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    if isinstance(value, RetryPolicy):
-        return value.to_document()
-    if isinstance(value, (tuple, list)):
-        return [_encode(item, where) for item in value]
-    if isinstance(value, Mapping):
-        return {str(key): _encode(item, where) for key, item in value.items()}
-    raise TypeError(f"{where}: cannot store a {type(value).__name__} in a policy document")
-
-
-def _looks_like_policy(value: Any) -> bool:
-    return isinstance(value, dict) and set(value) == {"class", "parameters"}
-
-
-def _decode_untyped(value: Any) -> Any:
-    if _looks_like_policy(value):
-        return policy_from_document(value)
-    if isinstance(value, dict):
-        return {key: _decode_untyped(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_decode_untyped(item) for item in value]
-    return value
-
-
-def _decode(value: Any, hint: Any) -> Any:
-    """Turn a stored parameter back into the field's type, guided by its hint."""
-    if value is None:
-        return None
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if hint is timedelta:
-        return timedelta(seconds=value) if isinstance(value, (int, float)) else value
-    if origin in (Union, types.UnionType):
-        options = [arg for arg in args if arg is not type(None)]
-        if timedelta in options and isinstance(value, (int, float)):
-            return timedelta(seconds=value)
-        if len(options) == 1:
-            return _decode(value, options[0])
-        return _decode_untyped(value)
-    if isinstance(hint, type) and issubclass(hint, RetryPolicy):
-        return policy_from_document(value)
-    if origin is tuple and isinstance(value, list):
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_decode(item, args[0]) for item in value)
-        if len(args) == len(value):
-            return tuple(_decode(item, arg) for item, arg in zip(value, args, strict=True))
-        return tuple(_decode_untyped(item) for item in value)
-    if origin is list and isinstance(value, list):
-        item_hint = args[0] if args else Any
-        return [_decode(item, item_hint) for item in value]
-    if origin in (dict, Mapping) and isinstance(value, dict):
-        item_hint = args[1] if len(args) == 2 else Any
-        return {key: _decode(item, item_hint) for key, item in value.items()}
-    return _decode_untyped(value)
-
-
-class RetryPolicy(abc.ABC):
-    """Decides what happens to a job after a failed attempt.
-
-    Subclasses are frozen dataclasses defined at module level; the default
-    :meth:`to_document` and :meth:`from_parameters` work from their fields.
-    Override both for a policy that is not a dataclass.
-    """
-
-    @abc.abstractmethod
-    def decide(self, failure: Failure, now: datetime) -> Decision:
-        """The decision for ``failure``, taken at ``now`` (aware UTC)."""
-
-    def to_document(self) -> dict[str, Any]:
-        """``{"class": "module:Qualname", "parameters": {...}}``, BSON-friendly."""
-        cls = type(self)
-        if not dataclasses.is_dataclass(self):
-            raise TypeError(
-                f"{cls.__qualname__} is not a dataclass; "
-                "override to_document() and from_parameters()"
-            )
-        where = qualified_name(cls)
-        parameters = {
-            f.name: _encode(getattr(self, f.name), f"{where}.{f.name}")
-            for f in dataclasses.fields(self)
-            if f.init
-        }
-        return {"class": where, "parameters": parameters}
-
-    @classmethod
-    def from_parameters(cls, parameters: dict[str, Any]) -> RetryPolicy:
-        """Rebuild a policy from the ``parameters`` of its document."""
-        if not dataclasses.is_dataclass(cls):
-            raise TypeError(
-                f"{cls.__qualname__} is not a dataclass; "
-                "override to_document() and from_parameters()"
-            )
-        fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-        unknown = sorted(set(parameters) - set(fields))
-        if unknown:
-            raise ValueError(f"unknown parameters for {cls.__qualname__}: {', '.join(unknown)}")
-        try:
-            hints = typing.get_type_hints(cls)
-        except (NameError, TypeError):
-            hints = {}
-        kwargs = {name: _decode(value, hints.get(name, Any)) for name, value in parameters.items()}
-        return cls(**kwargs)
-
-
-def policy_to_document(policy: RetryPolicy) -> dict[str, Any]:
-    """The ``{class, parameters}`` document of ``policy``."""
-    if not isinstance(policy, RetryPolicy):
-        raise TypeError(f"expected a RetryPolicy, got {policy!r}")
-    return policy.to_document()
-
-
-def policy_from_document(doc: dict[str, Any]) -> RetryPolicy:
-    """Rebuild a policy from its ``{class, parameters}`` document.
-
-    Raises :class:`~recruiter.naming.UnknownClass` if the class cannot be
-    imported, and ``ValueError`` if the document or its parameters are invalid.
-    """
-    if not isinstance(doc, Mapping) or not isinstance(doc.get("class"), str):
-        raise ValueError(f"a retry policy document needs a 'class' string, got {doc!r}")
-    name = doc["class"]
-    parameters = doc.get("parameters", {})
-    if not isinstance(parameters, Mapping):
-        raise ValueError(f"parameters of retry policy {name} must be a mapping, got {parameters!r}")
-    cls = import_qualified(name)
-    if not (isinstance(cls, type) and issubclass(cls, RetryPolicy)):
-        raise ValueError(f"{name} is not a RetryPolicy subclass")
-    try:
-        return cls.from_parameters(dict(parameters))
-    except TypeError as exc:
-        raise ValueError(f"invalid parameters for retry policy {name}: {exc}") from exc
-
-
 # -- policies ----------------------------------------------------------------
 # The built-in policies take loosely typed arguments (durations as text or
 # seconds, exceptions as classes or names) and store them normalised, hence
 # their explicit __init__ (``init=False``); the fields keep the stored types.
 
 
-def _set(instance: RetryPolicy, /, **values: Any) -> None:
+def _set(instance: RetryPolicy, /, **values: object) -> None:
     for name, value in values.items():
         object.__setattr__(instance, name, value)
 
@@ -374,7 +176,7 @@ class RetryManyTimes(RetryPolicy):
     wait: timedelta
 
     def __init__(self, times: int, wait: DurationLike = 0) -> None:
-        _set(self, times=_times(times), wait=_duration(wait, "wait"))
+        _set(self, times=_times(times), wait=as_timedelta(wait, "wait"))
 
     def decide(self, failure: Failure, now: datetime) -> Decision:
         if failure.attempts > self.times:
@@ -415,8 +217,8 @@ class ExponentialBackoff(RetryPolicy):
         _set(
             self,
             times=_times(times),
-            initial=_duration(initial, "initial"),
-            cap=None if cap is None else _duration(cap, "cap"),
+            initial=as_timedelta(initial, "initial"),
+            cap=None if cap is None else as_timedelta(cap, "cap"),
             jitter=float(jitter),
         )
 
@@ -447,7 +249,7 @@ class RetryForever(RetryPolicy):
     wait: timedelta
 
     def __init__(self, wait: DurationLike = 0) -> None:
-        _set(self, wait=_duration(wait, "wait"))
+        _set(self, wait=as_timedelta(wait, "wait"))
 
     def decide(self, failure: Failure, now: datetime) -> Decision:
         return RetryAt(_after(now, self.wait))
@@ -471,14 +273,14 @@ class TimeTable(RetryPolicy):
         self,
         table: Mapping[Any, DurationLike] | Iterable[tuple[DurationLike, DurationLike]],
     ) -> None:
-        pairs: list[Any] = list(table.items()) if isinstance(table, Mapping) else list(table)
+        pairs: list[object] = list(table.items()) if isinstance(table, Mapping) else list(table)
         if not pairs:
             raise ValueError("table must have at least one (within, every) entry")
         rows: list[tuple[timedelta, timedelta]] = []
         for pair in pairs:
             if not isinstance(pair, (tuple, list)) or len(pair) != 2:
                 raise ValueError(f"table entries must be (within, every) pairs, got {pair!r}")
-            within, every = _duration(pair[0], "within"), _duration(pair[1], "every")
+            within, every = as_timedelta(pair[0], "within"), as_timedelta(pair[1], "every")
             if within <= timedelta(0):
                 raise ValueError(f"table: 'within' must be positive, got {pair[0]!r}")
             rows.append((within, every))
@@ -577,7 +379,7 @@ class SwitchGroup(RetryPolicy):
         problem = name_problem("group", group)
         if problem:
             raise ValueError(problem)
-        _set(self, group=group, after=_policy(after, "after"), wait=_duration(wait, "wait"))
+        _set(self, group=group, after=_policy(after, "after"), wait=as_timedelta(wait, "wait"))
 
     def decide(self, failure: Failure, now: datetime) -> Decision:
         decision = self.after.decide(failure, now)

@@ -21,14 +21,17 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar, cast
 
 from recruiter.domain.naming import import_qualified, qualified_name
+from recruiter.domain.records import Raw, WorkableDocument
+from recruiter.domain.retry import RetryPolicy
 
 if TYPE_CHECKING:
-    from recruiter.domain.job import JobBuilder
+    from recruiter.domain.job import Enqueuer, JobBuilder
 
 
 @dataclass(frozen=True)
@@ -43,13 +46,13 @@ class JobContext:
     tenant: str | None = None
     scheduled_at: datetime | None = None
     assigned_at: datetime | None = None  # when the recruiter assigned this attempt
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
 
 
 _PARAMETERS_ATTR = "_recruiter_parameters"
 
 
-def _capture_init(init: Any) -> Any:
+def _capture_init(init: Callable[..., None]) -> Callable[..., None]:
     signature = inspect.signature(init)
     for param in signature.parameters.values():
         if param.kind is inspect.Parameter.VAR_POSITIONAL:
@@ -59,10 +62,10 @@ def _capture_init(init: Any) -> Any:
             )
 
     @functools.wraps(init)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+    def wrapper(self: object, *args: object, **kwargs: object) -> None:
         if not hasattr(self, _PARAMETERS_ATTR):
             bound = signature.bind(self, *args, **kwargs)
-            params: dict[str, Any] = {}
+            params: dict[str, object] = {}
             for name, value in list(bound.arguments.items())[1:]:
                 if signature.parameters[name].kind is inspect.Parameter.VAR_KEYWORD:
                     params.update(value)
@@ -84,45 +87,46 @@ class Workable:
 
     method: ClassVar[str] = "execute"
     group: ClassVar[str | None] = None
-    retry_policy: ClassVar[Any] = None
+    retry_policy: ClassVar[RetryPolicy | None] = None
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         if "__init__" in cls.__dict__:
             cls.__init__ = _capture_init(cls.__dict__["__init__"])  # type: ignore[method-assign]
 
-    def export_parameters(self) -> dict[str, Any]:
+    def export_parameters(self) -> dict[str, object]:
         """The parameters stored with the job; by default the constructor arguments."""
         return dict(getattr(self, _PARAMETERS_ATTR, {}))
 
     @classmethod
-    def from_parameters(cls, parameters: dict[str, Any]) -> Workable:
+    def from_parameters(cls, parameters: dict[str, object]) -> Workable:
         """Rebuild an instance from stored parameters; by default ``cls(**parameters)``."""
         return cls(**parameters)
 
-    def to_document(self) -> dict[str, Any]:
+    def to_document(self) -> WorkableDocument:
         return {
             "class": qualified_name(self),
             "parameters": self.export_parameters(),
             "method": self.method,
         }
 
-    def as_job_of(self, recruiter: Any) -> JobBuilder:
+    def as_job_of(self, recruiter: Enqueuer) -> JobBuilder:
         """Start building a job of this workable for ``recruiter`` (sync or async)."""
         from recruiter.domain.job import JobBuilder
 
         return JobBuilder(self, recruiter)
 
 
-def workable_from_document(doc: dict[str, Any]) -> Workable:
+def workable_from_document(doc: Raw) -> Workable:
     """Rebuild the workable stored in a job; raises on unknown classes or bad parameters."""
     cls = import_qualified(doc["class"])
     if not (isinstance(cls, type) and issubclass(cls, Workable)):
         raise TypeError(f"{doc['class']} is not a recruiter.Workable subclass")
-    return cls.from_parameters(dict(doc.get("parameters") or {}))
+    parameters = cast(Mapping[str, object], doc.get("parameters") or {})  # documents.WORKABLE checked it
+    return cls.from_parameters(dict(parameters))
 
 
-def accepts_context(method: Any) -> bool:
+def accepts_context(method: Callable[..., object]) -> bool:
     """Whether a bound ``execute`` takes the job context argument."""
     try:
         params = inspect.signature(method).parameters.values()

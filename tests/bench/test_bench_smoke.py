@@ -28,11 +28,13 @@ def test_quick_bench_writes_results(server_uri: str, tmp_path: Path) -> None:
     assert set(doc) == {"meta", "reference", "results", "targets", "backlog"}
     assert doc["reference"]["raw"]["job_life_ceiling_per_s"] > 0
     assert doc["reference"]["notification"]["p50_ms"] > 0
-    assert "v1" in doc["results"] and any(name.startswith("recruiter") for name in doc["results"])
+    assert "v1" in doc["results"]
+    assert any(name.startswith("recruiter") for name in doc["results"])
     for design, by_count in doc["results"].items():
         r = by_count["1"]
         for kind in ("noop", "sleep100"):
-            assert r[kind]["jobs"] > 0 and r[kind]["jobs_per_s"] > 0, (design, kind)
+            assert r[kind]["jobs"] > 0, (design, kind)
+            assert r[kind]["jobs_per_s"] > 0, (design, kind)
             # Every job costs the worker at least one round trip, and enqueueing costs some.
             assert r[kind]["per_job"]["worker"]["round_trips"] >= 1, (design, kind)
             assert r[kind]["per_job"]["enqueue"]["round_trips"] > 0, (design, kind)
@@ -45,7 +47,8 @@ def test_quick_bench_writes_results(server_uri: str, tmp_path: Path) -> None:
         assert r["memory"]["worker_rss_kib"] > 0
         if design != "v1":
             assert r["noop"]["per_job"]["recruiter"]["round_trips"] > 0
-    assert doc["targets"] and all({"target", "measured", "limit", "ratio", "met"} <= set(t) for t in doc["targets"])
+    assert doc["targets"]
+    assert all({"target", "measured", "limit", "ratio", "met"} <= set(t) for t in doc["targets"])
     assert list(tmp_path.glob("*.png"))
 
 
@@ -56,15 +59,24 @@ def test_quick_backlog_series_has_every_size_side_by_side(server_uri: str, tmp_p
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "backlog series" in result.stdout and "throughput(200) / throughput(60)" in result.stdout
+    assert "backlog series" in result.stdout
+    assert "throughput(200) / throughput(60)" in result.stdout
 
     backlog = json.loads((tmp_path / "latest.json").read_text())["backlog"]
     assert sorted(int(s) for s in backlog["sizes"]) == [60, 200]
     for size, row in backlog["sizes"].items():
-        assert row["queued"] == int(size) and row["setup_s"] > 0 and row["first_round_s"] > 0
+        assert row["queued"] == int(size)
+        assert row["setup_s"] > 0
+        assert row["first_round_s"] > 0
         # The measured jobs were archived while the rest of the backlog stayed queued.
-        assert row["jobs"] >= backlog["measured_jobs"] and row["queued_after"] >= 0
-        assert row["jobs_per_s"] > 0 and row["rounds"] > 0 and row["s_per_round"] > 0
-        assert row["finds_per_round"] > 0 and row["documents_per_round"] > 0
-        assert row["lease_taken_again"] >= 0 and row["leader_lost_lines"] >= 0
-    assert backlog["ratio"] > 0 and isinstance(backlog["lease_never_lost"], bool)
+        assert row["jobs"] >= backlog["measured_jobs"]
+        assert row["queued_after"] >= 0
+        assert row["jobs_per_s"] > 0
+        assert row["rounds"] > 0
+        assert row["s_per_round"] > 0
+        assert row["finds_per_round"] > 0
+        assert row["documents_per_round"] > 0
+        assert row["lease_taken_again"] >= 0
+        assert row["leader_lost_lines"] >= 0
+    assert backlog["ratio"] > 0
+    assert isinstance(backlog["lease_never_lost"], bool)

@@ -188,6 +188,59 @@ def executions(ledger: list[dict[str, Any]], exit_times: dict[int, datetime]) ->
     return by_job
 
 
+def kill_and_cancel(chaos: Chaos, progress: Progress, db: Any, db_uri: str, rng: random.Random, seconds: float,
+                    cancels: Counter[str], cancelled: set[Any]) -> None:
+    """For ``seconds``, kill a process every 1 to 2.5 s and cancel a job not archived yet."""
+    deadline = time.monotonic() + seconds
+    next_kill = time.monotonic() + rng.uniform(1.0, 2.5)
+    with Recruiter.connect(db_uri) as rec:
+        while time.monotonic() < deadline:
+            if time.monotonic() >= next_kill:
+                chaos.kill_one(db)
+                next_kill = time.monotonic() + rng.uniform(1.0, 2.5)
+                # Cancel a job not archived yet, waiting or running: the cancel
+                # races the recruiter, the worker and the kills.
+                waiting = [d["_id"] for d in db.scheduled.find({}, {"_id": 1}).limit(50)]
+                if waiting:
+                    result = rec.cancel(rng.choice(waiting), reason="chaos")
+                    cancels[result.state] += 1
+                    if result.state in (WAS_WAITING, WAS_ASSIGNED):
+                        cancelled.add(result.job_id)
+            time.sleep(0.3)
+            chaos.restart_exited()
+            progress.tick("killing")
+
+
+def overlapping(by_job: dict[str, list[Any]]) -> list[Any]:
+    """Runs of one job that overlap in time: (job, earlier run, later run)."""
+    overlaps = []
+    for job, runs in by_job.items():  # each job's runs in order of start
+        for i, later in enumerate(runs):
+            overlaps += [(job, earlier, later) for earlier in runs[:i] if later[0] < earlier[1]]
+    return overlaps
+
+
+def over_their_executions(archived: dict[Any, Any], by_job: dict[str, list[Any]], kinds: dict[Any, str]) -> list[Any]:
+    """Archived jobs the ledger saw run more often than their attempts and limits allow."""
+    over = []
+    for job_id, doc in archived.items():
+        runs = len(by_job.get(str(job_id), []))
+        interrupted = sum(1 for e in doc.get("executions", []) if e["outcome"] == "interrupted")
+        limit = {"fail": FAILING_RETRIES + 1, "exit": MAX_CRASHES}.get(kinds[job_id], RETRIES + 1)
+        # A job whose worker died before a heartbeat showed it running is returned with
+        # its attempt given back (recruiter.liveness); it may have started all the same,
+        # so each such return, at most MAX_UNPROVEN_RETURNS, allows one execution more.
+        returns = doc.get("unproven_returns", 0)
+        assert returns <= MAX_UNPROVEN_RETURNS
+        # Executions are what the ledger saw. Attempts may pass the limit: a worker
+        # killed while it held the job, before it started or judged it, is a crash
+        # (an attempt) with no execution; the worker after it judges the job and it stops.
+        if runs > doc["attempts"] + interrupted + returns or runs > limit + returns:
+            over.append((str(job_id), kinds[job_id], runs, doc["attempts"], interrupted, doc.get("crashes", 0),
+                         returns))
+    return over
+
+
 @pytest.mark.timeout(1800)
 def test_chaos(db: Any, db_uri: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     seconds = chaos_seconds(request.config)
@@ -220,24 +273,7 @@ def test_chaos(db: Any, db_uri: str, tmp_path: Path, request: pytest.FixtureRequ
 
         wait_for(up_and_flowing, timeout_s=120, interval_s=0.2, message="all processes up and jobs flowing")
         archived_before = db.archived.count_documents({})
-        deadline = time.monotonic() + seconds
-        next_kill = time.monotonic() + rng.uniform(1.0, 2.5)
-        with Recruiter.connect(db_uri) as rec:
-            while time.monotonic() < deadline:
-                if time.monotonic() >= next_kill:
-                    chaos.kill_one(db)
-                    next_kill = time.monotonic() + rng.uniform(1.0, 2.5)
-                    # Cancel a job not archived yet, waiting or running: the cancel
-                    # races the recruiter, the worker and the kills.
-                    waiting = [d["_id"] for d in db.scheduled.find({}, {"_id": 1}).limit(50)]
-                    if waiting:
-                        result = rec.cancel(rng.choice(waiting), reason="chaos")
-                        cancels[result.state] += 1
-                        if result.state in (WAS_WAITING, WAS_ASSIGNED):
-                            cancelled.add(result.job_id)
-                time.sleep(0.3)
-                chaos.restart_exited()
-                progress.tick("killing")
+        kill_and_cancel(chaos, progress, db, db_uri, rng, seconds, cancels, cancelled)
         archived_during_chaos = db.archived.count_documents({}) - archived_before
 
         def drained() -> bool:
@@ -265,28 +301,10 @@ def test_chaos(db: Any, db_uri: str, tmp_path: Path, request: pytest.FixtureRequ
 
     ledger = list(db.ledger.find())
     by_job = executions(ledger, chaos.exit_times)
-    overlaps = []
-    for job, runs in by_job.items():  # each job's runs in order of start
-        for i, later in enumerate(runs):
-            overlaps += [(job, earlier, later) for earlier in runs[:i] if later[0] < earlier[1]]
+    overlaps = overlapping(by_job)
     assert not overlaps, f"attempts ran at the same time: {overlaps[:5]}"
 
-    over = []
-    for job_id, doc in archived.items():
-        runs = len(by_job.get(str(job_id), []))
-        interrupted = sum(1 for e in doc.get("executions", []) if e["outcome"] == "interrupted")
-        limit = {"fail": FAILING_RETRIES + 1, "exit": MAX_CRASHES}.get(kinds[job_id], RETRIES + 1)
-        # A job whose worker died before a heartbeat showed it running is returned with
-        # its attempt given back (recruiter.liveness); it may have started all the same,
-        # so each such return, at most MAX_UNPROVEN_RETURNS, allows one execution more.
-        returns = doc.get("unproven_returns", 0)
-        assert returns <= MAX_UNPROVEN_RETURNS
-        # Executions are what the ledger saw. Attempts may pass the limit: a worker
-        # killed while it held the job, before it started or judged it, is a crash
-        # (an attempt) with no execution; the worker after it judges the job and it stops.
-        if runs > doc["attempts"] + interrupted + returns or runs > limit + returns:
-            over.append((str(job_id), kinds[job_id], runs, doc["attempts"], interrupted, doc.get("crashes", 0),
-                         returns))
+    over = over_their_executions(archived, by_job, kinds)
     assert not over, f"jobs over their allowed executions: {over[:10]}"
 
     whys = Counter(d["why"] for d in archived.values())

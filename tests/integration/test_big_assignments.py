@@ -32,13 +32,15 @@ def test_a_job_too_big_to_copy_is_assigned_by_reference_and_read_by_its_worker(d
         assert (await h.round()).assigned == 1
         entry = await h.roster("w1")
         job = await h.job(job_id)
-        assert entry is not None and job is not None
+        assert entry is not None
+        assert job is not None
         assert entry["job"] == {"_id": job_id, "lock_token": job["lock_token"], NOT_COPIED: True}
 
         h.commands.clear()
         assert await take_and_work(process, slot) == job_id
         reads = h.commands.named("find", "scheduled")
-        assert len(reads) == 1 and reads[0]["filter"] == {"_id": job_id}, "one read, by _id"
+        assert len(reads) == 1, "one read, by _id"
+        assert reads[0]["filter"] == {"_id": job_id}, "one read, by _id"
         assert [e["size"] for e in await h.ledger(job=str(job_id))] == [MAX_JOB_COPY_BYTES + KIB]
         assert (await h.round()).applied == 1
         assert (await h.archived(job_id))["why"] == "done"
@@ -67,7 +69,8 @@ def test_a_round_of_many_jobs_just_under_the_copy_limit_is_assigned_in_one_bound
         copied = [e for e in entries if not e["job"].get(NOT_COPIED)]
         assert 0 < len(copied) < count
         for e in copied:
-            assert e["job"]["_id"] == e["assigned_to"][e["_id"]] and e["job"]["locked_by"] == e["_id"]
+            assert e["job"]["_id"] == e["assigned_to"][e["_id"]]
+            assert e["job"]["locked_by"] == e["_id"]
 
     run(db_uri, scenario)
 
@@ -86,6 +89,8 @@ def test_a_job_of_the_largest_size_enqueue_takes_is_locked_run_and_archived(db_u
         assert await take_and_work(process, slot) == job_id
         assert (await h.round()).applied == 1
         archived = await h.archived(job_id)
-        assert archived is not None and archived["why"] == "done" and len(archived["executions"]) == 1
+        assert archived is not None
+        assert archived["why"] == "done"
+        assert len(archived["executions"]) == 1
 
     run(db_uri, scenario)

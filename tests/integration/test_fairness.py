@@ -47,7 +47,8 @@ def test_tenants_round_robin_and_the_cursor_survives_failover(db_uri: str) -> No
 
         assert [await one_round(h.recruiter, f"w{i}") for i in range(2)] == ["A0", "B0"]
         stored = await h.db.metadata.find_one({"_id": "fairness"})
-        assert stored["last_group"] == "generic" and stored["last_tenant"] == {"generic": "B"}
+        assert stored["last_group"] == "generic"
+        assert stored["last_tenant"] == {"generic": "B"}
 
         # The leader dies; a successor goes on after B, not from the start.
         h.clock.advance(timedelta(seconds=RecruiterConfig().lease_ttl_s + 1))
@@ -112,7 +113,8 @@ def test_steady_round_with_one_tenant_reads_the_same_whatever_the_backlog_and_wr
         assert {e[0] for e in reads} == {"find"}
         for _, _, cmd in reads:
             ranges = [k for k, v in cmd["filter"].items() if isinstance(v, dict)]
-            assert len(ranges) <= 1 and not any(k.startswith("$") for k in cmd["filter"]), cmd["filter"]
+            assert len(ranges) <= 1, cmd["filter"]
+            assert not any(k.startswith("$") for k in cmd["filter"]), cmd["filter"]
         # The round's only metadata write is the fence of its transaction, not the cursor.
         cursor_writes = [u for c in h.commands.named("update", "metadata") for u in c["updates"]
                          if u["q"].get("_id") != "recruiter"]
@@ -131,6 +133,7 @@ def test_steady_round_with_one_tenant_reads_the_same_whatever_the_backlog_and_wr
         # Ten times the backlog: the same reads, and no more documents than about one window
         # (64 jobs, what is left of it depends on where the round stands in it, not on the backlog).
         assert big[0] == small[0], (small, big)
-        assert small[1] <= 2 * WINDOW and big[1] <= 2 * WINDOW, (small, big)
+        assert small[1] <= 2 * WINDOW, (small, big)
+        assert big[1] <= 2 * WINDOW, (small, big)
 
     run(db_uri, scenario)

@@ -215,7 +215,7 @@ def test_a_leader_that_froze_inside_its_round_neither_blocks_its_successor_nor_c
         try:
             successor_db = other_client.get_default_database()
             successor = RecruiterProcess(successor_db, h.clock, RecruiterConfig(), owner="successor")
-            with pytest.raises(PyMongoError):
+            async def frozen_round() -> None:
                 async with fenced_transaction(h.db, frozen.lease) as inside:
                     # Mid-round: the fence is written (the lease document is locked by this
                     # transaction) and a job is locked; then the process freezes.
@@ -225,6 +225,9 @@ def test_a_leader_that_froze_inside_its_round_neither_blocks_its_successor_nor_c
                     takeover = asyncio.create_task(successor.lease.acquire(), context=contextvars.Context())
                     assert await asyncio.wait_for(takeover, timeout=10), "blocked by the frozen transaction"
                     # The frozen leader wakes up and commits: refused, its session was killed.
+
+            with pytest.raises(PyMongoError):
+                await frozen_round()
             assert (await h.job(job_id))["locked"] is False
             assert (await successor.fenced_round()).assigned == 0
             holder = await h.db.metadata.find_one({"_id": "recruiter"})

@@ -32,8 +32,11 @@ def test_connect_enqueue_and_read_back(db_uri: str, db: Any) -> None:
 
     doc = db.scheduled.find_one({"_id": job_id})
     assert doc is not None
-    assert doc["group"] == "billing" and doc["tags"] == ["x"]
-    assert doc["status"] == "queued" and doc["locked"] is False and doc["attempts"] == 0
+    assert doc["group"] == "billing"
+    assert doc["tags"] == ["x"]
+    assert doc["status"] == "queued"
+    assert doc["locked"] is False
+    assert doc["attempts"] == 0
     assert doc["workable"] == {
         "class": "tests.workables:Record",
         "parameters": {"ledger_uri": db_uri, "n": 7},
@@ -48,7 +51,8 @@ def test_connect_enqueue_and_read_back(db_uri: str, db: Any) -> None:
     assert doc["scheduled_at"] == doc["created_at"]
     # What was stored rebuilds the workable.
     rebuilt = workable_from_document(doc["workable"])
-    assert isinstance(rebuilt, Record) and rebuilt.n == 7
+    assert isinstance(rebuilt, Record)
+    assert rebuilt.n == 7
 
 
 def test_enqueue_shortcut_with_workable(db_uri: str, db: Any) -> None:
@@ -185,7 +189,8 @@ def test_async_enqueue_many_is_one_insert(db_uri: str, db: Any) -> None:
 
     ids = asyncio.run(scenario())
     inserts = commands.named("insert", "scheduled")
-    assert len(inserts) == 1 and [d["_id"] for d in inserts[0]["documents"]] == ids
+    assert len(inserts) == 1
+    assert [d["_id"] for d in inserts[0]["documents"]] == ids
     assert db.scheduled.count_documents({"created_at": START}) == 10
 
 
@@ -218,5 +223,7 @@ def test_async_unreachable_and_bad_uri() -> None:
         return str(unreachable.value), str(bad.value)
 
     unreachable, bad = asyncio.run(scenario())
-    assert unreachable.startswith("cannot reach MongoDB at mongodb://127.0.0.1:1/x") and "\n" not in unreachable
-    assert bad.startswith("invalid MongoDB URI") and "\n" not in bad
+    assert unreachable.startswith("cannot reach MongoDB at mongodb://127.0.0.1:1/x")
+    assert "\n" not in unreachable
+    assert bad.startswith("invalid MongoDB URI")
+    assert "\n" not in bad

@@ -138,7 +138,9 @@ REASONS = {  # what the reason must say, for a few cases
 
 def _check_reason(case: str, exc: JobRefused) -> None:
     reason = str(exc)
-    assert reason and "\n" not in reason and len(reason) < 600, reason
+    assert reason, reason
+    assert "\n" not in reason, reason
+    assert len(reason) < 600, reason
     assert REASONS.get(case, "") in reason
 
 

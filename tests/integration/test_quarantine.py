@@ -39,9 +39,11 @@ def test_a_malformed_candidate_is_quarantined_by_the_round_that_meets_it(db_uri:
 
         assert report.assigned == 2
         archived = await h.archived(bad["_id"])
-        assert archived is not None and archived["why"] == "malformed"
+        assert archived is not None
+        assert archived["why"] == "malformed"
         assert archived["reason"] == "tenant: expected a non-empty string or null, got int"
-        assert archived["tenant"] == 7 and await h.job(bad["_id"]) is None
+        assert archived["tenant"] == 7
+        assert await h.job(bad["_id"]) is None
         for process, slot in workers:
             if await process.poll(slot) is not None:
                 await take_and_work(process, slot)
@@ -66,10 +68,14 @@ def test_a_worker_handed_a_malformed_job_does_not_run_it_and_the_next_round_quar
         await h.round()
 
         archived = await h.archived(job_id)
-        assert archived is not None and archived["why"] == "malformed" and archived["reason"] == "created_at: missing"
+        assert archived is not None
+        assert archived["why"] == "malformed"
+        assert archived["reason"] == "created_at: missing"
         assert await h.ledger(event="start") == []
         entry = await h.roster("w1")
-        assert entry is not None and entry["available"] and "outcome" not in entry
+        assert entry is not None
+        assert entry["available"]
+        assert "outcome" not in entry
 
     run(db_uri, scenario)
 
@@ -112,7 +118,8 @@ def test_quarantine_is_idempotent_and_reports_only_what_it_archived(db_uri: str)
         assert await h.db.scheduled.count_documents({}) == 0
         assert await h.db.archived.count_documents({"why": "malformed"}) == 2
         odd = await h.db.archived.find_one({"_id": {"odd": "id"}})
-        assert odd is not None and odd["reason"].startswith("_id:")
+        assert odd is not None
+        assert odd["reason"].startswith("_id:")
 
     run(db_uri, scenario)
 
@@ -131,10 +138,12 @@ def test_the_cleaner_removes_a_dead_malformed_entry_and_quarantines_its_malforme
 
         report = await cleaner.fenced_clean()
 
-        assert report.dead_workers == 2 and [m.id for m in report.quarantined] == [job["_id"]]
+        assert report.dead_workers == 2
+        assert [m.id for m in report.quarantined] == [job["_id"]]
         assert await h.db.roster.count_documents({}) == 0
         archived = await h.archived(job["_id"])
-        assert archived is not None and archived["reason"] == "lock_token: missing"
+        assert archived is not None
+        assert archived["reason"] == "lock_token: missing"
 
     run(db_uri, scenario)
 
@@ -158,7 +167,9 @@ def test_malformed_metadata_and_roster_entries_do_not_stop_rounds(db_uri: str) -
 
         assert [(await h.archived(j) or {}).get("why") for j in ids] == ["done", "done"]
         cursor = await h.db.metadata.find_one({"_id": "fairness"})
-        assert cursor is not None and cursor["last_group"] == "g" and isinstance(cursor["last_tenant"], dict)
+        assert cursor is not None
+        assert cursor["last_group"] == "g"
+        assert isinstance(cursor["last_tenant"], dict)
 
     run(db_uri, scenario)
 

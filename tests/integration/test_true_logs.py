@@ -60,7 +60,8 @@ def test_a_round_whose_transaction_aborts_logs_nothing_it_would_have_written(db_
         h.recruiter.fault = no_fault
         with capture_logs() as logs:
             report = await h.round()
-        assert report.applied == 1 and report.assigned == 1
+        assert report.applied == 1
+        assert report.assigned == 1
         assert [(e["job_id"], e["why"]) for e in events(logs, "job.archived")] == [(str(done), "done")]
         assert (await h.archived(done))["why"] == "done"
 
@@ -112,12 +113,14 @@ def test_a_cleaner_pass_that_aborts_logs_no_dead_worker_and_no_crash(db_uri: str
         with capture_logs() as logs, pytest.raises(RuntimeError, match="injected"):
             await cleaner.fenced_clean()
         assert {e["event"] for e in logs} & WRITE_EVENTS == set(), logs
-        assert await h.roster("silent") is not None and (await h.job(job_id))["locked"] is True
+        assert await h.roster("silent") is not None
+        assert (await h.job(job_id))["locked"] is True
 
         cleaner.fault = no_fault
         with capture_logs() as logs:
             report = await cleaner.fenced_clean()
-        assert report.dead_workers == 1 and report.unlocked_jobs == 1
+        assert report.dead_workers == 1
+        assert report.unlocked_jobs == 1
         assert [e["worker_id"] for e in events(logs, "worker.dead")] == ["silent"]
         # Its heartbeats never showed the job running: returned, not crashed (recruiter.liveness).
         assert [e["job_id"] for e in events(logs, "job.returned")] == [str(job_id)]
@@ -172,9 +175,13 @@ def test_an_outcome_whose_first_write_landed_is_not_reported_discarded(db_uri: s
         if not applied_meanwhile:
             assert (await h.round()).applied == 1
         archived = await h.archived(job_id)
-        assert archived is not None and archived["why"] == "done" and len(archived["executions"]) == 1
+        assert archived is not None
+        assert archived["why"] == "done"
+        assert len(archived["executions"]) == 1
         entry = await h.roster("w1")
-        assert entry is not None and entry["available"] is True and "outcome" not in entry
+        assert entry is not None
+        assert entry["available"] is True
+        assert "outcome" not in entry
 
     run(db_uri, scenario)
 

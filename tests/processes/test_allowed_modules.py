@@ -86,7 +86,8 @@ def test_a_job_naming_a_module_outside_the_allow_list_is_archived_malformed_unim
     assert not marker.exists(), "the worker imported a module outside its allow-list"
     assert worker.popen.poll() is None, "the worker stopped"
     assert db.scheduled.count_documents({}) == 0
-    assert '"job.refused"' in worker.log() and "class not allowed: marked_jobs:Job" in worker.log()
+    assert '"job.refused"' in worker.log()
+    assert "class not allowed: marked_jobs:Job" in worker.log()
 
     # The same module allowed by --allow-module is imported and run: the marker would have told.
     allowed = _jobs(db, db_uri, "open")

@@ -34,12 +34,14 @@ def test_cancel_stops_a_running_job_and_its_worker_goes_on(processes: Processes,
     out = run_cli("jobs", "cancel", str(stuck), str(queued), "--reason", "operator", "--target", db_uri)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0].startswith(f"{stuck}: cancelled; worker ") and "halts it" in lines[0]
+    assert lines[0].startswith(f"{stuck}: cancelled; worker ")
+    assert "halts it" in lines[0]
     assert lines[1] == f"{queued}: cancelled (it was waiting in the queue)"
 
     wait_for(lambda: not _alive(start["child_pid"]), timeout_s=20, message="the job's child process to be killed")
     archived = db.archived.find_one({"_id": stuck})
-    assert archived["why"] == "cancelled" and archived["last_execution"]["outcome"] == "cancelled"
+    assert archived["why"] == "cancelled"
+    assert archived["last_execution"]["outcome"] == "cancelled"
     assert archived["last_execution"]["message"] == "operator"
 
     # The worker is free again: it runs the next job.
@@ -51,14 +53,17 @@ def test_cancel_stops_a_running_job_and_its_worker_goes_on(processes: Processes,
     assert db.ledger.count_documents({"job": str(queued)}) == 0
 
     again = run_cli("jobs", "cancel", str(stuck), "--target", db_uri)
-    assert again.returncode == 1 and again.stdout.strip() == f"{stuck}: not cancelled, already archived (cancelled)"
+    assert again.returncode == 1
+    assert again.stdout.strip() == f"{stuck}: not cancelled, already archived (cancelled)"
     unknown = ObjectId()
     missing = run_cli("jobs", "cancel", str(unknown), "--target", db_uri)
-    assert missing.returncode == 1 and missing.stdout.strip() == f"{unknown}: no such job"
+    assert missing.returncode == 1
+    assert missing.stdout.strip() == f"{unknown}: no such job"
 
     for p in (recruiter, worker):
         p.signal(signal.SIGTERM)
-    assert recruiter.wait(30) == 0 and worker.wait(30) == 0
+    assert recruiter.wait(30) == 0
+    assert worker.wait(30) == 0
 
 
 def test_a_bad_job_id_is_one_line() -> None:

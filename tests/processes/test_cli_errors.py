@@ -89,4 +89,5 @@ def test_status_reports_counts(db_uri: str) -> None:
     assert figures["archived"] == {"done": 1}
     assert figures["workers"]["total"] == 0
     text = run_cli("status", "--target", db_uri)
-    assert "scheduled: queued=2" in text.stdout and "archived:  done=1" in text.stdout
+    assert "scheduled: queued=2" in text.stdout
+    assert "archived:  done=1" in text.stdout

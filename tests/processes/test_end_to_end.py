@@ -48,7 +48,8 @@ def test_300_jobs_in_two_groups_are_each_archived_once_by_a_worker_of_their_grou
         assert doc["attempts"] == 1
         assert doc["last_execution"]["worker"] in workers[doc["group"]], doc
     starts = starts_by_job(db)
-    assert len(starts) == 300 and set(starts.values()) == {1}, "every job ran exactly once"
+    assert len(starts) == 300, "every job ran exactly once"
+    assert set(starts.values()) == {1}, "every job ran exactly once"
     ran_in = {d["job"]: d["worker"] for d in db.ledger.find({"event": "start"})}
     assert all(ran_in[str(i)] in workers[archived[i]["group"]] for i in ids)
     # Both workers of each group took part: the one watching its entry and the one polling it.
@@ -101,10 +102,15 @@ def test_sigkilled_worker_is_removed_and_its_job_runs_again_elsewhere(
     assert doc["why"] == "done"
     assert db.roster.find_one({"_id": "first"}) is None, "the cleaner removed the dead worker"
     crashed, done = doc["executions"]
-    assert crashed["crashed"] is True and crashed["worker"] == "first" and crashed["attempt"] == 1
+    assert crashed["crashed"] is True
+    assert crashed["worker"] == "first"
+    assert crashed["attempt"] == 1
     assert crashed["class"] == "recruiter.retry:WorkerCrashed"
-    assert done["outcome"] == "done" and done["worker"] == "second" and done["attempt"] == 2
-    assert doc["crashes"] == 1 and doc["attempts"] == 2
+    assert done["outcome"] == "done"
+    assert done["worker"] == "second"
+    assert done["attempt"] == 2
+    assert doc["crashes"] == 1
+    assert doc["attempts"] == 2
 
 
 def _leader(db: Any) -> dict[str, Any]:
@@ -141,7 +147,8 @@ def test_standby_recruiter_takes_over_after_sigkill_without_losing_or_doubling_j
     assert {d["_id"] for d in db.archived.find({}, {"_id": 1})} == set(ids)
     assert db.archived.count_documents({"why": "done"}) == 200
     starts = starts_by_job(db)
-    assert len(starts) == 200 and set(starts.values()) == {1}, "no job was lost or run twice"
+    assert len(starts) == 200, "no job was lost or run twice"
+    assert set(starts.values()) == {1}, "no job was lost or run twice"
 
 
 def test_sigterm_lets_the_running_job_finish_and_be_archived_before_exit(
@@ -159,7 +166,8 @@ def test_sigterm_lets_the_running_job_finish_and_be_archived_before_exit(
     # Checked once, right after the exit: nothing was left for later.
     assert db.ledger.find_one({"job": str(job_id), "event": "end"}) is not None
     doc = db.archived.find_one({"_id": job_id})
-    assert doc is not None and doc["why"] == "done"
+    assert doc is not None
+    assert doc["why"] == "done"
     assert db.roster.find_one({"_id": "busy"}) is None, "the worker deregistered"
 
 
@@ -192,7 +200,8 @@ def test_a_paused_worker_declared_dead_cannot_record_its_outcome(
     if zombie.popen.poll() is None:
         wait_for(lambda: db.roster.find_one({"_id": "zombie"}), timeout_s=30, message="the zombie to register again")
     else:
-        assert zombie.popen.poll() == 70 and "worker.exit_now" in zombie.log()
+        assert zombie.popen.poll() == 70
+        assert "worker.exit_now" in zombie.log()
     assert doc["why"] == "done"
     assert [(e["worker"], e["outcome"]) for e in doc["executions"]] == [("zombie", "crashed"), ("live", "done")]
     assert db.archived.count_documents({}) == 1

@@ -27,7 +27,8 @@ def test_a_small_tenant_takes_turns_with_a_big_backlog(
              timeout_s=90, message="B's 10 jobs to run")
     recruiter.signal(signal.SIGTERM)
     worker.signal(signal.SIGTERM)
-    assert recruiter.wait(30) == 0 and worker.wait(30) == 0
+    assert recruiter.wait(30) == 0
+    assert worker.wait(30) == 0
 
     starts = list(db.ledger.find({"event": "start"}, {"job": 1, "at": 1, "assigned_at": 1}))
     tenant_of = {d["job"]: "B" if d["job"] in small_ids else "A" for d in starts}
@@ -64,5 +65,6 @@ def test_a_small_tenant_takes_turns_with_a_big_backlog(
                   key=lambda d: (d["scheduled_at"], d["_id"]))
     fifo_positions = [n for n, d in enumerate(jobs, 1) if d["_id"] in set(small)]
     print(f"under FIFO, B's jobs would have started at positions {fifo_positions[0]}..{fifo_positions[-1]}")
-    assert len(jobs) == 2_010 and fifo_positions[0] == len(big) + 1
+    assert len(jobs) == 2_010
+    assert fifo_positions[0] == len(big) + 1
     assert fifo_positions[0] > 20 + 2 * WORKERS

@@ -105,7 +105,8 @@ def test_embedded_start_listens_where_the_uri_says_and_stops(source: str, tmp_pa
         assert f"on mongodb://127.0.0.1:{port}/mine" in output, output
         after = subprocess.run([sys.executable, "-m", "recruiter.cli", "embedded", "status", *args], cwd=REPO,
                                env=env, capture_output=True, text=True, timeout=60)
-        assert after.returncode == 1 and "no embedded server runs" in after.stdout
+        assert after.returncode == 1
+        assert "no embedded server runs" in after.stdout
     finally:
         stop_recorded(storage)
         if server.poll() is None:
@@ -146,7 +147,8 @@ def test_a_server_started_by_embedded_is_logged_and_kept_until_stopped(tmp_path:
         # Kept on purpose: the worker is gone, the server answers, until it is stopped.
         assert answers(uri)
         status = run_cli("embedded", "status", "--embedded-path", str(storage))
-        assert status.returncode == 0 and f"pid {started[0]['pid']} on mongodb://127.0.0.1:{port}/" in status.stdout
+        assert status.returncode == 0
+        assert f"pid {started[0]['pid']} on mongodb://127.0.0.1:{port}/" in status.stdout
         stop = run_cli("embedded", "stop", "--embedded-path", str(storage))
         stopped = stop.returncode == 0
         assert stopped, stop.stderr
@@ -206,7 +208,8 @@ def test_a_name_used_by_a_job_or_a_worker_pauses_without_force(db: Any, db_uri: 
                        ("tenants", "queued-tenant"), ("tenants", "archived-tenant")]:
         result = run_cli(kind, "pause", name, "--target", db_uri)
         assert result.returncode == 0, (name, result.stderr)
-        assert name in result.stdout and "Warning" not in result.stderr
+        assert name in result.stdout
+        assert "Warning" not in result.stderr
     # A worker's group is no tenant, and one unused name among used ones refuses them all.
     mixed = run_cli("tenants", "pause", "queued-tenant", "worker-group", "--target", db_uri)
     assert_one_line_error(mixed, "tenant 'worker-group'")
@@ -224,7 +227,8 @@ def test_a_clean_stop_logs_no_fence(processes: Processes, db: Any) -> None:
     assert worker.wait(20) == 0
     log = worker.log()
     assert log.count("worker.deregistered") == 4, log[-3000:]
-    assert "heartbeat.fenced" not in log and "declared dead" not in log, log[-3000:]
+    assert "heartbeat.fenced" not in log, log[-3000:]
+    assert "declared dead" not in log, log[-3000:]
     assert db.roster.count_documents({}) == 0
 
 

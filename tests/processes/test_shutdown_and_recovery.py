@@ -36,7 +36,9 @@ def test_a_job_that_blocks_the_event_loop_does_not_silence_the_heartbeat(
     processes.cleaner("--considered-dead-after", "1s", "--heartbeat-interval", "200ms")
     processes.worker("--id", "blocked", "--heartbeat-interval", "200ms")
     doc = wait_for(lambda: db.archived.find_one({"_id": job_id}), timeout_s=60, message="the job archived")
-    assert doc["why"] == "done" and doc["attempts"] == 1 and doc.get("crashes", 0) == 0
+    assert doc["why"] == "done"
+    assert doc["attempts"] == 1
+    assert doc.get("crashes", 0) == 0
     assert db.ledger.count_documents({"job": str(job_id), "event": "start"}) == 1
 
 
@@ -52,16 +54,20 @@ def test_sigterm_waits_for_the_grace_period_then_gives_the_job_back(
     assert worker.wait(30) == 0
     assert time.monotonic() - sent >= 1.4, "it waited for the grace period"
     log = worker.log()
-    assert "worker.grace_period_over" in log and "job.interrupted" in log and "worker.exit_now" in log
+    assert "worker.grace_period_over" in log
+    assert "job.interrupted" in log
+    assert "worker.exit_now" in log
     job = wait_for(lambda: (j := db.scheduled.find_one({"_id": job_id})) and not j["locked"] and j,
                    timeout_s=30, message="the job back in the queue")
-    assert job["attempts"] == 0 and job["status"] == "retrying"
+    assert job["attempts"] == 0
+    assert job["status"] == "retrying"
     assert job["executions"][-1]["outcome"] == "interrupted"
 
     release(db_uri, "slow")
     processes.worker("--id", "next")
     doc = wait_for(lambda: db.archived.find_one({"_id": job_id}), timeout_s=60, message="the job archived")
-    assert doc["why"] == "done" and doc["attempts"] == 1
+    assert doc["why"] == "done"
+    assert doc["attempts"] == 1
     assert [e["outcome"] for e in doc["executions"]] == ["interrupted", "done"]
 
 
@@ -77,7 +83,8 @@ def test_a_second_signal_forces_the_stop_at_once(processes: Processes, db: Any, 
     assert worker.wait(30) == 0
     job = wait_for(lambda: (j := db.scheduled.find_one({"_id": job_id})) and not j["locked"] and j,
                    timeout_s=30, message="the job back in the queue")
-    assert job["attempts"] == 0 and job["executions"][-1]["outcome"] == "interrupted"
+    assert job["attempts"] == 0
+    assert job["executions"][-1]["outcome"] == "interrupted"
     assert db.ledger.count_documents({"job": str(job_id), "event": "end"}) == 0
 
 
@@ -86,12 +93,17 @@ def test_workers_list_and_stop(processes: Processes, db: Any, db_uri: str) -> No
     wait_for(lambda: db.roster.count_documents({}) == 2, message="two roster entries")
     listing = cli(db_uri, "workers", "list")
     assert listing.returncode == 0, listing.stderr
-    assert "remote-0" in listing.stdout and "remote-1" in listing.stdout and "idle" in listing.stdout
+    assert "remote-0" in listing.stdout
+    assert "remote-1" in listing.stdout
+    assert "idle" in listing.stdout
 
     unknown = cli(db_uri, "workers", "stop", "nobody")
-    assert unknown.returncode != 0 and unknown.stderr.count("\n") == 1 and "nobody" in unknown.stderr
+    assert unknown.returncode != 0
+    assert unknown.stderr.count("\n") == 1
+    assert "nobody" in unknown.stderr
     stop = cli(db_uri, "workers", "stop", "remote")
-    assert stop.returncode == 0 and "remote-0, remote-1" in stop.stdout
+    assert stop.returncode == 0
+    assert "remote-0, remote-1" in stop.stdout
     assert worker.wait(30) == 0
     assert db.roster.count_documents({}) == 0
 
@@ -106,7 +118,8 @@ def test_a_worker_restarted_with_its_id_releases_what_it_held(
 
     second = processes.worker("--id", "phoenix")
     assert second.wait(30) != 0
-    assert "in use by pid" in second.log() and "Traceback" not in second.log()
+    assert "in use by pid" in second.log()
+    assert "Traceback" not in second.log()
 
     first.signal(signal.SIGKILL)
     first.wait(10)
@@ -114,7 +127,9 @@ def test_a_worker_restarted_with_its_id_releases_what_it_held(
     # No cleaner runs: the new process sees on this machine that the old one is gone.
     third = processes.worker("--id", "phoenix")
     doc = wait_for(lambda: db.archived.find_one({"_id": job_id}), timeout_s=60, message="the job archived")
-    assert doc["why"] == "done" and doc["attempts"] == 2 and doc["crashes"] == 1
+    assert doc["why"] == "done"
+    assert doc["attempts"] == 2
+    assert doc["crashes"] == 1
     assert [e["outcome"] for e in doc["executions"]] == ["crashed", "done"]
     assert "worker.recovered" in third.log()
     assert db.roster.find_one({"_id": "phoenix"})["pid"] == third.pid
@@ -123,14 +138,17 @@ def test_a_worker_restarted_with_its_id_releases_what_it_held(
 def test_a_worker_over_its_memory_limit_is_replaced_by_its_supervisor(
         processes: Processes, db: Any, db_uri: str) -> None:
     bad = cli(db_uri, "worker", "start", "--memory-limit", "lots")
-    assert bad.returncode == 2 and "invalid size 'lots'" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.returncode == 2
+    assert "invalid size 'lots'" in bad.stderr
+    assert "Traceback" not in bad.stderr
     with Recruiter.connect(db_uri) as rec:
         rec.enqueue_many(Record(db_uri, n=i).as_job_of(rec) for i in range(3))
     processes.recruiter()
     supervisor = processes.worker("--id", "hungry", "--memory-limit", "1MB")  # always over it
     wait_for(lambda: db.archived.count_documents({"why": "done"}) == 3, timeout_s=120, message="three jobs")
     pids = {d["pid"] for d in db.ledger.find({"event": "start"})}
-    assert len(pids) == 3 and supervisor.pid not in pids, "each job ran in a fresh worker process"
+    assert len(pids) == 3, "each job ran in a fresh worker process"
+    assert supervisor.pid not in pids, "each job ran in a fresh worker process"
     wait_for(lambda: supervisor.log().count("supervisor.replacing_worker") >= 3, timeout_s=30,
              message="the supervisor replacing its worker")
     assert "worker.memory_limit" in supervisor.log()

@@ -54,7 +54,8 @@ def test_unknown_class_and_raising_constructor_are_failed_attempts_not_crashes(
     b = db.archived.find_one({"_id": broken["_id"]})
     for doc in (a, b):
         assert doc["why"] == "tried-too-many-times"
-        assert doc["attempts"] == 2 and doc["crashes"] == 0
+        assert doc["attempts"] == 2
+        assert doc["crashes"] == 0
         assert [e["outcome"] for e in doc["executions"]] == ["failed", "failed"]
         assert all(e["worker"] == "sturdy" for e in doc["executions"])
     assert a["last_execution"]["class"] == "recruiter.naming:UnknownClass"
@@ -118,7 +119,8 @@ def test_processes_ride_out_a_database_restart(tmp_path: Path) -> None:
             assert rec.db.archived.count_documents({"why": "done"}) == 40
             assert all(p.popen.poll() is None for p in procs.started), procs.logs()
             starts = Counter(d["job"] for d in rec.db.ledger.find({"event": "start"}))
-            assert len(starts) == 40 and set(starts.values()) == {1}
+            assert len(starts) == 40
+            assert set(starts.values()) == {1}
     finally:
         procs.stop_all()
         if server.poll() is None:

@@ -29,9 +29,13 @@ def test_events_are_logged_in_order_once_the_block_ends_well() -> None:
 def test_events_are_dropped_when_the_block_raises_and_logged_at_once_outside_it() -> None:
     events = AfterCommit(structlog.get_logger("test"))
     with capture_logs() as logs:
-        with pytest.raises(RuntimeError), events.held():
-            events.info("job.archived")
-            raise RuntimeError("aborted")
+        def aborted() -> None:
+            with events.held():
+                events.info("job.archived")
+                raise RuntimeError("aborted")
+
+        with pytest.raises(RuntimeError, match="aborted"):
+            aborted()
         assert names(logs) == ["log.dropped"]
         events.info("unheld")
         assert names(logs) == ["log.dropped", "unheld"]

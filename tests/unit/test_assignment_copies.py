@@ -27,7 +27,8 @@ def locked(size: int, worker: str) -> Locked:
 def test_small_jobs_are_copied_and_big_ones_referenced() -> None:
     jobs = [locked(KIB, "a"), locked(MAX_JOB_COPY_BYTES + 1, "b"), locked(1024 * KIB, "c")]
     small, big, huge = copies_to_send(jobs)
-    assert small is jobs[0].job and is_copy(small)
+    assert small is jobs[0].job
+    assert is_copy(small)
     for lk, ref in ((jobs[1], big), (jobs[2], huge)):
         assert ref == {"_id": lk.assignment.job_id, "lock_token": lk.token, NOT_COPIED: True}
         assert not is_copy(ref)
@@ -50,8 +51,10 @@ def test_every_job_gets_its_copy_or_its_reference_within_the_budget(sizes: list[
     assert len(sent) == len(jobs)
     total = 0
     for lk, s in zip(jobs, sent, strict=True):
-        assert s["_id"] == lk.assignment.job_id and s["lock_token"] == lk.token
+        assert s["_id"] == lk.assignment.job_id
+        assert s["lock_token"] == lk.token
         if is_copy(s):
-            assert s is lk.job and len(bson.encode(s)) <= MAX_JOB_COPY_BYTES
+            assert s is lk.job
+            assert len(bson.encode(s)) <= MAX_JOB_COPY_BYTES
             total += len(bson.encode(s))
     assert total <= MAX_ROUND_COPY_BYTES

@@ -115,7 +115,8 @@ def test_describe_exception() -> None:
     cls, message, trace = describe_exception(raised(Boom("it broke")))
     assert cls == f"{__name__}:Boom"
     assert message == "it broke"
-    assert trace.startswith("Traceback") and "Boom: it broke" in trace
+    assert trace.startswith("Traceback")
+    assert "Boom: it broke" in trace
 
 
 def test_describe_exception_trims_to_storable_sizes() -> None:
@@ -131,9 +132,12 @@ def test_failure_of() -> None:
     f = failure_of(j, raised(Boom("no")), NOW)
     assert f.job_id == str(j["_id"])
     assert f.attempts == 3
-    assert f.created_at == T0 and f.scheduled_at == j["scheduled_at"] and f.ended_at == NOW
+    assert f.created_at == T0
+    assert f.scheduled_at == j["scheduled_at"]
+    assert f.ended_at == NOW
     assert f.exception_types[0] == f"{__name__}:Boom"
-    assert "builtins:RuntimeError" in f.exception_types and "builtins:Exception" in f.exception_types
+    assert "builtins:RuntimeError" in f.exception_types
+    assert "builtins:Exception" in f.exception_types
     assert f.message == "no"
     assert f.crashed is False
 
@@ -284,12 +288,14 @@ def test_storable_results() -> None:
 def test_unencodable_result_is_dropped_with_a_reason(value: Any) -> None:
     stored, reason = storable_result(value)
     assert stored is None
-    assert reason is not None and reason.startswith("result not stored: cannot be encoded as BSON")
+    assert reason is not None
+    assert reason.startswith("result not stored: cannot be encoded as BSON")
 
 
 def test_too_big_result_is_dropped_with_a_reason() -> None:
     stored, reason = storable_result("x" * MAX_RESULT_BYTES)
     assert stored is None
-    assert reason is not None and f"over the {MAX_RESULT_BYTES} byte limit" in reason
+    assert reason is not None
+    assert f"over the {MAX_RESULT_BYTES} byte limit" in reason
     fits = "x" * (MAX_RESULT_BYTES - 100)
     assert storable_result(fits) == (fits, None)

@@ -159,7 +159,8 @@ def test_one_tenant_one_group_is_one_read_in_steady_state() -> None:
             del server.docs[a.job_id]
         server.reads = 0
         second = server.plan(workers, first.cursor)
-        assert len(second.assignments) == 16 and server.reads == 1
+        assert len(second.assignments) == 16
+        assert server.reads == 1
 
 
 def test_paused_groups_and_tenants_are_not_read() -> None:
@@ -179,7 +180,8 @@ def index_keys() -> list[tuple[str, int]]:
 
 def test_every_candidate_query_is_an_index_prefix_scan_in_index_order() -> None:
     keys = index_keys()
-    assert keys[0] == ("locked", 1) and keys[1:] == SORT
+    assert keys[0] == ("locked", 1)
+    assert keys[1:] == SORT
     cursor = Cursor("b", {"a": "t1", "b": ""}, {})
     workers = [FreeWorker("w0", (ANY_GROUP,)), FreeWorker("w1", ("a",)), FreeWorker("w2", ("c", "a"))]
     queries = [*first_queries(workers, cursor),
@@ -191,7 +193,8 @@ def test_every_candidate_query_is_an_index_prefix_scan_in_index_order() -> None:
         # `locked` is an equality and the sort is the rest of the index in its order, so
         # the scan yields the documents sorted and stops after skip + limit.
         assert set(f) <= {name for name, _ in keys}, f
-        assert f["locked"] is False and f["scheduled_at"] == {"$lte": NOW}
+        assert f["locked"] is False
+        assert f["scheduled_at"] == {"$lte": NOW}
         if query.group is not None:
             assert f["group"] == query.group
         if query.tenant is not None:

@@ -62,7 +62,7 @@ def test_parse_accepts(text: str, expected: timedelta) -> None:
     ],
 )
 def test_parse_rejects_with_one_clear_line(text: str) -> None:
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(ValueError, match=r"^invalid duration ") as info:
         parse_duration(text)
     message = str(info.value)
     assert message.startswith(f"invalid duration {text!r}:")
@@ -102,7 +102,7 @@ def test_format(td: timedelta, text: str) -> None:
 
 
 def test_format_rejects_negative() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="negative"):
         format_duration(timedelta(seconds=-1))
 
 

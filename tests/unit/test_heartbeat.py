@@ -35,5 +35,6 @@ def test_why_a_fence_failed() -> None:
     }
     reasons = {v.id: r for v, r in lost_slots(views, entries)}
     assert set(reasons) == {"gone", "replaced", "cancelled"}
-    assert "declared dead" in reasons["gone"] and "took over" in reasons["replaced"]
+    assert "declared dead" in reasons["gone"]
+    assert "took over" in reasons["replaced"]
     assert reasons["cancelled"] == JOB_TAKEN_AWAY

@@ -115,7 +115,8 @@ def test_dates_are_aware_utc_and_bson_precise() -> None:
     doc = build_job_document(Invoice("42"), JobOptions(), NOW)
     assert doc["created_at"] == NOW_MS
     assert doc["scheduled_at"] == NOW_MS
-    assert doc["created_at"].tzinfo is not None and doc["created_at"].utcoffset() == timedelta(0)
+    assert doc["created_at"].tzinfo is not None
+    assert doc["created_at"].utcoffset() == timedelta(0)
 
     stored = bson_round_trip(doc)
     # What MongoDB gives back is exactly what was built: no precision or zone drift.
@@ -226,9 +227,11 @@ def test_builder_is_immutable() -> None:
     base = Invoice("1").as_job_of(FakeRecruiter())
     billing = base.in_group("billing")
     tagged = billing.tagged("x")
-    assert base is not billing and billing is not tagged
+    assert base is not billing
+    assert billing is not tagged
     assert base.options == JobOptions()
-    assert billing.options.group == "billing" and billing.options.tags == ()
+    assert billing.options.group == "billing"
+    assert billing.options.tags == ()
     assert tagged.options.tags == ("x",)
     assert base.build(NOW)["group"] == "generic"
     with pytest.raises(AttributeError):
@@ -240,7 +243,8 @@ def test_as_builder() -> None:
     builder = Invoice("1").as_job_of(rec)
     assert as_builder(builder, rec) is builder
     wrapped = as_builder(Invoice("2"), rec)
-    assert isinstance(wrapped, JobBuilder) and wrapped.recruiter is rec
+    assert isinstance(wrapped, JobBuilder)
+    assert wrapped.recruiter is rec
     with pytest.raises(JobRefused, match="expected a Workable or a job builder, got dict"):
         as_builder({"class": "x"}, rec)  # type: ignore[arg-type]
 

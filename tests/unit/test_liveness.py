@@ -45,8 +45,10 @@ def test_an_entry_is_fresh_within_two_of_its_own_intervals() -> None:
     assert not is_fresh(beat(2.0, interval_s=1.0), ENTRY, NOW)
     assert is_fresh(beat(9.0, interval_s=5.0), ENTRY, NOW)  # each entry by its own interval
     # Taken back only after TAKE_BACK_BEATS intervals of silence: later than given no work.
-    assert missed_beats(beat(TAKE_BACK_BEATS), NOW) and not missed_beats(beat(TAKE_BACK_BEATS - 0.1), NOW)
-    assert not missed_beats(beat(2.5, interval_s=1.0), NOW) and not is_fresh(beat(2.5), ENTRY, NOW)
+    assert missed_beats(beat(TAKE_BACK_BEATS), NOW)
+    assert not missed_beats(beat(TAKE_BACK_BEATS - 0.1), NOW)
+    assert not missed_beats(beat(2.5, interval_s=1.0), NOW)
+    assert not is_fresh(beat(2.5), ENTRY, NOW)
 
 
 def test_no_heartbeat_another_sessions_or_a_malformed_one_is_not_fresh() -> None:
@@ -54,7 +56,8 @@ def test_no_heartbeat_another_sessions_or_a_malformed_one_is_not_fresh() -> None
     assert not is_fresh(beat(session=ObjectId()), ENTRY, NOW)
     for bad in (None, "2099-01-01", 12, {"$date": 1}):
         b = beat(fresh_until=bad, last_seen_at=bad)
-        assert not is_fresh(b, ENTRY, NOW) and missed_beats(b, NOW)
+        assert not is_fresh(b, ENTRY, NOW)
+        assert missed_beats(b, NOW)
 
 
 # -- returned or crashed -------------------------------------------------------------------------
@@ -100,18 +103,23 @@ def test_a_returned_job_counts_no_attempt_no_crash_and_keeps_its_place() -> None
     assert kind == "returned"
     assert filter_ == {"_id": job["_id"], "lock_token": job["lock_token"], "locked": True}
     s = update["$set"]
-    assert s["locked"] is False and s["attempts"] == 0 and s["status"] == "queued"
+    assert s["locked"] is False
+    assert s["attempts"] == 0
+    assert s["status"] == "queued"
     assert s["unproven_returns"] == 2
     assert s["last_return"] == {"worker": "w1", "pid": 7, "hostname": "h", "assigned_at": job["locked_at"],
                                 "returned_at": NOW, "reason": "silent"}
     assert set(update["$unset"]) == set(LOCK_FIELDS)
-    assert "$inc" not in update and "$push" not in update  # no crash, no execution
-    assert "scheduled_at" not in s and "crash_pending" not in s
+    assert "$inc" not in update
+    assert "$push" not in update
+    assert "scheduled_at" not in s
+    assert "crash_pending" not in s
 
 
 def test_a_returned_retry_is_retrying_again() -> None:
     _, (_, update) = rescue_update(locked_job(attempts=3), ENTRY, None, NOW, "silent")
-    assert update["$set"]["attempts"] == 2 and update["$set"]["status"] == "retrying"
+    assert update["$set"]["attempts"] == 2
+    assert update["$set"]["status"] == "retrying"
 
 
 def test_a_crash_is_recorded_with_the_heartbeats_start_time() -> None:
@@ -120,7 +128,8 @@ def test_a_crash_is_recorded_with_the_heartbeats_start_time() -> None:
                    working_since=T0 + timedelta(seconds=3))
     kind, (_, update) = rescue_update(job, ENTRY, running, NOW, "stopped heartbeating")
     assert kind == "crashed"
-    assert update["$inc"] == {"crashes": 1} and update["$set"]["crash_pending"] is True
+    assert update["$inc"] == {"crashes": 1}
+    assert update["$set"]["crash_pending"] is True
     assert update["$set"]["last_execution"]["started_at"] == T0 + timedelta(seconds=3)
     assert update["$set"]["last_execution"]["pid"] == 7
 
@@ -139,7 +148,8 @@ def test_rescue_never_raises_and_never_returns_an_at_most_once_job(changes: dict
     if job.get("at_most_once"):
         assert kind == "crashed"
     if kind == "returned":
-        assert isinstance(update["$set"]["attempts"], int) and update["$set"]["attempts"] >= 0
+        assert isinstance(update["$set"]["attempts"], int)
+        assert update["$set"]["attempts"] >= 0
         assert update["$set"]["unproven_returns"] <= MAX_UNPROVEN_RETURNS
 
 

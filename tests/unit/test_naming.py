@@ -56,7 +56,9 @@ def test_good_names_pass_everywhere(name: str) -> None:
 @pytest.mark.parametrize("name", BAD_NAMES)
 def test_bad_names_are_refused_everywhere_with_one_reason(name: Any) -> None:
     problem = name_problem("group", name)
-    assert problem is not None and problem.startswith(f"invalid group name {name!r}: ") and "\n" not in problem
+    assert problem is not None
+    assert problem.startswith(f"invalid group name {name!r}: ")
+    assert "\n" not in problem
     options = [JobOptions(group=name), JobOptions(tenant=name)] if name is not None else []  # None: the default
     for option in options:
         with pytest.raises(JobRefused):
@@ -78,16 +80,22 @@ def test_the_rule_matches_its_description(name: str) -> None:
 
 def test_prefixes_match_on_dotted_boundaries() -> None:
     allowed = AllowedModules(("foo", "app.jobs"))
-    assert allowed.allows("foo") and allowed.allows("foo.bar") and allowed.allows("foo.bar.baz")
-    assert not allowed.allows("foobar") and not allowed.allows("fo")
-    assert allowed.allows("app.jobs.billing") and not allowed.allows("app") and not allowed.allows("app.jobsx")
+    assert allowed.allows("foo")
+    assert allowed.allows("foo.bar")
+    assert allowed.allows("foo.bar.baz")
+    assert not allowed.allows("foobar")
+    assert not allowed.allows("fo")
+    assert allowed.allows("app.jobs.billing")
+    assert not allowed.allows("app")
+    assert not allowed.allows("app.jobsx")
     assert allowed.allows("recruiter.retry")  # the built-in retry policies
-    assert not allowed.allows("recruiter") and not allowed.allows("recruiter.cli")
+    assert not allowed.allows("recruiter")
+    assert not allowed.allows("recruiter.cli")
     assert not AllowedModules(("recruiter",)).allows("recruiter.__main__")
     assert not AllowedModules(("foo",)).allows("foo.__main__")
 
 
-@pytest.mark.parametrize("name, allowed", [
+@pytest.mark.parametrize(("name", "allowed"), [
     ("foo.jobs:Send", True), ("foo.jobs.Send", True), ("foo:Outer.Inner", True),
     ("this:nothing", False), ("os:system", False), ("foobar:X", False), ("foo.__main__:X", False),
     ("recruiter.retry:RetryForever", True), ("recruiter.__main__:main", False),
@@ -98,7 +106,8 @@ def test_refusal_is_decided_on_the_name_alone(name: Any, allowed: bool) -> None:
     refusal = AllowedModules(("foo",)).refusal(name)
     assert (refusal is None) == allowed
     if refusal is not None:
-        assert refusal.startswith("class not allowed: ") and "\n" not in refusal
+        assert refusal.startswith("class not allowed: ")
+        assert "\n" not in refusal
 
 
 def test_refusal_never_imports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -137,7 +146,7 @@ def test_modules_under_lists_what_a_path_entry_provides(tmp_path: Path) -> None:
     assert modules_under(tmp_path / "missing") == []
 
 
-@pytest.mark.parametrize("prefix, ok", [("myapp", True), ("myapp.jobs", True), ("my-app", False), ("", False),
+@pytest.mark.parametrize(("prefix", "ok"), [("myapp", True), ("myapp.jobs", True), ("my-app", False), ("", False),
                                         ("a..b", False), ("app.__main__", False), ("__main__", False)])
 def test_module_prefixes_are_checked(prefix: str, ok: bool) -> None:
     assert (module_problem(prefix) is None) == ok
@@ -206,7 +215,8 @@ def test_a_refused_job_is_archived_malformed_with_its_reason() -> None:
     assert (archived["why"], archived["reason"], archived["attempts"]) == (
         "malformed", "class not allowed: this:nothing", 0)
     assert archived["last_execution"]["outcome"] == "refused"
-    assert Archive("done").reason is None and "reason" not in Outcome(
+    assert Archive("done").reason is None
+    assert "reason" not in Outcome(
         job["_id"], job["lock_token"], 1, executed=True, decision=Archive("done")).to_document()["decision"]
 
 
@@ -222,7 +232,7 @@ def test_a_policy_document_with_a_class_that_is_no_class_name_is_refused_at_enqu
     assert importable_problem("not a class name") == "'not a class name' is not of the form 'module:Qualname'"
 
 
-@pytest.mark.parametrize("hello, limit", [
+@pytest.mark.parametrize(("hello", "limit"), [
     ({"maxBsonObjectSize": 48_000_000}, 48_000_000), ({"maxBsonObjectSize": 1024}, 1024), ({}, 16 * 1024 * 1024),
     ({"maxBsonObjectSize": True}, 16 * 1024 * 1024), ({"maxBsonObjectSize": -5}, 16 * 1024 * 1024),
     ({"maxBsonObjectSize": "16MB"}, 16 * 1024 * 1024), (None, 16 * 1024 * 1024),

@@ -119,8 +119,10 @@ def test_decision_documents() -> None:
 def test_outcome_document() -> None:
     job = locked_job()
     doc = outcome_doc(job, Archive(DONE), result={"n": 1})
-    assert doc["job"] == job["_id"] and doc["token"] == job["lock_token"]
-    assert doc["attempt"] == 1 and doc["executed"] is True
+    assert doc["job"] == job["_id"]
+    assert doc["token"] == job["lock_token"]
+    assert doc["attempt"] == 1
+    assert doc["executed"] is True
     assert doc["decision"] == {"archive": "done"}
     assert doc["execution"]["worker"] == "w1"
     assert doc["result"] == {"n": 1}
@@ -192,7 +194,8 @@ def test_attempt_is_given_back_when_not_executed() -> None:
     out = outcome_doc(job, Archive(CRASHED_TOO_MANY_TIMES), executed=False)
     archived = archived_document(job, out, NOW)
     assert archived["attempts"] == 2
-    assert archived["why"] == CRASHED_TOO_MANY_TIMES and archived["done"] is False
+    assert archived["why"] == CRASHED_TOO_MANY_TIMES
+    assert archived["done"] is False
     assert archived["last_execution"] == {"crashed": True, "attempt": 2}  # kept: the crash
     assert archived["executions"] == []
     assert "crash_pending" not in archived
@@ -230,7 +233,8 @@ def test_reschedule_update_after_a_failure() -> None:
     assert update["$push"] == {
         "executions": {"$each": [history_entry(out["execution"])], "$slice": -MAX_EXECUTIONS_KEPT}
     }
-    assert "trace" in out["execution"] and "trace" not in update["$push"]["executions"]["$each"][0]
+    assert "trace" in out["execution"]
+    assert "trace" not in update["$push"]["executions"]["$each"][0]
     assert "$inc" not in update  # the attempt counted when the job was locked stands
 
 
@@ -240,7 +244,8 @@ def test_reschedule_update_gives_back_an_attempt_not_executed() -> None:
     filter_, update = reschedule_update(job, outcome_doc(job, RetryAt(retry_at), executed=False))
     assert filter_["lock_token"] == job["lock_token"]
     assert update["$inc"] == {"attempts": -1}
-    assert "$push" not in update and "last_execution" not in update["$set"]
+    assert "$push" not in update
+    assert "last_execution" not in update["$set"]
     assert update["$set"]["scheduled_at"] == retry_at
     assert "crash_pending" in update["$unset"]
 
@@ -282,7 +287,8 @@ def test_crash_update() -> None:
     assert s["scheduled_at"] == NOW  # due at once, to be judged by the next worker
     assert s["crash_pending"] is True
     ex = s["last_execution"]
-    assert ex["crashed"] is True and ex["outcome"] == "crashed"
+    assert ex["crashed"] is True
+    assert ex["outcome"] == "crashed"
     assert ex["attempt"] == 2
     assert (ex["worker"], ex["pid"], ex["hostname"]) == ("w1", 77, "host-b")
     assert ex["started_at"] == T0 + timedelta(seconds=2)
@@ -300,7 +306,8 @@ def test_crash_update_without_worker_document() -> None:
     _, update = crash_update(job, None, NOW, "its worker left the roster")
     ex = update["$set"]["last_execution"]
     assert ex["worker"] == "w1"
-    assert ex["pid"] is None and ex["hostname"] is None
+    assert ex["pid"] is None
+    assert ex["hostname"] is None
     assert ex["started_at"] == job["locked_at"]
 
 

@@ -41,7 +41,8 @@ class Server:
                    limit: int = 0) -> list[dict[str, Any]]:
         self.finds.append(filter_)
         ranges = [k for k, v in filter_.items() if isinstance(v, dict)]
-        assert len(ranges) <= 1 and not any(k.startswith("$") for k in filter_), filter_
+        assert len(ranges) <= 1, filter_
+        assert not any(k.startswith("$") for k in filter_), filter_
         out = []
         for c in self.jobs.values():
             doc = as_document(c)

@@ -149,7 +149,8 @@ def test_backoff_huge_attempts_saturate_instead_of_overflowing() -> None:
     policy = ExponentialBackoff(times=10_000, initial="1d")
     decision = policy.decide(failure(5_000), NOW)
     assert isinstance(decision, RetryAt)
-    assert decision.at.year == 9999 and decision.at.tzinfo is UTC
+    assert decision.at.year == 9999
+    assert decision.at.tzinfo is UTC
 
 
 @given(
@@ -201,7 +202,8 @@ def test_jitter_spreads_jobs_apart() -> None:
     policy = ExponentialBackoff(5, "10s", jitter=0.5)
     delays = {policy.delay(1, f"job-{i}") for i in range(50)}
     assert len(delays) > 40
-    assert min(delays) >= timedelta(seconds=5) and max(delays) <= timedelta(seconds=15)
+    assert min(delays) >= timedelta(seconds=5)
+    assert max(delays) <= timedelta(seconds=15)
 
 
 def test_jitter_does_not_depend_on_hash_seed() -> None:
@@ -469,7 +471,8 @@ def test_user_defined_dataclass_policy_round_trips_and_decides() -> None:
     restored = policy_from_document(bson.decode(bson.encode(document)))
     assert restored == policy
     assert isinstance(restored, RetryUnlessMessageSays)
-    assert isinstance(restored.wait, timedelta) and isinstance(restored.exceptions, tuple)
+    assert isinstance(restored.wait, timedelta)
+    assert isinstance(restored.exceptions, tuple)
 
     assert restored.decide(failure(exc=KeyError, message="fatal error"), NOW) == Archive(
         "user-said-stop"

@@ -92,7 +92,8 @@ def test_tenants_are_served_round_robin() -> None:
                                                                          job("B1", seconds=51, tenant="B")]
     first = run(workers_of(3), jobs)
     assert order(first) == ["A0", "B0", "A1"]
-    assert first.cursor.last_tenant == {"a": "A"} and first.cursor.last_group == "a"
+    assert first.cursor.last_tenant == {"a": "A"}
+    assert first.cursor.last_group == "a"
     # The next round goes on from where this one stopped: B's turn.
     left = [j for j in jobs if j.id not in order(first)]
     assert order(run(workers_of(3), left, first.cursor)) == ["B1", "A2", "A3"]

@@ -50,4 +50,5 @@ def test_quick_empty_batches_are_paced_up_to_a_cap() -> None:
     pauses = [quick_empty_pause(n) for n in range(0, 12)]
     assert pauses[0] == pauses[1] == 0.0  # a single quick empty batch is asked again at once
     assert all(a <= b for a, b in itertools.pairwise(pauses))
-    assert pauses[2] > 0 and pauses[-1] == QUICK_EMPTY_PACE_CAP_S
+    assert pauses[2] > 0
+    assert pauses[-1] == QUICK_EMPTY_PACE_CAP_S

@@ -127,7 +127,8 @@ def test_var_keyword_arguments_are_flattened() -> None:
     assert w.export_parameters() == {"first": 1, "colour": "red", "size": 3}
     rebuilt = workable_from_document(w.to_document())
     assert isinstance(rebuilt, WithKwargs)
-    assert rebuilt.first == 1 and rebuilt.rest == {"colour": "red", "size": 3}
+    assert rebuilt.first == 1
+    assert rebuilt.rest == {"colour": "red", "size": 3}
 
 
 def test_var_positional_constructor_is_rejected_at_class_definition() -> None:
@@ -159,7 +160,8 @@ def test_inherited_constructor_captures_too() -> None:
     w = Inherits(4, y=5)
     assert w.export_parameters() == {"x": 4, "y": 5}
     rebuilt = workable_from_document(w.to_document())
-    assert type(rebuilt) is Inherits and rebuilt.execute() == 9
+    assert type(rebuilt) is Inherits
+    assert rebuilt.execute() == 9
 
 
 def test_instances_do_not_share_parameters() -> None:
@@ -173,7 +175,8 @@ def test_instances_do_not_share_parameters() -> None:
 def test_workable_without_constructor_has_no_parameters() -> None:
     assert NoInit().export_parameters() == {}
     rebuilt = workable_from_document(NoInit().to_document())
-    assert isinstance(rebuilt, NoInit) and rebuilt.execute() == "ran"
+    assert isinstance(rebuilt, NoInit)
+    assert rebuilt.execute() == "ran"
 
 
 def test_to_document_shape() -> None:
@@ -194,12 +197,14 @@ def test_custom_export_and_from_parameters() -> None:
     assert doc["parameters"] == {"csv": "1,2,3"}
     rebuilt = workable_from_document(doc)
     assert isinstance(rebuilt, Custom)
-    assert rebuilt.items == [1, 2, 3] and rebuilt.execute() == 6
+    assert rebuilt.items == [1, 2, 3]
+    assert rebuilt.execute() == 6
 
 
 def test_custom_from_parameters_with_empty_list() -> None:
     rebuilt = workable_from_document(Custom([]).to_document())
-    assert isinstance(rebuilt, Custom) and rebuilt.items == []
+    assert isinstance(rebuilt, Custom)
+    assert rebuilt.items == []
 
 
 # -- rebuilding from documents ---------------------------------------------------------
