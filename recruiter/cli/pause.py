@@ -21,7 +21,10 @@ from recruiter.store import (
     Target,
     describe,
     ensure_indexes_sync,
+    read_paused,
+    switch_paused,
     sync_client,
+    unused_names,
 )
 
 
@@ -79,7 +82,7 @@ def _switch(kind: str, names: tuple[str, ...], pause: bool | None, common: Commo
             if pause:
                 _check_used(db, kind, list(names), force)
             metadata = SyncCollections.of(db).metadata
-            paused = control.read_paused(metadata) if pause is None else control.switch(
+            paused = read_paused(metadata) if pause is None else switch_paused(
                 metadata, kind, list(names), pause)
         finally:
             client.close()
@@ -96,7 +99,7 @@ def _switch(kind: str, names: tuple[str, ...], pause: bool | None, common: Commo
 def _check_used(db: SyncDb, kind: str, names: list[str], force: bool) -> None:
     """Refuse (or, with ``force``, warn about) pausing names that no job or worker has used."""
     ensure_indexes_sync(db)  # the checks are served by indexes; a fresh database has none yet
-    unused = control.unused(db, kind, names)
+    unused = unused_names(db, kind, names)
     if not unused:
         return
     listed = ", ".join(repr(n) for n in unused)

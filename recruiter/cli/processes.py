@@ -32,7 +32,7 @@ from recruiter.domain.selection import CountingScheme
 from recruiter.processes import logs, runtime
 from recruiter.processes.cleaner import CleanerConfig, CleanerProcess
 from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
-from recruiter.processes.runtime import Cancellable, Check, Make
+from recruiter.processes.runtime import Check, Make
 from recruiter.processes.worker.runtime import WorkerConfig, WorkerIdTaken, WorkerProcess
 from recruiter.store import (
     AsyncDb,
@@ -92,7 +92,7 @@ def start_recruiter(backoff_from: timedelta, backoff_to: timedelta, round_size: 
                                             backoff_to_s=seconds(backoff_to), lease_ttl_s=seconds(lease_ttl),
                                             counting_scheme=counting_scheme,
                                             sweep_interval_s=seconds(sweep_interval)))
-    run_process(common, "recruiter", lambda db, clock: Cancellable(RecruiterProcess(db, clock, config)))
+    run_process(common, "recruiter", lambda db, clock: RecruiterProcess(db, clock, config))
 
 
 @click.group("worker", context_settings=CONTEXT)
@@ -219,7 +219,7 @@ def start_cleaner(considered_dead_after: timedelta, heartbeat_interval: timedelt
             worker_id, interval_s = longest
             _check_dead_after(dead_after_s, interval_s, f"the heartbeat interval of worker {worker_id!r}")
 
-    run_process(common, "recruiter-cleaner", lambda db, clock: Cancellable(CleanerProcess(db, clock, config)),
+    run_process(common, "recruiter-cleaner", lambda db, clock: CleanerProcess(db, clock, config),
                 check=check_roster)
 
 

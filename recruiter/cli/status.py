@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from typing import TypedDict
 
-from recruiter.domain.control import read_paused
 from recruiter.domain.liveness import is_fresh
 from recruiter.store import (
     Document,
@@ -22,6 +21,7 @@ from recruiter.store import (
     entries_summary,
     heartbeats_by_worker,
     read_leases,
+    read_paused,
     sync_client,
 )
 

@@ -37,9 +37,10 @@ import math
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
+from recruiter.domain.control import NOT_PAUSED, Paused
 from recruiter.domain.job import Priority, Status
+from recruiter.domain.records import JobDoc
 from recruiter.domain.selection import (
     ANY_GROUP,
     DEFAULT_SCHEME,
@@ -63,12 +64,6 @@ UNLOCKED_STATUSES = [Status.RETRYING.value, Status.QUEUED.value]
 
 
 @dataclass(frozen=True)
-class Paused:
-    groups: frozenset[str] = frozenset()
-    tenants: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True)
 class Query:
     """One bounded read of ready jobs, in index order.
 
@@ -85,12 +80,12 @@ class Query:
     lows_only: bool = False
     skip: int = 0
 
-    def filter(self, now: datetime, paused: Paused = Paused()) -> dict[str, Any]:
-        f: dict[str, Any] = {"locked": False}
+    def filter(self, now: datetime, paused: Paused = NOT_PAUSED) -> dict[str, object]:
+        f: dict[str, object] = {"locked": False}
         if self.group is not None:
             f["group"] = self.group
         else:
-            group: dict[str, Any] = {}
+            group: dict[str, object] = {}
             if self.group_after is not None:
                 group["$gt"] = self.group_after
             if paused.groups:
@@ -100,7 +95,7 @@ class Query:
         if self.tenant is not None:
             f["tenant"] = None if self.tenant == DEFAULT_TENANT else self.tenant
         else:
-            tenant: dict[str, Any] = {}
+            tenant: dict[str, object] = {}
             if self.tenant_after is not None:
                 # Strings only: the default tenant (null) sorts first, so it is never "after" anything.
                 tenant["$gt"] = self.tenant_after
@@ -117,7 +112,8 @@ class Query:
         return f
 
 
-def candidate_from(doc: dict[str, Any]) -> Candidate:
+def candidate_from(doc: JobDoc) -> Candidate:
+    """The selection's view of a job (checked by recruiter.domain.documents.check_job)."""
     return Candidate(
         doc["_id"], doc["group"], doc["scheduled_at"],
         tenant=doc.get("tenant") or DEFAULT_TENANT,

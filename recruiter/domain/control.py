@@ -21,21 +21,49 @@ only), or a job in ``scheduled`` or ``archived`` carries it; pausing a name that
 is not used is most likely a typo, so the CLI asks for ``--force``. Each check is
 one ``find_one`` served by an index (``candidates`` on ``scheduled``,
 ``by_group`` on ``archived``); the roster is small and read without one.
+
+This module is pure: the reads and writes of both documents, and the check of
+use, are in :mod:`recruiter.store.metadata`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Protocol, TypedDict, cast
 
-from bson.min_key import MinKey
-
-from recruiter.domain.candidates import Paused
 from recruiter.domain.documents import WarnOnce, cursor_problem, names_problem
 from recruiter.domain.selection import DEFAULT_TENANT, Cursor
 
 CURSOR_ID = "fairness"
 PAUSED_ID = "paused"
 KINDS = {"group": "groups", "tenant": "tenants"}
+
+
+
+@dataclass(frozen=True)
+class Paused:
+    """The pause switches as read: groups and tenants whose jobs are not handed out."""
+
+    groups: frozenset[str] = frozenset()
+    tenants: frozenset[str] = frozenset()
+
+
+NOT_PAUSED = Paused()
+
+
+class CursorDoc(TypedDict, total=False):
+    """The fairness cursor document, once :func:`recruiter.domain.documents.cursor_problem` passed it."""
+
+    last_group: str | None
+    last_tenant: dict[str, str]
+    counts: dict[str, dict[str, int]]
+
+
+class Warns(Protocol):
+    """Where a malformed switches document is reported (a structlog logger)."""
+
+    def warning(self, event: str, **fields: object) -> object: ...
+
 
 _ESCAPES = [("%", "%25"), (".", "%2E"), ("$", "%24")]
 
@@ -56,16 +84,16 @@ def unescape(key: str) -> str:
     return key
 
 
-def read_cursor(doc: Any) -> tuple[Cursor, str | None]:
+def read_cursor(doc: object) -> tuple[Cursor, str | None]:
     """The cursor stored in ``doc``, and None; or, for a malformed document, an empty
     cursor and what is wrong (the recruiter then replaces the stored document whole)."""
     problem = cursor_problem(doc)
     if problem is not None:
         return Cursor(), problem
-    return cursor_from_document(doc), None
+    return cursor_from_document(cast(CursorDoc | None, doc)), None
 
 
-def cursor_document(cursor: Cursor) -> dict[str, Any]:
+def cursor_document(cursor: Cursor) -> dict[str, object]:
     """The whole cursor document for ``cursor`` (to replace a malformed one)."""
     counts: dict[str, dict[str, int]] = {}
     for (group, tenant), n in cursor.counts.items():
@@ -74,7 +102,7 @@ def cursor_document(cursor: Cursor) -> dict[str, Any]:
             "last_tenant": {escape(g): t for g, t in cursor.last_tenant.items()}, "counts": counts}
 
 
-def cursor_from_document(doc: dict[str, Any] | None) -> Cursor:
+def cursor_from_document(doc: CursorDoc | None) -> Cursor:
     """The cursor of a well-formed document (:func:`read_cursor` checks it first)."""
     if not doc:
         return Cursor()
@@ -86,11 +114,11 @@ def cursor_from_document(doc: dict[str, Any] | None) -> Cursor:
     )
 
 
-def cursor_changes(old: Cursor, new: Cursor) -> dict[str, Any] | None:
+def cursor_changes(old: Cursor, new: Cursor) -> dict[str, object] | None:
     """The update that turns the stored ``old`` cursor into ``new``; None if equal.
 
     Only changed paths are written, so the update is as small as the round."""
-    sets: dict[str, Any] = {}
+    sets: dict[str, object] = {}
     unsets: dict[str, str] = {}
     if new.last_group != old.last_group:
         sets["last_group"] = new.last_group
@@ -103,7 +131,7 @@ def cursor_changes(old: Cursor, new: Cursor) -> dict[str, Any] | None:
             unsets[path] = ""
         elif old.counts.get(key) != new.counts[key]:
             sets[path] = new.counts[key]
-    update: dict[str, Any] = {}
+    update: dict[str, object] = {}
     if sets:
         update["$set"] = sets
     if unsets:
@@ -111,12 +139,12 @@ def cursor_changes(old: Cursor, new: Cursor) -> dict[str, Any] | None:
     return update or None
 
 
-def paused_from_document(doc: Any) -> Paused:
+def paused_from_document(doc: object) -> Paused:
     """The switches in ``doc``; a malformed list is read as empty (see :func:`read_switches`)."""
     return read_switches(doc, None, None)
 
 
-def read_switches(doc: Any, warned: WarnOnce | None, log: Any) -> Paused:
+def read_switches(doc: object, warned: WarnOnce | None, log: Warns | None) -> Paused:
     """The switches in ``doc``. A list that is not a list of names is read as empty, with
     one warning (through ``log``, once per problem by ``warned``)."""
     if not isinstance(doc, dict):
@@ -132,34 +160,3 @@ def read_switches(doc: Any, warned: WarnOnce | None, log: Any) -> Paused:
             log.warning("paused.malformed", reason=f"{kind}{problem}" if problem.startswith(".") else
                         f"{kind}: {problem}", detail=f"no {kind} are paused until it is fixed")
     return Paused(lists["groups"], lists["tenants"])
-
-
-def switch(metadata: Any, kind: str, names: list[str], pause: bool) -> Paused:
-    """Pause or resume groups or tenants (``kind``: group | tenant); returns the switches now."""
-    field = KINDS[kind]
-    op = {"$addToSet": {field: {"$each": names}}} if pause else {"$pull": {field: {"$in": names}}}
-    metadata.update_one({"_id": PAUSED_ID}, op, upsert=True)
-    return read_paused(metadata)
-
-
-def read_paused(metadata: Any) -> Paused:
-    return paused_from_document(metadata.find_one({"_id": PAUSED_ID}))
-
-
-def unused(db: Any, kind: str, names: list[str]) -> list[str]:
-    """The ``names`` (of ``kind``: group | tenant) that no worker and no job, queued or archived, has used."""
-    return [name for name in names if not _used(db, kind, name)]
-
-
-def _used(db: Any, kind: str, name: str) -> bool:
-    if kind == "group":
-        if db.roster.find_one({"work_on": name}, {"_id": 1}) is not None:
-            return True
-        scheduled = {"locked": {"$in": [False, True]}, "group": name}
-        archived: dict[str, Any] = {"group": name}
-    else:
-        # The group bound lets both indexes (group first, then tenant) serve a tenant alone.
-        scheduled = {"locked": {"$in": [False, True]}, "group": {"$gte": MinKey()}, "tenant": name}
-        archived = {"group": {"$gte": MinKey()}, "tenant": name}
-    return (db.scheduled.find_one(scheduled, {"_id": 1}, hint="candidates") is not None
-            or db.archived.find_one(archived, {"_id": 1}, hint="by_group") is not None)

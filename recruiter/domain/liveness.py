@@ -35,17 +35,20 @@ Invariants:
    declared dead at its next beat or poll, halts what it may have started (a
    job in a thread ends the process) and registers again.
 
-Everything but :func:`find_stranded` and :func:`take_back` is pure.
+This module is pure: finding stranded jobs and taking them back, which read and
+write, are :func:`recruiter.processes.upkeep.find_stranded` and
+:func:`~recruiter.processes.upkeep.take_back`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from recruiter.domain.job import Status
 from recruiter.domain.outcome import LOCK_FIELDS, crash_update
+from recruiter.domain.records import Query, Raw
 
 # An entry is fresh while its last heartbeat is within this many of its intervals.
 FRESH_BEATS = 2
@@ -63,8 +66,8 @@ def fresh_until(now: datetime, interval_s: float) -> datetime:
     return now + timedelta(seconds=FRESH_BEATS * interval_s)
 
 
-def heartbeat_document(worker_id: str, session: Any, now: datetime, interval_s: float,
-                       pid: int, hostname: str) -> dict[str, Any]:
+def heartbeat_document(worker_id: str, session: object, now: datetime, interval_s: float,
+                       pid: int, hostname: str) -> dict[str, object]:
     """The heartbeat document a worker slot starts with when it registers."""
     return {"_id": worker_id, "session": session, "last_seen_at": now,
             "fresh_until": fresh_until(now, interval_s), "heartbeat_interval_s": interval_s,
@@ -72,11 +75,11 @@ def heartbeat_document(worker_id: str, session: Any, now: datetime, interval_s: 
             "working_token": None, "working_since": None}
 
 
-def _date(value: Any) -> datetime | None:
+def _date(value: object) -> datetime | None:
     return value if isinstance(value, datetime) else None
 
 
-def is_fresh(beat: dict[str, Any] | None, entry: dict[str, Any], now: datetime) -> bool:
+def is_fresh(beat: Raw | None, entry: Raw, now: datetime) -> bool:
     """Whether ``entry`` may be given work: its own heartbeat (same session) is fresh."""
     if beat is None or beat.get("session") != entry.get("session"):
         return False
@@ -84,7 +87,7 @@ def is_fresh(beat: dict[str, Any] | None, entry: dict[str, Any], now: datetime) 
     return until is not None and until > now
 
 
-def missed_beats(beat: dict[str, Any], now: datetime) -> bool:
+def missed_beats(beat: Raw, now: datetime) -> bool:
     """Whether the entry of ``beat`` has been silent ``TAKE_BACK_BEATS`` of its intervals."""
     seen, interval = _date(beat.get("last_seen_at")), beat.get("heartbeat_interval_s")
     if seen is None or not isinstance(interval, int | float) or isinstance(interval, bool) or interval <= 0:
@@ -93,27 +96,26 @@ def missed_beats(beat: dict[str, Any], now: datetime) -> bool:
     return seen + timedelta(seconds=TAKE_BACK_BEATS * float(interval)) <= now
 
 
-def shown_started(job: dict[str, Any], beat: dict[str, Any] | None) -> bool:
+def shown_started(job: Raw, beat: Raw | None) -> bool:
     """Whether the worker's heartbeats showed this attempt (this lock token) running."""
     token = job.get("lock_token")
     return beat is not None and token is not None and beat.get("working_token") == token
 
 
-def unproven_returns(job: dict[str, Any]) -> int:
+def unproven_returns(job: Raw) -> int:
     n = job.get("unproven_returns", 0)
     # A count that is not a count is read as spent: the conservative side.
     return n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else MAX_UNPROVEN_RETURNS
 
 
-def rescue_kind(job: dict[str, Any], beat: dict[str, Any] | None) -> Rescue:
+def rescue_kind(job: Raw, beat: Raw | None) -> Rescue:
     """Returned or crashed: the decision of the module doc's invariant 2."""
     if shown_started(job, beat) or job.get("at_most_once") or unproven_returns(job) >= MAX_UNPROVEN_RETURNS:
         return "crashed"
     return "returned"
 
 
-def return_update(job: dict[str, Any], worker: dict[str, Any], now: datetime,
-                  reason: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def return_update(job: Raw, worker: Raw, now: datetime, reason: str) -> tuple[Query, Query]:
     """Filter and update that put back a job its dead worker never showed it started.
 
     The attempt the lock counted is given back and the job keeps its place in
@@ -138,22 +140,23 @@ def return_update(job: dict[str, Any], worker: dict[str, Any], now: datetime,
     return {"_id": job["_id"], "lock_token": job.get("lock_token"), "locked": True}, update
 
 
-def rescue_update(job: dict[str, Any], entry: dict[str, Any] | None, beat: dict[str, Any] | None,
-                  now: datetime, reason: str) -> tuple[Rescue, tuple[dict[str, Any], dict[str, Any]]]:
+def rescue_update(job: Raw, entry: Raw | None, beat: Raw | None,
+                  now: datetime, reason: str) -> tuple[Rescue, tuple[Query, Query]]:
     """What to write for a job whose worker (roster ``entry``, heartbeat ``beat``) is dead."""
     worker = {**(entry or {}), **(beat or {})}
     if rescue_kind(job, beat) == "returned":
         return "returned", return_update(job, worker, now, reason)
-    return "crashed", crash_update(job, worker, now, reason)
+    # crash_update (recruiter.domain.outcome) still reads plain dicts; it only reads them.
+    return "crashed", crash_update(cast("dict[str, Any]", job), worker, now, reason)
 
 
 @dataclass(frozen=True)
 class Stranded:
     """A job assigned to an entry that missed its heartbeats before showing it started."""
 
-    entry: dict[str, Any]
-    job: dict[str, Any]
-    beat: dict[str, Any]
+    entry: Raw
+    job: Raw
+    beat: Raw
 
     @property
     def reason(self) -> str:
@@ -161,51 +164,3 @@ class Stranded:
         return (f"worker {self.entry['_id']} (pid {self.entry.get('pid')} on {self.entry.get('hostname')}) "
                 f"missed its heartbeats (last seen {seen.isoformat() if seen else 'never'}) "
                 f"with no sign it had started the job")
-
-
-ENTRY_FIELDS = {"session": 1, "assigned_to": 1, "pid": 1, "hostname": 1}
-
-
-async def find_stranded(c: Any, stale: list[dict[str, Any]]) -> list[Stranded]:
-    """The stranded jobs of the entries whose heartbeat documents ``stale`` missed their beats.
-
-    Reads only when some heartbeat is stale: the entries that hold an
-    assignment and no outcome, then their jobs. An ``at_most_once`` job is left
-    to the cleaner's ``--considered-dead-after`` (it may have started).
-    """
-    beats = {b["_id"]: b for b in stale}
-    if not beats:
-        return []
-    entries = await c.roster.find(
-        {"_id": {"$in": list(beats)}, "available": False, "outcome": {"$exists": False}}, ENTRY_FIELDS).to_list()
-    held: dict[Any, dict[str, Any]] = {}
-    for e in entries:
-        job_id = (e.get("assigned_to") or {}).get(e["_id"]) if isinstance(e.get("assigned_to"), dict) else None
-        if job_id is not None and beats[e["_id"]].get("session") == e.get("session"):
-            held[job_id] = e
-    if not held:
-        return []
-    jobs = await c.scheduled.find({"_id": {"$in": list(held)}, "locked": True}).to_list()
-    return [Stranded(held[j["_id"]], j, beats[held[j["_id"]]["_id"]]) for j in jobs
-            if j.get("locked_by") == held[j["_id"]]["_id"] and not j.get("at_most_once")
-            and not shown_started(j, beats[held[j["_id"]]["_id"]])]
-
-
-async def take_back(c: Any, stranded: list[Stranded], now: datetime) -> list[tuple[Stranded, Rescue]]:
-    """Delete each stranded job's entry (fenced) and return the job; what was done.
-
-    Meant to run inside a fenced transaction (the recruiter's round or the
-    cleaner's pass). An entry that changed since it was read (an outcome
-    written, the assignment gone, a new session) is left alone.
-    """
-    done: list[tuple[Stranded, Rescue]] = []
-    for s in stranded:
-        worker_id, job_id = s.entry["_id"], s.job["_id"]
-        deleted = await c.roster.delete_one({"_id": worker_id, "session": s.entry.get("session"),
-                                             f"assigned_to.{worker_id}": job_id, "outcome": {"$exists": False}})
-        if not deleted.deleted_count:
-            continue
-        kind, (filter_, update) = rescue_update(s.job, s.entry, s.beat, now, s.reason)
-        if (await c.scheduled.update_one(filter_, update)).modified_count:
-            done.append((s, kind))
-    return done

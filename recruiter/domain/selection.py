@@ -29,10 +29,10 @@ it is asked for something it has not read yet (see :mod:`recruiter.candidates`).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from recruiter.domain.job import Priority
 from recruiter.domain.naming import ANY_GROUP as ANY_GROUP  # re-exported: the selection speaks of it
@@ -65,7 +65,7 @@ class FreeWorker:
 
 @dataclass(frozen=True)
 class Candidate:
-    id: Any
+    id: object  # the job's _id: opaque here, only compared and used as a key
     group: str
     scheduled_at: datetime
     tenant: str = DEFAULT_TENANT
@@ -87,7 +87,7 @@ class Candidate:
 @dataclass(frozen=True)
 class Assignment:
     worker_id: str
-    job_id: Any
+    job_id: object
 
 
 @dataclass(frozen=True)
@@ -199,7 +199,7 @@ def select_from(source: Source, workers: Sequence[FreeWorker], cursor: Cursor,
     return _Round(source, workers, cursor, scheme).run()
 
 
-def _ring(first: str | None, step: Any, start: str | None, skip: set[str]) -> str | None:
+def _ring(first: str | None, step: Callable[[str | None], str | None], start: str | None, skip: set[str]) -> str | None:
     """Walk a ring from after ``start``, wrapping once; the first key not in ``skip``.
 
     ``first`` is the key after ``start``; ``step(after)`` gives the next one."""

@@ -15,7 +15,8 @@ showing they started them. Roster entries that have no heartbeat document
 ``last_seen_at`` or, without one, their ``created_at``.
 
 Each pass runs in a transaction fenced by the cleaner's lease
-(:func:`recruiter.store.fenced_transaction`): a cleaner that lost its lease
+(:class:`recruiter.processes.leadership.Leadership`, shared with the recruiter,
+which also paces the passes and handles their errors): a cleaner that lost its lease
 writes nothing, and logs nothing of what it would have done: the events a pass's
 writes make true (``worker.dead``, ``job.crashed``, ``archive.reconciled``,
 ``archived.pruned``) are logged once it has committed
@@ -30,29 +31,26 @@ finishing the archive instead of running the job again.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import socket
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 import structlog
 from bson import ObjectId
-from pymongo import UpdateOne
-from pymongo.errors import PyMongoError
 
 from recruiter.domain.clock import Clock
 from recruiter.domain.documents import Malformed, check_job, outcome_problem
-from recruiter.domain.liveness import find_stranded, missed_beats, rescue_update, take_back
-from recruiter.domain.outcome import REFERENCE_FIELDS, jobs_referenced_by
-from recruiter.domain.quarantine import log_quarantined, quarantine
+from recruiter.domain.liveness import missed_beats, rescue_update
+from recruiter.domain.outcome import jobs_referenced_by
+from recruiter.domain.quarantine import log_quarantined
+from recruiter.domain.records import Raw
+from recruiter.processes.leadership import Fault, Leadership, Pace, no_fault
 from recruiter.processes.logs import AfterCommit
-from recruiter.store.connection import first_line
-from recruiter.store.layout import Collections
+from recruiter.processes.upkeep import find_stranded, quarantine, take_back
+from recruiter.store import archived, heartbeats, roster, scheduled
+from recruiter.store.layout import AsyncDb, Collections, Document
 from recruiter.store.leases import Lease
-from recruiter.store.transactions import LostFence, fenced_transaction
 
 log = structlog.get_logger("recruiter.cleaner")
 
@@ -83,92 +81,97 @@ class CleanReport:
     quarantined: list[Malformed] = field(default_factory=list)
 
 
-def no_fault(point: str) -> None:
-    """The default fault hook: does nothing."""
+@dataclass(frozen=True)
+class Pass:
+    """One pass's values: the collections of its transaction, its time, its cutoff, its report."""
+
+    c: Collections
+    now: datetime
+    cutoff: datetime
+    report: CleanReport
 
 
 class CleanerProcess:
-    def __init__(self, db: Any, clock: Clock, config: CleanerConfig, *, owner: str | None = None) -> None:
-        self.c = Collections.of(db)
+    exit_code: int = 0  # the process surface (recruiter.processes.runtime): a cleaner always exits 0
+
+    def __init__(self, db: AsyncDb, clock: Clock, config: CleanerConfig, *, owner: str | None = None) -> None:
+        self.c = Collections.of(db)  # outside any transaction (tests drive passes on it)
         self.clock = clock
         self.config = config
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{ObjectId()}"
-        self.lease = Lease(self.c.metadata, "cleaner", self.owner, timedelta(seconds=config.lease_ttl_s), clock)
-        self._stop = asyncio.Event()
-        self._db = db
+        self.leadership = Leadership(db, "cleaner", self.owner, clock, config.lease_ttl_s)
         self._next_orphan_scan: datetime | None = None
-        self._report = CleanReport()
         self.events = AfterCommit(log)
-        self.fault: Callable[[str], None] = no_fault  # tests inject one that raises at a named point
+        self.fault: Fault = no_fault  # tests inject one that raises at a named point
+
+    @property
+    def lease(self) -> Lease:
+        return self.leadership.lease
+
+    # -- the process surface (recruiter.cli) ------------------------------------------------
 
     def stop(self) -> None:
-        self._stop.set()
+        self.leadership.stop()
+
+    def force(self) -> None:
+        """A second signal: stop at once (:meth:`Leadership.force`)."""
+        self.leadership.force()
+
+    def busy(self) -> bool:
+        """Whether it holds work that must finish before it exits: never (passes are transactions)."""
+        return False
 
     async def run(self) -> None:
+        """Wait for the lease, run a pass every ``interval`` while holding it
+        (:class:`recruiter.processes.leadership.Leadership`)."""
+        self.leadership.task = asyncio.current_task()
         interval = min(self.config.interval_s, self.config.lease_ttl_s / 3)
-        leading = False
-        while not self._stop.is_set():
-            try:
-                if await self.lease.acquire():
-                    if not leading:
-                        log.info("leader.elected", role="cleaner", epoch=self.lease.epoch)
-                        leading = True
-                    await self.fenced_clean()
-                elif leading:
-                    log.warning("leader.lost", role="cleaner")
-                    leading = False
-            except LostFence:
-                log.warning("leader.lost", role="cleaner", detail="the pass wrote nothing")
-                leading = False
-            except PyMongoError as exc:
-                log.warning("clean.failed", error=first_line(exc))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), timeout=interval)
-        await self.lease.release()
+
+        async def one_pass() -> bool:
+            await self.fenced_clean()
+            return False  # the next pass after the interval
+
+        async def lead() -> None:
+            await self.leadership.units(one_pass, Pace(interval, interval), name="clean")
+
+        await self.leadership.run(lead, standby_poll_s=interval)
 
     async def fenced_clean(self) -> CleanReport:
-        """:meth:`clean` in a transaction fenced by the lease; :class:`LostFence` if it is not ours."""
-        outside = self.c
+        """:meth:`clean` in a transaction fenced by the lease; :class:`LostLease` if it is not ours."""
         with self.events.held():
-            async with fenced_transaction(self._db, self.lease) as inside:
-                self.c = inside
-                try:
-                    report = await self.clean()
-                    self.fault("clean.before_commit")
-                finally:
-                    self.c = outside
+            async with self.leadership.fenced() as inside:
+                report = await self.clean(inside)
+                self.fault("clean.before_commit")
         log_quarantined(log, report.quarantined)  # committed
         return report
 
-    async def clean(self) -> CleanReport:
+    async def clean(self, c: Collections) -> CleanReport:
+        """One pass on ``c`` (the collections of its transaction, or, in tests, plain ones)."""
         now = self.clock.now()
-        report = CleanReport()
-        cutoff = now - timedelta(seconds=self.config.considered_dead_after_s)
-        self._report = report
-        stale = await self.c.heartbeats.find(
-            {"$or": [{"fresh_until": {"$lte": now}}, {"last_seen_at": {"$lt": cutoff}}]}).to_list()
+        p = Pass(c, now, now - timedelta(seconds=self.config.considered_dead_after_s), CleanReport())
+        stale = await heartbeats.read_stale(c.heartbeats, now, p.cutoff)
         dead = {b["_id"]: b for b in stale if not isinstance(b.get("last_seen_at"), datetime)
-                or b["last_seen_at"] < cutoff}
+                or b["last_seen_at"] < p.cutoff}
         silent = [b for b in stale if b["_id"] not in dead and missed_beats(b, now)]
-        taken = await take_back(self.c, await find_stranded(self.c, silent), now)
+        taken = await take_back(c, await find_stranded(c, silent), now)
         for s, kind in taken:
             self.events.warning(f"job.{kind}", job_id=str(s.job["_id"]), worker_id=s.entry["_id"],
                                 attempt=s.job.get("attempts"), group=s.job.get("group"), detail=s.reason)
-        report.unlocked_jobs += len(taken)
-        entries = {e["_id"]: e for e in await self.c.roster.find({"_id": {"$in": list(dead)}}).to_list()}
-        entries.update(await self._without_heartbeat(cutoff))
+        p.report.unlocked_jobs += len(taken)
+        entries = {e["_id"]: e for e in await roster.read_entries(c.roster, list(dead))}
+        entries.update(await self._without_heartbeat(c, p.cutoff))
         for worker_id in {*dead, *entries}:
             if not self.lease.held:
-                return report
-            unlocked = await self.remove_dead_worker(entries.get(worker_id), dead.get(worker_id), now)
+                return p.report
+            unlocked = await self.remove_dead_worker(p, entries.get(worker_id), dead.get(worker_id))
             if unlocked is not None:
-                report.dead_workers += 1
-                report.unlocked_jobs += unlocked
-        report.unlocked_jobs += await self.sweep_orphans(now, cutoff)
-        report.pruned = await self.prune(now)
-        return report
+                p.report.dead_workers += 1
+                p.report.unlocked_jobs += unlocked
+        p.report.unlocked_jobs += await self.sweep_orphans(p)
+        p.report.pruned = await self.prune(c, now)
+        return p.report
 
-    async def _without_heartbeat(self, cutoff: datetime) -> dict[Any, dict[str, Any]]:
+    async def _without_heartbeat(self, c: Collections, cutoff: datetime) -> dict[object, Document]:
         """Roster entries not created since ``cutoff`` that have no (readable) heartbeat document.
 
         Reads every such entry's id, so it runs at most once per ``considered_dead_after``.
@@ -177,38 +180,30 @@ class CleanerProcess:
         if self._next_orphan_scan is not None and now < self._next_orphan_scan:
             return {}
         self._next_orphan_scan = now + timedelta(seconds=self.config.considered_dead_after_s)
-        old = self.c.roster.find({"created_at": {"$not": {"$gte": cutoff}}}, {"_id": 1})
-        ids = [e["_id"] for e in await old.to_list()]
+        ids = await roster.ids_created_before(c.roster, cutoff)
         if not ids:
             return {}
         # A heartbeat document without a date in last_seen_at counts as none: no query finds it stale.
-        beating = {b["_id"] for b in await self.c.heartbeats.find(
-            {"_id": {"$in": ids}}, {"last_seen_at": 1}).to_list() if isinstance(b.get("last_seen_at"), datetime)}
+        beating = await heartbeats.read_dated(c.heartbeats, ids)
         lone = [i for i in ids if i not in beating]
-        return {e["_id"]: e for e in await self.c.roster.find({"_id": {"$in": lone}}).to_list()} if lone else {}
+        return {e["_id"]: e for e in await roster.read_entries(c.roster, lone)} if lone else {}
 
-    async def remove_dead_worker(self, worker: dict[str, Any] | None, beat: dict[str, Any] | None,
-                                 now: datetime) -> int | None:
+    async def remove_dead_worker(self, p: Pass, worker: Document | None, beat: Document | None) -> int | None:
         """Delete a dead worker's heartbeat and entry and unlock its jobs; None if the entry was not deleted."""
         outcome = (worker or {}).get("outcome")
         if worker is not None and outcome and outcome_problem(outcome) is None:
             log.info("worker.dead_with_outcome", worker_id=worker["_id"],
                      detail="waiting for the recruiter to apply its last outcome")
             return None
-        if beat is not None:
-            gone = await self.c.heartbeats.delete_one({"_id": beat["_id"], "last_seen_at": beat.get("last_seen_at")})
-            if not gone.deleted_count:
-                return None  # it came back to life, or someone else handled it
+        if beat is not None and not await heartbeats.delete_beat(p.c.heartbeats, beat):
+            return None  # it came back to life, or someone else handled it
         if worker is None:
             return None  # a heartbeat left by an entry already removed
         if beat is None:  # an unreadable heartbeat document goes with its entry
-            await self.c.heartbeats.delete_one({"_id": worker["_id"], "last_seen_at": {"$not": {"$type": "date"}}})
+            await heartbeats.delete_undated(p.c.heartbeats, worker["_id"])
         # A malformed outcome is never applied: the entry goes, its job is unlocked below.
-        fence: dict[str, Any] = {"_id": {"$eq": worker["_id"]}, "session": {"$eq": worker.get("session")},
-                                 "outcome": {"$eq": outcome} if "outcome" in worker else {"$exists": False}}
-        if beat is None and "last_seen_at" in worker:
-            fence["last_seen_at"] = {"$eq": worker["last_seen_at"]}
-        if not (await self.c.roster.delete_one(fence)).deleted_count:
+        if not await roster.delete_dead_entry(p.c.roster, worker, by_last_seen=beat is None
+                                              and "last_seen_at" in worker):
             return None
         if beat is not None and beat.get("session") != worker.get("session"):
             beat = None  # the heartbeat of another registration with this id
@@ -218,97 +213,87 @@ class CleanerProcess:
         # Only the jobs the entry referred to: a job locked for a new entry with the same
         # id (a restarted worker) is not this dead worker's. Other locks go to the orphan sweep.
         held = list(jobs_referenced_by(worker))
-        jobs = await self.c.scheduled.find(
-            {"_id": {"$in": held}, "locked": True, "locked_by": worker["_id"]}).to_list() if held else []
+        jobs = await scheduled.read_held_by(p.c.scheduled, held, worker["_id"]) if held else []
         reason = (f"worker {worker['_id']} (pid {worker.get('pid')} on {worker.get('hostname')}) "
                   f"stopped heartbeating; last seen {seen_text}")
-        return await self._unlock(jobs, worker, beat, now, reason)
+        return await self._unlock(p, jobs, worker, beat, reason)
 
-    async def sweep_orphans(self, now: datetime, cutoff: datetime) -> int:
-        """Unlock jobs locked before ``cutoff`` that no roster entry holds.
+    async def sweep_orphans(self, p: Pass) -> int:
+        """Unlock jobs locked before the pass's cutoff that no roster entry holds.
 
         Either the worker is gone (a cleaner died between deleting it and
         unlocking its jobs), or its entry no longer refers to the job (a write
         the server lost). The unlock is conditional on the lock token, so a job
         the recruiter archives or reschedules meanwhile is left alone.
         """
-        locked = await self._well_formed(
-            await self.c.scheduled.find({"locked": True, "locked_at": {"$lt": cutoff}}).to_list())
+        locked = await self._well_formed(p, await scheduled.read_locked_before(p.c.scheduled, p.cutoff))
         if not locked:
             return 0
-        entries = {w["_id"]: w for w in await self.c.roster.find(
-            {"_id": {"$in": list({j.get("locked_by") for j in locked})}}, REFERENCE_FIELDS).to_list()}
+        entries = {w["_id"]: w for w in await roster.read_references(
+            p.c.roster, list({j.get("locked_by") for j in locked}))}
         gone = [j for j in locked if j.get("locked_by") not in entries]
         forgotten = [j for j in locked if j.get("locked_by") in entries
                      and j["_id"] not in jobs_referenced_by(entries[j["locked_by"]])]
-        return (await self._unlock(gone, None, None, now, "its worker left the roster without finishing it")
-                + await self._unlock(forgotten, None, None, now, "its worker no longer refers to it"))
+        return (await self._unlock(p, gone, None, None, "its worker left the roster without finishing it")
+                + await self._unlock(p, forgotten, None, None, "its worker no longer refers to it"))
 
-    async def _well_formed(self, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def _well_formed(self, p: Pass, jobs: list[Document]) -> list[Document]:
         """The well-formed ``jobs``; the others are quarantined (:mod:`recruiter.quarantine`)."""
         malformed = [m for j in jobs if (m := check_job(j)) is not None]
         if not malformed:
             return jobs
-        self._report.quarantined += await quarantine(self.c, malformed, self.clock.now())
+        p.report.quarantined += await quarantine(p.c, malformed, self.clock.now())
         bad = [m.document for m in malformed]
         return [j for j in jobs if not any(j is d for d in bad)]
 
-    async def _unlock(self, jobs: list[dict[str, Any]], worker: dict[str, Any] | None, beat: dict[str, Any] | None,
-                      now: datetime, reason: str) -> int:
+    async def _unlock(self, p: Pass, jobs: list[Document], worker: Raw | None, beat: Raw | None,
+                      reason: str) -> int:
         """Return or unlock as crashed each job of a dead ``worker`` (:func:`recruiter.liveness.rescue_update`)."""
-        jobs = await self._well_formed(jobs)
-        jobs = await self._finish_archived(jobs)
+        jobs = await self._finish_archived(p.c, await self._well_formed(p, jobs))
         if not jobs:
             return 0
-        rescues = [(j, *rescue_update(j, worker, beat, now, reason)) for j in jobs]
-        result = await self.c.scheduled.bulk_write([UpdateOne(*change) for _, _, change in rescues], ordered=False)
-        if result.modified_count < len(jobs):
+        rescues = [(j, *rescue_update(j, worker, beat, p.now, reason)) for j in jobs]
+        changed = await scheduled.apply_changes(p.c.scheduled, [change for _, _, change in rescues])
+        if changed < len(jobs):
             # Some changed since they were read (each update is conditional on its lock token):
             # log only those this write returned or unlocked.
-            unlocked = {d["_id"] for d in await self.c.scheduled.find(
-                {"_id": {"$in": [j["_id"] for j in jobs]}, "$or": [
-                    {"crash_pending": True, "last_execution.ended_at": now, "last_execution.message": reason},
-                    {"last_return.returned_at": now, "last_return.reason": reason}]}, {"_id": 1}).to_list()}
+            unlocked = await scheduled.read_rescued(p.c.scheduled, [j["_id"] for j in jobs], p.now, reason)
             rescues = [r for r in rescues if r[0]["_id"] in unlocked]
         for j, kind, _ in rescues:
             self.events.warning(f"job.{kind}", job_id=str(j["_id"]), worker_id=j.get("locked_by"),
                                 attempt=j.get("attempts"), group=j.get("group"))
-        return int(result.modified_count)
+        return changed
 
-    async def _finish_archived(self, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def _finish_archived(self, c: Collections, jobs: list[Document]) -> list[Document]:
         """Delete from ``scheduled`` the jobs already archived; return the others.
 
         Conditional on the lock token, as the recruiter's own delete is.
         """
         if not jobs:
             return jobs
-        archived = {d["_id"] for d in await self.c.archived.find(
-            {"_id": {"$in": [j["_id"] for j in jobs]}}, {"_id": 1}).to_list()}
-        done = [j for j in jobs if j["_id"] in archived]
+        done_ids = await archived.read_ids(c.archived, [j["_id"] for j in jobs])
+        done = [j for j in jobs if j["_id"] in done_ids]
         if done:
-            result = await self.c.scheduled.delete_many(
-                {"$or": [{"_id": j["_id"], "lock_token": j.get("lock_token")} for j in done]})
-            if result.deleted_count < len(done):  # some changed since they were read: log the deleted ones
-                left = {d["_id"] for d in await self.c.scheduled.find(
-                    {"_id": {"$in": [j["_id"] for j in done]}}, {"_id": 1}).to_list()}
+            deleted = await scheduled.delete_finished(c.scheduled, [(j["_id"], j.get("lock_token")) for j in done])
+            if deleted < len(done):  # some changed since they were read: log the deleted ones
+                left = await scheduled.read_ids(c.scheduled, [j["_id"] for j in done])
                 done = [j for j in done if j["_id"] not in left]
             for j in done:
                 self.events.warning("archive.reconciled", job_id=str(j["_id"]),
                                     detail="it was archived but still in scheduled; the delete was finished")
-        return [j for j in jobs if j["_id"] not in archived]
+        return [j for j in jobs if j["_id"] not in done_ids]
 
-    async def prune(self, now: datetime) -> int:
+    async def prune(self, c: Collections, now: datetime) -> int:
         """Delete archived jobs past retention, at most ``PRUNE_BATCH`` per pass (one transaction stays small)."""
         cutoff = now - timedelta(seconds=self.config.clean_after_s)
-        old = [d["_id"] for d in await self.c.archived.find(
-            {"archived_at": {"$lt": cutoff}}, {"_id": 1}).limit(PRUNE_BATCH).to_list()]
+        old = await archived.read_expired(c.archived, cutoff, PRUNE_BATCH)
         if not old:
             return 0
-        result = await self.c.archived.delete_many({"_id": {"$in": old}, "archived_at": {"$lt": cutoff}})
-        if result.deleted_count:
-            self.events.info("archived.pruned", count=result.deleted_count)
-        return int(result.deleted_count)
+        deleted = await archived.delete_expired(c.archived, old, cutoff)
+        if deleted:
+            self.events.info("archived.pruned", count=deleted)
+        return deleted
 
 
-def _when(value: Any) -> str:
+def _when(value: object) -> str:
     return value.isoformat() if isinstance(value, datetime) else f"never (last_seen_at is {type(value).__name__})"

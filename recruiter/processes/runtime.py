@@ -172,37 +172,3 @@ def supervised(run_worker: Callable[..., None], *args: object) -> int:
     from recruiter.processes.worker.supervisor import supervise
 
     return supervise(run_worker, *args, child_env=SUPERVISED)
-
-
-class Cancellable:
-    """A process without a force of its own: forcing it cancels the task that runs it.
-
-    Until the recruiter and the cleaner have ``force``, ``busy`` and ``exit_code``
-    of their own, the command line wraps them in this (the worker has them).
-    """
-
-    exit_code = 0
-
-    def __init__(self, inner: _Runnable) -> None:
-        self._inner = inner
-        self._task: asyncio.Task[None] | None = None
-
-    async def run(self) -> None:
-        self._task = asyncio.current_task()
-        await self._inner.run()
-
-    def stop(self) -> None:
-        self._inner.stop()
-
-    def force(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-
-    def busy(self) -> bool:
-        return False
-
-
-class _Runnable(Protocol):
-    async def run(self) -> None: ...
-
-    def stop(self) -> None: ...

@@ -30,7 +30,7 @@ from recruiter.store.connection import (
 from recruiter.store.heartbeats import heartbeats_by_worker
 from recruiter.store.indexes import ensure_indexes, ensure_indexes_sync
 from recruiter.store.layout import AsyncClient, AsyncDb, Collections, Document, SyncClient, SyncCollections, SyncDb
-from recruiter.store.metadata import read_leases
+from recruiter.store.metadata import read_leases, read_paused, switch_paused, unused_names
 from recruiter.store.roster import entries_by_id, entries_summary, longest_heartbeat_interval, request_stop
 from recruiter.store.scheduled import count_by_status
 from recruiter.store.wakeup import Wake
@@ -66,7 +66,10 @@ __all__ = [
     "longest_heartbeat_interval",
     "parse_target",
     "read_leases",
+    "read_paused",
     "request_stop",
+    "switch_paused",
     "sync_client",
+    "unused_names",
     "wait_until_reachable",
 ]

@@ -6,7 +6,13 @@ transaction that deletes it from ``scheduled``; nothing else writes here.
 
 from __future__ import annotations
 
-from recruiter.store.layout import SyncColl
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from bson.min_key import MinKey
+from pymongo import UpdateOne
+
+from recruiter.store.layout import AsyncColl, SyncColl
 
 # -- the worker: its own entry, its job, its heartbeat (processes/worker) --------------
 
@@ -14,7 +20,52 @@ from recruiter.store.layout import SyncColl
 # -- the recruiter and the cleaner (processes/recruiter.py, processes/cleaner.py) ------
 
 
+async def archive(archived: AsyncColl, docs: Sequence[Mapping[str, object]]) -> None:
+    """Write the archived copies ``docs``: an upsert that only sets fields on insert, so a copy
+    archived by an earlier, half-done apply is left as it is, without the duplicate-key error
+    that would abort the round's transaction."""
+    await archived.bulk_write(
+        [UpdateOne({"_id": d["_id"]}, {"$setOnInsert": {k: v for k, v in d.items() if k != "_id"}}, upsert=True)
+         for d in docs],
+        ordered=False,
+    )
+
+
+async def read_ids(archived: AsyncColl, ids: Sequence[object]) -> set[object]:
+    """Which of ``ids`` have an archived copy."""
+    return {d["_id"] for d in await archived.find({"_id": {"$in": list(ids)}}, {"_id": 1}).to_list()}
+
+
+async def read_expired(archived: AsyncColl, cutoff: datetime, limit: int) -> list[object]:
+    """The ids of up to ``limit`` copies archived before ``cutoff``."""
+    return [d["_id"] for d in await archived.find({"archived_at": {"$lt": cutoff}}, {"_id": 1}).limit(limit).to_list()]
+
+
+async def delete_expired(archived: AsyncColl, ids: Sequence[object], cutoff: datetime) -> int:
+    result = await archived.delete_many({"_id": {"$in": list(ids)}, "archived_at": {"$lt": cutoff}})
+    return int(result.deleted_count)
+
+
+
 # -- liveness, quarantine and the fairness cursor (moved from domain/) -----------------
+
+
+async def archive_copies(archived: AsyncColl, copies: Sequence[tuple[object, Mapping[str, object]]]) -> list[int]:
+    """Write quarantined copies (``(_id, copy)``, upserts that only set fields on insert);
+    returns the positions of those written now (not by an earlier pass)."""
+    result = await archived.bulk_write(
+        # $eq: an _id that is itself a document is not read as operators.
+        [UpdateOne({"_id": {"$eq": job_id}}, {"$setOnInsert": copy}, upsert=True) for job_id, copy in copies],
+        ordered=False,
+    )
+    return sorted(result.upserted_ids or {})
+
+
+def carries_name(archived: SyncColl, kind: str, name: str) -> bool:
+    """Whether an archived job carries group or tenant ``name``: one ``find_one`` on ``by_group``."""
+    where: dict[str, object] = {"group": name} if kind == "group" else {"group": {"$gte": MinKey()}, "tenant": name}
+    return archived.find_one(where, {"_id": 1}, hint="by_group") is not None
+
 
 
 # -- the producer and the operator's commands (producer/, cli/) ------------------------

@@ -23,8 +23,6 @@ from pymongo.uri_parser import parse_uri
 from recruiter.store import monitoring
 from recruiter.store.layout import AsyncClient, AsyncDb, SyncClient, SyncDb
 
-# Every error the driver raises talking to the server: the code outside store/ catches this name.
-StoreError = PyMongoError
 
 DEFAULT_URI = "mongodb://localhost:27017/recruiter"
 DEFAULT_DATABASE = "recruiter"
@@ -118,6 +116,11 @@ def async_client(target: Target, *, app_name: str = "recruiter", server_selectio
                  event_listeners: list[CommandListener] | None = None) -> AsyncClient:
     return AsyncMongoClient(target.uri, event_listeners=[*(event_listeners or []), *monitoring.listeners()],
                             **_client_options(server_selection_timeout_s, app_name))
+
+
+# Every error the driver raises: what the processes catch to survive a failed step
+# (they import this name, not pymongo: only the store imports the driver).
+StoreError = PyMongoError
 
 
 def first_line(exc: BaseException, limit: int = 200) -> str:

@@ -20,27 +20,28 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 import pymongo
 from pymongo import ReturnDocument
+from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from recruiter.domain.clock import Clock
+from recruiter.store.layout import AsyncColl, Document
 
 
 @dataclass
 class Lease:
-    collection: Any  # async metadata collection
+    collection: AsyncColl  # metadata
     name: str
     owner: str
     ttl: timedelta
     clock: Clock
     epoch: int | None = None
     expires_at: datetime | None = None
-    session: Any = None  # the session of this holder's fenced transactions
+    session: AsyncClientSession | None = None  # the session of this holder's fenced transactions
 
-    def _new_session(self) -> Any:
+    def _new_session(self) -> AsyncClientSession:
         if self.session is not None:
             return self.session
         self.session = self.collection.database.client.start_session()
@@ -126,7 +127,7 @@ class Lease:
         self.expires_at = expires_at
         return True
 
-    async def fence(self, session: Any) -> bool:
+    async def fence(self, session: AsyncClientSession) -> bool:
         """Inside ``session``'s transaction, write to the lease document if it is still ours.
 
         The write makes the transaction conflict with a successor's
@@ -161,6 +162,5 @@ class Lease:
             )
             await self._end_session()
 
-    async def holder(self) -> dict[str, Any] | None:
-        doc: dict[str, Any] | None = await self.collection.find_one({"_id": self.name})
-        return doc
+    async def holder(self) -> Document | None:
+        return await self.collection.find_one({"_id": self.name})

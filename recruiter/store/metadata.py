@@ -5,7 +5,12 @@ Invariant: The leases live here too (:mod:`recruiter.store.leases`).
 
 from __future__ import annotations
 
-from recruiter.store.layout import Document, SyncColl
+from collections.abc import Mapping
+
+from recruiter.domain.control import CURSOR_ID, KINDS, PAUSED_ID, Paused, paused_from_document
+from recruiter.domain.records import Query
+from recruiter.store import archived, roster, scheduled
+from recruiter.store.layout import AsyncColl, Document, SyncColl, SyncDb
 
 # -- the worker: its own entry, its job, its heartbeat (processes/worker) --------------
 
@@ -14,6 +19,49 @@ from recruiter.store.layout import Document, SyncColl
 
 
 # -- liveness, quarantine and the fairness cursor (moved from domain/) -----------------
+
+
+async def read_cursor(metadata: AsyncColl) -> Document | None:
+    """The stored fairness cursor document, as stored (recruiter.domain.control.read_cursor checks it)."""
+    return await metadata.find_one({"_id": CURSOR_ID})
+
+
+async def replace_cursor(metadata: AsyncColl, document: Mapping[str, object]) -> None:
+    await metadata.replace_one({"_id": CURSOR_ID}, document, upsert=True)
+
+
+async def update_cursor(metadata: AsyncColl, changes: Query) -> None:
+    await metadata.update_one({"_id": CURSOR_ID}, changes, upsert=True)
+
+
+async def read_switches(metadata: AsyncColl) -> Document | None:
+    """The pause switches document, as stored (recruiter.domain.control.read_switches checks it)."""
+    return await metadata.find_one({"_id": PAUSED_ID})
+
+
+def switch_paused(metadata: SyncColl, kind: str, names: list[str], pause: bool) -> Paused:
+    """Pause or resume groups or tenants (``kind``: group | tenant); returns the switches now."""
+    field = KINDS[kind]
+    op = {"$addToSet": {field: {"$each": names}}} if pause else {"$pull": {field: {"$in": names}}}
+    metadata.update_one({"_id": PAUSED_ID}, op, upsert=True)
+    return read_paused(metadata)
+
+
+def read_paused(metadata: SyncColl) -> Paused:
+    return paused_from_document(metadata.find_one({"_id": PAUSED_ID}))
+
+
+def unused_names(db: SyncDb, kind: str, names: list[str]) -> list[str]:
+    """The ``names`` (of ``kind``: group | tenant) that no worker and no job, queued or archived,
+    has used (recruiter.domain.control: pausing one is most likely a typo)."""
+    return [name for name in names if not _used(db, kind, name)]
+
+
+def _used(db: SyncDb, kind: str, name: str) -> bool:
+    if kind == "group" and roster.names_group(db.roster, name):
+        return True
+    return scheduled.carries_name(db.scheduled, kind, name) or archived.carries_name(db.archived, kind, name)
+
 
 
 # -- the producer and the operator's commands (producer/, cli/) ------------------------

@@ -48,16 +48,18 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from bson import ObjectId
 
-from recruiter.domain.candidates import Paused, Query
+from recruiter.domain.candidates import Query
+from recruiter.domain.control import Paused
 from recruiter.domain.job import Priority, Status
+from recruiter.domain.records import Query as Filter
 from recruiter.domain.selection import DEFAULT_TENANT
+from recruiter.store.layout import Document
 
 WINDOW = 64  # keys between two fences: what one substream read returns at most, stragglers aside
-KEYS = {"_id": 1, "group": 1, "tenant": 1, "status": 1, "priority": 1, "scheduled_at": 1}
+KEYS: Filter = {"_id": 1, "group": 1, "tenant": 1, "status": 1, "priority": 1, "scheduled_at": 1}
 # The substreams of one (group, tenant) in index order (status descending, priority ascending).
 SUBSTREAMS = [(Status.RETRYING.value, Priority.HIGH.value), (Status.RETRYING.value, Priority.LOW.value),
               (Status.QUEUED.value, Priority.HIGH.value), (Status.QUEUED.value, Priority.LOW.value)]
@@ -66,25 +68,25 @@ RANK = {s: i for i, s in enumerate(SUBSTREAMS)}
 EVERY_TENANT = object()  # a gap that is a whole group
 
 # find(filter, projection, limit): with a limit, the first ``limit`` by (scheduled_at, _id).
-Find = Callable[[dict[str, Any], dict[str, Any] | None, int], Awaitable[list[dict[str, Any]]]]
-Fence = tuple[datetime, Any]  # (scheduled_at, _id); _id None: the whole of that instant
+Find = Callable[[Filter, Filter | None, int], Awaitable[list[Document]]]
+Fence = tuple[datetime, object]  # (scheduled_at, _id); _id None: the whole of that instant
 
 
-def id_order(value: Any) -> tuple[str, Any]:
+def id_order(value: object) -> tuple[str, float | str]:
     return type(value).__name__, value if isinstance(value, int | float) else str(value)
 
 
-def tenant_of(doc: dict[str, Any]) -> str:
+def tenant_of(doc: Document) -> str:
     return doc.get("tenant") or DEFAULT_TENANT
 
 
-def row_order(doc: dict[str, Any]) -> tuple[Any, ...]:
+def row_order(doc: Document) -> tuple[str, int, datetime, tuple[str, float | str]]:
     """Index order within a group (tenant, substream, scheduled_at, _id); the default tenant first."""
     return (tenant_of(doc), RANK.get((str(doc.get("status")), str(doc.get("priority"))), 9), doc["scheduled_at"],
             id_order(doc["_id"]))
 
 
-def is_ready(doc: dict[str, Any], now: datetime) -> bool:
+def is_ready(doc: Document, now: datetime) -> bool:
     """A job this reader can place: the keys the index orders by have the types it expects
     (anything else is left to the reader of job documents to quarantine)."""
     return (_placeable(doc) and (str(doc.get("status")), str(doc.get("priority"))) in RANK
@@ -98,7 +100,7 @@ class Substream:
     fences: list[Fence] = field(default_factory=list)
 
     @classmethod
-    def from_keys(cls, keys: list[dict[str, Any]], now: datetime) -> Substream:
+    def from_keys(cls, keys: list[Document], now: datetime) -> Substream:
         ordered = sorted(keys, key=row_order)
         posts = ordered[WINDOW - 1::WINDOW]
         if ordered and (not posts or posts[-1] is not ordered[-1]):
@@ -122,7 +124,7 @@ def above(name: str) -> dict[str, str]:
     return {"$gte": name + "\x00"}
 
 
-def substream_filter(group: str, tenant: str, status: str, priority: str) -> dict[str, Any]:
+def substream_filter(group: str, tenant: str, status: str, priority: str) -> Filter:
     return {"locked": False, "group": group, "tenant": tenant or None, "status": status, "priority": priority}
 
 
@@ -137,20 +139,26 @@ class ReadAhead:
         self.find = find
         self.groups: dict[str, set[str]] = {}
         self.substreams: dict[tuple[str, str, str, str], Substream] = {}
-        self.documents: dict[Any, dict[str, Any]] = {}
+        self.documents: dict[object, Document] = {}
         # Jobs a read met whose index keys this reader cannot place (a group or tenant that
         # is not a string, an unknown status or priority, a scheduled_at that is not a date):
         # never answered as candidates; left here, by id, for the quarantine of malformed jobs.
-        self.unplaceable: list[Any] = []
+        self.unplaceable: list[object] = []
         self.reads = 0
         self.rows_read = 0
 
-    async def _find(self, filter_: dict[str, Any], projection: dict[str, Any] | None,
-                    limit: int = 0) -> list[dict[str, Any]]:
+    async def _find(self, filter_: Filter, projection: Filter | None,
+                    limit: int = 0) -> list[Document]:
         rows = await self.find(filter_, projection, limit)
         self.reads += 1
         self.rows_read += len(rows)
         return rows
+
+    def take_found(self) -> tuple[dict[object, Document], list[object]]:
+        """Hand over what the reads since the last call met: the whole documents read (by
+        ``_id``) and the ids of jobs whose keys could not be placed; forget them here."""
+        found, self.documents, self.unplaceable = (self.documents, self.unplaceable), {}, []
+        return found
 
     async def warm(self, now: datetime) -> None:
         """Learn every group, tenant and substream at once: the keys of every queued job.
@@ -160,11 +168,11 @@ class ReadAhead:
         if not self.groups:
             await self._gap({"locked": False}, now)
 
-    async def answer(self, queries: list[Query], now: datetime, paused: Paused) -> list[list[dict[str, Any]]]:
+    async def answer(self, queries: list[Query], now: datetime, paused: Paused) -> list[list[Document]]:
         """The rows each query asks for, in index order (documents, some with only their keys)."""
         return [await self._answer(q, now, paused) for q in queries]
 
-    async def _answer(self, q: Query, now: datetime, paused: Paused) -> list[dict[str, Any]]:
+    async def _answer(self, q: Query, now: datetime, paused: Paused) -> list[Document]:
         need = q.skip + q.limit
         if q.group is None:
             rows = await self._groups_ring(q.group_after, need, now, paused)
@@ -176,11 +184,11 @@ class ReadAhead:
 
     # -- rings: known keys in order, and the gaps between them ------------------------------
 
-    async def _groups_ring(self, after: str | None, need: int, now: datetime, paused: Paused) -> list[dict[str, Any]]:
-        rows: list[dict[str, Any]] = []
+    async def _groups_ring(self, after: str | None, need: int, now: datetime, paused: Paused) -> list[Document]:
+        rows: list[Document] = []
         lower = after
         for g in [*sorted(k for k in self.groups if after is None or k > after), None]:
-            span: dict[str, Any] = {} if lower is None else above(lower)
+            span: dict[str, str] = {} if lower is None else above(lower)
             if g is not None:
                 span["$lt"] = g
             found = await self._gap({"locked": False, **({"group": span} if span else {})}, now)
@@ -195,8 +203,8 @@ class ReadAhead:
         return rows
 
     async def _tenants_ring(self, group: str, after: str | None, need: int, now: datetime,
-                            paused: Paused) -> list[dict[str, Any]]:
-        rows: list[dict[str, Any]] = []
+                            paused: Paused) -> list[Document]:
+        rows: list[Document] = []
         known = sorted(t for t in self.groups.get(group, ()) if after is None or t > after)
         lower = after
         for t in [*known, None]:
@@ -214,12 +222,12 @@ class ReadAhead:
             lower = t
         return rows
 
-    async def _gap(self, filter_: dict[str, Any], now: datetime) -> list[dict[str, Any]]:
+    async def _gap(self, filter_: Filter, now: datetime) -> list[Document]:
         """Jobs of groups or tenants not seen yet (keys only); learn them, return the ready ones in order."""
         found = await self._find(filter_, KEYS)
         self.unplaceable += [k.get("_id") for k in found if not _well_typed(k)]
         keys = [k for k in found if is_ready(k, now) or _placeable(k)]
-        by_substream: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
+        by_substream: dict[tuple[str, str, str, str], list[Document]] = {}
         for k in keys:
             self.groups.setdefault(k["group"], set()).add(tenant_of(k))
             for status, priority in SUBSTREAMS:
@@ -233,11 +241,11 @@ class ReadAhead:
     # -- one (group, tenant): its substreams, each up to its first fence ----------------------
 
     async def _stream(self, group: str, tenant: str, parts: list[tuple[str, str]], need: int,
-                      now: datetime) -> list[dict[str, Any]]:
+                      now: datetime) -> list[Document]:
         found = await asyncio.gather(*(self._substream((group, tenant, s, p), need, now) for s, p in parts))
         return [d for rows in found for d in rows][:need]
 
-    async def _substream(self, key: tuple[str, str, str, str], need: int, now: datetime) -> list[dict[str, Any]]:
+    async def _substream(self, key: tuple[str, str, str, str], need: int, now: datetime) -> list[Document]:
         state = self.substreams.get(key)
         base = substream_filter(*key)
         fresh = state is None or len(state.fences) <= 1
@@ -264,10 +272,10 @@ class ReadAhead:
             state.fences.pop(0)  # that window ran dry: the next one starts where it ended
         return rows[:need]
 
-    async def _window(self, base: dict[str, Any], fence: Fence, now: datetime, need: int) -> list[dict[str, Any]]:
+    async def _window(self, base: Filter, fence: Fence, now: datetime, need: int) -> list[Document]:
         """The first ``need`` whole documents of a substream up to ``fence`` (from its start)."""
         at, last_id = fence
-        parts: list[list[dict[str, Any]]]
+        parts: list[list[Document]]
         if last_id is None:
             parts = [await self._find({**base, "scheduled_at": up_to(min(at, now))}, None, need)]
         else:
@@ -282,19 +290,19 @@ class ReadAhead:
 _ID_TYPES = (ObjectId, str, int, float, datetime, bytes)  # hashable ids; a document as _id is malformed
 
 
-def _well_typed(doc: dict[str, Any]) -> bool:
+def _well_typed(doc: Document) -> bool:
     return (_placeable(doc) and (str(doc.get("status")), str(doc.get("priority"))) in RANK
             and isinstance(doc.get("scheduled_at"), datetime))
 
 
-def _placeable(doc: dict[str, Any]) -> bool:
+def _placeable(doc: Document) -> bool:
     """A job not due yet, whose keys are usable: its group and tenant are known to exist."""
     t = doc.get("tenant")
     return (isinstance(doc.get("_id"), _ID_TYPES) and isinstance(doc.get("group"), str)
             and (t is None or isinstance(t, str)))
 
 
-def _tenant_gaps(lower: str | None, upper: str | None) -> list[Any]:
+def _tenant_gaps(lower: str | None, upper: str | None) -> list[object]:
     """Conditions on ``tenant`` for the tenants strictly between two known ones.
 
     ``lower`` None is the start of the ring (the default tenant, stored as null,
@@ -302,12 +310,12 @@ def _tenant_gaps(lower: str | None, upper: str | None) -> list[Any]:
     MongoDB, so the default tenant is an equality of its own."""
     if lower is None and upper is None:
         return [EVERY_TENANT]  # a group not seen yet: all of it (tenants of any type)
-    spans: list[Any] = []
+    spans: list[object] = []
     if lower is None and upper != DEFAULT_TENANT:
         spans.append(None)
     if upper == DEFAULT_TENANT:
         return spans
-    span: dict[str, Any] = above(lower or "")
+    span: dict[str, str] = above(lower or "")
     if upper is not None:
         span["$lt"] = upper
     spans.append(span)

@@ -7,7 +7,12 @@ write never lands on a newer registration of the same id) is written once, here.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 
+from pymongo import UpdateOne
+
+from recruiter.domain.outcome import REFERENCE_FIELDS
 from recruiter.domain.records import Query
 from recruiter.store.layout import AsyncColl, Document, SyncColl
 
@@ -17,7 +22,97 @@ from recruiter.store.layout import AsyncColl, Document, SyncColl
 # -- the recruiter and the cleaner (processes/recruiter.py, processes/cleaner.py) ------
 
 
+def entry_as_read(worker_id: object, session: object) -> Query:
+    """The fenced roster filter: this registration of the entry, not a newer one with the same id."""
+    return {"_id": worker_id, "session": session}
+
+
+async def read_round_entries(roster: AsyncColl) -> list[Document]:
+    """The entries a round works on: available, or holding an outcome (without their job copy)."""
+    return await roster.find({"$or": [{"available": True}, {"outcome.token": {"$exists": True}}]},
+                             {"assigned_to": 0, "job": 0}).to_list()
+
+
+async def clear_outcomes(roster: AsyncColl, outcomes: Sequence[tuple[object, object]]) -> None:
+    """Remove applied outcomes, each ``(entry id, outcome token)`` only if still the same."""
+    if outcomes:
+        await roster.bulk_write([UpdateOne({"_id": worker_id, "outcome.token": token}, {"$unset": {"outcome": ""}})
+                                 for worker_id, token in outcomes], ordered=False)
+
+
+async def assign(roster: AsyncColl, picks: Sequence[Mapping[str, object]], now: datetime) -> int:
+    """Hand each pick (``{w: worker id, j: job id, job: copy or reference}``) to its entry, if still
+    available and not stopping, with ONE ``update_many``: an update pipeline keeps in each entry
+    only its own part (recruiter.processes.rounds.RoundWrites.assign); how many entries took theirs."""
+    own_pick = {"$arrayElemAt": [
+        {"$filter": {"input": {"$literal": list(picks)}, "cond": {"$eq": ["$$this.w", "$_id"]}}}, 0]}
+    result = await roster.update_many(
+        {"_id": {"$in": list(dict.fromkeys(p["w"] for p in picks))}, "available": True, "stopping": {"$ne": True}},
+        [
+            {"$set": {"_pick": own_pick}},
+            {"$set": {"available": False, "assigned_since": now,
+                      "assigned_to": {"$arrayToObject": [[{"k": "$_pick.w", "v": "$_pick.j"}]]},
+                      "job": "$_pick.job"}},
+            {"$unset": ["_pick", "outcome"]},
+        ],
+    )
+    return int(result.modified_count)
+
+
+async def read_assignments(roster: AsyncColl, ids: Sequence[object]) -> list[Document]:
+    return await roster.find({"_id": {"$in": list(ids)}}, {"assigned_to": 1}).to_list()
+
+
+async def read_references(roster: AsyncColl, ids: Sequence[object]) -> list[Document]:
+    """The entries of ``ids`` with the fields that name the jobs they hold (recruiter.domain.outcome)."""
+    return await roster.find({"_id": {"$in": list(ids)}}, REFERENCE_FIELDS).to_list()
+
+
+async def read_entries(roster: AsyncColl, ids: Sequence[object]) -> list[Document]:
+    return await roster.find({"_id": {"$in": list(ids)}}).to_list()
+
+
+async def ids_created_before(roster: AsyncColl, cutoff: datetime) -> list[object]:
+    """The ids of the entries not created since ``cutoff`` (a missing date counts as old)."""
+    return [e["_id"] for e in await roster.find({"created_at": {"$not": {"$gte": cutoff}}}, {"_id": 1}).to_list()]
+
+
+async def delete_dead_entry(roster: AsyncColl, entry: Mapping[str, object], *, by_last_seen: bool) -> bool:
+    """Delete a dead worker's entry as it was read: same registration, same outcome (or none), and
+    with ``by_last_seen`` the same ``last_seen_at``; whether it was deleted."""
+    fence: Query = {"_id": {"$eq": entry["_id"]}, "session": {"$eq": entry.get("session")},
+                    "outcome": {"$eq": entry["outcome"]} if "outcome" in entry else {"$exists": False}}
+    if by_last_seen:
+        fence["last_seen_at"] = {"$eq": entry["last_seen_at"]}
+    return bool((await roster.delete_one(fence)).deleted_count)
+
+
+
 # -- liveness, quarantine and the fairness cursor (moved from domain/) -----------------
+
+
+# What find_stranded needs of an entry.
+ENTRY_FIELDS = {"session": 1, "assigned_to": 1, "pid": 1, "hostname": 1}
+
+
+async def read_assigned_entries(roster: AsyncColl, ids: Sequence[object]) -> list[Document]:
+    """The entries of ``ids`` that hold an assignment and no outcome."""
+    return await roster.find({"_id": {"$in": list(ids)}, "available": False, "outcome": {"$exists": False}},
+                             ENTRY_FIELDS).to_list()
+
+
+async def delete_stranded_entry(roster: AsyncColl, entry: Mapping[str, object], job_id: object) -> bool:
+    """Delete an entry that missed its beats, if it still holds ``job_id`` and no outcome (same session)."""
+    worker_id = entry["_id"]
+    deleted = await roster.delete_one({**entry_as_read(worker_id, entry.get("session")),
+                                       f"assigned_to.{worker_id}": job_id, "outcome": {"$exists": False}})
+    return bool(deleted.deleted_count)
+
+
+def names_group(roster: SyncColl, group: str) -> bool:
+    """Whether some worker's ``work_on`` names ``group``."""
+    return roster.find_one({"work_on": group}, {"_id": 1}) is not None
+
 
 
 # -- the producer and the operator's commands (producer/, cli/) ------------------------

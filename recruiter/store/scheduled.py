@@ -6,6 +6,15 @@ assignment) is written once, here.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+
+from bson.min_key import MinKey
+from pymongo import DeleteOne, UpdateOne
+
+from recruiter.domain.documents import PRIORITIES, UNLOCKED_STATUSES
+from recruiter.domain.outcome import ROLLBACK_PIPELINE
+from recruiter.domain.records import Query
 from recruiter.store.layout import AsyncColl, Document, SyncColl
 
 # -- the worker: its own entry, its job, its heartbeat (processes/worker) --------------
@@ -14,7 +23,149 @@ from recruiter.store.layout import AsyncColl, Document, SyncColl
 # -- the recruiter and the cleaner (processes/recruiter.py, processes/cleaner.py) ------
 
 
+def held(job_id: object, token: object) -> Query:
+    """The lock-token filter: the job, still locked by the assignment of ``token``."""
+    return {"_id": job_id, "lock_token": token}
+
+
+# (filter, update) pairs the domain computes (recruiter.domain.outcome, recruiter.domain.liveness).
+Change = tuple[Query, Query]
+
+
+async def read_jobs(scheduled: AsyncColl, ids: Sequence[object]) -> list[Document]:
+    """The jobs of ``ids`` that are still in ``scheduled``, whole."""
+    return await scheduled.find({"_id": {"$in": list(ids)}}).to_list()
+
+
+async def read_unlocked_jobs(scheduled: AsyncColl, ids: Sequence[object]) -> list[Document]:
+    return await scheduled.find({"_id": {"$in": list(ids)}, "locked": False}).to_list()
+
+
+async def read_ids(scheduled: AsyncColl, ids: Sequence[object]) -> set[object]:
+    """Which of ``ids`` are still in ``scheduled``."""
+    return {d["_id"] for d in await scheduled.find({"_id": {"$in": list(ids)}}, {"_id": 1}).to_list()}
+
+
+async def find_candidates(scheduled: AsyncColl, filter_: Query, projection: Query | None,
+                          limit: int) -> list[Document]:
+    """One read of the read-ahead (recruiter.store.readahead): with a limit, the first ``limit``
+    by (scheduled_at, _id)."""
+    cursor = scheduled.find(filter_, projection)
+    if limit:
+        cursor = cursor.sort([("scheduled_at", 1), ("_id", 1)]).limit(limit)
+    return await cursor.to_list()
+
+
+async def delete_archived(scheduled: AsyncColl, locks: Iterable[tuple[object, object]]) -> None:
+    """Delete jobs whose archived copy was just written: one delete per job by ``_id`` (then its
+    token), a point lookup on any server, where an ``$or`` of them is a scan on the embedded one."""
+    await scheduled.bulk_write([DeleteOne(held(job_id, token)) for job_id, token in locks], ordered=False)
+
+
+async def apply_changes(scheduled: AsyncColl, changes: Sequence[Change]) -> int:
+    """Apply conditional (filter, update) pairs in one bulk write; how many changed a job."""
+    result = await scheduled.bulk_write([UpdateOne(f, u) for f, u in changes], ordered=False)
+    return int(result.modified_count)
+
+
+def unlocked_as_read(job_id: object, attempts: int | None) -> Query:
+    """A lock's filter: the job still free, with the attempt count the round read (if it read it)."""
+    filter_: Query = {"_id": job_id, "locked": False}
+    if attempts is not None:
+        filter_["attempts"] = attempts
+    return filter_
+
+
+async def read_locks(scheduled: AsyncColl) -> list[Document]:
+    """Every locked job: its ``locked_by`` and ``lock_token`` only."""
+    return await scheduled.find({"locked": True}, {"locked_by": 1, "lock_token": 1}).to_list()
+
+
+async def roll_back(scheduled: AsyncColl, locks: Iterable[tuple[object, object]]) -> int:
+    """Release locks that never reached a worker (each by its token); how many were released."""
+    result = await scheduled.bulk_write([UpdateOne(held(job_id, token), ROLLBACK_PIPELINE)
+                                         for job_id, token in locks], ordered=False)
+    return int(result.modified_count)
+
+
+async def read_held_by(scheduled: AsyncColl, ids: Sequence[object], worker_id: object) -> list[Document]:
+    """The jobs of ``ids`` still locked by ``worker_id``."""
+    return await scheduled.find({"_id": {"$in": list(ids)}, "locked": True, "locked_by": worker_id}).to_list()
+
+
+async def read_locked_before(scheduled: AsyncColl, cutoff: datetime) -> list[Document]:
+    return await scheduled.find({"locked": True, "locked_at": {"$lt": cutoff}}).to_list()
+
+
+async def read_rescued(scheduled: AsyncColl, ids: Sequence[object], now: datetime, reason: str) -> set[object]:
+    """Which of ``ids`` a rescue written at ``now`` for ``reason`` returned or unlocked."""
+    return {d["_id"] for d in await scheduled.find(
+        {"_id": {"$in": list(ids)}, "$or": [
+            {"crash_pending": True, "last_execution.ended_at": now, "last_execution.message": reason},
+            {"last_return.returned_at": now, "last_return.reason": reason}]}, {"_id": 1}).to_list()}
+
+
+async def delete_finished(scheduled: AsyncColl, locks: Sequence[tuple[object, object]]) -> int:
+    """Delete jobs found archived while still in ``scheduled`` (each by its token)."""
+    result = await scheduled.delete_many({"$or": [held(job_id, token) for job_id, token in locks]})
+    return int(result.deleted_count)
+
+
+
 # -- liveness, quarantine and the fairness cursor (moved from domain/) -----------------
+
+
+async def read_locked(scheduled: AsyncColl, ids: Sequence[object]) -> list[Document]:
+    return await scheduled.find({"_id": {"$in": list(ids)}, "locked": True}).to_list()
+
+
+async def apply_change(scheduled: AsyncColl, change: Change) -> bool:
+    """Apply one conditional (filter, update); whether it changed the job."""
+    return bool((await scheduled.update_one(*change)).modified_count)
+
+
+# A NUL cannot be in a name (names become field names); written as a regex escape,
+# since MongoDB refuses a pattern that holds one.
+_NO_NUL = {"$not": {"$regex": "\\x00"}}
+# What every job a candidate read (or the cleaner) can meet looks like, as a filter.
+_REACHABLE: Query = {
+    "$and": [
+        {"$or": [
+            {"locked": False, "status": {"$in": list(UNLOCKED_STATUSES)}},
+            {"locked": True, "status": "assigned", "locked_by": {"$type": "string"},
+             "lock_token": {"$type": "objectId"}, "locked_at": {"$type": "date"}},
+        ]},
+        {"$or": [{"tenant": None}, {"tenant": {"$type": "string", "$ne": "", **_NO_NUL}}]},
+        # A query on a field matches an array by its elements: the tests above would pass one.
+        {"$nor": [{f: {"$type": "array"}} for f in ("locked", "status", "group", "tenant", "priority",
+                                                     "scheduled_at", "locked_by", "lock_token", "locked_at")]},
+    ],
+    "scheduled_at": {"$type": "date", "$lte": datetime(9999, 12, 31, tzinfo=UTC)},
+    "group": {"$type": "string", "$nin": ["", "*"], **_NO_NUL},
+    "priority": {"$in": list(PRIORITIES)},
+}
+# A job no candidate read can meet: it would sit in ``scheduled`` forever. One predicate,
+# evaluated once per document (a long $or of type tests costs a scan per branch on some servers).
+UNREACHABLE: Query = {"$nor": [_REACHABLE]}
+
+
+async def read_unreachable(scheduled: AsyncColl, limit: int) -> list[Document]:
+    """Up to ``limit`` jobs no candidate read can meet (recruiter.processes.upkeep.sweep)."""
+    return [doc async for doc in scheduled.find(UNREACHABLE).limit(limit)]
+
+
+async def delete_by_ids(scheduled: AsyncColl, ids: Sequence[object]) -> None:
+    """Delete jobs by ``_id`` (``$eq``: an ``_id`` that is itself a document is not read as operators)."""
+    await scheduled.bulk_write([DeleteOne({"_id": {"$eq": i}}) for i in ids], ordered=False)
+
+
+def carries_name(scheduled: SyncColl, kind: str, name: str) -> bool:
+    """Whether a job, queued or locked, carries group or tenant ``name`` (``kind``: group | tenant):
+    one ``find_one`` served by the ``candidates`` index (the group bound lets it serve a tenant alone)."""
+    where: Query = ({"locked": {"$in": [False, True]}, "group": name} if kind == "group" else
+                    {"locked": {"$in": [False, True]}, "group": {"$gte": MinKey()}, "tenant": name})
+    return scheduled.find_one(where, {"_id": 1}, hint="candidates") is not None
+
 
 
 # -- the producer and the operator's commands (producer/, cli/) ------------------------

@@ -12,12 +12,19 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from pymongo import WriteConcern
+from pymongo.errors import PyMongoError
 
 from recruiter.store.layout import Collections
 
 
 class LostFence(Exception):
     """The lease behind a fenced transaction is no longer held; nothing was written."""
+
+
+def is_conflict(exc: PyMongoError) -> bool:
+    """Whether ``exc`` aborted a transaction that met a concurrent write (it wrote nothing;
+    running it again may succeed)."""
+    return exc.has_error_label("TransientTransactionError")
 
 
 @contextlib.asynccontextmanager

@@ -9,7 +9,8 @@ from typing import Any
 import bson
 
 from recruiter.domain.job import HISTORY_ALLOWANCE_BYTES, JobOptions, build_job_document
-from recruiter.processes.recruiter import MAX_JOB_COPY_BYTES, RecruiterConfig, RecruiterProcess
+from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
+from recruiter.processes.rounds import MAX_JOB_COPY_BYTES
 from recruiter.store.wakeup import NOT_COPIED
 from tests.integration.test_processes_inproc import START, Harness, run, take_and_work
 from tests.workables import Carry

@@ -7,8 +7,8 @@ from typing import Any
 
 from pymongo import MongoClient
 
-from recruiter.domain import control
 from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
+from recruiter.store import metadata
 from recruiter.store.readahead import WINDOW
 from tests.integration.test_processes_inproc import Harness, run
 from tests.workables import Record
@@ -18,7 +18,7 @@ def switch(h: Harness, kind: str, name: str, pause: bool) -> None:
     """What ``recruiter groups|tenants pause|resume`` does."""
     client: MongoClient[Any] = MongoClient(h.db_uri)
     try:
-        control.switch(client.get_default_database().metadata, kind, [name], pause)
+        metadata.switch_paused(client.get_default_database().metadata, kind, [name], pause)
     finally:
         client.close()
 

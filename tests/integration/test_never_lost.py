@@ -23,10 +23,11 @@ from recruiter.domain.clock import ManualClock
 from recruiter.domain.liveness import MAX_UNPROVEN_RETURNS
 from recruiter.domain.retry import RetryManyTimes
 from recruiter.processes.cleaner import CleanerConfig, CleanerProcess
-from recruiter.processes.recruiter import LostLease, RecruiterConfig, RecruiterProcess, no_fault
+from recruiter.processes.leadership import LostLease, no_fault
+from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
 from recruiter.processes.worker.runtime import Running, WorkerIdTaken, WorkerProcess
 from recruiter.store import SyncCollections, request_stop
-from recruiter.store.transactions import LostFence, fenced_transaction
+from recruiter.store.transactions import fenced_transaction
 from tests.integration.test_processes_inproc import DEAD_AFTER_S, START, Harness, run, take_and_work
 from tests.workables import (
     AlwaysFails,
@@ -254,7 +255,7 @@ def test_a_stale_cleaner_pass_writes_nothing(db_uri: str) -> None:
         stale_clock.advance(timedelta(seconds=DEAD_AFTER_S + 1))  # it sees the worker dead, and its lease held
         assert stale.lease.held
 
-        with pytest.raises(LostFence):
+        with pytest.raises(LostLease):
             await stale.fenced_clean()
         assert await h.roster("silent") is not None
         assert (await h.job(job_id))["locked"] is True
@@ -404,7 +405,7 @@ async def half_done_archive(h: Harness) -> tuple[ObjectId, WorkerProcess]:
     assert entry is not None
     h.recruiter.fault = crash_at("archive.between_insert_and_delete")
     with pytest.raises(RuntimeError, match="injected"):
-        await h.recruiter.apply_outcomes([entry], h.clock.now())  # unfenced: the insert stays
+        await h.recruiter.apply_outcomes(h.recruiter.c, [entry], h.clock.now())  # unfenced: the insert stays
     h.recruiter.fault = no_fault
     return job_id, process
 

@@ -29,7 +29,8 @@ from recruiter.domain.clock import ManualClock
 from recruiter.domain.retry import ExponentialBackoff, RetryManyTimes
 from recruiter.domain.selection import Assignment
 from recruiter.processes.cleaner import CleanerConfig, CleanerProcess
-from recruiter.processes.recruiter import LostLease, RecruiterConfig, RecruiterProcess
+from recruiter.processes.leadership import LostLease
+from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
 from recruiter.processes.worker.heartbeat import HeartbeatThread, SlotView, beat
 from recruiter.processes.worker.runtime import Running, Slot, WorkerConfig, WorkerProcess
 from recruiter.producer.client import AsyncRecruiter
@@ -374,7 +375,7 @@ def test_worker_runs_records_and_next_round_archives(db_uri: str) -> None:
 
         # Applying the same outcome again changes nothing (a round repeated after a crash).
         replay = [{"_id": "w1", "outcome": outcome}]
-        assert await h.recruiter.apply_outcomes(replay, h.clock.now()) == 0
+        assert await h.recruiter.apply_outcomes(h.recruiter.c, replay, h.clock.now()) == 0
         assert await h.db.archived.count_documents({}) == 1
 
     run(db_uri, scenario)
@@ -505,7 +506,7 @@ def test_zombie_worker_cannot_record_its_outcome(db_uri: str) -> None:
 
         # ...long enough for the cleaner to declare it dead and take its job back.
         h.clock.advance(timedelta(seconds=DEAD_AFTER_S + 1))
-        report = await (await h.cleaner()).clean()
+        report = await (cleaner := await h.cleaner()).clean(cleaner.c)
         assert report.dead_workers == 1 and report.unlocked_jobs == 1
         left_by_cleaner = await h.job(job_id)
         assert left_by_cleaner is not None and left_by_cleaner["crash_pending"] is True
@@ -536,10 +537,10 @@ def test_cleaner_returns_a_job_its_dead_worker_never_showed_it_started(db_uri: s
 
         cleaner = await h.cleaner()
         h.clock.advance(timedelta(seconds=2.5 * WorkerConfig().heartbeat_interval_s))
-        assert (await cleaner.clean()).unlocked_jobs == 0  # late, but not silent long enough
+        assert (await cleaner.clean(cleaner.c)).unlocked_jobs == 0  # late, but not silent long enough
         h.clock.advance(timedelta(seconds=0.5 * WorkerConfig().heartbeat_interval_s))
         assert await cleaner.lease.acquire()
-        report = await cleaner.clean()  # long before --considered-dead-after
+        report = await cleaner.clean(cleaner.c)  # long before --considered-dead-after
         assert report.unlocked_jobs == 1
 
         assert await h.roster("dead") is None
@@ -613,10 +614,10 @@ def test_cleaner_unlocks_the_job_of_a_dead_worker(db_uri: str) -> None:
 
         cleaner = await h.cleaner()
         h.clock.advance(timedelta(seconds=DEAD_AFTER_S - 1))
-        assert (await cleaner.clean()).dead_workers == 0  # not late enough yet
+        assert (await cleaner.clean(cleaner.c)).dead_workers == 0  # not late enough yet
         h.clock.advance(timedelta(seconds=2))
         assert await cleaner.lease.acquire()
-        report = await cleaner.clean()
+        report = await cleaner.clean(cleaner.c)
         assert report.dead_workers == 1 and report.unlocked_jobs == 1
 
         assert await h.roster("dead") is None and await h.heartbeat("dead") is None
@@ -660,11 +661,11 @@ def test_an_at_most_once_job_is_archived_on_its_first_crash(db_uri: str) -> None
         assert await dead.poll(dead_slot) == job_id  # no sign it started: it may have all the same
         cleaner = await h.cleaner()
         h.clock.advance(timedelta(seconds=3 * WorkerConfig().heartbeat_interval_s + 1))
-        assert (await cleaner.clean()).unlocked_jobs == 0  # not taken back early: it may be running
+        assert (await cleaner.clean(cleaner.c)).unlocked_jobs == 0  # not taken back early: it may be running
         assert (await h.round()).taken_back == 0
         h.clock.advance(timedelta(seconds=DEAD_AFTER_S))
         assert await cleaner.lease.acquire()
-        assert (await cleaner.clean()).unlocked_jobs == 1
+        assert (await cleaner.clean(cleaner.c)).unlocked_jobs == 1
         alive, alive_slot = await h.worker("alive")
         assert (await h.round()).assigned == 1
         await take_and_work(alive, alive_slot)
@@ -686,7 +687,7 @@ def test_cleaner_keeps_a_worker_holding_an_outcome(db_uri: str) -> None:
 
         h.clock.advance(timedelta(seconds=DEAD_AFTER_S * 2))
         cleaner = await h.cleaner()
-        report = await cleaner.clean()
+        report = await cleaner.clean(cleaner.c)
         assert report.dead_workers == 0 and report.unlocked_jobs == 0
         entry = await h.roster("w1")
         assert entry is not None and entry["outcome"]["job"] == job_id
@@ -696,7 +697,7 @@ def test_cleaner_keeps_a_worker_holding_an_outcome(db_uri: str) -> None:
         # The recruiter applies it; only then may the cleaner remove the silent worker.
         assert (await h.round()).applied == 1
         assert (await h.archived(job_id))["why"] == "done"
-        assert (await cleaner.clean()).dead_workers == 1
+        assert (await cleaner.clean(cleaner.c)).dead_workers == 1
         assert await h.roster("w1") is None
         assert await h.db.scheduled.count_documents({}) == 0
 
@@ -715,7 +716,7 @@ def test_heartbeat_keeps_a_long_job_alive(db_uri: str) -> None:
             h.clock.advance(timedelta(seconds=DEAD_AFTER_S * 0.75))
             await process.heartbeat()
             assert await cleaner.lease.acquire()
-            assert (await cleaner.clean()).dead_workers == 0
+            assert (await cleaner.clean(cleaner.c)).dead_workers == 0
         beating = await h.heartbeat("slow")
         assert beating is not None
         assert beating["working"] is True and beating["working_on"] == job_id
@@ -742,12 +743,12 @@ def test_rollback_unassigned_releases_locks_no_worker_knows_about(db_uri: str) -
         # A leader locked these, then died before the roster update that hands them out.
         now = h.clock.now()
         assert await h.recruiter.lease.acquire()
-        locked = await h.recruiter.lock(
+        locked = await h.recruiter.lock(h.recruiter.c,
             [Assignment("idle", fresh), Assignment("idle", retrying), Assignment("ghost", ghost_job)], now)
         assert len(locked) == 3
         assert (await h.job(fresh))["attempts"] == 1 and (await h.job(retrying))["attempts"] == 2
 
-        await h.recruiter.rollback_unassigned()
+        await h.recruiter.rollback_unassigned(h.recruiter.c)
 
         for job_id, attempts, status in ((fresh, 0, "queued"), (retrying, 1, "retrying")):
             job = await h.job(job_id)
@@ -835,10 +836,10 @@ def test_cleaner_prunes_archived_jobs_older_than_clean_after(db_uri: str) -> Non
         ])
         # Checked on what is left: SecantusDB 0.7.0b3 was seen to over-report
         # deleted_count here (2 for one document), so the report's count is only >= 1.
-        assert (await cleaner.clean()).pruned >= 1
+        assert (await cleaner.clean(cleaner.c)).pruned >= 1
         assert sorted(d["_id"] for d in await h.db.archived.find().to_list()) == ["edge", "new"]
         h.clock.advance(timedelta(minutes=30))
-        assert (await cleaner.clean()).pruned >= 1
+        assert (await cleaner.clean(cleaner.c)).pruned >= 1
         assert [d["_id"] for d in await h.db.archived.find().to_list()] == ["new"]
 
     run(db_uri, scenario)
@@ -882,12 +883,12 @@ def test_cleaner_unlocks_a_job_its_live_worker_no_longer_refers_to(db_uri: str) 
         h.clock.advance(timedelta(seconds=DEAD_AFTER_S - 1))
         await worker.heartbeat()
         await other.heartbeat()
-        assert (await cleaner.clean()).unlocked_jobs == 0  # too recent: may be mid-assignment
+        assert (await cleaner.clean(cleaner.c)).unlocked_jobs == 0  # too recent: may be mid-assignment
         h.clock.advance(timedelta(seconds=2))
         await worker.heartbeat()
         await other.heartbeat()
         assert await cleaner.lease.acquire()
-        report = await cleaner.clean()
+        report = await cleaner.clean(cleaner.c)
         assert report.dead_workers == 0 and report.unlocked_jobs == 1
 
         job = await h.job(forgotten)
@@ -991,7 +992,7 @@ def test_cleaner_removes_entries_without_a_readable_heartbeat(db_uri: str) -> No
         assert (await h.round()).free_workers == 1  # only "fine" is given work meanwhile
         h.clock.advance(timedelta(seconds=DEAD_AFTER_S + 1))
         await h.worker("fine2")
-        report = await (await h.cleaner()).clean()
+        report = await (cleaner := await h.cleaner()).clean(cleaner.c)
         assert report.dead_workers == 3  # lone, garbled, and fine (silent since)
         assert {e["_id"] for e in await h.db.roster.find().to_list()} == {"fine2"}
         assert {b["_id"] for b in await h.db.heartbeats.find().to_list()} == {"fine2"}

@@ -16,7 +16,7 @@ from pymongo.errors import WriteError
 
 from recruiter.domain.documents import check_job
 from recruiter.domain.job import JobOptions, build_job_document
-from recruiter.domain.quarantine import quarantine, sweep_scheduled
+from recruiter.processes.upkeep import quarantine, sweep
 from recruiter.store.layout import Collections
 from tests.integration.test_processes_inproc import DEAD_AFTER_S, START, Harness, run, take_and_work
 from tests.workables import Record
@@ -97,7 +97,7 @@ def test_the_sweep_finds_exactly_the_jobs_no_candidate_read_can_meet(db_uri: str
         ]
         await h.db.scheduled.insert_many(unreachable, bypass_document_validation=True)
 
-        found = await sweep_scheduled(h.db.scheduled)
+        found = await sweep(h.db.scheduled)
 
         assert {m.id for m in found} == {d["_id"] for d in unreachable}
         assert all(m.reason for m in found)

@@ -23,7 +23,8 @@ from pymongo import AsyncMongoClient
 from pymongo.errors import PyMongoError, WriteConcernError
 from structlog.testing import capture_logs
 
-from recruiter.processes.recruiter import LostLease, RecruiterConfig, RecruiterProcess, no_fault
+from recruiter.processes.leadership import LostLease, no_fault
+from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
 from tests.conftest import wait_for_async
 from tests.integration.test_never_lost import crash_at
 from tests.integration.test_processes_inproc import DEAD_AFTER_S, Harness, run, take_and_work
@@ -79,8 +80,8 @@ def test_a_round_whose_commit_is_refused_after_a_takeover_logs_no_archive(db_uri
             successor = RecruiterProcess(other.get_default_database(), h.clock, RecruiterConfig(), owner="successor")
             carry_out = h.recruiter.carry_out
 
-            async def then_frozen(plan: Any) -> Any:
-                report = await carry_out(plan)
+            async def then_frozen(c: Any, plan: Any) -> Any:
+                report = await carry_out(c, plan)
                 h.clock.advance(timedelta(seconds=RecruiterConfig().lease_ttl_s + 1))
                 takeover = asyncio.create_task(successor.lease.acquire(), context=contextvars.Context())
                 assert await asyncio.wait_for(takeover, timeout=10)

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from recruiter.domain.selection import Assignment
-from recruiter.processes.recruiter import MAX_JOB_COPY_BYTES, MAX_ROUND_COPY_BYTES, Locked, copies_to_send
+from recruiter.processes.rounds import MAX_JOB_COPY_BYTES, MAX_ROUND_COPY_BYTES, Locked, copies_to_send
 from recruiter.store.wakeup import NOT_COPIED, is_copy, job_reference
 
 KIB = 1024

@@ -9,7 +9,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recruiter.domain.candidates import SORT, Paused, Query, first_queries, plan_round
+from recruiter.domain.candidates import SORT, Query, first_queries, plan_round
+from recruiter.domain.control import Paused
 from recruiter.domain.job import Status
 from recruiter.domain.selection import (
     ANY_GROUP,

@@ -27,8 +27,9 @@ from recruiter.domain.documents import (
 )
 from recruiter.domain.job import JobOptions, Priority, Status, build_job_document
 from recruiter.domain.outcome import archived_document, crash_update, is_archive, jobs_referenced_by, reschedule_update
-from recruiter.domain.quarantine import MALFORMED, UNREACHABLE, malformed_outcome, quarantine_ops, quarantined_document
+from recruiter.domain.quarantine import MALFORMED, malformed_outcome, quarantine_copies, quarantined_document
 from recruiter.domain.selection import Cursor, FreeWorker, select
+from recruiter.store.scheduled import UNREACHABLE
 from tests.unit.test_candidates import FakeCollection
 from tests.unit.test_outcome import Job, locked_job
 
@@ -193,8 +194,7 @@ def test_the_archived_copy_keeps_the_document_with_why_and_reason() -> None:
     copy_ = quarantined_document(found, NOW)
     assert copy_["why"] == MALFORMED and copy_["reason"].startswith("tenant:") and copy_["tenant"] == 3
     assert copy_["archived_at"] == NOW and "_id" not in copy_
-    archive, delete = quarantine_ops([found, found], NOW)
-    assert len(archive) == len(delete) == 1  # one per job
+    assert len(quarantine_copies([found, found], NOW)) == 1  # one archive and one delete per job
 
 
 def test_field_names_an_update_cannot_store_are_kept_as_raw_bson() -> None:
@@ -282,8 +282,8 @@ def test_no_corruption_of_a_job_makes_the_reader_or_the_selection_raise(doc: Any
     found = check_job(doc)
     assert (found is None) == (problem is None)
     if found is not None:
-        for op in quarantine_ops([found], NOW)[0]:
-            bson.encode(op._doc)  # the archived copy can be written
+        for _, copy_ in quarantine_copies([found], NOW):
+            bson.encode({"$setOnInsert": copy_})  # the archived copy can be written
         return
     # Well-formed: everything the recruiter, worker and cleaner do with it works.
     candidate = candidate_from(unlocked(doc))

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recruiter.domain.candidates import Paused, Query
+from recruiter.domain.candidates import Query
+from recruiter.domain.control import Paused
 from recruiter.domain.selection import Candidate
 from recruiter.store import readahead
 from recruiter.store.readahead import ReadAhead

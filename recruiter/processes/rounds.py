@@ -1,0 +1,321 @@
+"""The writes of a recruiter round, as functions of the round's values.
+
+A round is read first (:meth:`recruiter.processes.recruiter.RecruiterProcess.plan`)
+into a :class:`RoundPlan`: a value holding what it read and chose. Its writes
+(:meth:`RoundWrites.carry_out`) then take that plan and the
+:class:`~recruiter.store.layout.Collections` of the round's fenced transaction:
+
+1. take back stranded jobs, deleting their entries; quarantine malformed jobs;
+2. apply the outcomes in bulk (archive, or put back in the queue);
+3. save what moved in the fairness cursor;
+4. lock the picked jobs with one bulk write;
+5. assign them with ONE ``update_many`` carrying the ``assigned_to`` map and
+   the jobs, which also clears the outcomes of the workers it reaches; clear the others.
+
+Invariant: every write takes the collections it writes to as an argument (no
+write reaches a collection the caller did not hand over, so a round's writes are
+all inside its fence), and every write is conditional (``locked: false`` and
+the attempts read, lock tokens, ``available``), so any step may be repeated
+after a crash without harm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import bson
+import structlog
+from bson import ObjectId
+
+from recruiter.domain.documents import Malformed
+from recruiter.domain.job import Status
+from recruiter.domain.liveness import Rescue, Stranded
+from recruiter.domain.outcome import archived_document, held_by, is_archive, jobs_referenced_by, reschedule_update
+from recruiter.domain.records import Query
+from recruiter.domain.selection import Assignment, Selection
+from recruiter.processes.logs import AfterCommit
+from recruiter.processes.upkeep import quarantine, take_back
+from recruiter.store import archived, metadata, roster, scheduled
+from recruiter.store.layout import Collections, Document
+from recruiter.store.wakeup import job_reference
+
+log = structlog.get_logger("recruiter.recruiter")
+
+# A job document bigger than this is not copied into the worker's roster entry:
+# the entry gets a reference (recruiter.wakeup.job_reference), and the worker reads
+# the job from ``scheduled`` by ``_id`` (one more read, for big jobs only).
+MAX_JOB_COPY_BYTES = 64 * 1024
+# The copies one assignment update carries, together, stay under this (the rest go as
+# references), so the update stays far below the 16 MiB command limit whatever the round size.
+MAX_ROUND_COPY_BYTES = 4 * 1024 * 1024
+
+
+@dataclass
+class RoundReport:
+    applied: int = 0
+    assigned: int = 0
+    free_workers: int = 0
+    taken_back: int = 0
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.applied or self.assigned or self.taken_back)
+
+
+@dataclass(frozen=True)
+class CursorWrite:
+    """What a round writes of the fairness cursor: the whole document (``replace``, to replace
+    one that was malformed) or the update of what moved."""
+
+    document: Query
+    replace: bool
+
+
+@dataclass
+class RoundPlan:
+    """What a round read, and chose, before it writes anything; then what its writes did."""
+
+    now: datetime
+    report: RoundReport = field(default_factory=RoundReport)
+    outcomes: list[Document] = field(default_factory=list)  # roster entries holding one
+    outcome_jobs: dict[object, Document] = field(default_factory=dict)
+    selection: Selection | None = None
+    cursor_write: CursorWrite | None = None
+    # The candidate documents read, whole: locking one turns it into the copy its worker receives.
+    documents: dict[object, Document] = field(default_factory=dict)
+    malformed: list[Malformed] = field(default_factory=list)  # jobs to quarantine (recruiter.quarantine)
+    stranded: list[Stranded] = field(default_factory=list)
+    # Filled by the writes, read once the round has committed.
+    handed_out: dict[object, Document] = field(default_factory=dict)  # job id -> the copy its worker got
+    quarantined: list[Malformed] = field(default_factory=list)  # those whose archived copy the round wrote
+    taken_back: list[tuple[Stranded, Rescue]] = field(default_factory=list)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing to write: no outcome, no malformed or stranded job, and no job for a free worker
+        (nor a cursor that moved)."""
+        return (not self.outcomes and not self.malformed and not self.stranded
+                and (self.selection is None or not self.selection.assignments))
+
+
+@dataclass(frozen=True)
+class Locked:
+    """A job locked for a worker this round: the assignment, its token, the locked document."""
+
+    assignment: Assignment
+    token: ObjectId
+    job: Document
+
+
+def copies_to_send(locked: list[Locked]) -> list[Document]:
+    """What each assignment carries in ``job``: the job itself, or a reference to it
+    (:func:`recruiter.wakeup.job_reference`) when the job is bigger than
+    ``MAX_JOB_COPY_BYTES`` or the round's copies already reach ``MAX_ROUND_COPY_BYTES``."""
+    budget = MAX_ROUND_COPY_BYTES
+    out = []
+    for lk in locked:
+        size = len(bson.encode(lk.job))
+        if size <= min(MAX_JOB_COPY_BYTES, budget):
+            budget -= size
+            out.append(lk.job)
+        else:
+            out.append(job_reference(lk.assignment.job_id, lk.token))
+    return out
+
+
+def _hashable(value: object) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class RoundWrites:
+    """The writes of a round. ``check`` raises when the lease is no longer held (it is
+    checked before each write); ``fault`` is the test hook; ``events`` holds what the
+    writes make true until the round's transaction has committed."""
+
+    events: AfterCommit
+    check: Callable[[], None]
+    fault: Callable[[str], None]
+
+    async def carry_out(self, c: Collections, plan: RoundPlan, epoch: int | None) -> RoundReport:
+        """The writes of a round on ``c``: take back stranded jobs, apply outcomes, move the
+        fairness cursor, lock, assign (see the module doc)."""
+        report = plan.report
+        if plan.stranded:
+            self.check()
+            plan.taken_back = await take_back(c, plan.stranded, plan.now)
+            report.taken_back = len(plan.taken_back)
+        if plan.malformed:
+            self.check()
+            plan.quarantined = await quarantine(c, plan.malformed, plan.now)
+        quarantined = {m.id for m in plan.malformed if _hashable(m.id)}
+        applicable = [e for e in plan.outcomes if e["outcome"]["job"] not in quarantined]
+        if applicable:
+            self.check()
+            report.applied = await self.apply_outcomes(c, applicable, plan.now, plan.outcome_jobs, clear=False)
+        await self.save_cursor(c, plan.cursor_write)
+        assigned = await self.hand_out(c, plan, epoch) if plan.selection and plan.selection.assignments else set()
+        # The assignment removed the outcomes of the workers it reached; clear the others.
+        await clear_outcomes(c, [e for e in plan.outcomes if e["_id"] not in assigned])
+        return report
+
+    async def hand_out(self, c: Collections, plan: RoundPlan, epoch: int | None) -> set[str]:
+        """Lock the plan's picks and assign them; note in ``plan`` the copies handed out."""
+        assert plan.selection is not None
+        self.check()
+        locked = await self.lock(c, plan.selection.assignments, plan.now, epoch, plan.documents)
+        self.check()
+        copies = copies_to_send(locked)
+        assigned = await self.assign(c, locked, plan.now, copies)
+        # Only the copies are remembered: a big job is read again when its outcome comes back.
+        plan.handed_out = {lk.assignment.job_id: lk.job for lk, copy in zip(locked, copies, strict=True)
+                           if lk.assignment.worker_id in assigned and copy is lk.job}
+        plan.report.assigned = len(assigned)
+        if assigned:
+            self.events.debug("round.assigned", assigned=len(assigned), free_workers=plan.report.free_workers)
+        return assigned
+
+    async def save_cursor(self, c: Collections, write: CursorWrite | None) -> None:
+        """Write what moved in the cursor; it is taken as current once the round is committed,
+        so a round that aborts leaves the turns as they were."""
+        if write is None:
+            return
+        self.check()
+        if write.replace:  # replace what was malformed rather than update inside it
+            await metadata.replace_cursor(c.metadata, write.document)
+        else:
+            await metadata.update_cursor(c.metadata, write.document)
+
+    async def apply_outcomes(self, c: Collections, entries: list[Document], now: datetime,
+                             jobs: dict[object, Document] | None = None, *, clear: bool = True) -> int:
+        """Archive or reschedule the jobs whose outcomes workers recorded in ``entries``
+        (``jobs``: those jobs as read by the round, else read here); idempotent. With
+        ``clear``, the outcomes are then removed from the entries (a round leaves that
+        to its assignment where it can)."""
+        outcomes = {e["outcome"]["job"]: (e["_id"], e["outcome"]) for e in entries}
+        if jobs is None:
+            jobs = {j["_id"]: j for j in await scheduled.read_jobs(c.scheduled, list(outcomes))}
+        archive: list[Document] = []
+        reschedule: list[scheduled.Change] = []
+        for job_id, (worker_id, outcome) in outcomes.items():
+            job = jobs.get(job_id)
+            if job is None or not held_by(job, outcome):
+                # Already applied by an earlier round, or the lock was taken away.
+                log.info("outcome.stale", job_id=str(job_id), worker_id=worker_id)
+                continue
+            if is_archive(outcome):
+                archive.append(archived_document(job, outcome, now))
+            else:
+                reschedule.append(reschedule_update(job, outcome))
+        if archive:
+            await archived.archive(c.archived, archive)
+            self.fault("archive.between_insert_and_delete")
+            await scheduled.delete_archived(c.scheduled, [(d["_id"], outcomes[d["_id"]][1]["token"]) for d in archive])
+            for d in archive:
+                self.events.info("job.archived", job_id=str(d["_id"]), why=d["why"], attempts=d.get("attempts"),
+                                 group=d.get("group"))
+        if reschedule:
+            await scheduled.apply_changes(c.scheduled, reschedule)
+        if clear:
+            await clear_outcomes(c, entries)
+        return len(archive) + len(reschedule)
+
+    async def lock(self, c: Collections, assignments: Sequence[Assignment], now: datetime, epoch: int | None,
+                   documents: dict[object, Document]) -> list[Locked]:
+        """Lock the chosen jobs for their workers; returns the ones that were still free.
+
+        Each lock is conditional on the job being unlocked with the attempt count
+        the round read (``documents``), so the document read, with the lock applied, is
+        exactly what was locked: it travels to the worker as is. Only when some lock did
+        not land are the jobs read back, to tell by their token which are ours.
+        """
+        tokens = {a.job_id: ObjectId() for a in assignments}
+        lock_fields = {a.job_id: {
+            "locked": True,
+            "locked_by": a.worker_id,
+            "locked_at": now,
+            "lock_token": tokens[a.job_id],
+            "lock_epoch": epoch,
+            "status": Status.ASSIGNED.value,
+        } for a in assignments}
+        read = {a.job_id: documents.get(a.job_id) for a in assignments}
+        changed = await scheduled.apply_changes(c.scheduled, [
+            (scheduled.unlocked_as_read(a.job_id, None if (doc := read[a.job_id]) is None else doc.get("attempts", 0)),
+             {"$set": lock_fields[a.job_id], "$inc": {"attempts": 1}})
+            for a in assignments])
+        if changed == len(assignments) and all(read.values()):
+            return [
+                Locked(a, tokens[a.job_id], {**doc, **lock_fields[a.job_id], "attempts": doc.get("attempts", 0) + 1})
+                for a in assignments
+                if (doc := read[a.job_id]) is not None
+            ]
+        jobs = {d["_id"]: d for d in await scheduled.read_jobs(c.scheduled, list(tokens))}
+        return [
+            Locked(a, tokens[a.job_id], jobs[a.job_id])
+            for a in assignments
+            if a.job_id in jobs and jobs[a.job_id].get("lock_token") == tokens[a.job_id]
+        ]
+
+    async def assign(self, c: Collections, locked: list[Locked], now: datetime,
+                     copies: list[Document] | None = None) -> set[str]:
+        """Hand locked jobs to their workers with one update; roll back what did not land.
+
+        ONE ``update_many`` over the chosen roster entries carries the round's
+        ``assigned_to`` map (worker id -> job id) once, as a list, with a copy of
+        each job; an update pipeline keeps in each entry only its own part: its
+        key of the map (``assigned_to: {<its id>: <job id>}``, readable in mongosh
+        as in the seed) and its job in ``job``. So the command grows linearly with
+        the round and each entry holds one job, instead of every entry holding the
+        whole map; the worker needs no second read to start, and a change stream on
+        its entry delivers the job itself. Jobs too big to copy (:func:`copies_to_send`)
+        go as a reference in ``job``, so the worker still hears of them at once, and reads them.
+        """
+        if not locked:
+            return set()
+        mapping = {lk.assignment.worker_id: lk.assignment.job_id for lk in locked}
+        picks = [{"w": lk.assignment.worker_id, "j": lk.assignment.job_id, "job": copy}
+                 for lk, copy in zip(locked, copies or copies_to_send(locked), strict=True)]
+        if await roster.assign(c.roster, picks, now) == len(mapping):
+            return set(mapping)
+        # Some workers went away or started stopping between the read and the update.
+        got = {
+            d["_id"]
+            for d in await roster.read_assignments(c.roster, list(mapping))
+            if (d.get("assigned_to") or {}).get(d["_id"]) == mapping[d["_id"]]
+        }
+        missed = [lk for lk in locked if lk.assignment.worker_id not in got]
+        await self.rollback(c, [(lk.assignment.job_id, lk.token) for lk in missed])
+        return got
+
+    async def rollback(self, c: Collections, locks: list[tuple[object, object]]) -> None:
+        if not locks:
+            return
+        released = await scheduled.roll_back(c.scheduled, locks)
+        if released:
+            self.events.info("jobs.rolled_back", count=released)
+
+    async def rollback_unassigned(self, c: Collections) -> None:
+        """Release locks a previous leader took but never handed to a worker."""
+        # A lock that is itself malformed is left to the sweep, which quarantines its job.
+        locked = [j for j in await scheduled.read_locks(c.scheduled)
+                  if isinstance(j.get("locked_by"), str) and isinstance(j.get("lock_token"), ObjectId)]
+        if not locked:
+            return
+        refs = {w["_id"]: jobs_referenced_by(w)
+                for w in await roster.read_references(c.roster, list({j.get("locked_by") for j in locked}))}
+        # A job whose worker is gone is a crash, handled by the cleaner.
+        orphans: list[tuple[object, object]] = [
+            (j["_id"], j["lock_token"]) for j in locked
+            if j.get("locked_by") in refs and j["_id"] not in refs[j["locked_by"]]]
+        await self.rollback(c, orphans)
+
+
+async def clear_outcomes(c: Collections, entries: list[Document]) -> None:
+    """Remove the outcomes of ``entries`` that are still the ones read."""
+    await roster.clear_outcomes(c.roster, [(e["_id"], e["outcome"]["token"]) for e in entries])

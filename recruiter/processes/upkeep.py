@@ -1,0 +1,92 @@
+"""The upkeep both leaders do: take back stranded jobs, quarantine malformed ones.
+
+The decisions are pure (:mod:`recruiter.domain.liveness`,
+:mod:`recruiter.domain.quarantine`); this module reads and writes what they
+decide, through :mod:`recruiter.store`. The recruiter runs it in its rounds, the
+cleaner in its passes, whichever meets the job first.
+
+Invariant: every write here takes the :class:`~recruiter.store.layout.Collections`
+of the caller's fenced transaction, and is conditional on what was read (the
+entry's session and assignment, the job's lock token), so it is safe to repeat
+and a stale leader's writes commit nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from recruiter.domain.documents import Malformed, check_job
+from recruiter.domain.liveness import Rescue, Stranded, rescue_update, shown_started
+from recruiter.domain.quarantine import SWEEP_LIMIT, quarantine_copies
+from recruiter.domain.records import Raw
+from recruiter.store import archived, roster, scheduled
+from recruiter.store.layout import AsyncColl, Collections
+
+
+async def find_stranded(c: Collections, stale: Iterable[Raw]) -> list[Stranded]:
+    """The stranded jobs of the entries whose heartbeat documents ``stale`` missed their beats.
+
+    Reads only when some heartbeat is stale: the entries that hold an
+    assignment and no outcome, then their jobs. An ``at_most_once`` job is left
+    to the cleaner's ``--considered-dead-after`` (it may have started).
+    """
+    beats = {b["_id"]: b for b in stale}
+    if not beats:
+        return []
+    held: dict[object, Raw] = {}
+    for e in await roster.read_assigned_entries(c.roster, list(beats)):
+        assigned = e.get("assigned_to")
+        job_id = assigned.get(e["_id"]) if isinstance(assigned, dict) else None
+        if job_id is not None and beats[e["_id"]].get("session") == e.get("session"):
+            held[job_id] = e
+    if not held:
+        return []
+    jobs = await scheduled.read_locked(c.scheduled, list(held))
+    return [Stranded(held[j["_id"]], j, beats[held[j["_id"]]["_id"]]) for j in jobs
+            if j.get("locked_by") == held[j["_id"]]["_id"] and not j.get("at_most_once")
+            and not shown_started(j, beats[held[j["_id"]]["_id"]])]
+
+
+async def take_back(c: Collections, stranded: list[Stranded], now: datetime) -> list[tuple[Stranded, Rescue]]:
+    """Delete each stranded job's entry (fenced) and return the job; what was done.
+
+    Meant to run inside a fenced transaction (the recruiter's round or the
+    cleaner's pass). An entry that changed since it was read (an outcome
+    written, the assignment gone, a new session) is left alone.
+    """
+    done: list[tuple[Stranded, Rescue]] = []
+    for s in stranded:
+        if not await roster.delete_stranded_entry(c.roster, s.entry, s.job["_id"]):
+            continue
+        kind, change = rescue_update(s.job, s.entry, s.beat, now, s.reason)
+        if await scheduled.apply_change(c.scheduled, change):
+            done.append((s, kind))
+    return done
+
+
+async def sweep(jobs: AsyncColl, limit: int = SWEEP_LIMIT) -> list[Malformed]:
+    """Read up to ``limit`` jobs of ``scheduled`` that no candidate read can meet, and return the
+    malformed ones.
+
+    One query outside any transaction. On MongoDB it is served by scanning the
+    collection (type tests are not index bounds), so the recruiter runs it
+    rarely, in a task of its own (see ``RecruiterConfig.sweep_interval_s``).
+    """
+    return [m for doc in await scheduled.read_unreachable(jobs, limit) if (m := check_job(doc)) is not None]
+
+
+async def quarantine(c: Collections, found: list[Malformed], now: datetime) -> list[Malformed]:
+    """Archive ``found`` as malformed and delete them from ``scheduled``; returns those archived now.
+
+    Runs on ``c`` (normally the collections of a fenced transaction). The caller logs
+    ``job.quarantined`` once the transaction has committed
+    (:func:`recruiter.domain.quarantine.log_quarantined`).
+    """
+    copies = quarantine_copies(found, now)
+    if not copies:
+        return []
+    written = await archived.archive_copies(c.archived, [(m.id, copy) for m, copy in copies])
+    await scheduled.delete_by_ids(c.scheduled, [m.id for m, _ in copies])
+    # Only copies written now: one quarantined by an earlier pass is not reported again.
+    return [copies[i][0] for i in written]
