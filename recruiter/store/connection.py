@@ -23,7 +23,6 @@ from pymongo.uri_parser import parse_uri
 from recruiter.store import monitoring
 from recruiter.store.layout import AsyncClient, AsyncDb, SyncClient, SyncDb
 
-
 DEFAULT_URI = "mongodb://localhost:27017/recruiter"
 DEFAULT_DATABASE = "recruiter"
 URI_ENVVARS = ("RECRUITER_MONGODB_URI", "MONGODB_URI")
