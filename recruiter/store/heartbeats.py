@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from recruiter.store.layout import AsyncColl, Document
+from recruiter.domain.records import Query
+from recruiter.store.layout import AsyncColl, Document, SyncColl
 
 # -- the worker: its own entry, its job, its heartbeat (processes/worker) --------------
 
@@ -54,3 +55,8 @@ async def delete_undated(heartbeats: AsyncColl, worker_id: object) -> None:
 
 
 # -- the producer and the operator's commands (producer/, cli/) ------------------------
+
+
+def heartbeats_by_worker(heartbeats: SyncColl, fields: Query | None = None) -> dict[object, Document]:
+    """Every heartbeat by its worker id, with ``fields`` only if given (the operator's reads)."""
+    return {b["_id"]: b for b in heartbeats.find({}, fields)}
