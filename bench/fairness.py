@@ -13,7 +13,7 @@ trips (commands) and documents read (documents in cursor replies). Without
 The figures are bounded by the workers: once every tenant has more ready jobs
 than a round takes, they stay the same however big the backlog. The measured
 round is the second of a fresh recruiter, whose first one read the keys of the
-queue (``recruiter/readahead.py``); the time column includes the setup.
+queue (``recruiter/store/readahead.py``); the time column includes the setup.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from typing import Any
 
 from pymongo import AsyncMongoClient, MongoClient
 
+from bench.commands import Commands
 from bench.jobs import Noop  # never run: the benchmark only assigns
 from bench.server import running_server
 from recruiter.domain.clock import ManualClock
@@ -37,7 +38,6 @@ from recruiter.processes import logs
 from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
 from recruiter.store.connection import parse_target, wait_until_reachable, with_database
 from recruiter.store.indexes import ensure_indexes_sync
-from tests.commands import Commands
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

@@ -1,34 +1,75 @@
-"""A snapshot of a recruiter database for the ``recruiter status`` command."""
+"""A snapshot of a recruiter database for the ``recruiter status`` command.
+
+Invariant: the snapshot is read through :mod:`recruiter.store` and judged on the
+server's clock (a worker counts as live by its own heartbeat, a lease as held
+until it expires); rendering it reads nothing more.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TypedDict
 
 from recruiter.domain.liveness import is_fresh
-from recruiter.store import read_paused
-from recruiter.store.clock import ServerClock
-from recruiter.store.connection import Target, sync_client
-from recruiter.store.layout import SyncCollections
+from recruiter.store import (
+    Document,
+    ServerClock,
+    SyncCollections,
+    Target,
+    count_by_status,
+    count_by_why,
+    entries_summary,
+    heartbeats_by_worker,
+    read_leases,
+    read_paused,
+    sync_client,
+)
 
 
-def collect_status(target: Target) -> dict[str, Any]:
+class WorkerCounts(TypedDict):
+    total: int
+    available: int
+    missed_heartbeats: int
+    by_group: dict[str, int]
+
+
+class LeaseFigures(TypedDict):
+    owner: object
+    epoch: object
+    held: bool
+    expires_at: str | None
+
+
+class PausedNames(TypedDict):
+    groups: list[str]
+    tenants: list[str]
+
+
+class Status(TypedDict):
+    """What ``recruiter status`` shows (and prints with ``--json``)."""
+
+    scheduled: dict[object, int]
+    archived: dict[object, int]
+    workers: WorkerCounts
+    leases: dict[object, LeaseFigures]
+    paused: PausedNames
+
+
+def collect_status(target: Target) -> Status:
     client = sync_client(target, app_name="recruiter-status", server_selection_timeout_s=5.0)
     try:
         c = SyncCollections.of(client[target.database])
-        scheduled = {d["_id"]: d["n"] for d in c.scheduled.aggregate(
-            [{"$group": {"_id": "$status", "n": {"$sum": 1}}}])}
-        archived = {d["_id"]: d["n"] for d in c.archived.aggregate(
-            [{"$group": {"_id": "$why", "n": {"$sum": 1}}}])}
-        workers = list(c.roster.find({}, {"assigned_to": 0, "outcome": 0, "job": 0}))
-        beats = {b["_id"]: b for b in c.heartbeats.find({}, {"session": 1, "fresh_until": 1})}
+        scheduled = count_by_status(c.scheduled)
+        archived = count_by_why(c.archived)
+        workers = entries_summary(c.roster)
+        beats = heartbeats_by_worker(c.heartbeats, {"session": 1, "fresh_until": 1})
         clock = ServerClock()
         clock.calibrate_sync(client)
         live = sum(1 for w in workers if is_fresh(beats.get(w["_id"]), w, clock.now()))
-        leases = {d["_id"]: {"owner": d.get("owner"), "epoch": d.get("epoch"),
-                             "held": bool(d.get("expires_at") and d["expires_at"] > clock.now()),
-                             "expires_at": d["expires_at"].isoformat() if d.get("expires_at") else None}
-                  for d in c.metadata.find({"_id": {"$in": ["recruiter", "cleaner"]}})}
+        leases = {d["_id"]: LeaseFigures(owner=d.get("owner"), epoch=d.get("epoch"),
+                                         held=bool(d.get("expires_at") and d["expires_at"] > clock.now()),
+                                         expires_at=d["expires_at"].isoformat() if d.get("expires_at") else None)
+                  for d in read_leases(c.metadata)}
         paused = read_paused(c.metadata)
     finally:
         client.close()
@@ -46,7 +87,7 @@ def collect_status(target: Target) -> dict[str, Any]:
     }
 
 
-def _by_group(workers: list[dict[str, Any]]) -> dict[str, int]:
+def _by_group(workers: list[Document]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for w in workers:
         for g in w.get("work_on") or []:
@@ -54,7 +95,7 @@ def _by_group(workers: list[dict[str, Any]]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def render_status(figures: dict[str, Any], as_json: bool) -> str:
+def render_status(figures: Status, as_json: bool) -> str:
     if as_json:
         return json.dumps(figures, indent=2, default=str)
     lines = ["scheduled: " + (", ".join(f"{k}={v}" for k, v in figures["scheduled"].items()) or "none"),

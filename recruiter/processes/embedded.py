@@ -28,9 +28,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import structlog
-from pymongo.errors import PyMongoError
 
-from recruiter.store.connection import ConnectionProblem, Target, parse_target, sync_client, wait_until_reachable
+from recruiter.store.connection import (
+    ConnectionProblem,
+    Target,
+    answers_ping,
+    parse_target,
+    sync_client,
+    wait_until_reachable,
+)
 
 log = structlog.get_logger("recruiter.embedded")
 
@@ -93,16 +99,12 @@ def serving(port: int, storage_path: Path | str, *, log_path: Path, timeout_s: f
                          server_selection_timeout_s=0.5)
     try:
         deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                client.admin.command("ping")
-                break
-            except PyMongoError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise ConnectionProblem(
-                        f"the embedded server did not start on port {port}: {log_path.read_text()[-2000:]}"
-                    ) from None
-                time.sleep(0.1)
+        while not answers_ping(client):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise ConnectionProblem(
+                    f"the embedded server did not start on port {port}: {log_path.read_text()[-2000:]}"
+                ) from None
+            time.sleep(0.1)
         client.close()
         yield proc
     finally:
@@ -121,9 +123,7 @@ def local_address(target: Target) -> tuple[str, int]:
     ``localhost`` binds ``127.0.0.1``. Raises :class:`ConnectionProblem` for a remote
     host or several hosts: the embedded server only ever runs here.
     """
-    from pymongo.uri_parser import parse_uri
-
-    nodes = parse_uri(target.uri, validate=False)["nodelist"]
+    nodes = target.hosts
     if len(nodes) != 1 or nodes[0][0] not in LOCAL_HOSTS:
         raise ConnectionProblem(
             f"the embedded server only runs on this machine, and {target.display} is not a single local host "

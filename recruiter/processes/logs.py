@@ -7,7 +7,7 @@ import contextlib
 import logging
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Protocol
 
 import structlog
 
@@ -39,6 +39,19 @@ def configure(level: str = "info", fmt: str = "auto") -> None:
     logging.basicConfig(level=max(numeric, logging.WARNING), stream=sys.stderr)
 
 
+class Logger(Protocol):
+    """What :class:`AfterCommit` needs of a structlog logger: one method per level."""
+
+    def debug(self, event: str, **fields: object) -> object: ...
+
+    def info(self, event: str, **fields: object) -> object: ...
+
+    def warning(self, event: str, **fields: object) -> object: ...
+
+
+Held = list[tuple[str, str, dict[str, object]]]
+
+
 class AfterCommit:
     """Log events that a transaction's writes make true, logged only once it has committed.
 
@@ -49,15 +62,15 @@ class AfterCommit:
     before them was made on its own, so it has already happened.
     """
 
-    def __init__(self, logger: Any) -> None:
+    def __init__(self, logger: Logger) -> None:
         self._logger = logger
-        self._held: list[tuple[str, str, dict[str, Any]]] | None = None
+        self._held: Held | None = None
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
         if self._held is not None:
             raise RuntimeError("AfterCommit.held is not reentrant")
-        held: list[tuple[str, str, dict[str, Any]]] = []
+        held: Held = []
         self._held = held
         try:
             yield
@@ -70,16 +83,16 @@ class AfterCommit:
         for level, event, fields in held:
             getattr(self._logger, level)(event, **fields)
 
-    def debug(self, event: str, **fields: Any) -> None:
+    def debug(self, event: str, **fields: object) -> None:
         self._log("debug", event, fields)
 
-    def info(self, event: str, **fields: Any) -> None:
+    def info(self, event: str, **fields: object) -> None:
         self._log("info", event, fields)
 
-    def warning(self, event: str, **fields: Any) -> None:
+    def warning(self, event: str, **fields: object) -> None:
         self._log("warning", event, fields)
 
-    def _log(self, level: str, event: str, fields: dict[str, Any]) -> None:
+    def _log(self, level: str, event: str, fields: dict[str, object]) -> None:
         if self._held is None:
             getattr(self._logger, level)(event, **fields)
         else:

@@ -1,11 +1,11 @@
 """Enqueueing jobs from application code: :class:`Recruiter` (sync) and
 :class:`AsyncRecruiter` (asyncio). Both build documents with the same pure
-builder (:func:`recruiter.job.build_job_document`) and differ only in how they
-talk to MongoDB.
+builder (:func:`recruiter.domain.job.build_job_document`) and differ only in how
+they talk to MongoDB (through :mod:`recruiter.store`).
 
 Everything is validated before the first write, the same way in both: a job
 that cannot be stored, or kept through its life, raises
-:class:`~recruiter.job.JobRefused` with a one-line reason and nothing is
+:class:`~recruiter.domain.job.JobRefused` with a one-line reason and nothing is
 written. ``enqueue_many`` is all or nothing: one bad item refuses the batch,
 and the reason names the item by its index. The server's document size limit
 (``maxBsonObjectSize`` from ``hello``) is read once per producer.
@@ -14,19 +14,29 @@ and the reason names the item by its index. The server's document size limit
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from bson import ObjectId
-from pymongo.errors import PyMongoError
 
-from recruiter.domain.cancel import CancelResult, cancel_job, cancel_job_async, parse_job_id
+from recruiter.domain.cancel import CancelResult, parse_job_id
 from recruiter.domain.clock import Clock, SystemClock
 from recruiter.domain.job import JobBuilder, JobRefused, as_builder
 from recruiter.domain.workable import Workable
+from recruiter.store.cancel import cancel_job, cancel_job_async
 from recruiter.store.clock import ServerClock
-from recruiter.store.connection import ConnectionProblem, Target, async_client, describe, parse_target, sync_client
+from recruiter.store.connection import (
+    ConnectionProblem,
+    StoreError,
+    Target,
+    async_client,
+    describe,
+    hello,
+    hello_async,
+    parse_target,
+    sync_client,
+)
 from recruiter.store.indexes import ensure_indexes, ensure_indexes_sync
-from recruiter.store.layout import Collections, SyncCollections
+from recruiter.store.layout import AsyncClient, Collections, Document, SyncClient, SyncCollections
+from recruiter.store.scheduled import insert_job, insert_job_async, insert_jobs, insert_jobs_async
 
 
 def _job_id(job_id: ObjectId | str) -> ObjectId:
@@ -37,19 +47,20 @@ def _job_id(job_id: ObjectId | str) -> ObjectId:
 DEFAULT_MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 
 
-def limit_from_hello(hello: Any) -> int:
+def limit_from_hello(reply: object) -> int:
     """The document size limit a ``hello`` reply states (checked: it is server input)."""
-    value = hello.get("maxBsonObjectSize") if isinstance(hello, dict) else None
+    value = reply.get("maxBsonObjectSize") if isinstance(reply, dict) else None
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value
     return DEFAULT_MAX_DOCUMENT_BYTES
 
 
-def _document(recruiter: Any, item: JobBuilder | Workable, max_bytes: int) -> dict[str, Any]:
+def _document(recruiter: Recruiter | AsyncRecruiter, item: JobBuilder | Workable, max_bytes: int) -> Document:
     return as_builder(item, recruiter).build(recruiter.clock.now(), max_bytes)
 
 
-def _documents(recruiter: Any, items: list[Any], max_bytes: int) -> list[dict[str, Any]]:
+def _documents(recruiter: Recruiter | AsyncRecruiter, items: list[JobBuilder | Workable],
+               max_bytes: int) -> list[Document]:
     """Every item's document, or :class:`JobRefused` naming the first bad item."""
     now = recruiter.clock.now()
     docs = []
@@ -68,7 +79,8 @@ class Recruiter:
     >>> job_id = SendInvoice("42").as_job_of(rec).in_group("billing").enqueue()
     """
 
-    def __init__(self, client: Any, database: str, *, clock: Clock | None = None, owns_client: bool = False) -> None:
+    def __init__(self, client: SyncClient, database: str, *, clock: Clock | None = None,
+                 owns_client: bool = False) -> None:
         self.client = client
         self.db = client[database]
         self.collections = SyncCollections.of(self.db)
@@ -81,7 +93,7 @@ class Recruiter:
                 server_selection_timeout_s: float = 10.0) -> Recruiter:
         """Connect to ``uri`` (default ``mongodb://localhost:27017/recruiter``).
 
-        Raises :class:`~recruiter.connection.ConnectionProblem`, with a one-line
+        Raises :class:`~recruiter.store.connection.ConnectionProblem`, with a one-line
         message, for a bad URI or a server that does not answer.
         """
         target: Target = parse_target(uri)
@@ -94,7 +106,7 @@ class Recruiter:
             rec = cls(client, target.database, clock=clock, owns_client=True)
             if create_indexes:
                 ensure_indexes_sync(rec.db)
-        except PyMongoError as exc:
+        except StoreError as exc:
             client.close()
             raise ConnectionProblem(describe(exc, target)) from exc
         return rec
@@ -102,13 +114,13 @@ class Recruiter:
     def max_document_bytes(self) -> int:
         """The server's ``maxBsonObjectSize``, asked once."""
         if self._max_bytes is None:
-            self._max_bytes = limit_from_hello(self.db.command("hello"))
+            self._max_bytes = limit_from_hello(hello(self.db))
         return self._max_bytes
 
     def enqueue(self, item: JobBuilder | Workable) -> ObjectId:
         """Store one job; returns its id. Raises :class:`JobRefused` (nothing written) for a bad job."""
         doc = _document(self, item, self.max_document_bytes())
-        self.collections.scheduled.insert_one(doc)
+        insert_job(self.collections.scheduled, doc)
         job_id: ObjectId = doc["_id"]
         return job_id
 
@@ -122,13 +134,13 @@ class Recruiter:
         if not batch:
             return []
         docs = _documents(self, batch, self.max_document_bytes())
-        self.collections.scheduled.insert_many(docs, ordered=True)
+        insert_jobs(self.collections.scheduled, docs)
         return [d["_id"] for d in docs]
 
     def cancel(self, job_id: ObjectId | str, reason: str | None = None) -> CancelResult:
         """Cancel a job: archived with ``why: "cancelled"``; a worker running it halts it.
 
-        See :mod:`recruiter.cancel` for what happens in each state of the job.
+        See :mod:`recruiter.domain.cancel` for what happens in each state of the job.
         """
         return cancel_job(self.db, _job_id(job_id), self.clock.now(), reason)
 
@@ -146,7 +158,8 @@ class Recruiter:
 class AsyncRecruiter:
     """Producer handle for asyncio code; ``enqueue`` and ``enqueue_many`` are awaitable."""
 
-    def __init__(self, client: Any, database: str, *, clock: Clock | None = None, owns_client: bool = False) -> None:
+    def __init__(self, client: AsyncClient, database: str, *, clock: Clock | None = None,
+                 owns_client: bool = False) -> None:
         self.client = client
         self.db = client[database]
         self.collections = Collections.of(self.db)
@@ -168,7 +181,7 @@ class AsyncRecruiter:
             rec = cls(client, target.database, clock=clock, owns_client=True)
             if create_indexes:
                 await ensure_indexes(rec.db)
-        except PyMongoError as exc:
+        except StoreError as exc:
             await client.close()
             raise ConnectionProblem(describe(exc, target)) from exc
         return rec
@@ -176,13 +189,13 @@ class AsyncRecruiter:
     async def max_document_bytes(self) -> int:
         """The server's ``maxBsonObjectSize``, asked once."""
         if self._max_bytes is None:
-            self._max_bytes = limit_from_hello(await self.db.command("hello"))
+            self._max_bytes = limit_from_hello(await hello_async(self.db))
         return self._max_bytes
 
     async def enqueue(self, item: JobBuilder | Workable) -> ObjectId:
         """Store one job; see :meth:`Recruiter.enqueue`."""
         doc = _document(self, item, await self.max_document_bytes())
-        await self.collections.scheduled.insert_one(doc)
+        await insert_job_async(self.collections.scheduled, doc)
         job_id: ObjectId = doc["_id"]
         return job_id
 
@@ -192,7 +205,7 @@ class AsyncRecruiter:
         if not batch:
             return []
         docs = _documents(self, batch, await self.max_document_bytes())
-        await self.collections.scheduled.insert_many(docs, ordered=True)
+        await insert_jobs_async(self.collections.scheduled, docs)
         return [d["_id"] for d in docs]
 
     async def cancel(self, job_id: ObjectId | str, reason: str | None = None) -> CancelResult:

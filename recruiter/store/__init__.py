@@ -4,11 +4,72 @@ One module per collection (``scheduled``, ``archived``, ``roster``, ``heartbeats
 ``metadata``) plus leases, indexes, transactions, the server clock, change streams
 and command monitoring. Each fenced filter and each update document is written
 once, here; the processes call these functions with values from the domain.
+
+The names below are the store's public surface for the edges: the command line
+(``recruiter.cli``), the process runtime and the producer import these, and
+never a module of the store by name.
 """
 
-from __future__ import annotations
+from recruiter.store.archived import count_by_why
+from recruiter.store.cancel import cancel_job, cancel_job_async
+from recruiter.store.clock import ServerClock
+from recruiter.store.connection import (
+    DEFAULT_URI,
+    URI_ENVVARS,
+    ConnectionProblem,
+    StoreError,
+    Target,
+    answers_ping,
+    answers_ping_within,
+    async_client,
+    describe,
+    parse_target,
+    sync_client,
+    wait_until_reachable,
+)
+from recruiter.store.heartbeats import heartbeats_by_worker
+from recruiter.store.indexes import ensure_indexes, ensure_indexes_sync
+from recruiter.store.layout import AsyncClient, AsyncDb, Collections, Document, SyncClient, SyncCollections, SyncDb
+from recruiter.store.metadata import read_leases, read_paused, switch_paused, unused_names
+from recruiter.store.roster import entries_by_id, entries_summary, longest_heartbeat_interval, request_stop
+from recruiter.store.scheduled import count_by_status
+from recruiter.store.wakeup import Wake
 
-# What the CLI may use (its layering contract forbids the modules themselves).
-from recruiter.store.metadata import read_paused, switch_paused, unused_names
-
-__all__ = ["read_paused", "switch_paused", "unused_names"]
+__all__ = [
+    "DEFAULT_URI",
+    "URI_ENVVARS",
+    "AsyncClient",
+    "AsyncDb",
+    "Collections",
+    "ConnectionProblem",
+    "Document",
+    "ServerClock",
+    "StoreError",
+    "SyncClient",
+    "SyncCollections",
+    "SyncDb",
+    "Target",
+    "Wake",
+    "answers_ping",
+    "answers_ping_within",
+    "async_client",
+    "cancel_job",
+    "cancel_job_async",
+    "count_by_status",
+    "count_by_why",
+    "describe",
+    "ensure_indexes",
+    "ensure_indexes_sync",
+    "entries_by_id",
+    "entries_summary",
+    "heartbeats_by_worker",
+    "longest_heartbeat_interval",
+    "parse_target",
+    "read_leases",
+    "read_paused",
+    "request_stop",
+    "switch_paused",
+    "sync_client",
+    "unused_names",
+    "wait_until_reachable",
+]

@@ -74,3 +74,8 @@ def carries_name(archived: SyncColl, kind: str, name: str) -> bool:
 
 
 # -- the producer and the operator's commands (producer/, cli/) ------------------------
+
+
+def count_by_why(archived: SyncColl) -> dict[object, int]:
+    """How many archived jobs there are for each ``why`` (``recruiter status``)."""
+    return {d["_id"]: d["n"] for d in archived.aggregate([{"$group": {"_id": "$why", "n": {"$sum": 1}}}])}

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from typing import Any
 
 from recruiter.domain.clock import SystemClock, utc
+from recruiter.store.layout import AsyncClient, SyncClient
 
 
 class ServerClock:
@@ -39,12 +39,12 @@ class ServerClock:
             return SystemClock().now()
         return utc(datetime.fromtimestamp(time.monotonic() + self._offset_s, UTC))
 
-    def calibrate_sync(self, client: Any) -> None:
+    def calibrate_sync(self, client: SyncClient) -> None:
         sent = time.monotonic()
         hello = client.admin.command("hello")
         self.observe(hello["localTime"], sent, time.monotonic())
 
-    async def calibrate(self, client: Any) -> None:
+    async def calibrate(self, client: AsyncClient) -> None:
         sent = time.monotonic()
         hello = await client.admin.command("hello")
         self.observe(hello["localTime"], sent, time.monotonic())

@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
+import pymongo
 from pymongo import AsyncMongoClient, MongoClient
 from pymongo.errors import ConfigurationError, InvalidURI, PyMongoError
+from pymongo.monitoring import CommandListener
 from pymongo.uri_parser import parse_uri
 
 from recruiter.store import monitoring
+from recruiter.store.layout import AsyncClient, AsyncDb, SyncClient, SyncDb
 
 DEFAULT_URI = "mongodb://localhost:27017/recruiter"
 DEFAULT_DATABASE = "recruiter"
@@ -42,6 +46,11 @@ class Target:
             return "<invalid uri>"
         hosts = ",".join(f"{h}:{p}" for h, p in parsed["nodelist"])
         return f"mongodb://{hosts}/{self.database}"
+
+    @property
+    def hosts(self) -> list[tuple[str, int]]:
+        """The URI's hosts and ports, as written (the URI was validated by :func:`parse_target`)."""
+        return [(str(h), int(p)) for h, p in parse_uri(self.uri, validate=False)["nodelist"]]
 
 
 def uri_from_environment() -> str:
@@ -73,13 +82,22 @@ def with_database(uri: str, database: str) -> str:
     return f"{scheme}://{hosts}/{database}{sep}{options}"
 
 
-def _client_options(server_selection_timeout_s: float, app_name: str) -> dict[str, Any]:
+class _ClientOptions(TypedDict):
+    tz_aware: bool
+    serverSelectionTimeoutMS: int
+    appname: str
+    datetime_conversion: str
+    retryWrites: bool
+    w: str
+
+
+def _client_options(server_selection_timeout_s: float, app_name: str) -> _ClientOptions:
     return {
         "tz_aware": True,
         "serverSelectionTimeoutMS": int(server_selection_timeout_s * 1000),
         "appname": app_name,
         # A date outside Python's range is read as bson.DatetimeMS, not raised as an error,
-        # so one such document cannot stop a process (recruiter.documents rejects it).
+        # so one such document cannot stop a process (recruiter.domain.documents rejects it).
         "datetime_conversion": "DATETIME_AUTO",
         "retryWrites": True,
         # An acknowledged job or outcome must survive a primary failover.
@@ -88,13 +106,13 @@ def _client_options(server_selection_timeout_s: float, app_name: str) -> dict[st
 
 
 def sync_client(target: Target, *, app_name: str = "recruiter", server_selection_timeout_s: float = 10.0,
-                event_listeners: list[Any] | None = None) -> MongoClient[Any]:
+                event_listeners: list[CommandListener] | None = None) -> SyncClient:
     return MongoClient(target.uri, event_listeners=[*(event_listeners or []), *monitoring.listeners()],
                        **_client_options(server_selection_timeout_s, app_name))
 
 
 def async_client(target: Target, *, app_name: str = "recruiter", server_selection_timeout_s: float = 10.0,
-                 event_listeners: list[Any] | None = None) -> AsyncMongoClient[Any]:
+                 event_listeners: list[CommandListener] | None = None) -> AsyncClient:
     return AsyncMongoClient(target.uri, event_listeners=[*(event_listeners or []), *monitoring.listeners()],
                             **_client_options(server_selection_timeout_s, app_name))
 
@@ -134,3 +152,32 @@ def wait_until_reachable(target: Target, timeout_s: float) -> None:
                 time.sleep(0.2)
     finally:
         client.close()
+
+
+def answers_ping(client: SyncClient) -> bool:
+    """Whether the server answers one ping (within the client's server selection timeout)."""
+    try:
+        client.admin.command("ping")
+    except PyMongoError:
+        return False
+    return True
+
+
+async def answers_ping_within(client: AsyncClient, timeout_s: float) -> bool:
+    """Whether the server answers one ping within ``timeout_s``."""
+    try:
+        with pymongo.timeout(timeout_s):
+            await client.admin.command("ping")
+    except PyMongoError:
+        return False
+    return True
+
+
+def hello(db: SyncDb) -> Mapping[str, object]:
+    """The server's ``hello`` reply (e.g. its ``maxBsonObjectSize``)."""
+    return db.command("hello")
+
+
+async def hello_async(db: AsyncDb) -> Mapping[str, object]:
+    """The server's ``hello`` reply, with the asyncio client."""
+    return await db.command("hello")

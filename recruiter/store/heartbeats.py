@@ -81,3 +81,8 @@ async def delete_undated(heartbeats: AsyncColl, worker_id: object) -> None:
 
 
 # -- the producer and the operator's commands (producer/, cli/) ------------------------
+
+
+def heartbeats_by_worker(heartbeats: SyncColl, fields: Query | None = None) -> dict[object, Document]:
+    """Every heartbeat by its worker id, with ``fields`` only if given (the operator's reads)."""
+    return {b["_id"]: b for b in heartbeats.find({}, fields)}

@@ -65,3 +65,8 @@ def _used(db: SyncDb, kind: str, name: str) -> bool:
 
 
 # -- the producer and the operator's commands (producer/, cli/) ------------------------
+
+
+def read_leases(metadata: SyncColl) -> list[Document]:
+    """The recruiter's and the cleaner's lease documents (``recruiter status``)."""
+    return list(metadata.find({"_id": {"$in": ["recruiter", "cleaner"]}}))

@@ -1,7 +1,7 @@
 """Counting what a process asks of the database, for the benchmarks.
 
 When ``RECRUITER_COMMAND_STATS=<path>`` is set, every client made by
-:mod:`recruiter.connection` gets one process-wide :class:`CommandStats`
+:mod:`recruiter.store.connection` gets one process-wide :class:`CommandStats`
 listener. It counts round trips (commands started), the bytes of each command
 sent and reply received (their BSON size), and the replies that found nothing
 (idle polls), per command name and per ``command:collection``. It writes the
@@ -24,13 +24,15 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import bson
 from pymongo import monitoring
 
 STATS_ENVVAR = "RECRUITER_COMMAND_STATS"
+# The server address a command went to (host, port), which with its request id names it.
+Address = tuple[str, int | None]
 WRITE_INTERVAL_S = 1.0
 
 
@@ -48,19 +50,19 @@ class Tally:
                 "request_bytes": self.request_bytes, "reply_bytes": self.reply_bytes, "documents": self.documents}
 
 
-def _collection_of(command_name: str, command: Any) -> str | None:
+def _collection_of(command_name: str, command: Mapping[str, object]) -> str | None:
     value = command.get(command_name)
     return value if isinstance(value, str) else None
 
 
-def _documents_in(reply: Any) -> int:
+def _documents_in(reply: Mapping[str, object]) -> int:
     cursor = reply.get("cursor")
     if isinstance(cursor, dict):
         return len(cursor.get("firstBatch") or cursor.get("nextBatch") or [])
     return 0
 
 
-def _is_empty_read(reply: Any) -> bool:
+def _is_empty_read(reply: Mapping[str, object]) -> bool:
     """A cursor reply (find, aggregate, getMore) whose batch is empty, or a findAndModify that found nothing."""
     cursor = reply.get("cursor")
     if isinstance(cursor, dict):
@@ -74,7 +76,7 @@ class CommandStats(monitoring.CommandListener):
 
     by_command: dict[str, Tally] = field(default_factory=dict)
     by_target: dict[str, Tally] = field(default_factory=dict)
-    _keys: dict[tuple[Any, int], tuple[str, str]] = field(default_factory=dict)
+    _keys: dict[tuple[Address, int], tuple[str, str]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def started(self, event: monitoring.CommandStartedEvent) -> None:
@@ -89,7 +91,7 @@ class CommandStats(monitoring.CommandListener):
                 tally.count += 1
                 tally.request_bytes += size
 
-    def _finished(self, connection_id: Any, request_id: int, reply_size: int, failed: bool, empty: bool,
+    def _finished(self, connection_id: Address, request_id: int, reply_size: int, failed: bool, empty: bool,
                   documents: int = 0) -> None:
         with self._lock:
             keys = self._keys.pop((connection_id, request_id), None)
@@ -109,7 +111,7 @@ class CommandStats(monitoring.CommandListener):
     def failed(self, event: monitoring.CommandFailedEvent) -> None:
         self._finished(event.connection_id, event.request_id, 0, True, False)
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         with self._lock:
             return {
                 "pid": os.getpid(),

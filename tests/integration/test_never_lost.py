@@ -19,7 +19,6 @@ from bson import ObjectId
 from pymongo import AsyncMongoClient
 from pymongo.errors import PyMongoError
 
-from recruiter.cli.workers import request_stop
 from recruiter.domain.clock import ManualClock
 from recruiter.domain.liveness import MAX_UNPROVEN_RETURNS
 from recruiter.domain.retry import RetryManyTimes
@@ -28,6 +27,7 @@ from recruiter.processes.leadership import LostLease, no_fault
 from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
 from recruiter.processes.worker.runtime import WorkerIdTaken, WorkerProcess
 from recruiter.processes.worker.state import JobState, Running
+from recruiter.store import SyncCollections, request_stop
 from recruiter.store.transactions import fenced_transaction
 from tests.integration.test_processes_inproc import DEAD_AFTER_S, START, Harness, run, take_and_work
 from tests.workables import (
@@ -315,7 +315,7 @@ def test_workers_stop_asks_through_the_roster(db_uri: str) -> None:
     async def scenario(h: Harness) -> None:
         process, slot = await h.worker("remote-7")
         bystander, bystander_slot = await h.worker("remote-70x")
-        assert request_stop(h.sync_db, ["remote-7"]) == ["remote-7"]
+        assert request_stop(SyncCollections.of(h.sync_db).roster, ["remote-7"]) == ["remote-7"]
         assert await process.poll(slot) is None
         assert process.stopping.is_set()
         assert await bystander.poll(bystander_slot) is None and not bystander.stopping.is_set()

@@ -23,6 +23,7 @@ import structlog
 from bson import ObjectId
 from pymongo import AsyncMongoClient, MongoClient
 
+from bench.commands import Commands
 from recruiter.cli.workers import describe_workers, render_workers
 from recruiter.domain.clock import ManualClock
 from recruiter.domain.retry import ExponentialBackoff, RetryManyTimes
@@ -38,7 +39,6 @@ from recruiter.store.indexes import ensure_indexes
 from recruiter.store.layout import Collections
 from recruiter.store.leases import Lease
 from recruiter.store.wakeup import Wake
-from tests.commands import Commands
 from tests.workables import AlwaysFails, BrokenConstructor, Record
 
 START = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

@@ -11,13 +11,13 @@ import pytest
 from bson import ObjectId
 from pymongo import AsyncMongoClient, MongoClient
 
+from bench.commands import Commands
 from recruiter import AsyncRecruiter, JobRefused, Recruiter
 from recruiter.domain.clock import ManualClock
 from recruiter.domain.retry import ExponentialBackoff, policy_from_document
 from recruiter.domain.workable import workable_from_document
 from recruiter.store.connection import ConnectionProblem
 from recruiter.store.indexes import INDEXES, ensure_indexes_sync
-from tests.commands import Commands
 from tests.workables import BrokenConstructor, Record
 
 START = datetime(2026, 2, 1, 9, 0, tzinfo=UTC)

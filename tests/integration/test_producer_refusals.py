@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 from pymongo import AsyncMongoClient, MongoClient
 
+from bench.commands import Commands
 from recruiter import AsyncRecruiter, JobRefused, Recruiter, Workable
 from recruiter.domain.retry import Archive, Decision, Failure, RetryForever, RetryPolicy
-from tests.commands import Commands
 from tests.conftest import REPO
 from tests.workables import Record
 

@@ -1,4 +1,4 @@
-"""A PyMongo command listener for tests that count what reaches the server."""
+"""A PyMongo command listener that records what reaches the server (benchmarks, and tests that count round trips)."""
 
 from __future__ import annotations
 

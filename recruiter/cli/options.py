@@ -1,0 +1,155 @@
+"""The options the commands share, and the value types they parse.
+
+Invariant: every option is also an environment variable (``RECRUITER_<NAME>``,
+shown in ``--help``), and ``--target`` is defined once, here (it reads
+``RECRUITER_MONGODB_URI`` or ``MONGODB_URI``). Values are checked as they are
+parsed, so a command body only ever sees valid durations, sizes and schemes.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import TypeVar
+
+import click
+
+from recruiter.domain.durations import parse_duration
+from recruiter.domain.selection import CountingScheme
+from recruiter.domain.sizes import parse_size
+from recruiter.processes import embedded, logs
+from recruiter.store import DEFAULT_URI, URI_ENVVARS, Target, parse_target, wait_until_reachable
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+Command = Callable[..., None]
+T = TypeVar("T")
+
+
+class Duration(click.ParamType):  # type: ignore[type-arg]
+    """A duration such as ``200ms``, ``30s``, ``5m``, ``2h`` or ``5d``."""
+
+    name = "duration"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> timedelta:
+        if isinstance(value, timedelta):
+            return value
+        try:
+            td = parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        if td <= timedelta():
+            self.fail(f"{value!r} must be longer than zero", param, ctx)
+        return td
+
+
+class Size(click.ParamType):  # type: ignore[type-arg]
+    """A memory size such as ``512MB`` or ``2G`` (powers of 1024)."""
+
+    name = "size"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_size(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class Scheme(click.ParamType):  # type: ignore[type-arg]
+    """A counting scheme ``HIGH,LOW`` such as ``4,1``."""
+
+    name = "high,low"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> CountingScheme:
+        if isinstance(value, CountingScheme):
+            return value
+        try:
+            return CountingScheme.parse(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+DURATION = Duration()
+SIZE = Size()
+SCHEME = Scheme()
+
+
+def env(name: str) -> str:
+    return f"RECRUITER_{name}"
+
+
+def target_option(fn: Command) -> Command:
+    """``--target``: the MongoDB URI, the one definition every command uses."""
+    return click.option("--target", envvar=list(URI_ENVVARS), default=DEFAULT_URI, show_default=True,
+                        show_envvar=True, help="MongoDB URI; the database defaults to 'recruiter'.")(fn)
+
+
+@dataclass(frozen=True)
+class Common:
+    """The options of every command that connects: where, whether to start a server, how to log."""
+
+    target: str
+    embedded: bool
+    embedded_path: Path
+    log_level: str
+    log_format: str
+
+    @property
+    def debug(self) -> bool:
+        return self.log_level == "debug"
+
+
+def common_options(fn: Command) -> Command:
+    """Adds the :class:`Common` options; the command receives them as one ``common`` argument."""
+
+    @functools.wraps(fn)
+    def with_common(*args: object, target: str, embedded: bool, embedded_path: Path, log_level: str,
+                    log_format: str, **kwargs: object) -> None:
+        fn(*args, common=Common(target, embedded, embedded_path, log_level, log_format), **kwargs)
+
+    options: list[Callable[[Command], Command]] = [
+        target_option,
+        click.option("--embedded/--no-embedded", envvar=env("EMBEDDED"), default=False, show_envvar=True,
+                     help="If nothing answers at a localhost target, start the embedded server there."),
+        click.option("--embedded-path", envvar=env("EMBEDDED_PATH"), type=click.Path(path_type=Path),
+                     default=embedded.DEFAULT_STORAGE, show_default=True, show_envvar=True,
+                     help="Storage directory of the embedded server."),
+        click.option("--log-level", envvar=env("LOG_LEVEL"), type=click.Choice(logs.LEVELS), default="info",
+                     show_default=True, show_envvar=True, help="debug also shows tracebacks."),
+        click.option("--log-format", envvar=env("LOG_FORMAT"), type=click.Choice(logs.FORMATS), default="auto",
+                     show_default=True, show_envvar=True, help="auto: console on a terminal, JSON otherwise."),
+    ]
+    command: Command = with_common
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def connect_target(common: Common) -> Target:
+    """The target of ``--target``, reachable (started first with ``--embedded`` if nothing answers)."""
+    if common.embedded:
+        return embedded.ensure_running(common.target, common.embedded_path)
+    target = parse_target(common.target)
+    wait_until_reachable(target, timeout_s=5.0)
+    return target
+
+
+def valid(build: Callable[[], T]) -> T:
+    """``build()``, with a ValueError (a config refusing a value) shown as a usage error."""
+    try:
+        return build()
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+def seconds(td: timedelta) -> float:
+    return td.total_seconds()
+
+
+def format_seconds(s: float) -> str:
+    return f"{s:g}s" if s >= 1 else f"{s * 1000:g}ms"

@@ -1,0 +1,234 @@
+"""``recruiter start``, ``worker start`` and ``cleaner start``: the three processes.
+
+Invariant: a command only turns its options into a frozen config (a bad value is
+a usage error, exit 2) and hands the process to :mod:`recruiter.processes.runtime`;
+what goes wrong while connecting or running is shown as one line (exit 1), with
+the traceback only at ``--log-level debug``.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import click
+
+from recruiter.cli.options import (
+    CONTEXT,
+    DURATION,
+    SCHEME,
+    SIZE,
+    Common,
+    common_options,
+    connect_target,
+    env,
+    format_seconds,
+    seconds,
+    valid,
+)
+from recruiter.domain.naming import module_problem, modules_under
+from recruiter.domain.selection import CountingScheme
+from recruiter.processes import logs, runtime
+from recruiter.processes.cleaner import CleanerConfig, CleanerProcess
+from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
+from recruiter.processes.runtime import Check, Make
+from recruiter.processes.worker.runtime import WorkerConfig, WorkerIdTaken, WorkerProcess
+from recruiter.store import (
+    AsyncDb,
+    Collections,
+    ConnectionProblem,
+    ServerClock,
+    StoreError,
+    Target,
+    Wake,
+    describe,
+    longest_heartbeat_interval,
+    parse_target,
+    sync_client,
+)
+
+
+def run_process(common: Common, app_name: str, make: Make, check: Check | None = None) -> None:
+    """Connect, build the process with ``make(db, clock)`` and run it until a signal stops it.
+
+    ``check(db)``, if given, runs first and may refuse to start (click.UsageError)."""
+    logs.configure(common.log_level, common.log_format)
+    target: Target | None = None
+    try:
+        target = connect_target(common)
+        code = runtime.run(target, app_name, make, check)
+    except (ConnectionProblem, WorkerIdTaken, ValueError) as exc:
+        if common.debug:
+            raise
+        raise click.ClickException(str(exc)) from None
+    except StoreError as exc:
+        if common.debug or target is None:
+            raise
+        raise click.ClickException(describe(exc, target)) from None
+    if code:
+        sys.exit(code)
+
+
+@click.command("start")
+@common_options
+@click.option("--backoff-from", envvar=env("BACKOFF_FROM"), type=DURATION, default="50ms", show_default=True,
+              show_envvar=True, help="First idle wait between rounds.")
+@click.option("--backoff-to", envvar=env("BACKOFF_TO"), type=DURATION, default="1s", show_default=True,
+              show_envvar=True, help="Longest idle wait between rounds.")
+@click.option("--round-size", envvar=env("ROUND_SIZE"), type=click.IntRange(1, 1000), default=42,
+              show_default=True, show_envvar=True, help="Most workers assigned in one round.")
+@click.option("--lease-ttl", envvar=env("LEASE_TTL"), type=DURATION, default="10s", show_default=True,
+              show_envvar=True, help="Leader lease; a standby takes over this long after the leader dies.")
+@click.option("--counting-scheme", envvar=env("COUNTING_SCHEME"), type=SCHEME, default="4,1", show_default=True,
+              show_envvar=True, help="Within a tenant: this many high-priority jobs, then this many low, again.")
+@click.option("--sweep-interval", envvar=env("SWEEP_INTERVAL"), type=DURATION, default="60s", show_default=True,
+              show_envvar=True, help="How often the leader looks for malformed jobs that no round reads "
+                                     "(at least 20 times as long as a look takes).")
+def start_recruiter(backoff_from: timedelta, backoff_to: timedelta, round_size: int, lease_ttl: timedelta,
+                    counting_scheme: CountingScheme, sweep_interval: timedelta, common: Common) -> None:
+    """Run the recruiter (one leads; others stand by)."""
+    config = valid(lambda: RecruiterConfig(round_size=round_size, backoff_from_s=seconds(backoff_from),
+                                            backoff_to_s=seconds(backoff_to), lease_ttl_s=seconds(lease_ttl),
+                                            counting_scheme=counting_scheme,
+                                            sweep_interval_s=seconds(sweep_interval)))
+    run_process(common, "recruiter", lambda db, clock: RecruiterProcess(db, clock, config))
+
+
+@click.group("worker", context_settings=CONTEXT)
+def worker_group() -> None:
+    """Workers: run the jobs."""
+
+
+@worker_group.command("start")
+@common_options
+@click.option("--group", "groups", envvar=env("GROUP"), multiple=True, default=("*",), show_default=True,
+              show_envvar=True, help="Group to work on; repeat for several; '*' takes any group.")
+@click.option("--concurrency", envvar=env("CONCURRENCY"), type=click.IntRange(1, 1024), default=1,
+              show_default=True, show_envvar=True, help="Workers in this process, each with its own roster entry.")
+@click.option("--id", "worker_id", envvar=env("WORKER_ID"), default=None, show_envvar=True,
+              help="Worker id (default: a new ObjectId); with --concurrency N, ids are ID-0..ID-N-1.")
+@click.option("--heartbeat-interval", envvar=env("HEARTBEAT_INTERVAL"), type=DURATION, default="5s",
+              show_default=True, show_envvar=True, help="How often last_seen_at is refreshed.")
+@click.option("--poll-from", envvar=env("POLL_FROM"), type=DURATION, default="20ms", show_default=True,
+              show_envvar=True, help="First idle wait between reads of the roster entry.")
+@click.option("--poll-to", envvar=env("POLL_TO"), type=DURATION, default="500ms", show_default=True,
+              show_envvar=True, help="Longest idle wait between reads of the roster entry.")
+@click.option("--max-crashes", envvar=env("MAX_CRASHES"), type=click.IntRange(1), default=3, show_default=True,
+              show_envvar=True, help="A job whose workers died this many times is archived as crashed-too-many-times.")
+@click.option("--wake", envvar=env("WAKE"), type=click.Choice([w.value for w in Wake]), default=Wake.AUTO.value,
+              show_default=True, show_envvar=True,
+              help="How a worker learns of its job: a change stream on its roster entry, polling it "
+                   "(--poll-from/--poll-to), or auto (a stream where the server has them).")
+@click.option("--import-path", envvar=env("IMPORT_PATH"), multiple=True, default=(".",), show_default=True,
+              show_envvar=True, help="Directory added to sys.path so job classes can be imported.")
+@click.option("--preload", envvar=env("PRELOAD"), multiple=True, show_envvar=True,
+              help="Module to import at start, so a typo fails now rather than in every job.")
+@click.option("--allow-module", "allow_modules", envvar=env("ALLOW_MODULE"), multiple=True, show_envvar=True,
+              metavar="PREFIX", help="Module (and its submodules) jobs may name, besides those under --import-path "
+                                     "and --preload; others are archived as malformed without being imported.")
+@click.option("--grace-period", envvar=env("GRACE_PERIOD"), type=DURATION, default="30s", show_default=True,
+              show_envvar=True, help="After SIGTERM, how long running jobs may take before they are interrupted.")
+@click.option("--memory-limit", envvar=env("MEMORY_LIMIT"), type=SIZE, default=None, show_envvar=True,
+              help="After a job, a worker over this resident size (e.g. 512MB) exits with status 75 and a "
+                   "supervisor process starts a fresh one.")
+def start_worker(groups: tuple[str, ...], concurrency: int, worker_id: str | None, heartbeat_interval: timedelta,
+                 poll_from: timedelta, poll_to: timedelta, max_crashes: int, wake: str, import_path: tuple[str, ...],
+                 preload: tuple[str, ...], allow_modules: tuple[str, ...], grace_period: timedelta,
+                 memory_limit: int | None, common: Common) -> None:
+    """Run workers for the given groups.
+
+    Jobs may name only modules found under --import-path, those named by
+    --preload and those under an --allow-module prefix; a job naming any other
+    is archived as malformed, and its module is never imported.
+    """
+    for p in reversed(import_path):
+        sys.path.insert(0, str(Path(p).resolve()))
+    allowed = allowed_modules(import_path, preload, allow_modules)
+    for module in preload:
+        try:
+            __import__(module)
+        except Exception as exc:  # noqa: BLE001 - reported as one line
+            raise click.ClickException(f"cannot preload {module!r}: {type(exc).__name__}: {exc}") from None
+    groups = tuple(dict.fromkeys(g for spec in groups for g in spec.split(",") if g))
+    config = valid(lambda: WorkerConfig(
+        groups=groups, concurrency=concurrency, worker_id=worker_id,
+        heartbeat_interval_s=seconds(heartbeat_interval), poll_from_s=seconds(poll_from),
+        poll_to_s=seconds(poll_to), max_crashes=max_crashes, wake=Wake(wake), grace_period_s=seconds(grace_period),
+        memory_limit_bytes=memory_limit, allowed_modules=allowed))
+    if runtime.needs_supervisor(memory_limit):
+        sys.exit(runtime.supervised(run_worker, common, config))
+    run_worker(common, config)
+
+
+def allowed_modules(import_path: tuple[str, ...], preload: tuple[str, ...],
+                    allow_modules: tuple[str, ...]) -> tuple[str, ...]:
+    """The worker's allow-list: what the import path provides, the preloaded modules and --allow-module."""
+    for prefix in (*preload, *allow_modules):
+        problem = module_problem(prefix)
+        if problem:
+            raise click.UsageError(f"--preload or --allow-module: {problem}")
+    found = [m for p in import_path for m in modules_under(Path(p).resolve())]
+    return tuple(dict.fromkeys([*found, *preload, *allow_modules]))
+
+
+def run_worker(common: Common, config: WorkerConfig) -> None:
+    """Run the worker process itself (in the supervisor's child, with --memory-limit)."""
+
+    def make(db: AsyncDb, clock: ServerClock) -> WorkerProcess:
+        # The heartbeat thread has a client of its own, so a blocked event loop cannot hold it up.
+        heartbeat_client = sync_client(parse_target(common.target), app_name="recruiter-heartbeat")
+        return WorkerProcess(db, clock, config, heartbeat_db=heartbeat_client[db.name])
+
+    run_process(common, "recruiter-worker", make)
+
+
+@click.group("cleaner", context_settings=CONTEXT)
+def cleaner_group() -> None:
+    """The cleaner: dead workers and old history."""
+
+
+@cleaner_group.command("start")
+@common_options
+@click.option("--considered-dead-after", envvar=env("CONSIDERED_DEAD_AFTER"), type=DURATION, default="30s",
+              show_default=True, show_envvar=True,
+              help="A worker silent this long is dead (missed heartbeats); at least twice the heartbeat interval.")
+@click.option("--heartbeat-interval", envvar=env("HEARTBEAT_INTERVAL"), type=DURATION, default="5s",
+              show_default=True, show_envvar=True,
+              help="The workers' heartbeat interval (the worker's default); longer ones registered in the "
+                   "roster count too.")
+@click.option("--clean-after", envvar=env("CLEAN_AFTER"), type=DURATION, default="7d", show_default=True,
+              show_envvar=True, help="Archived jobs older than this are deleted.")
+@click.option("--interval", envvar=env("CLEANER_INTERVAL"), type=DURATION, default="2s", show_default=True,
+              show_envvar=True, help="Time between cleaning passes.")
+@click.option("--lease-ttl", envvar=env("LEASE_TTL"), type=DURATION, default="10s", show_default=True,
+              show_envvar=True, help="Cleaner lease; a standby takes over this long after the holder dies.")
+def start_cleaner(considered_dead_after: timedelta, heartbeat_interval: timedelta, clean_after: timedelta,
+                  interval: timedelta, lease_ttl: timedelta, common: Common) -> None:
+    """Run the cleaner (one active; others stand by)."""
+    config = valid(lambda: CleanerConfig(
+        considered_dead_after_s=seconds(considered_dead_after), clean_after_s=seconds(clean_after),
+        interval_s=seconds(interval), lease_ttl_s=seconds(lease_ttl)))
+    dead_after_s = config.considered_dead_after_s
+    _check_dead_after(dead_after_s, seconds(heartbeat_interval), "--heartbeat-interval")
+
+    async def check_roster(db: AsyncDb) -> None:
+        """Workers already registered with a longer interval count too (refused the same way)."""
+        longest = await longest_heartbeat_interval(Collections.of(db).roster, dead_after_s / 2)
+        if longest is not None:
+            worker_id, interval_s = longest
+            _check_dead_after(dead_after_s, interval_s, f"the heartbeat interval of worker {worker_id!r}")
+
+    run_process(common, "recruiter-cleaner", lambda db, clock: CleanerProcess(db, clock, config),
+                check=check_roster)
+
+
+def _check_dead_after(dead_after_s: float, heartbeat_s: float, source: str) -> None:
+    """``--considered-dead-after`` must leave room for one missed heartbeat: at least twice the interval."""
+    if dead_after_s < 2 * heartbeat_s:
+        raise click.UsageError(
+            f"--considered-dead-after {format_seconds(dead_after_s)} is shorter than twice {source} "
+            f"({format_seconds(heartbeat_s)}): a live worker would be taken for dead between two heartbeats; "
+            f"use at least {format_seconds(2 * heartbeat_s)}")
+
+

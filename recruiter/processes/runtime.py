@@ -1,0 +1,174 @@
+"""Running a process (recruiter, worker, cleaner) until a signal stops it.
+
+The command line builds a process and hands it here with its target; this
+module gives it a client, the server's clock (recalibrated every minute) and
+the indexes, then runs it under signal handlers.
+
+Invariants: the first SIGINT or SIGTERM asks for a graceful stop
+(:meth:`Process.stop`), the second forces it (:meth:`Process.force`: running jobs
+are interrupted and given back); SIGUSR1 prints every task's stack. After a
+stop request, a process whose server no longer answers and that holds no job
+leaves at once (:func:`exit_without_server`) rather than waiting out a server
+selection timeout for each of its last writes. The exit status is the
+process's own (:attr:`Process.exit_code`, e.g. 75 for a worker over its memory
+limit), and the signal handlers are removed before returning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Protocol
+
+import structlog
+
+from recruiter.store import (
+    AsyncClient,
+    AsyncDb,
+    ServerClock,
+    StoreError,
+    Target,
+    answers_ping_within,
+    async_client,
+    ensure_indexes,
+)
+
+log = structlog.get_logger("recruiter.runtime")
+
+RECALIBRATE_CLOCK_S = 60.0
+STOP_PROBE_S = 1.0
+# Set in the worker started by the --memory-limit supervisor, so that it runs the worker itself.
+SUPERVISED = "RECRUITER_SUPERVISED_WORKER"
+
+
+class Process(Protocol):
+    """What the runtime asks of a process: run it, stop it gracefully or by force, and its exit status."""
+
+    exit_code: int
+
+    async def run(self) -> None: ...
+
+    def stop(self) -> None:
+        """Graceful stop: take no new work, finish what runs, leave."""
+
+    def force(self) -> None:
+        """Forced stop (a second signal): interrupt what runs and give it back."""
+
+    def busy(self) -> bool:
+        """Whether it holds work a graceful stop waits for (a running job)."""
+
+
+Make = Callable[[AsyncDb, ServerClock], Process]
+Check = Callable[[AsyncDb], Awaitable[None]]
+
+
+def run(target: Target, app_name: str, make: Make, check: Check | None = None) -> int:
+    """Connect to ``target``, build the process with ``make(db, clock)`` and run it until it ends.
+
+    ``check(db)``, if given, runs first and may refuse to start by raising.
+    Returns the process's exit status.
+    """
+    return asyncio.run(_main(target, app_name, make, check))
+
+
+async def _main(target: Target, app_name: str, make: Make, check: Check | None) -> int:
+    client = async_client(target, app_name=app_name)
+    try:
+        clock = ServerClock()
+        await clock.calibrate(client)
+        db = client[target.database]
+        await ensure_indexes(db)
+        if check is not None:
+            await check(db)
+        process = make(db, clock)
+        calibrator = asyncio.create_task(_recalibrate(clock, client), name="clock.calibrate")
+        try:
+            with _signals(process, client, target):
+                await process.run()
+        except asyncio.CancelledError:
+            log.warning("process.forced_stop")
+        finally:
+            calibrator.cancel()
+        return process.exit_code
+    finally:
+        await client.close()
+
+
+@contextlib.contextmanager
+def _signals(process: Process, client: AsyncClient, target: Target) -> Iterator[None]:
+    """SIGINT/SIGTERM stop ``process`` (gracefully, then by force), SIGUSR1 dumps the tasks; removed on exit."""
+    loop = asyncio.get_running_loop()
+    watchdog: list[asyncio.Task[None]] = []
+
+    def on_signal(signum: int) -> None:
+        name = signal.Signals(signum).name
+        if not watchdog:
+            log.info("signal.received", signal=name, action="graceful stop")
+            process.stop()
+            watchdog.append(asyncio.create_task(exit_without_server(client, process, target), name="stop.watchdog"))
+        else:
+            log.warning("signal.received", signal=name, action="forced stop")
+            process.force()  # the process interrupts its work and gives it back
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal, sig)
+    # SIGUSR1 prints what every task is waiting on (py-spy cannot see coroutines).
+    loop.add_signal_handler(signal.SIGUSR1, _dump_tasks)
+    try:
+        yield
+    finally:
+        for task in watchdog:
+            task.cancel()
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
+            loop.remove_signal_handler(sig)
+
+
+async def exit_without_server(client: AsyncClient, process: Process, target: Target) -> None:
+    """After a stop request, end the process at once if its server is gone and it holds no job.
+
+    Nothing it could still write (deregistering, releasing its lease) can reach the
+    server, and every operation would first wait out its server selection timeout
+    (10 s or more each). What it leaves behind is what a crash leaves, and is
+    handled the same way: the cleaner removes its roster entry, a lease expires.
+    A worker running a job waits for it first, as any graceful stop does.
+    """
+    await asyncio.sleep(STOP_PROBE_S)  # with a server, the stop ends in this time
+    while True:
+        if not process.busy() and not await answers_ping_within(client, STOP_PROBE_S):
+            log.warning("process.exit_without_server", server=target.display,
+                        detail="the server does not answer: leaving now without deregistering or releasing "
+                               "leases; the cleaner removes this process's roster entries, and leases expire")
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+        await asyncio.sleep(STOP_PROBE_S)
+
+
+def _dump_tasks() -> None:
+    for task in asyncio.all_tasks():
+        print(f"--- task {task.get_name()}", file=sys.stderr)
+        task.print_stack(file=sys.stderr)
+    sys.stderr.flush()
+
+
+async def _recalibrate(clock: ServerClock, client: AsyncClient) -> None:
+    while True:
+        await asyncio.sleep(RECALIBRATE_CLOCK_S)
+        with contextlib.suppress(StoreError):
+            await clock.calibrate(client)
+
+
+def needs_supervisor(memory_limit_bytes: int | None) -> bool:
+    """Whether ``worker start`` must run its worker under the --memory-limit supervisor (not yet inside it)."""
+    return memory_limit_bytes is not None and not os.environ.get(SUPERVISED)
+
+
+def supervised(run_worker: Callable[..., None], *args: object) -> int:
+    """Run ``run_worker(*args)`` in child processes, a fresh one each time one exits over its memory limit."""
+    from recruiter.processes.worker.supervisor import supervise
+
+    return supervise(run_worker, *args, child_env=SUPERVISED)

@@ -1,0 +1,114 @@
+"""Cancelling a job: the reads and writes of :mod:`recruiter.domain.cancel`, in one transaction.
+
+Invariant: a cancel reads the job (and, if it is locked, its worker's roster entry
+and heartbeat) and writes the pure :class:`~recruiter.domain.cancel.CancelPlan`
+made from them in the same transaction; the job is deleted from ``scheduled`` only
+if it is still as read (else the transaction is aborted and run again), so a
+cancel never races the recruiter's lock or a worker's outcome.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from bson import ObjectId
+from pymongo import DeleteOne, UpdateOne, WriteConcern
+from pymongo.asynchronous.client_session import AsyncClientSession
+from pymongo.synchronous.client_session import ClientSession
+
+from recruiter.domain.cancel import CancelPlan, CancelResult, not_scheduled, plan_cancel, with_heartbeat
+from recruiter.store.layout import AsyncDb, Collections, Document, SyncCollections, SyncDb
+
+ATTEMPTS = 5
+ENTRY_FIELDS = {"assigned_to": 1, "outcome.job": 1, "session": 1, "pid": 1, "hostname": 1}
+BEAT_FIELDS = {"session": 1, "working_on": 1, "working_since": 1}
+
+
+class _Moved(Exception):
+    """The job changed between the transaction's read and its write."""
+
+
+@dataclass
+class CancelWrites:
+    """A plan's writes as driver operations, per collection (in the order they are sent)."""
+
+    scheduled: list[DeleteOne] = field(default_factory=list)
+    archived: list[UpdateOne] = field(default_factory=list)
+    roster: list[UpdateOne] = field(default_factory=list)
+
+
+def cancel_writes(plan: CancelPlan) -> CancelWrites:
+    """The operations that carry out ``plan``: the conditional delete, the archive upsert, the fence."""
+    writes = CancelWrites()
+    if plan.delete is not None:
+        writes.scheduled.append(DeleteOne(plan.delete))
+    if plan.fence is not None:
+        writes.roster.append(UpdateOne(*plan.fence))
+    if plan.archived is not None:
+        writes.archived.append(UpdateOne({"_id": plan.archived["_id"]}, {"$setOnInsert": plan.archived}, upsert=True))
+    return writes
+
+
+def cancel_job(db: SyncDb, job_id: ObjectId, now: datetime, reason: str | None = None) -> CancelResult:
+    """Cancel one job with a synchronous ``Database``; see :mod:`recruiter.domain.cancel`."""
+    # A transaction's writes carry no write concern of their own.
+    inside = SyncCollections.of(db.with_options(write_concern=WriteConcern()))
+
+    def attempt(session: ClientSession) -> CancelResult:
+        job = inside.scheduled.find_one({"_id": job_id}, session=session)
+        if job is None:
+            return not_scheduled(job_id, inside.archived.find_one({"_id": job_id}, {"why": 1}, session=session))
+        entry: Document | None = None
+        if job.get("locked"):
+            entry = with_heartbeat(
+                inside.roster.find_one({"_id": job.get("locked_by")}, ENTRY_FIELDS, session=session),
+                inside.heartbeats.find_one({"_id": job.get("locked_by")}, BEAT_FIELDS, session=session))
+        plan = plan_cancel(job, entry, now, reason)
+        writes = cancel_writes(plan)
+        if writes.scheduled and inside.scheduled.bulk_write(writes.scheduled, session=session).deleted_count != 1:
+            raise _Moved()  # changed since read: abort, read again
+        for coll, ops in ((inside.archived, writes.archived), (inside.roster, writes.roster)):
+            if ops:
+                coll.bulk_write(ops, ordered=True, session=session)
+        return CancelResult(job_id, plan.state, worker=plan.worker)
+
+    for _ in range(ATTEMPTS):
+        try:
+            with db.client.start_session() as session:
+                return session.with_transaction(attempt, write_concern=WriteConcern("majority"))
+        except _Moved:
+            continue
+    raise RuntimeError(f"job {job_id} kept changing while being cancelled; try again")
+
+
+async def cancel_job_async(db: AsyncDb, job_id: ObjectId, now: datetime, reason: str | None = None) -> CancelResult:
+    """Cancel one job with an asyncio ``AsyncDatabase``; see :mod:`recruiter.domain.cancel`."""
+    inside = Collections.of(db.with_options(write_concern=WriteConcern()))
+
+    async def attempt(session: AsyncClientSession) -> CancelResult:
+        job = await inside.scheduled.find_one({"_id": job_id}, session=session)
+        if job is None:
+            return not_scheduled(job_id, await inside.archived.find_one({"_id": job_id}, {"why": 1}, session=session))
+        entry: Document | None = None
+        if job.get("locked"):
+            entry = with_heartbeat(
+                await inside.roster.find_one({"_id": job.get("locked_by")}, ENTRY_FIELDS, session=session),
+                await inside.heartbeats.find_one({"_id": job.get("locked_by")}, BEAT_FIELDS, session=session))
+        plan = plan_cancel(job, entry, now, reason)
+        writes = cancel_writes(plan)
+        if writes.scheduled and (
+                await inside.scheduled.bulk_write(writes.scheduled, session=session)).deleted_count != 1:
+            raise _Moved()  # changed since read: abort, read again
+        for coll, ops in ((inside.archived, writes.archived), (inside.roster, writes.roster)):
+            if ops:
+                await coll.bulk_write(ops, ordered=True, session=session)
+        return CancelResult(job_id, plan.state, worker=plan.worker)
+
+    for _ in range(ATTEMPTS):
+        try:
+            async with db.client.start_session() as session:
+                return await session.with_transaction(attempt, write_concern=WriteConcern("majority"))
+        except _Moved:
+            continue
+    raise RuntimeError(f"job {job_id} kept changing while being cancelled; try again")
