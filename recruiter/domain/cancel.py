@@ -103,11 +103,10 @@ def plan_cancel(job: dict[str, Any], entry: dict[str, Any] | None, now: datetime
         if (entry.get("outcome") or {}).get("job") == job_id:
             return CancelPlan(FINISHING, worker=worker)
         running = entry.get("working_on") == job_id
-        outcome["execution"] = Execution(
-            attempt=int(job.get("attempts", 1)), kind="cancelled", worker=worker,
-            pid=entry.get("pid"), hostname=entry.get("hostname"), scheduled_at=job.get("scheduled_at"),
+        outcome["execution"] = Execution.of(
+            job, "cancelled", pid=entry.get("pid"), hostname=entry.get("hostname"),
             started_at=entry.get("working_since") if running else None, ended_at=now,
-            message=reason or "cancelled", assigned_at=job.get("locked_at"),
+            message=reason or "cancelled",
         ).to_document()
         plan = CancelPlan(WAS_ASSIGNED, worker=worker, delete={"_id": job_id, "lock_token": job.get("lock_token")})
         if (entry.get("assigned_to") or {}).get(worker) == job_id:

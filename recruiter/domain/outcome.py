@@ -9,6 +9,7 @@ here does I/O, so each transition is unit-tested on plain dictionaries.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, cast
@@ -32,6 +33,11 @@ CRASHED = "crashed"  # an at_most_once job whose worker died during its attempt
 LOCK_FIELDS = ("locked_by", "locked_at", "lock_token", "lock_epoch")
 
 
+# ``Execution.of``'s default attempt: the job's ``attempts``. The cleaner passes what a
+# job it rescues holds, as it is, since such a job may be malformed.
+_ATTEMPTS: object = object()
+
+
 @dataclass(frozen=True)
 class Execution:
     """The record of one attempt, as kept in ``executions`` and ``last_execution``."""
@@ -48,6 +54,21 @@ class Execution:
     message: str | None = None
     trace: str | None = None
     assigned_at: datetime | None = None  # when the recruiter handed the job to its worker
+
+    @classmethod
+    def of(cls, job: Mapping[str, object], kind: Kind, *, pid: int | None, hostname: str | None,
+           started_at: datetime | None, ended_at: datetime, error_class: str | None = None,
+           message: str | None = None, trace: str | None = None, attempt: object = _ATTEMPTS) -> Execution:
+        """The execution of ``job``'s current attempt (``attempts``, unless ``attempt`` says
+        otherwise), by the worker holding its lock: when it was scheduled and assigned
+        comes from the job, the rest from the caller."""
+        return cls(
+            attempt=int(cast("int", job.get("attempts", 1))) if attempt is _ATTEMPTS else cast("int", attempt),
+            kind=kind, worker=str(job.get("locked_by")), pid=pid, hostname=hostname,
+            scheduled_at=cast("datetime | None", job.get("scheduled_at")), started_at=started_at,
+            ended_at=ended_at, error_class=error_class, message=message, trace=trace,
+            assigned_at=cast("datetime | None", job.get("locked_at")),
+        )
 
     def to_document(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -230,19 +251,10 @@ def crash_update(job: dict[str, Any], worker: dict[str, Any] | None, now: dateti
     or ``at_most_once``) before running it again.
     """
     worker = worker or {}
-    execution = Execution(
-        attempt=job.get("attempts", 0),
-        kind="crashed",
-        worker=str(job.get("locked_by")),
-        pid=worker.get("pid"),
-        hostname=worker.get("hostname"),
-        scheduled_at=job.get("scheduled_at"),
-        started_at=worker.get("working_since") or job.get("locked_at"),
-        ended_at=now,
-        error_class=qualified_name(WorkerCrashed),
-        message=reason,
-        trace=None,
-        assigned_at=job.get("locked_at"),
+    execution = Execution.of(
+        job, "crashed", attempt=job.get("attempts", 0), pid=worker.get("pid"),
+        hostname=worker.get("hostname"), started_at=worker.get("working_since") or job.get("locked_at"),
+        ended_at=now, error_class=qualified_name(WorkerCrashed), message=reason,
     ).to_document()
     update = {
         "$set": {

@@ -12,9 +12,14 @@ from datetime import datetime
 from bson.min_key import MinKey
 from pymongo import UpdateOne
 
-from recruiter.store.layout import AsyncColl, SyncColl
+from recruiter.store.layout import AsyncColl, Document, SyncColl
 
 # -- the worker: its own entry, its job, its heartbeat (processes/worker) --------------
+
+async def read_last_execution(archived: AsyncColl, job_id: object) -> Document | None:
+    """The archived job's lock token (none) and last execution."""
+    return await archived.find_one({"_id": job_id}, {"lock_token": 1, "last_execution": 1})
+
 
 
 # -- the recruiter and the cleaner (processes/recruiter.py, processes/cleaner.py) ------

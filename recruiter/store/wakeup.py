@@ -16,6 +16,11 @@ Streams need a replica set (or the embedded server). Where the server refuses
 them, ``auto`` falls back to polling; a broken stream is reopened, and every
 slot polls its entry once whenever a stream (re)opens, so nothing assigned
 while no stream was open is missed.
+
+Invariant: a stream is only a shortcut. It is read only while its owner is idle
+(a slot waits for work, or the recruiter has no round to run), and nothing waits
+on it alone: a worker's slots read their entries whenever a stream (re)opens and
+at least every ``safety_poll_s``, and the recruiter's backoff bounds its sleep.
 """
 
 from __future__ import annotations
@@ -24,13 +29,17 @@ import asyncio
 import contextlib
 import enum
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 import pymongo
 import structlog
+from pymongo.asynchronous.change_stream import AsyncChangeStream
 from pymongo.errors import OperationFailure, PyMongoError
 
+from recruiter.domain.records import Query, Raw
 from recruiter.store.connection import first_line
+from recruiter.store.layout import AsyncColl, AsyncDb, Document
+
+Stream = AsyncChangeStream[Document]
 
 log = structlog.get_logger("recruiter.worker")
 
@@ -63,7 +72,7 @@ def quick_empty_pause(streak: int) -> float:
 STREAMS_UNSUPPORTED = frozenset({40573, 40324, 115, 136})
 
 
-def watch_pipeline(slot_ids: list[str]) -> list[dict[str, Any]]:
+def watch_pipeline(slot_ids: list[str]) -> list[Query]:
     """Events a worker acts on: its entry got a job, was asked to stop, was taken
     over by a restart with the same id (a new ``session``), or was removed.
 
@@ -94,23 +103,30 @@ def watch_pipeline(slot_ids: list[str]) -> list[dict[str, Any]]:
 NOT_COPIED = "not_copied"
 
 
-def job_reference(job_id: Any, lock_token: Any) -> dict[str, Any]:
+def job_reference(job_id: object, lock_token: object) -> Query:
     """What an assignment carries in place of a job too big to copy: the worker reads the job."""
     return {"_id": job_id, "lock_token": lock_token, NOT_COPIED: True}
 
 
-def is_copy(job: Any) -> bool:
+def is_copy(job: object) -> bool:
     """Whether ``job`` (an entry's or an event's) is a copy of the job, not a reference to it."""
     return isinstance(job, dict) and job.get(NOT_COPIED) is not True
 
 
-def job_of(event: dict[str, Any]) -> dict[str, Any] | None:
+def job_of(event: Raw) -> Raw | None:
     """The job copy (or reference, :func:`job_reference`) an event carries, if any."""
     if event.get("operationType") == "update":
-        job = ((event.get("updateDescription") or {}).get("updatedFields") or {}).get("job")
+        fields = _field(_field(event, "updateDescription"), "updatedFields")
     else:
-        job = (event.get("fullDocument") or {}).get("job")
+        fields = _field(event, "fullDocument")
+    job = fields.get("job")
     return job if isinstance(job, dict) else None
+
+
+def _field(doc: Raw, name: str) -> Raw:
+    """``doc[name]`` if it is an embedded document, else an empty one."""
+    value = doc.get(name)
+    return value if isinstance(value, dict) else {}
 
 
 class RosterWatch:
@@ -126,7 +142,7 @@ class RosterWatch:
     Events are kept by the server meanwhile, and read when it resumes.
     """
 
-    def __init__(self, roster: Any, slot_ids: list[str], on_event: Callable[[str, dict[str, Any] | None], None],
+    def __init__(self, roster: AsyncColl, slot_ids: list[str], on_event: Callable[[str, Raw | None], None],
                  on_open: Callable[[], None], idle: asyncio.Event, *, max_await_s: float = 2.0,
                  retry_s: float = 1.0) -> None:
         self.roster = roster
@@ -139,7 +155,7 @@ class RosterWatch:
         self.streaming = asyncio.Event()
 
     async def supported(self) -> bool:
-        """Whether the server runs change streams. Any other error counts as yes: the
+        """Whether the server runs change streams. Every other error counts as yes: the
         stream is opened again and again by :meth:`run`, and slots poll meanwhile."""
         try:
             stream = await self.roster.watch(watch_pipeline(self.slot_ids), max_await_time_ms=1)
@@ -154,7 +170,7 @@ class RosterWatch:
         return True
 
     async def run(self) -> None:
-        resume_after: Any = None
+        resume_after: Raw | None = None
         while True:
             try:
                 async with closing(await self.roster.watch(
@@ -187,7 +203,7 @@ class RosterWatch:
             await asyncio.sleep(self.retry_s)
 
 
-def doorbell_pipeline() -> list[dict[str, Any]]:
+def doorbell_pipeline() -> list[Query]:
     """Events after which a round may find work: a job enqueued or unlocked by the
     cleaner (crashed or returned), a worker registered (its entry, then its
     heartbeat document) or recording an outcome. The recruiter's own writes
@@ -220,10 +236,10 @@ class Doorbell:
     keeps its backoff as the longest wait.
     """
 
-    def __init__(self, db: Any, *, max_await_s: float = 1.0) -> None:
+    def __init__(self, db: AsyncDb, *, max_await_s: float = 1.0) -> None:
         self.db = db
         self.max_await_ms = max(1, int(max_await_s * 1000))
-        self.stream: Any = None
+        self.stream: Stream | None = None
         self.supported = True
 
     async def open(self) -> None:
@@ -273,7 +289,7 @@ class Doorbell:
 CLOSE_TIMEOUT_S = 1.0
 
 
-async def close_quietly(stream: Any) -> None:
+async def close_quietly(stream: Stream) -> None:
     """Close a change stream, giving up after a second: with the server gone, closing
     (killCursors) would otherwise wait out server selection and hold up a shutdown."""
     try:
@@ -284,7 +300,7 @@ async def close_quietly(stream: Any) -> None:
 
 
 @contextlib.asynccontextmanager
-async def closing(stream: Any) -> AsyncIterator[Any]:
+async def closing(stream: Stream) -> AsyncIterator[Stream]:
     try:
         yield stream
     finally:

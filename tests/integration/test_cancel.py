@@ -13,7 +13,8 @@ from recruiter.domain.cancel import ALREADY_ARCHIVED, FINISHING, NOT_FOUND, WAS_
 from recruiter.domain.job import JobBuilder
 from recruiter.domain.retry import RetryManyTimes
 from recruiter.processes.worker.heartbeat import JOB_TAKEN_AWAY, SlotView, beat
-from recruiter.processes.worker.runtime import Running, Slot, WorkerProcess
+from recruiter.processes.worker.runtime import WorkerProcess
+from recruiter.processes.worker.state import JobState, Running, Slot
 from recruiter.store.layout import Collections
 from tests.conftest import wait_for_async
 from tests.integration.test_processes_inproc import Harness, run, take_and_work
@@ -155,7 +156,7 @@ def test_an_outcome_that_loses_the_race_with_a_cancel_is_refused(db_uri: str) ->
         assert job is not None
         bound = structlog.get_logger("test").bind(worker_id=slot.id)
         slot.running = Running(job_id, h.clock.now())
-        outcome = await process.attempt(slot, job, bound)  # the job ran...
+        outcome = await process.executor.attempt(slot.id, slot.running, job, bound)  # the job ran...
         assert outcome is not None and outcome.executed
 
         assert (await h.producer.cancel(job_id)).state == WAS_ASSIGNED  # ...and is cancelled before recording
@@ -180,7 +181,7 @@ def test_a_halted_thread_job_keeps_its_worker_alive_without_reporting_it(db_uri:
         assert (await h.producer.cancel(job_id)).state == WAS_ASSIGNED
 
         await process.heartbeat()
-        assert slot.running.halted and h.exits == []  # the process goes on: only the job was taken
+        assert slot.running.state is JobState.HALTED and h.exits == []  # the process goes on: only the job was taken
         h.clock.advance(timedelta(seconds=20))
         await process.heartbeat()  # the thread still runs: the slot beats as an idle one
         beating = await h.heartbeat("w1")
@@ -196,11 +197,11 @@ def test_a_cancel_event_replaces_a_delivered_copy_not_started_yet(db_uri: str) -
         job_id, process, slot = await assigned_to_w1(h)
         entry = await h.roster("w1")
         assert entry is not None
-        process._delivered("w1", entry["job"])  # the assignment's event...
-        assert slot.delivered is not None
+        process.inboxes.delivered("w1", entry["job"])  # the assignment's event...
+        assert slot.inbox.delivered is not None
         assert (await h.producer.cancel(job_id)).state == WAS_ASSIGNED
-        process._delivered("w1", None)  # ...then the cancel's (job: null), before the slot ran
-        assert slot.delivered is None and slot.must_poll
+        process.inboxes.delivered("w1", None)  # ...then the cancel's (job: null), before the slot ran
+        assert slot.inbox.delivered is None and slot.inbox.must_poll
         assert await process.poll(slot) is None
         assert (await h.roster("w1") or {}).get("available") is True
 

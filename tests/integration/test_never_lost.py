@@ -25,7 +25,8 @@ from recruiter.domain.retry import RetryManyTimes
 from recruiter.processes.cleaner import CleanerConfig, CleanerProcess
 from recruiter.processes.leadership import LostLease, no_fault
 from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
-from recruiter.processes.worker.runtime import Running, WorkerIdTaken, WorkerProcess
+from recruiter.processes.worker.runtime import WorkerIdTaken, WorkerProcess
+from recruiter.processes.worker.state import JobState, Running
 from recruiter.store import SyncCollections, request_stop
 from recruiter.store.transactions import fenced_transaction
 from tests.integration.test_processes_inproc import DEAD_AFTER_S, START, Harness, run, take_and_work
@@ -153,7 +154,7 @@ def test_a_restart_with_the_same_id_releases_its_jobs_and_fences_the_old_process
         # The old process learns it on its next write: its heartbeat halts the job, and since
         # a thread cannot be stopped, the process would end itself at once...
         await old.heartbeat()
-        assert old_slot.running is not None and old_slot.running.halted
+        assert old_slot.running is not None and old_slot.running.state is JobState.HALTED
         assert h.exits == [("w", 70)]
         release(h.db_uri, "z")
         await asyncio.wait_for(work, timeout=30)

@@ -31,8 +31,9 @@ from recruiter.domain.selection import Assignment
 from recruiter.processes.cleaner import CleanerConfig, CleanerProcess
 from recruiter.processes.leadership import LostLease
 from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
-from recruiter.processes.worker.heartbeat import HeartbeatThread, SlotView, beat
-from recruiter.processes.worker.runtime import Running, Slot, WorkerConfig, WorkerProcess
+from recruiter.processes.worker.heartbeat import HeartbeatThread, SlotView, beat, slot_views
+from recruiter.processes.worker.runtime import WorkerConfig, WorkerProcess
+from recruiter.processes.worker.state import Running, Slot
 from recruiter.producer.client import AsyncRecruiter
 from recruiter.store.indexes import ensure_indexes
 from recruiter.store.layout import Collections
@@ -275,7 +276,8 @@ async def _ready(process: WorkerProcess) -> bool:
     # The slot has made the read the stream's opening asks for and waits again (a read
     # still in flight when the test starts counting would count against the job).
     slot = process.slots[0]
-    return process.watch is not None and process.watch.streaming.is_set() and not slot.must_poll and slot.waiting
+    streaming = process.watch is not None and process.watch.streaming.is_set()
+    return streaming and not slot.inbox.must_poll and slot.inbox.waiting
 
 
 async def _has_outcome(h: Harness, worker_id: str) -> bool:
@@ -501,7 +503,7 @@ def test_zombie_worker_cannot_record_its_outcome(db_uri: str) -> None:
         # (a GC pause, a frozen VM)...
         slot.running = Running(job_id, h.clock.now(), token=job["lock_token"])
         await process.heartbeat()
-        outcome = await process.attempt(slot, job, bound)
+        outcome = await process.executor.attempt(slot.id, slot.running, job, bound)
         assert outcome.executed and outcome.decision.why == "done"  # type: ignore[union-attr]
 
         # ...long enough for the cleaner to declare it dead and take its job back.
@@ -940,7 +942,7 @@ def test_a_heartbeat_during_a_rounds_transaction_does_not_abort_it(db_uri: str) 
 
         def beat_mid_round(point: str) -> None:
             # Synchronous on purpose: the beat lands between the round's first write and its commit.
-            beat(Collections.of(h.sync_db), h.clock, WorkerConfig().heartbeat_interval_s, process._slot_views())
+            beat(Collections.of(h.sync_db), h.clock, WorkerConfig().heartbeat_interval_s, slot_views(process.slots))
             beats.append(point)
 
         h.recruiter.fault = beat_mid_round

@@ -164,7 +164,8 @@ def test_an_outcome_whose_first_write_landed_is_not_reported_discarded(db_uri: s
             assert (await h.round()).applied == 1
 
         lossy = ReplyLost(process.c.roster, a_round if applied_meanwhile else None)
-        process.c = dataclasses.replace(process.c, roster=lossy)
+        # The slot's roster entry (recruiter.processes.worker.entry) writes the outcome.
+        process.c = process.entries.c = dataclasses.replace(process.c, roster=lossy)
         with capture_logs() as logs:
             await take_and_work(process, slot)
         assert lossy.fired

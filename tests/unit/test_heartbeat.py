@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 from bson import ObjectId
 
-from recruiter.processes.worker.heartbeat import JOB_TAKEN_AWAY, SlotView, beat_ops, lost_slots
+from recruiter.processes.worker.heartbeat import JOB_TAKEN_AWAY, SlotView, beat_fields, lost_slots
+from recruiter.store.heartbeats import beat_writes
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 S1, S2 = ObjectId(), ObjectId()
@@ -15,7 +16,8 @@ JOB = ObjectId()
 
 def test_a_beat_writes_the_heartbeat_documents_fenced_by_session_and_says_what_runs() -> None:
     token = ObjectId()
-    idle, busy = beat_ops([SlotView("w1", S1, None, None), SlotView("w2", S2, JOB, NOW, token)], NOW, 5.0)
+    views = [SlotView("w1", S1, None, None), SlotView("w2", S2, JOB, NOW, token)]
+    idle, busy = beat_writes([(v.id, v.session, beat_fields(v, NOW, 5.0)) for v in views])
     fresh = NOW + timedelta(seconds=10)  # two intervals
     assert idle._filter == {"_id": "w1", "session": S1}
     assert idle._doc == {"$set": {"last_seen_at": NOW, "fresh_until": fresh, "working": False, "working_on": None,

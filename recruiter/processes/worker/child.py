@@ -10,6 +10,10 @@ for this: they run in a thread of the worker.
 The child sends back ``("ok", result)`` or ``("error", (lineage, message,
 trace))``: exceptions travel as their description, since not every exception
 can be pickled, and the retry policy only needs the class names.
+
+Invariant: when :meth:`ChildAttempt.run` returns or raises (cancellation
+included), its child process has been killed and joined: no attempt outlives
+the wait for it.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ import inspect
 import multiprocessing
 import sys
 from multiprocessing.connection import Connection
-from typing import Any
+from multiprocessing.context import ForkServerContext, ForkServerProcess
+from typing import cast
 
 from recruiter.domain.attempt import RemoteFailure, describe_exception
 from recruiter.domain.naming import exception_lineage
@@ -34,10 +39,10 @@ class ChildDied(Exception):
     """The child process running the attempt died without an answer (e.g. ``os._exit``)."""
 
 
-_context: Any = None
+_context: ForkServerContext | None = None
 
 
-def _mp_context() -> Any:
+def _mp_context() -> ForkServerContext:
     global _context
     if _context is None:
         _context = multiprocessing.get_context("forkserver")
@@ -45,11 +50,11 @@ def _mp_context() -> Any:
     return _context
 
 
-def _child_main(workable_doc: dict[str, Any], ctx: JobContext, sys_path: list[str], out: Connection) -> None:
+def _child_main(workable_doc: dict[str, object], ctx: JobContext, sys_path: list[str], out: Connection) -> None:
     sys.path[:] = sys_path
     try:
         workable = workable_from_document(workable_doc)
-        method = getattr(workable, workable_doc.get("method") or "execute")
+        method = getattr(workable, cast("str", workable_doc.get("method") or "execute"))
         args = (ctx,) if accepts_context(method) else ()
         value = asyncio.run(method(*args)) if inspect.iscoroutinefunction(method) else method(*args)
         out.send(("ok", value))
@@ -64,13 +69,13 @@ class ChildAttempt:
     """One attempt in a child process; :meth:`kill` may be called from the event loop at any time."""
 
     def __init__(self) -> None:
-        self.process: Any = None
+        self.process: ForkServerProcess | None = None
 
     def kill(self) -> None:
         if self.process is not None and self.process.is_alive():
             self.process.kill()
 
-    async def run(self, workable_doc: dict[str, Any], ctx: JobContext, timeout_s: float) -> Any:
+    async def run(self, workable_doc: dict[str, object], ctx: JobContext, timeout_s: float) -> object:
         mp = _mp_context()
         receiver, sender = mp.Pipe(duplex=False)
         self.process = mp.Process(target=_child_main, args=(workable_doc, ctx, list(sys.path), sender),

@@ -6,7 +6,9 @@ would declare a live worker dead. :class:`HeartbeatThread` beats from a daemon
 thread with its own synchronous ``MongoClient``; the worker's event loop checks
 once per interval that the thread is alive and starts a new one if it died.
 
-A beat writes the slots' documents in ``heartbeats`` (:mod:`recruiter.liveness`),
+A beat writes the slots' documents in ``heartbeats`` (:mod:`recruiter.domain.liveness`;
+the writes and the fence read are in :mod:`recruiter.store.heartbeats` and
+:mod:`recruiter.store.roster`),
 never the roster entries a recruiter round writes, so the two never conflict.
 Each update is conditional on the slot's ``session``. It says which job each
 slot runs (``working_token``: the evidence that the attempt started), and the
@@ -18,25 +20,30 @@ entry that is gone, carries another ``session``, or whose assignment
 (declared dead, or taken over by a restarted worker with the same id) or its
 job (cancelled): ``on_lost`` is told, on the event loop, and the worker halts
 the job.
+
+Invariant: a beat never writes a roster entry, every beat is fenced by the
+slot's ``session``, and the thread only reads the slots (:func:`slot_views`):
+it changes a job's state only through ``on_lost``, on the event loop.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import structlog
-from pymongo import UpdateOne
-from pymongo.errors import PyMongoError
 
 from recruiter.domain.clock import Clock
 from recruiter.domain.liveness import fresh_until
-from recruiter.store.connection import first_line
+from recruiter.domain.records import Query, Raw
+from recruiter.processes.worker.state import Slot, SlotPhase
+from recruiter.store import heartbeats, roster
+from recruiter.store.connection import StoreError, first_line
 from recruiter.store.layout import SyncCollections
+from recruiter.store.roster import Session
 
 log = structlog.get_logger("recruiter.heartbeat")
 
@@ -51,22 +58,37 @@ class SlotView:
     """What a beat needs to know about one slot, read at the moment of the beat."""
 
     id: str
-    session: Any
-    job_id: Any | None  # the running job, if any
-    working_since: Any | None
-    token: Any | None = None  # the running job's lock token
+    session: Session
+    job_id: object  # the running job, if any (else None)
+    working_since: datetime | None
+    token: object = None  # the running job's lock token
 
 
-def beat_ops(slots: Sequence[SlotView], now: datetime, interval_s: float) -> list[UpdateOne]:
-    """One update of its heartbeat document per slot, fenced by its session (pure)."""
-    until = fresh_until(now, interval_s)
-    return [UpdateOne({"_id": s.id, "session": s.session}, {"$set": {
-        "last_seen_at": now, "fresh_until": until, "working": s.job_id is not None, "working_on": s.job_id,
-        "working_token": s.token if s.job_id is not None else None, "working_since": s.working_since,
-    }}) for s in slots]
+def slot_views(slots: Iterable[Slot]) -> list[SlotView]:
+    """What the heartbeat reports of each slot that still has its entry (pure).
+
+    A halted job is no longer its slot's to report (a thread may run on), nor is
+    one whose outcome is being written: the slot beats as an idle one, so that
+    the worker stays alive meanwhile.
+    """
+    views = []
+    for s in slots:
+        if s.phase in (SlotPhase.REPLACED, SlotPhase.LEFT):
+            continue
+        r = s.running if s.running is not None and s.running.reported else None
+        views.append(SlotView(s.id, s.session, r.job_id if r else None, r.started_at if r else None,
+                              r.token if r else None))
+    return views
 
 
-def lost_slots(slots: Sequence[SlotView], entries: dict[str, dict[str, Any]]) -> list[tuple[SlotView, str]]:
+def beat_fields(view: SlotView, now: datetime, interval_s: float) -> Query:
+    """What one beat sets in a slot's heartbeat document (pure)."""
+    return {"last_seen_at": now, "fresh_until": fresh_until(now, interval_s), "working": view.job_id is not None,
+            "working_on": view.job_id, "working_token": view.token if view.job_id is not None else None,
+            "working_since": view.working_since}
+
+
+def lost_slots(slots: Sequence[SlotView], entries: Mapping[str, Raw]) -> list[tuple[SlotView, str]]:
     """The slots whose fence failed, and why, given their current roster entries (pure)."""
     lost = []
     for s in slots:
@@ -75,9 +97,14 @@ def lost_slots(slots: Sequence[SlotView], entries: dict[str, dict[str, Any]]) ->
             lost.append((s, "the worker was declared dead and removed from the roster"))
         elif entry.get("session") != s.session:
             lost.append((s, "another process took over this worker id"))
-        elif s.job_id is not None and (entry.get("assigned_to") or {}).get(s.id) != s.job_id:
+        elif s.job_id is not None and _assigned(entry, s.id) != s.job_id:
             lost.append((s, JOB_TAKEN_AWAY))
     return lost
+
+
+def _assigned(entry: Raw, slot_id: str) -> object:
+    assigned = entry.get("assigned_to")
+    return assigned.get(slot_id) if isinstance(assigned, dict) else None
 
 
 def beat(c: SyncCollections, clock: Clock, interval_s: float, slots: Sequence[SlotView]) -> list[tuple[SlotView, str]]:
@@ -88,13 +115,12 @@ def beat(c: SyncCollections, clock: Clock, interval_s: float, slots: Sequence[Sl
     """
     if not slots:
         return []
-    c.heartbeats.bulk_write(beat_ops(slots, clock.now(), interval_s), ordered=False)
+    now = clock.now()
+    heartbeats.write_beats(c.heartbeats, [(s.id, s.session, beat_fields(s, now, interval_s)) for s in slots])
     busy = [s for s in slots if s.job_id is not None]
     if not busy:
         return []
-    entries = {d["_id"]: d for d in c.roster.find(
-        {"_id": {"$in": [s.id for s in busy]}}, {"session": 1, "assigned_to": 1})}
-    return lost_slots(busy, entries)
+    return lost_slots(busy, roster.read_fences(c.roster, [s.id for s in busy]))
 
 
 class HeartbeatThread:
@@ -140,7 +166,7 @@ class HeartbeatThread:
         self._nudged.set()
 
     def _run(self) -> None:
-        shown: set[Any] = set()  # the attempts (lock tokens) the last beat showed running
+        shown: set[object] = set()  # the attempts (lock tokens) the last beat showed running
         due = 0.0
         while not self._stop.is_set():
             views = self.view()
@@ -148,7 +174,7 @@ class HeartbeatThread:
                 try:
                     for slot, reason in beat(self.c, self.clock, self.interval_s, views):
                         self.on_lost(slot, reason)
-                except PyMongoError as exc:
+                except StoreError as exc:
                     log.warning("heartbeat.failed", error=first_line(exc))
                 shown = {v.token for v in views if v.job_id is not None}
                 due = time.monotonic() + self.interval_s

@@ -1,0 +1,96 @@
+"""The worker's configuration, and the exit statuses it ends with.
+
+Invariant: a :class:`WorkerConfig` that exists is valid (checked once, when it is
+built), and its durations carry their unit in their names; the process reads it
+and never changes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from recruiter.domain.documents import ANY_GROUP
+from recruiter.domain.naming import module_problem, name_problem
+from recruiter.store.roster import new_worker_id
+from recruiter.store.wakeup import Wake
+
+# Exit status of a worker that stopped because it went over --memory-limit: its
+# supervisor starts a fresh one (EX_TEMPFAIL: "try again").
+EXIT_MEMORY = 75
+# Exit status of a worker that found itself declared dead or replaced while a job it
+# could not stop (a thread) was still running: it ends the process to stop that job.
+EXIT_FENCED = 70
+# A job given back while it still runs in a thread is due again only this much later.
+THREAD_EXIT_MARGIN_S = 2.0
+# A worker whose heartbeat is this many of its intervals old is taken for dead
+# when a new process starts with its id.
+MISSED_BEATS_FOR_RESTART = 3
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    groups: tuple[str, ...] = (ANY_GROUP,)
+    concurrency: int = 1
+    worker_id: str | None = None
+    heartbeat_interval_s: float = 5.0
+    poll_from_s: float = 0.02
+    poll_to_s: float = 0.5
+    max_crashes: int = 3
+    deregister_wait_s: float = 10.0
+    grace_period_s: float = 30.0
+    memory_limit_bytes: int | None = None
+    wake: Wake = Wake.AUTO
+    # With a change stream, each slot still reads its entry this often, in case an
+    # event was missed; the stream's own wait (``stream_await_s``) bounds idle cost.
+    safety_poll_s: float = 30.0
+    stream_await_s: float = 2.0
+    # Module prefixes jobs may name (see recruiter.naming.AllowedModules); None allows any
+    # module, for code that builds a WorkerProcess itself. The CLI always sets it.
+    allowed_modules: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        # The checks run in this order, so that the first problem is the one reported.
+        for problem in (self._identity_problem(), self._timing_problem(), self._limits_problem()):
+            if problem:
+                raise ValueError(problem)
+
+    def _identity_problem(self) -> str | None:
+        if not self.groups:
+            return "a worker needs at least one group"
+        for g in self.groups:
+            problem = None if g == ANY_GROUP else name_problem("group", g)
+            if problem:
+                return problem
+        if self.concurrency < 1:
+            return "concurrency must be at least 1"
+        if self.worker_id is not None and (
+            not self.worker_id or "." in self.worker_id or self.worker_id.startswith("$")
+        ):
+            return f"invalid worker id {self.worker_id!r}: it cannot be empty, contain '.' or start with '$'"
+        return None
+
+    def _timing_problem(self) -> str | None:
+        if self.heartbeat_interval_s <= 0:
+            return "heartbeat interval must be positive"
+        if not 0 < self.poll_from_s <= self.poll_to_s:
+            return "poll-from must be positive and not above poll-to"
+        if self.max_crashes < 1:
+            return "max crashes must be at least 1"
+        if self.grace_period_s < 0:
+            return "grace period cannot be negative"
+        return None
+
+    def _limits_problem(self) -> str | None:
+        if self.memory_limit_bytes is not None and self.memory_limit_bytes <= 0:
+            return "memory limit must be positive"
+        for prefix in self.allowed_modules or ():
+            problem = module_problem(prefix)
+            if problem:
+                return f"invalid allowed module: {problem}"
+        return None
+
+    def slot_ids(self) -> list[str]:
+        base = self.worker_id or new_worker_id()
+        if self.concurrency == 1:
+            return [base]
+        return [f"{base}-{i}" for i in range(self.concurrency)]

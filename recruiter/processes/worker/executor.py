@@ -1,0 +1,230 @@
+"""The executor: one assigned job in, its :class:`~recruiter.domain.outcome.Outcome` out.
+
+It rebuilds the workable from the job document, runs the attempt (on the event
+loop, in a thread, or in a child process when the job has a timeout: see
+:mod:`recruiter.processes.worker.child`), and judges the result by the job's
+retry policy. Jobs it must not run get their outcome without running: a
+malformed document, a class outside the allowed modules (refused), a crash the
+poison limit judges, or a forced stop (given back).
+
+Invariant: the executor writes nothing. It returns the outcome as a value (or
+``None`` when the job was halted while it ran: nothing may be recorded), and
+the slot's roster entry (:mod:`recruiter.processes.worker.entry`) writes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import cast
+
+from structlog.typing import FilteringBoundLogger
+
+from recruiter.domain.attempt import describe_exception, failure_of, import_refusal, judge, judge_crash, storable_result
+from recruiter.domain.clock import Clock
+from recruiter.domain.documents import job_problem
+from recruiter.domain.naming import AllowedModules
+from recruiter.domain.outcome import DONE, MALFORMED, Execution, Kind, Outcome, describe_decision
+from recruiter.domain.quarantine import malformed_outcome
+from recruiter.domain.retry import Archive, Decision, RetryAt
+from recruiter.domain.workable import JobContext, accepts_context, workable_from_document
+from recruiter.processes.worker.child import ChildAttempt, JobTimedOut
+from recruiter.processes.worker.config import THREAD_EXIT_MARGIN_S
+from recruiter.processes.worker.state import JobState, Running
+from recruiter.store.layout import Document
+
+INTERRUPTED_REASON = "interrupted by a forced stop of the worker"
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What running the attempt gave: a value, or the error that ended it (and its kind)."""
+
+    value: object
+    error: BaseException | None
+    kind: Kind
+    started_at: datetime
+    ended_at: datetime
+
+
+class Executor:
+    """Turns jobs into outcomes for the slots of one process (``pid`` on ``hostname``)."""
+
+    def __init__(self, clock: Clock, *, max_crashes: int, allowed: AllowedModules | None, pid: int,
+                 hostname: str, abandon_thread: Callable[[], None]) -> None:
+        """``abandon_thread`` is called for an interrupted job left running in its thread."""
+        self.clock = clock
+        self.max_crashes = max_crashes
+        self.allowed = allowed
+        self.pid = pid
+        self.hostname = hostname
+        self.abandon_thread = abandon_thread
+
+    async def outcome(self, slot_id: str, running: Running, job: Document, bound: FilteringBoundLogger, *,
+                      forced: bool) -> Outcome | None:
+        """The outcome of the job ``running`` stands for: malformed, given back (``forced``), or attempted."""
+        problem = job_problem(job)
+        if problem is not None:
+            bound.warning("job.malformed", reason=problem, detail="not run; the recruiter archives it as malformed")
+            return malformed_outcome(job, problem)
+        if forced:
+            return self.given_back(job, running, "the worker was stopping (forced)")
+        return await self.attempt(slot_id, running, job, bound)
+
+    def given_back(self, job: Document, running: Running, reason: str) -> Outcome:
+        """The outcome of an attempt cut short by a forced stop: back in the queue, attempt not counted.
+
+        Due at once, except when the attempt still runs in a thread: then only after
+        ``THREAD_EXIT_MARGIN_S``, by when this process (which ends itself to stop
+        that thread) is gone, so the rerun cannot overlap it.
+        """
+        now = self.clock.now()
+        due = now + timedelta(seconds=THREAD_EXIT_MARGIN_S) if running.in_thread else now
+        execution = self._execution(job, "interrupted", running.started_at, now, message=reason)
+        return Outcome(job["_id"], job["lock_token"], execution.attempt, executed=False, decision=RetryAt(due),
+                       execution=execution)
+
+    async def attempt(self, slot_id: str, running: Running, job: Document,
+                      bound: FilteringBoundLogger) -> Outcome | None:
+        """Run (or, after a crash, judge) one attempt and return its outcome.
+
+        ``None`` when the attempt was halted: the assignment was taken away while
+        it ran, so there is nothing this worker may record.
+        """
+        now = self.clock.now()
+        settled = self._refused(job, now, bound) or self._crash_judged(job, now, bound)
+        if settled is not None:
+            return settled
+        try:
+            ran = await self._run(slot_id, running, job, now)
+        except asyncio.CancelledError:
+            if running.state is JobState.HALTED:
+                bound.warning("job.outcome_discarded", reason="halted while running")
+                return None
+            if running.state is JobState.INTERRUPTED:
+                if running.in_thread:
+                    self.abandon_thread()
+                bound.warning("job.interrupted", detail="given back to the queue; the attempt does not count")
+                return self.given_back(job, running, INTERRUPTED_REASON)
+            raise
+        if running.state is JobState.HALTED:
+            bound.warning("job.outcome_discarded", reason="halted while running")
+            return None
+        if running.state is JobState.INTERRUPTED:
+            return self.given_back(job, running, INTERRUPTED_REASON)
+        return self._judged(job, ran, bound)
+
+    async def _run(self, slot_id: str, running: Running, job: Document, started_at: datetime) -> Ran:
+        """Run the job's method; a failure of the job's own code is a result, not an exception."""
+        error: BaseException | None = None
+        value: object = None
+        kind: Kind = "done"
+        try:
+            value = await self._execute(slot_id, running, job)
+        except JobTimedOut as exc:
+            error, kind = exc, "timed-out"
+        except Exception as exc:  # noqa: BLE001 - any failure of user code is an attempt outcome
+            error, kind = exc, "failed"
+        return Ran(value, error, kind, started_at, self.clock.now())
+
+    def _judged(self, job: Document, ran: Ran, bound: FilteringBoundLogger) -> Outcome:
+        """The outcome of an attempt that ran: done, or what the retry policy says of its failure."""
+        decision: Decision
+        attempt = int(job.get("attempts", 1))
+        if ran.error is None:
+            result, dropped = storable_result(ran.value)
+            if dropped:
+                bound.warning("job.result_dropped", reason=dropped)
+            decision = Archive(DONE)
+            execution = self._execution(job, ran.kind, ran.started_at, ran.ended_at)
+            bound.info("job.done", duration_s=(ran.ended_at - ran.started_at).total_seconds())
+        else:
+            result = None
+            cls, message, trace = describe_exception(ran.error)
+            decision = judge(job, failure_of(job, ran.error, ran.ended_at), ran.ended_at)
+            execution = self._execution(job, ran.kind, ran.started_at, ran.ended_at, cls, message, trace)
+            bound.info("job.failed", error=cls, message=message[:200], outcome=ran.kind,
+                       decision=describe_decision(decision))
+        return Outcome(job["_id"], job["lock_token"], attempt, executed=True, decision=decision,
+                       execution=execution, result=result)
+
+    def _crash_judged(self, job: Document, now: datetime, bound: FilteringBoundLogger) -> Outcome | None:
+        """After a crash, the outcome the poison limit (or at_most_once) gives without running; None: run it."""
+        if not job.get("crash_pending"):
+            return None
+        verdict = judge_crash(job, now, self.max_crashes)
+        if verdict is None:
+            return None
+        bound.info("job.crash_judged", decision=describe_decision(verdict))
+        return Outcome(job["_id"], job["lock_token"], int(job.get("attempts", 1)), executed=False, decision=verdict)
+
+    def _refused(self, job: Document, now: datetime, bound: FilteringBoundLogger) -> Outcome | None:
+        """The outcome of a job naming a module outside the allowed ones: archived ``malformed``, unrun.
+
+        Decided on the names alone, so the module is never imported.
+        """
+        refusal = None if self.allowed is None else import_refusal(job, self.allowed)
+        if refusal is None:
+            return None
+        bound.warning("job.refused", why=MALFORMED, reason=refusal)
+        execution = self._execution(job, "refused", now, now, message=refusal)
+        return Outcome(job["_id"], job["lock_token"], execution.attempt, executed=False,
+                       decision=Archive(MALFORMED, refusal), execution=execution)
+
+    def _execution(self, job: Document, kind: Kind, started_at: datetime, ended_at: datetime,
+                   cls: str | None = None, message: str | None = None, trace: str | None = None) -> Execution:
+        return Execution.of(job, kind, pid=self.pid, hostname=self.hostname, started_at=started_at,
+                            ended_at=ended_at, error_class=cls, message=message, trace=trace)
+
+    async def _execute(self, slot_id: str, running: Running, job: Document) -> object:
+        """Run the job's method.
+
+        With a timeout, a synchronous method runs in a child process that is
+        killed when the timeout passes (a thread could not be stopped); an
+        ``async`` one is cancelled. Without a timeout, synchronous code runs in
+        a thread (no process to start) and ``async`` code on the event loop.
+        """
+        timeout_s = job.get("timeout_s")
+        attempt, is_async = self._start(slot_id, running, job)
+        task = asyncio.ensure_future(attempt)
+        running.task = task
+        try:
+            if timeout_s and is_async:
+                try:
+                    value = await asyncio.wait_for(task, timeout=timeout_s)
+                except TimeoutError:
+                    raise JobTimedOut(f"the attempt ran longer than its timeout of {timeout_s:g}s") from None
+            else:
+                value = await task
+        finally:
+            running.task = None
+        if inspect.isawaitable(value):
+            value = await value
+        return value
+
+    def _start(self, slot_id: str, running: Running, job: Document) -> tuple[Awaitable[object], bool]:
+        """The attempt as an awaitable, and whether the job's method is ``async``: in a child
+        process (synchronous, with a timeout), in a thread (synchronous), or a coroutine."""
+        ctx = context_of(slot_id, job)
+        timeout_s = job.get("timeout_s")
+        workable = workable_from_document(job["workable"])
+        method = getattr(workable, job["workable"].get("method") or "execute")
+        is_async = inspect.iscoroutinefunction(method)
+        if timeout_s and not is_async:
+            running.child = ChildAttempt()
+            return running.child.run(job["workable"], ctx, float(timeout_s)), False
+        args = (ctx,) if accepts_context(method) else ()
+        running.in_thread = not is_async
+        return cast("Awaitable[object]", method(*args) if is_async else asyncio.to_thread(method, *args)), is_async
+
+
+def context_of(slot_id: str, job: Document) -> JobContext:
+    """What the running job may know about itself."""
+    return JobContext(
+        job_id=str(job["_id"]), attempt=int(job.get("attempts", 1)), worker_id=slot_id,
+        group=job.get("group", ""), tags=tuple(job.get("tags") or ()), tenant=job.get("tenant"),
+        scheduled_at=job.get("scheduled_at"), assigned_at=job.get("locked_at"),
+    )

@@ -1,0 +1,87 @@
+"""How each slot hears of work: its inbox, filled by the change stream or by polling.
+
+The change stream's callbacks (:meth:`Inboxes.delivered`, :meth:`Inboxes.stream_opened`)
+run on the event loop and only fill inboxes and wake their slots; each slot's
+loop empties its own inbox. ``idle`` is set while some slot waits for work: the
+stream is read only then (:class:`recruiter.store.wakeup.RosterWatch`).
+
+Invariant: a job copy is delivered at most once per lock token (``last_token``),
+and an event without a job (e.g. a cancel) drops a copy not started yet, so the
+slot reads its entry instead of trusting it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from recruiter.domain.records import Raw
+
+
+@dataclass
+class Inbox:
+    """One slot's: a job copy an event carried, or a reminder to read its entry."""
+
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    delivered: Raw | None = None  # a job copy a change stream event carried
+    must_poll: bool = True  # read our entry before waiting again
+    last_token: object = None  # lock token of the last job run, so a late event is not run twice
+    waiting: bool = False  # waiting for an assignment
+
+    def take(self) -> tuple[object, Raw | None]:
+        """The delivered copy, emptied from the inbox, and its job id (None if that job ran already)."""
+        job, self.delivered = self.delivered, None
+        if job is None or job.get("lock_token") == self.last_token:
+            return None, job
+        return job.get("_id"), job
+
+    def pending(self, streaming: bool) -> bool:
+        """Whether there is something to do before waiting: a copy, or a read the stream asked for."""
+        return self.delivered is not None or (streaming and self.must_poll)
+
+
+class Inboxes:
+    """The inboxes of a process's slots, by slot id, and whether any slot is idle."""
+
+    def __init__(self, inboxes: Iterable[tuple[str, Inbox]]) -> None:
+        self.by_id = dict(inboxes)
+        self.idle = asyncio.Event()  # some slot is waiting for work
+
+    def delivered(self, slot_id: str, job: Raw | None) -> None:
+        """A change stream event for ``slot_id``, with the job copy it carried, if any."""
+        inbox = self.by_id.get(slot_id)
+        if inbox is None:
+            return
+        if isinstance(job, dict) and job.get("lock_token") != inbox.last_token:
+            inbox.delivered = job
+        else:
+            # No job (e.g. the assignment was cancelled): a copy delivered earlier and
+            # not started yet is no longer to be trusted; read the entry instead.
+            inbox.delivered = None
+            inbox.must_poll = True
+        inbox.wake.set()
+
+    def stream_opened(self) -> None:
+        """A stream (re)opened: every slot reads its entry once, for what came while none was open."""
+        for inbox in self.by_id.values():
+            inbox.must_poll = True
+            inbox.wake.set()
+
+    def wake_all(self) -> None:
+        for inbox in self.by_id.values():
+            inbox.wake.set()
+
+    async def wait(self, inbox: Inbox, timeout_s: float, *, streaming: bool) -> None:
+        """Wait for ``inbox`` to be woken, at most ``timeout_s``; a timeout while streaming asks for a read."""
+        inbox.waiting = True
+        self.idle.set()
+        try:
+            await asyncio.wait_for(inbox.wake.wait(), timeout=timeout_s)
+        except TimeoutError:
+            if streaming:
+                inbox.must_poll = True
+        finally:
+            inbox.waiting = False
+            if not any(i.waiting for i in self.by_id.values()):
+                self.idle.clear()

@@ -1,0 +1,191 @@
+"""A slot's loop: wait for an assignment, run it, record its outcome, and leave at the end.
+
+Each slot of a process runs :meth:`SlotLoop.run`: it empties its inbox (a job
+copy the change stream delivered) or reads its own roster entry, hands the job to
+the :class:`~recruiter.processes.worker.executor.Executor` and the outcome to its
+:class:`~recruiter.processes.worker.entry.RosterEntries`, and waits again with a
+backoff. When the process stops, the slot steps down, does a job assigned
+meanwhile, and deletes its entry.
+
+Invariant: a slot's assignment stays in its entry until its outcome is written,
+so a slot that failed to reach the database finds it again at its next read;
+and a job's outcome is recorded only by a move of its state to ``RECORDING``
+(never for a halted job).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import structlog
+from structlog.typing import FilteringBoundLogger
+
+from recruiter.domain.clock import Clock
+from recruiter.domain.outcome import Outcome
+from recruiter.domain.records import Raw
+from recruiter.processes.worker.config import WorkerConfig
+from recruiter.processes.worker.entry import RosterEntries
+from recruiter.processes.worker.executor import Executor
+from recruiter.processes.worker.inbox import Inboxes
+from recruiter.processes.worker.state import JobState, Running, Shutdown, Slot, SlotPhase
+from recruiter.store import roster, scheduled
+from recruiter.store.connection import StoreError, first_line
+from recruiter.store.layout import Collections, Document
+from recruiter.store.wakeup import is_copy
+
+log = structlog.get_logger("recruiter.worker")
+
+
+class SlotLoop:
+    """The loop every slot of one process runs (the slot is an argument: the loop holds no slot's state)."""
+
+    def __init__(self, c: Collections, clock: Clock, config: WorkerConfig, shutdown: Shutdown, *,
+                 entries: RosterEntries, executor: Executor, inboxes: Inboxes, streaming: Callable[[], bool],
+                 stop_process: Callable[[], None], started: Callable[[], None],
+                 after_job: Callable[[FilteringBoundLogger], None]) -> None:
+        """``streaming`` tells whether a change stream is open; ``stop_process`` is the graceful
+        stop (a stop request read in the entry); ``started`` is told when a job starts (the
+        heartbeat shows it soon); ``after_job`` runs before an outcome is written (memory check)."""
+        self.c = c
+        self.clock = clock
+        self.config = config
+        self.shutdown = shutdown
+        self.entries = entries
+        self.executor = executor
+        self.inboxes = inboxes
+        self.streaming = streaming
+        self.stop_process = stop_process
+        self.started = started
+        self.after_job = after_job
+
+    def _ended(self, slot: Slot) -> bool:
+        return self.shutdown.stopping.is_set() or slot.replaced
+
+    async def run(self, slot: Slot) -> None:
+        """Take work until the process stops (or the slot is replaced), then leave the roster."""
+        backoff = self.config.poll_from_s
+        while not self._ended(slot):
+            streaming = self.streaming()
+            try:
+                job_id, job = await self._next(slot, streaming)
+                if job_id is not None:
+                    # Until the outcome is written the assignment stays in our entry,
+                    # so after a database error the next poll finds it again.
+                    await self.work(slot, job_id, job)
+                    backoff = self.config.poll_from_s
+                    continue
+            except StoreError as exc:
+                log.warning("poll.failed", worker_id=slot.id, error=first_line(exc))
+                slot.inbox.must_poll = True
+                backoff = self.config.poll_to_s
+            else:
+                if slot.inbox.pending(streaming):
+                    continue
+            slot.inbox.wake.clear()
+            if self._ended(slot):
+                continue  # stop() ran during this pass (e.g. from fetch): its wake-up was just cleared
+            await self.inboxes.wait(slot.inbox, self.config.safety_poll_s if streaming else backoff,
+                                    streaming=streaming)
+            backoff = min(backoff * 2, self.config.poll_to_s)
+        await self.deregister(slot)
+
+    async def _next(self, slot: Slot, streaming: bool) -> tuple[object, Raw | None]:
+        """The job to run next (id and copy): one an event delivered, or one our entry names."""
+        if slot.inbox.delivered is not None:
+            return slot.inbox.take()
+        if slot.inbox.must_poll or not streaming:
+            slot.inbox.must_poll = False
+            return await self.fetch(slot)
+        return None, None
+
+    async def register(self, slot: Slot) -> None:
+        await self.entries.register(slot)
+
+    async def poll(self, slot: Slot) -> object:
+        """Read our own roster entry; return the id of the job assigned to us, if any."""
+        return (await self.fetch(slot))[0]
+
+    async def fetch(self, slot: Slot) -> tuple[object, Raw | None]:
+        """Read our own roster entry; return the job assigned to us (id and copy), if any."""
+        doc = await roster.read_assignment(self.c.roster, slot.id)
+        if doc is None:
+            log.warning("worker.lost_registration", worker_id=slot.id,
+                        detail="the cleaner removed this worker (missed heartbeats); registering again")
+            await self.register(slot)
+            return None, None
+        if doc.get("session") != slot.session:
+            log.error("worker.replaced", worker_id=slot.id,
+                      detail="another process took over this worker id (this one was taken for dead); "
+                             "this slot stops")
+            slot.phase = SlotPhase.REPLACED
+            return None, None
+        if doc.get("stop_requested") and not self.shutdown.stopping.is_set():
+            log.info("worker.stop_requested", worker_id=slot.id)
+            self.stop_process()
+        if doc.get("available"):
+            return None, None
+        assigned = doc.get("assigned_to")
+        job_id = assigned.get(slot.id) if isinstance(assigned, dict) else None
+        if job_id is None and not self.shutdown.stopping.is_set():
+            # Not available and nothing assigned: the job was cancelled before this
+            # slot started it (recruiter.cancel).
+            await self.entries.release(slot)
+        return job_id, doc.get("job")
+
+    async def work(self, slot: Slot, job_id: object, job: Raw | None = None) -> None:
+        """Run the job assigned to ``slot``: from the copy the assignment carried, or read
+        by ``_id`` (no copy, or only a reference to a job too big to copy)."""
+        found: Document | None = job if isinstance(job, dict) and is_copy(job) and job.get("_id") == job_id else None
+        if found is None:
+            found = await scheduled.read_job(self.c.scheduled, job_id)
+        if not found or found.get("locked") is not True or found.get("locked_by") != slot.id:
+            await self.entries.drop_stale(slot, job_id)
+            return
+        bound = log.bind(worker_id=slot.id, job_id=str(job_id), group=str(found.get("group"))[:100],
+                         attempt=found.get("attempts"))
+        slot.running = Running(job_id, self.clock.now(), token=found.get("lock_token"))
+        slot.inbox.last_token = found.get("lock_token")
+        self.started()
+        try:
+            outcome = await self.executor.outcome(slot.id, slot.running, found, bound, forced=self.shutdown.forced)
+            # Checked before the outcome is written, so that write already says "stopping"
+            # and the recruiter hands this worker nothing more.
+            self.after_job(bound)
+            if outcome is not None:
+                await self.record(slot, outcome, bound)
+            else:
+                await self.entries.release(slot)
+        finally:
+            slot.running = None
+
+    async def record(self, slot: Slot, outcome: Outcome, bound: FilteringBoundLogger) -> None:
+        """Record the outcome of the slot's job, unless the job was halted (then only be available again)."""
+        if slot.running is not None and not slot.running.move(JobState.RECORDING):
+            bound.warning("job.outcome_discarded", reason="halted")
+            await self.entries.release(slot)
+            return
+        await self.entries.record(slot, outcome, bound)
+
+    async def deregister(self, slot: Slot) -> None:
+        """Leave the roster without losing an assignment or an unapplied outcome.
+
+        Bounded by ``deregister_wait_s`` even when the server is unreachable: an
+        entry left behind is removed by the cleaner once it stops heartbeating.
+        After a forced stop it does not wait for the recruiter: an outcome left
+        in the entry is applied all the same, and the cleaner removes the entry.
+        """
+        if slot.replaced:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.deregister_wait_s
+        try:
+            job_id = await self.entries.step_down(slot)
+            if job_id is not None:
+                # Assigned while we were deciding to stop: do it (or, forced, give it back), then leave.
+                await self.work(slot, job_id)
+                deadline = loop.time() + self.config.deregister_wait_s
+            await self.entries.leave(slot, deadline)
+        except StoreError as exc:
+            log.warning("worker.deregister_failed", worker_id=slot.id, error=first_line(exc),
+                        detail="the cleaner removes this entry once it stops heartbeating")

@@ -1,0 +1,101 @@
+"""A worker slot and the state of the job it runs.
+
+Three sources act on a running job: the slot's own loop (it records the
+outcome), the heartbeat thread through the event loop (the job was taken
+away: halt it), and a forced stop (interrupt it). Each of them moves the job's
+:class:`JobState` through :meth:`Running.move`, and :data:`MOVES` is the one
+place that says which moves are allowed; a move it does not list is refused
+and changes nothing.
+
+Invariant: a job's state only moves along :data:`MOVES`. ``HALTED`` and
+``RECORDING`` are final: a halted job's outcome is never recorded, and a
+job whose outcome write is under way is neither halted nor interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from recruiter.processes.worker.child import ChildAttempt
+from recruiter.processes.worker.inbox import Inbox
+from recruiter.store.roster import Session, new_session
+
+
+class JobState(enum.Enum):
+    RUNNING = "running"  # the attempt runs; its outcome will be recorded
+    INTERRUPTED = "interrupted"  # forced stop: given back without counting the attempt
+    HALTED = "halted"  # taken away (cancelled, or the worker lost its entry): nothing may be recorded
+    RECORDING = "recording"  # the outcome write is under way: nothing stops it now
+
+
+MOVES: dict[JobState, frozenset[JobState]] = {
+    JobState.RUNNING: frozenset({JobState.INTERRUPTED, JobState.HALTED, JobState.RECORDING}),
+    # An interrupted job may still be taken away (then its given-back outcome is discarded too).
+    JobState.INTERRUPTED: frozenset({JobState.HALTED, JobState.RECORDING}),
+    JobState.HALTED: frozenset(),
+    JobState.RECORDING: frozenset(),
+}
+
+
+@dataclass
+class Running:
+    """The job a slot runs: its attempt's handles and its :class:`JobState`."""
+
+    job_id: object  # an ObjectId, as assigned
+    started_at: datetime
+    token: object = None  # the lock token of the attempt
+    task: asyncio.Future[object] | None = None
+    child: ChildAttempt | None = None
+    in_thread: bool = False
+    state: JobState = JobState.RUNNING
+
+    def move(self, to: JobState) -> bool:
+        """Move to ``to`` if :data:`MOVES` allows it; whether it moved."""
+        if to not in MOVES[self.state]:
+            return False
+        self.state = to
+        return True
+
+    @property
+    def reported(self) -> bool:
+        """Whether heartbeats show this job as the slot's (neither halted nor being recorded)."""
+        return self.state in (JobState.RUNNING, JobState.INTERRUPTED)
+
+    def interrupt(self) -> None:
+        """Stop the attempt: kill its child process and cancel its task (a thread runs on)."""
+        if self.child is not None:
+            self.child.kill()
+        if self.task is not None:
+            self.task.cancel()
+
+
+class SlotPhase(enum.Enum):
+    ACTIVE = "active"  # registered, taking work
+    REPLACED = "replaced"  # a process restarted with our id took the roster entry over: the slot stops
+    LEAVING = "leaving"  # deleting its own roster entry (a clean stop): a missing entry is expected
+    LEFT = "left"  # its roster entry is gone by its own hand: no more heartbeats
+
+
+@dataclass
+class Slot:
+    id: str
+    session: Session = field(default_factory=new_session)
+    running: Running | None = None
+    phase: SlotPhase = SlotPhase.ACTIVE
+    inbox: Inbox = field(default_factory=Inbox)
+
+    @property
+    def replaced(self) -> bool:
+        return self.phase is SlotPhase.REPLACED
+
+
+@dataclass
+class Shutdown:
+    """The process's stop, as its slots read it: requested (graceful), then perhaps forced."""
+
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    forced: bool = False
+    requested_at: float | None = None  # event loop time of the stop request, for the grace period
