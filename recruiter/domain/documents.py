@@ -69,7 +69,6 @@ from recruiter.domain.records import JobDoc, OutcomeDoc, Raw, RosterEntryDoc
 JOB_STATUSES = ("queued", "retrying", "assigned")
 UNLOCKED_STATUSES = ("queued", "retrying")
 PRIORITIES = ("high", "low")
-ANY_GROUP = "*"
 
 
 # -- jobs ----------------------------------------------------------------------------------------

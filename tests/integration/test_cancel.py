@@ -39,9 +39,12 @@ def test_a_waiting_job_is_archived_as_cancelled_and_never_runs(db_uri: str) -> N
         assert await h.job(doomed) is None
         archived = await h.archived(doomed)
         assert archived is not None
-        assert archived["why"] == "cancelled" and archived["done"] is False
-        assert archived["cancel_reason"] == "customer left" and archived["tenant"] == "acme"
-        assert archived["attempts"] == 0 and archived["executions"] == []
+        assert archived["why"] == "cancelled"
+        assert archived["done"] is False
+        assert archived["cancel_reason"] == "customer left"
+        assert archived["tenant"] == "acme"
+        assert archived["attempts"] == 0
+        assert archived["executions"] == []
         assert archived["archived_at"] == h.clock.now()
 
         process, slot = await h.worker("w1")
@@ -65,12 +68,16 @@ def test_a_job_waiting_for_its_retry_is_cancelled_with_its_history(db_uri: str) 
         await take_and_work(process, slot)
         await h.round()  # the failure is applied: retrying
         job = await h.job(job_id)
-        assert job is not None and job["status"] == "retrying" and job["locked"] is False
+        assert job is not None
+        assert job["status"] == "retrying"
+        assert job["locked"] is False
 
         assert (await h.producer.cancel(job_id)).state == WAS_WAITING
         archived = await h.archived(job_id)
-        assert archived is not None and archived["why"] == "cancelled"
-        assert archived["attempts"] == 1 and [e["outcome"] for e in archived["executions"]] == ["failed"]
+        assert archived is not None
+        assert archived["why"] == "cancelled"
+        assert archived["attempts"] == 1
+        assert [e["outcome"] for e in archived["executions"]] == ["failed"]
         assert await h.db.scheduled.count_documents({}) == 0
 
     run(db_uri, scenario)
@@ -84,17 +91,22 @@ def test_a_running_job_is_halted_its_outcome_discarded_and_its_worker_freed(db_u
         await wait_for_async(lambda: h.ledger(event="start"), message="the job to start")
         await process.heartbeat()  # shows it working on it
         beating = await h.heartbeat("w1")
-        assert beating is not None and beating["working_on"] == job_id
+        assert beating is not None
+        assert beating["working_on"] == job_id
 
         h.clock.advance(timedelta(seconds=3))
         result = await h.producer.cancel(job_id, reason="not needed any more")
         assert (result.state, result.worker) == (WAS_ASSIGNED, "w1")
         archived = await h.archived(job_id)
-        assert archived is not None and archived["why"] == "cancelled" and archived["attempts"] == 1
+        assert archived is not None
+        assert archived["why"] == "cancelled"
+        assert archived["attempts"] == 1
         last = archived["last_execution"]
-        assert last["outcome"] == "cancelled" and last["worker"] == "w1"
+        assert last["outcome"] == "cancelled"
+        assert last["worker"] == "w1"
         assert last["message"] == "not needed any more"
-        assert last["started_at"] == beating["working_since"] and last["ended_at"] == h.clock.now()
+        assert last["started_at"] == beating["working_since"]
+        assert last["ended_at"] == h.clock.now()
         assert archived["executions"] == [last]
         assert await h.job(job_id) is None
 
@@ -103,8 +115,11 @@ def test_a_running_job_is_halted_its_outcome_discarded_and_its_worker_freed(db_u
         await asyncio.wait_for(working, timeout=10)
         assert await h.ledger(event="end") == []
         entry = await h.roster("w1")
-        assert entry is not None and entry["available"] is True
-        assert "outcome" not in entry and "working_on" not in entry and "assigned_to" not in entry
+        assert entry is not None
+        assert entry["available"] is True
+        assert "outcome" not in entry
+        assert "working_on" not in entry
+        assert "assigned_to" not in entry
         assert h.exits == []
         assert await h.archived(job_id) == archived
 
@@ -121,11 +136,13 @@ def test_a_job_cancelled_before_its_worker_started_it(db_uri: str) -> None:
         job_id, process, slot = await assigned_to_w1(h)
         assert (await h.producer.cancel(job_id)).state == WAS_ASSIGNED
         archived = await h.archived(job_id)
-        assert archived is not None and archived["last_execution"]["started_at"] is None
+        assert archived is not None
+        assert archived["last_execution"]["started_at"] is None
 
         assert await process.poll(slot) is None  # nothing assigned any more...
         entry = await h.roster("w1")
-        assert entry is not None and entry["available"] is True  # ...and free again
+        assert entry is not None
+        assert entry["available"] is True
         following = await Record(h.db_uri, n=2).as_job_of(h.producer).enqueue()
         await h.round()
         assert await take_and_work(process, slot) == following
@@ -143,7 +160,8 @@ def test_a_job_whose_outcome_is_recorded_is_not_cancelled(db_uri: str) -> None:
         assert (result.state, result.worker) == (FINISHING, "w1")
         await h.round()
         archived = await h.archived(job_id)
-        assert archived is not None and archived["why"] == "done"
+        assert archived is not None
+        assert archived["why"] == "done"
 
     run(db_uri, scenario)
 
@@ -157,16 +175,20 @@ def test_an_outcome_that_loses_the_race_with_a_cancel_is_refused(db_uri: str) ->
         bound = structlog.get_logger("test").bind(worker_id=slot.id)
         slot.running = Running(job_id, h.clock.now())
         outcome = await process.executor.attempt(slot.id, slot.running, job, bound)  # the job ran...
-        assert outcome is not None and outcome.executed
+        assert outcome is not None
+        assert outcome.executed
 
         assert (await h.producer.cancel(job_id)).state == WAS_ASSIGNED  # ...and is cancelled before recording
         await process.record(slot, outcome, bound)
         slot.running = None
         entry = await h.roster("w1")
-        assert entry is not None and "outcome" not in entry and entry["available"] is True
+        assert entry is not None
+        assert "outcome" not in entry
+        assert entry["available"] is True
         assert (await h.round()).applied == 0
         archived = await h.archived(job_id)
-        assert archived is not None and archived["why"] == "cancelled"
+        assert archived is not None
+        assert archived["why"] == "cancelled"
 
     run(db_uri, scenario)
 
@@ -181,13 +203,17 @@ def test_a_halted_thread_job_keeps_its_worker_alive_without_reporting_it(db_uri:
         assert (await h.producer.cancel(job_id)).state == WAS_ASSIGNED
 
         await process.heartbeat()
-        assert slot.running.state is JobState.HALTED and h.exits == []  # the process goes on: only the job was taken
+        assert slot.running.state is JobState.HALTED
+        assert h.exits == []
         h.clock.advance(timedelta(seconds=20))
         await process.heartbeat()  # the thread still runs: the slot beats as an idle one
         beating = await h.heartbeat("w1")
-        assert beating is not None and beating["last_seen_at"] == h.clock.now() and beating["working"] is False
+        assert beating is not None
+        assert beating["last_seen_at"] == h.clock.now()
+        assert beating["working"] is False
         entry = await h.roster("w1")
-        assert entry is not None and entry["available"] is False  # not free until the thread ends
+        assert entry is not None
+        assert entry["available"] is False
 
     run(db_uri, scenario)
 
@@ -201,7 +227,8 @@ def test_a_cancel_event_replaces_a_delivered_copy_not_started_yet(db_uri: str) -
         assert slot.inbox.delivered is not None
         assert (await h.producer.cancel(job_id)).state == WAS_ASSIGNED
         process.inboxes.delivered("w1", None)  # ...then the cancel's (job: null), before the slot ran
-        assert slot.inbox.delivered is None and slot.inbox.must_poll
+        assert slot.inbox.delivered is None
+        assert slot.inbox.must_poll
         assert await process.poll(slot) is None
         assert (await h.roster("w1") or {}).get("available") is True
 
@@ -221,6 +248,7 @@ def test_a_worker_too_busy_to_halt_a_cancelled_job_still_heartbeats(db_uri: str)
             h.clock.advance(timedelta(seconds=20))
             assert beat(Collections.of(h.sync_db), h.clock, 5.0, [busy]) == [(busy, JOB_TAKEN_AWAY)]
             beating = await h.heartbeat("w1")
-            assert beating is not None and beating["last_seen_at"] == h.clock.now()  # alive all the same
+            assert beating is not None
+            assert beating["last_seen_at"] == h.clock.now()
 
     run(db_uri, scenario)

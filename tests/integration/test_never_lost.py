@@ -67,17 +67,22 @@ def test_a_job_running_three_times_considered_dead_after_on_a_live_worker_is_not
             await process.heartbeat()
             assert await cleaner.lease.acquire()
             report = await cleaner.fenced_clean()
-            assert report.dead_workers == 0 and report.unlocked_jobs == 0
+            assert report.dead_workers == 0
+            assert report.unlocked_jobs == 0
             assert (await h.round()).assigned == 0
         assert h.clock.now() - START >= timedelta(seconds=3 * DEAD_AFTER_S)
         job = await h.job(job_id)
-        assert job is not None and job["locked"] is True and job.get("crashes", 0) == 0
+        assert job is not None
+        assert job["locked"] is True
+        assert job.get("crashes", 0) == 0
 
         release(h.db_uri, "long")
         await asyncio.wait_for(work, timeout=30)
         assert (await h.round()).applied == 1
         archived = await h.archived(job_id)
-        assert archived is not None and archived["why"] == "done" and archived["attempts"] == 1
+        assert archived is not None
+        assert archived["why"] == "done"
+        assert archived["attempts"] == 1
         assert archived.get("crashes", 0) == 0
         assert len(await h.ledger(job=str(job_id), event="start")) == 1
 
@@ -138,37 +143,49 @@ def test_a_restart_with_the_same_id_releases_its_jobs_and_fences_the_old_process
         # While the old process heartbeats, its id is refused, in one line.
         with pytest.raises(WorkerIdTaken) as taken:
             await h.worker("w")
-        assert "in use by pid" in str(taken.value) and "\n" not in str(taken.value)
+        assert "in use by pid" in str(taken.value)
+        assert "\n" not in str(taken.value)
 
         # It goes silent (paused, or dead) for more than three heartbeat intervals: a new
         # process with the same id takes the entry over and releases the job as a crash.
         h.clock.advance(timedelta(seconds=16))
         new, new_slot = await h.worker("w")
         entry = await h.roster("w")
-        assert entry is not None and entry["session"] == new_slot.session != old_slot.session
-        assert entry["available"] is True and "assigned_to" not in entry and "recovering" not in entry
+        assert entry is not None
+        assert entry["session"] == new_slot.session != old_slot.session
+        assert entry["available"] is True
+        assert "assigned_to" not in entry
+        assert "recovering" not in entry
         job = await h.job(job_id)
-        assert job is not None and job["locked"] is False and job["crash_pending"] is True
-        assert job["crashes"] == 1 and "was restarted" in job["last_execution"]["message"]
+        assert job is not None
+        assert job["locked"] is False
+        assert job["crash_pending"] is True
+        assert job["crashes"] == 1
+        assert "was restarted" in job["last_execution"]["message"]
 
         # The old process learns it on its next write: its heartbeat halts the job, and since
         # a thread cannot be stopped, the process would end itself at once...
         await old.heartbeat()
-        assert old_slot.running is not None and old_slot.running.state is JobState.HALTED
+        assert old_slot.running is not None
+        assert old_slot.running.state is JobState.HALTED
         assert h.exits == [("w", 70)]
         release(h.db_uri, "z")
         await asyncio.wait_for(work, timeout=30)
         entry = await h.roster("w")
-        assert entry is not None and "outcome" not in entry  # ...and its outcome was discarded
+        assert entry is not None
+        assert "outcome" not in entry
         # ...and (had it survived) it does not take the entry back.
-        assert await old.poll(old_slot) is None and old_slot.replaced
+        assert await old.poll(old_slot) is None
+        assert old_slot.replaced
 
         assert (await h.round()).assigned == 1
         await take_and_work(new, new_slot)
         await h.round()
         archived = await h.archived(job_id)
-        assert archived is not None and archived["why"] == "done"
-        assert archived["attempts"] == 2 and archived["crashes"] == 1
+        assert archived is not None
+        assert archived["why"] == "done"
+        assert archived["attempts"] == 2
+        assert archived["crashes"] == 1
         assert [e["outcome"] for e in archived["executions"]] == ["crashed", "done"]
 
     run(db_uri, scenario)
@@ -188,20 +205,23 @@ def test_a_stale_recruiter_round_writes_nothing(db_uri: str) -> None:
         assert await stale.lease.acquire()
         h.clock.advance(timedelta(seconds=RecruiterConfig().lease_ttl_s + 1))
         successor = RecruiterProcess(h.db, h.clock, RecruiterConfig(), owner="successor")
-        assert await successor.lease.acquire() and successor.lease.epoch == stale.lease.epoch + 1  # type: ignore[operator]
+        assert await successor.lease.acquire()
+        assert successor.lease.epoch == stale.lease.epoch + 1
         assert stale.lease.held, "the stale leader does not know"
 
         with pytest.raises(LostLease):
             await stale.fenced_round(rollback=True)
         assert await h.db.archived.count_documents({}) == 0
         entry = await h.roster("w1")
-        assert entry is not None and entry["outcome"]["job"] == first
+        assert entry is not None
+        assert entry["outcome"]["job"] == first
         assert (await h.job(first))["locked"] is True
         assert (await h.job(second))["locked"] is False
 
         await process.heartbeat()  # the worker lives on
         report = await successor.fenced_round()
-        assert report.applied == 1 and report.assigned == 1
+        assert report.applied == 1
+        assert report.assigned == 1
         assert (await h.archived(first))["why"] == "done"
         assert (await h.job(second))["lock_epoch"] == successor.lease.epoch
 
@@ -233,7 +253,8 @@ def test_a_leader_that_froze_inside_its_round_neither_blocks_its_successor_nor_c
             assert (await h.job(job_id))["locked"] is False
             assert (await successor.fenced_round()).assigned == 0
             holder = await h.db.metadata.find_one({"_id": "recruiter"})
-            assert holder["owner"] == "successor" and holder["epoch"] == 2
+            assert holder["owner"] == "successor"
+            assert holder["epoch"] == 2
         finally:
             await other_client.close()
 
@@ -262,7 +283,8 @@ def test_a_stale_cleaner_pass_writes_nothing(db_uri: str) -> None:
         assert (await h.job(job_id))["locked"] is True
 
         report = await successor.fenced_clean()
-        assert report.dead_workers == 1 and report.unlocked_jobs == 1
+        assert report.dead_workers == 1
+        assert report.unlocked_jobs == 1
 
     run(db_uri, scenario)
 
@@ -285,17 +307,23 @@ def test_a_forced_stop_gives_the_job_back_without_burning_an_attempt(db_uri: str
         await asyncio.wait_for(work, timeout=30)
         entry = await h.roster("w1")
         assert entry is not None
-        assert entry["outcome"]["executed"] is False and entry["outcome"]["decision"] == {"retry_at": h.clock.now()}
-        assert entry["available"] is False and entry["stopping"] is True
+        assert entry["outcome"]["executed"] is False
+        assert entry["outcome"]["decision"] == {"retry_at": h.clock.now()}
+        assert entry["available"] is False
+        assert entry["stopping"] is True
 
         assert (await h.round()).applied == 1
         job = await h.job(job_id)
         assert job is not None
-        assert job["locked"] is False and job["status"] == "retrying" and job["attempts"] == 0
+        assert job["locked"] is False
+        assert job["status"] == "retrying"
+        assert job["attempts"] == 0
         assert job["scheduled_at"] == h.clock.now()
         interrupted = job["executions"][-1]
-        assert interrupted["outcome"] == "interrupted" and interrupted["worker"] == "w1"
-        assert interrupted["started_at"] == START and interrupted["ended_at"] == START + timedelta(seconds=5)
+        assert interrupted["outcome"] == "interrupted"
+        assert interrupted["worker"] == "w1"
+        assert interrupted["started_at"] == START
+        assert interrupted["ended_at"] == START + timedelta(seconds=5)
         assert "forced stop" in interrupted["message"]
         assert len(await h.ledger(job=str(job_id), event="end")) == 0, "the attempt was stopped"
 
@@ -305,7 +333,9 @@ def test_a_forced_stop_gives_the_job_back_without_burning_an_attempt(db_uri: str
         await take_and_work(other, other_slot)
         await h.round()
         archived = await h.archived(job_id)
-        assert archived is not None and archived["why"] == "done" and archived["attempts"] == 1
+        assert archived is not None
+        assert archived["why"] == "done"
+        assert archived["attempts"] == 1
         assert [e["outcome"] for e in archived["executions"]] == ["interrupted", "done"]
 
     run(db_uri, scenario)
@@ -318,7 +348,8 @@ def test_workers_stop_asks_through_the_roster(db_uri: str) -> None:
         assert request_stop(SyncCollections.of(h.sync_db).roster, ["remote-7"]) == ["remote-7"]
         assert await process.poll(slot) is None
         assert process.stopping.is_set()
-        assert await bystander.poll(bystander_slot) is None and not bystander.stopping.is_set()
+        assert await bystander.poll(bystander_slot) is None
+        assert not bystander.stopping.is_set()
         assert (await h.roster("remote-7"))["stop_requested"] is True
         assert "stop_requested" not in (await h.roster("remote-70x"))
 
@@ -345,17 +376,21 @@ def test_a_job_that_keeps_killing_its_workers_stops(db_uri: str, seen_running: b
                 await victim.heartbeat()
             h.clock.advance(timedelta(seconds=DEAD_AFTER_S + 1))
             report = await (await h.cleaner()).fenced_clean()
-            assert report.dead_workers == 1 and report.unlocked_jobs == 1
+            assert report.dead_workers == 1
+            assert report.unlocked_jobs == 1
         job = await h.job(job_id)
-        assert job["crashes"] == 3 and job.get("unproven_returns", 0) == victims - 3
+        assert job["crashes"] == 3
+        assert job.get("unproven_returns", 0) == victims - 3
 
         survivor, survivor_slot = await h.worker("survivor")
         assert (await h.round()).assigned == 1
         await take_and_work(survivor, survivor_slot)
         await h.round()
         archived = await h.archived(job_id)
-        assert archived is not None and archived["why"] == "crashed-too-many-times"
-        assert archived["crashes"] == 3 and archived["attempts"] == 3  # the judging is not an attempt
+        assert archived is not None
+        assert archived["why"] == "crashed-too-many-times"
+        assert archived["crashes"] == 3
+        assert archived["attempts"] == 3
         assert [e["outcome"] for e in archived["executions"]] == ["crashed"] * 3
         assert await h.ledger(job=str(job_id)) == [], "it never ran again"
 
@@ -415,7 +450,8 @@ def test_a_half_done_archive_is_finished_by_the_next_round(db_uri: str) -> None:
     async def scenario(h: Harness) -> None:
         job_id, _ = await half_done_archive(h)
         first_copy = await h.archived(job_id)
-        assert first_copy is not None and (await h.job(job_id)) is not None
+        assert first_copy is not None
+        assert (await h.job(job_id)) is not None
 
         h.clock.advance(timedelta(seconds=1))
         assert (await h.round()).applied == 1  # the outcome is still there: applied again, in a transaction
@@ -443,7 +479,8 @@ def test_a_half_done_archive_is_reconciled(db_uri: str) -> None:
         await process.heartbeat()
         assert await cleaner.lease.acquire()
         report = await cleaner.fenced_clean()
-        assert report.unlocked_jobs == 0 and report.dead_workers == 0
+        assert report.unlocked_jobs == 0
+        assert report.dead_workers == 0
         assert await h.job(job_id) is None
         archived = await h.db.archived.find().to_list()
         assert [(d["_id"], d["why"], d["attempts"]) for d in archived] == [(job_id, "done", 1)]
@@ -466,7 +503,8 @@ def test_synchronous_code_that_never_returns_is_stopped_by_its_timeout(db_uri: s
             await asyncio.wait_for(take_and_work(process, slot), timeout=60)
         await h.settle()
         archived = await h.archived(job_id)
-        assert archived is not None and archived["why"] == "tried-too-many-times"
+        assert archived is not None
+        assert archived["why"] == "tried-too-many-times"
         assert [e["outcome"] for e in archived["executions"]] == ["timed-out", "timed-out"]
         assert archived["last_execution"]["class"] == "recruiter.child:JobTimedOut"
         starts = await h.ledger(job=str(job_id), event="start")
@@ -490,9 +528,12 @@ def test_jobs_with_a_timeout_keep_their_results_and_exceptions(db_uri: str) -> N
         await h.round()
         assert (await h.archived(ok))["result"] == 11
         failed = await h.archived(fails)
-        assert failed is not None and failed["why"] == "not-scheduled-by-retry-policy"
+        assert failed is not None
+        assert failed["why"] == "not-scheduled-by-retry-policy"
         last = failed["last_execution"]
-        assert last["class"] == "builtins:ValueError" and last["message"] == "no luck"
-        assert "in execute" in last["trace"] and "ValueError: no luck" in last["trace"]
+        assert last["class"] == "builtins:ValueError"
+        assert last["message"] == "no luck"
+        assert "in execute" in last["trace"]
+        assert "ValueError: no luck" in last["trace"]
 
     run(db_uri, scenario)

@@ -157,14 +157,18 @@ def test_round_assigns_fifo_by_group_with_one_roster_update(db_uri: str) -> None
         report = await h.round()
 
         expected = {"wa1": a_old, "wa2": a_mid, "wb": b_one, "wany": c_one}
-        assert report.assigned == 4 and report.free_workers == 5 and report.applied == 0
+        assert report.assigned == 4
+        assert report.free_workers == 5
+        assert report.applied == 0
         # ONE update of the roster for the whole round, shared by every assigned worker.
         roster_updates = h.commands.named("update", "roster")
         assert len(roster_updates) == 1
-        assert len(roster_updates[0]["updates"]) == 1 and roster_updates[0]["updates"][0]["multi"] is True
+        assert len(roster_updates[0]["updates"]) == 1
+        assert roster_updates[0]["updates"][0]["multi"] is True
         # ONE bulk write locks all the chosen jobs.
         job_updates = h.commands.named("update", "scheduled")
-        assert len(job_updates) == 1 and len(job_updates[0]["updates"]) == 4
+        assert len(job_updates) == 1
+        assert len(job_updates[0]["updates"]) == 4
 
         for worker_id, job_id in expected.items():
             entry = await h.roster(worker_id)
@@ -178,22 +182,31 @@ def test_round_assigns_fifo_by_group_with_one_roster_update(db_uri: str) -> None
             assert job is not None
             # The assignment carries the locked job itself: the worker starts without reading it.
             assert entry["job"] == job
-            assert job["locked"] is True and job["locked_by"] == worker_id
-            assert job["status"] == "assigned" and job["attempts"] == 1
+            assert job["locked"] is True
+            assert job["locked_by"] == worker_id
+            assert job["status"] == "assigned"
+            assert job["attempts"] == 1
             assert isinstance(job["lock_token"], ObjectId)
             assert job["lock_epoch"] == h.recruiter.lease.epoch == 1
         idle = await h.roster("wz")
-        assert idle is not None and idle["available"] is True and "assigned_to" not in idle
+        assert idle is not None
+        assert idle["available"] is True
+        assert "assigned_to" not in idle
         assert await workers["wz"][0].poll(workers["wz"][1]) is None
         for job_id in (a_new, a_future):
             job = await h.job(job_id)
-            assert job is not None and job["locked"] is False and job["attempts"] == 0
+            assert job is not None
+            assert job["locked"] is False
+            assert job["attempts"] == 0
 
         # Nobody is free but wz, and nothing is due in its group: the next round does nothing.
         h.commands.clear()
         again = await h.round()
-        assert again.assigned == 0 and again.applied == 0 and again.free_workers == 1
-        assert h.commands.named("update", "roster") == [] and h.commands.named("update", "scheduled") == []
+        assert again.assigned == 0
+        assert again.applied == 0
+        assert again.free_workers == 1
+        assert h.commands.named("update", "roster") == []
+        assert h.commands.named("update", "scheduled") == []
 
     run(db_uri, scenario)
 
@@ -239,12 +252,16 @@ def test_worker_runs_its_job_from_the_assignment_alone(db_uri: str, wake: Wake) 
                 assert entry_reads == []
                 assert process.watch is not None
             else:
-                assert process.watch is None and len(entry_reads) >= 1
-            assert len(entry_writes) == 1 and "outcome" in entry_writes[0]["u"]["$set"]
+                assert process.watch is None
+                assert len(entry_reads) >= 1
+            assert len(entry_writes) == 1
+            assert "outcome" in entry_writes[0]["u"]["$set"]
             assert [e["job"] for e in await h.ledger(event="start")] == [str(job_id)]
             # The outcome write drops the copy along with the assignment.
             entry = await h.roster("w")
-            assert entry is not None and "job" not in entry and "assigned_to" not in entry
+            assert entry is not None
+            assert "job" not in entry
+            assert "assigned_to" not in entry
         finally:
             process.stop()
             await asyncio.wait_for(running, timeout=30)
@@ -297,14 +314,18 @@ def test_a_steady_round_archives_and_reassigns_without_reading_jobs_or_clearing_
             await take_and_work(process, slot)
         h.commands.clear()
         report = await h.round()
-        assert report.applied == 2 and report.assigned == 2
+        assert report.applied == 2
+        assert report.assigned == 2
         # Nothing read back for archiving (the candidate reads are ranges, never reads by id).
         assert [f for f in h.commands.named("find", "scheduled") if "$in" in (f["filter"].get("_id") or {})] == []
         roster_updates = h.commands.named("update", "roster")
-        assert len(roster_updates) == 1 and roster_updates[0]["updates"][0]["multi"] is True
+        assert len(roster_updates) == 1
+        assert roster_updates[0]["updates"][0]["multi"] is True
         for _, slot in workers:
             entry = await h.roster(slot.id)
-            assert entry is not None and "outcome" not in entry and entry["available"] is False
+            assert entry is not None
+            assert "outcome" not in entry
+            assert entry["available"] is False
         assert await h.db.archived.count_documents({"why": "done"}) == 2
 
     run(db_uri, scenario)
@@ -317,7 +338,8 @@ def test_round_size_bounds_the_round(db_uri: str) -> None:
         for i in range(3):
             await h.worker(f"w{i}")
         first = await h.round()
-        assert first.assigned == 2 and first.free_workers == 2
+        assert first.assigned == 2
+        assert first.free_workers == 2
         second = await h.round()
         assert second.assigned == 1
         locked = await h.db.scheduled.count_documents({"locked": True})
@@ -349,9 +371,12 @@ def test_worker_runs_records_and_next_round_archives(db_uri: str) -> None:
         assert "assigned_to" not in entry
         outcome = entry["outcome"]
         job = await h.job(job_id)
-        assert job is not None and job["locked"] is True  # the worker wrote nothing to the job
-        assert outcome["job"] == job_id and outcome["token"] == job["lock_token"]
-        assert outcome["executed"] is True and outcome["decision"] == {"archive": "done"}
+        assert job is not None
+        assert job["locked"] is True
+        assert outcome["job"] == job_id
+        assert outcome["token"] == job["lock_token"]
+        assert outcome["executed"] is True
+        assert outcome["decision"] == {"archive": "done"}
         assert outcome["result"] == 5
 
         report = await h.round()
@@ -359,13 +384,18 @@ def test_worker_runs_records_and_next_round_archives(db_uri: str) -> None:
         assert await h.job(job_id) is None
         archived = await h.archived(job_id)
         assert archived is not None
-        assert archived["why"] == "done" and archived["done"] is True
-        assert archived["attempts"] == 1 and archived["locked"] is False
+        assert archived["why"] == "done"
+        assert archived["done"] is True
+        assert archived["attempts"] == 1
+        assert archived["locked"] is False
         assert archived["result"] == 5
         assert archived["archived_at"] == START + timedelta(seconds=2)
         last = archived["last_execution"]
-        assert last["worker"] == "w1" and last["pid"] == os.getpid() and last["hostname"] == socket.gethostname()
-        assert last["outcome"] == "done" and last["crashed"] is False
+        assert last["worker"] == "w1"
+        assert last["pid"] == os.getpid()
+        assert last["hostname"] == socket.gethostname()
+        assert last["outcome"] == "done"
+        assert last["crashed"] is False
         assert last["started_at"] == last["ended_at"] == START + timedelta(seconds=2)
         assert last["scheduled_at"] == START
         assert last["assigned_at"] == job["locked_at"]
@@ -373,7 +403,9 @@ def test_worker_runs_records_and_next_round_archives(db_uri: str) -> None:
         for f in (*LOCK_FIELDS, "status"):
             assert f not in archived
         entry = await h.roster("w1")
-        assert entry is not None and "outcome" not in entry and entry["available"] is True
+        assert entry is not None
+        assert "outcome" not in entry
+        assert entry["available"] is True
 
         # Applying the same outcome again changes nothing (a round repeated after a crash).
         replay = [{"_id": "w1", "outcome": outcome}]
@@ -393,7 +425,9 @@ def test_async_workable_result_is_archived(db_uri: str) -> None:
         await take_and_work(process, slot)
         await h.round()
         archived = await h.archived(job_id)
-        assert archived is not None and archived["why"] == "done" and archived["result"] == {"n": 9}
+        assert archived is not None
+        assert archived["why"] == "done"
+        assert archived["result"] == {"n": 9}
 
     run(db_uri, scenario)
 
@@ -409,10 +443,13 @@ def test_failing_job_is_retried_with_growing_delays_then_archived(db_uri: str) -
             await take_and_work(process, slot)
             failed_at = h.clock.now()
             report = await h.round()
-            assert report.applied == 1 and report.assigned == 0  # not due again yet
+            assert report.applied == 1
+            assert report.assigned == 0
             job = await h.job(job_id)
             assert job is not None
-            assert job["status"] == "retrying" and job["locked"] is False and job["attempts"] == attempt
+            assert job["status"] == "retrying"
+            assert job["locked"] is False
+            assert job["attempts"] == attempt
             assert job["scheduled_at"] == failed_at + delay
             assert job["last_execution"]["class"] == "builtins:ValueError"
             assert job["last_execution"]["message"] == "boom"
@@ -430,7 +467,8 @@ def test_failing_job_is_retried_with_growing_delays_then_archived(db_uri: str) -
         assert await h.job(job_id) is None
         archived = await h.archived(job_id)
         assert archived is not None
-        assert archived["why"] == "tried-too-many-times" and archived["done"] is False
+        assert archived["why"] == "tried-too-many-times"
+        assert archived["done"] is False
         assert archived["attempts"] == 3
         executions = archived["executions"]
         assert [e["attempt"] for e in executions] == [1, 2, 3]
@@ -460,16 +498,22 @@ def test_import_failure_and_broken_constructor_are_failed_attempts(db_uri: str) 
         # The constructor's error: DoNotDoItAgain (the default) archives it.
         archived = await h.archived(broken)
         assert archived is not None
-        assert archived["why"] == "not-scheduled-by-retry-policy" and archived["attempts"] == 1
+        assert archived["why"] == "not-scheduled-by-retry-policy"
+        assert archived["attempts"] == 1
         last = archived["last_execution"]
-        assert last["outcome"] == "failed" and last["crashed"] is False
-        assert last["class"] == "builtins:RuntimeError" and last["message"] == "cannot build with -1"
-        assert "tests/workables.py" in last["trace"] and "in __init__" in last["trace"]
+        assert last["outcome"] == "failed"
+        assert last["crashed"] is False
+        assert last["class"] == "builtins:RuntimeError"
+        assert last["message"] == "cannot build with -1"
+        assert "tests/workables.py" in last["trace"]
+        assert "in __init__" in last["trace"]
 
         # The unknown class: RetryManyTimes(times=1) retries it once, at once (the next round).
         assert (await h.round()).assigned == 1
         job = await h.job(missing)
-        assert job is not None and job["attempts"] == 2 and job["status"] == "assigned"
+        assert job is not None
+        assert job["attempts"] == 2
+        assert job["status"] == "assigned"
         assert job["last_execution"]["class"] == "recruiter.naming:UnknownClass"
         assert "nonexistent.module" in job["last_execution"]["message"]
         holder = w1 if (await h.roster("w1")).get("assigned_to") else w2
@@ -477,11 +521,13 @@ def test_import_failure_and_broken_constructor_are_failed_attempts(db_uri: str) 
         await h.round()
         archived = await h.archived(missing)
         assert archived is not None
-        assert archived["why"] == "tried-too-many-times" and archived["attempts"] == 2
+        assert archived["why"] == "tried-too-many-times"
+        assert archived["attempts"] == 2
         assert [e["class"] for e in archived["executions"]] == ["recruiter.naming:UnknownClass"] * 2
         for worker_id in ("w1", "w2"):
             entry = await h.roster(worker_id)
-            assert entry is not None and entry["available"] is True
+            assert entry is not None
+            assert entry["available"] is True
 
     run(db_uri, scenario)
 
@@ -504,14 +550,17 @@ def test_zombie_worker_cannot_record_its_outcome(db_uri: str) -> None:
         slot.running = Running(job_id, h.clock.now(), token=job["lock_token"])
         await process.heartbeat()
         outcome = await process.executor.attempt(slot.id, slot.running, job, bound)
-        assert outcome.executed and outcome.decision.why == "done"  # type: ignore[union-attr]
+        assert outcome.executed
+        assert outcome.decision.why == "done"
 
         # ...long enough for the cleaner to declare it dead and take its job back.
         h.clock.advance(timedelta(seconds=DEAD_AFTER_S + 1))
         report = await (cleaner := await h.cleaner()).clean(cleaner.c)
-        assert report.dead_workers == 1 and report.unlocked_jobs == 1
+        assert report.dead_workers == 1
+        assert report.unlocked_jobs == 1
         left_by_cleaner = await h.job(job_id)
-        assert left_by_cleaner is not None and left_by_cleaner["crash_pending"] is True
+        assert left_by_cleaner is not None
+        assert left_by_cleaner["crash_pending"] is True
 
         await process.record(slot, outcome, bound)
         assert await h.roster("zombie") is None  # no entry resurrected
@@ -522,7 +571,8 @@ def test_zombie_worker_cannot_record_its_outcome(db_uri: str) -> None:
         assert await process.poll(slot) is None
         await process.record(slot, outcome, bound)
         entry = await h.roster("zombie")
-        assert entry is not None and "outcome" not in entry
+        assert entry is not None
+        assert "outcome" not in entry
         assert await h.job(job_id) == left_by_cleaner
         assert (await h.round()).applied == 0
         assert await h.db.archived.count_documents({}) == 0
@@ -548,10 +598,15 @@ def test_cleaner_returns_a_job_its_dead_worker_never_showed_it_started(db_uri: s
         assert await h.roster("dead") is None
         job = await h.job(job_id)
         assert job is not None
-        assert job["locked"] is False and job["status"] == "queued"
-        assert job["attempts"] == 0 and job["crashes"] == 0 and "crash_pending" not in job
-        assert job["executions"] == [] and job["unproven_returns"] == 1
-        assert job["last_return"]["worker"] == "dead" and "missed its heartbeats" in job["last_return"]["reason"]
+        assert job["locked"] is False
+        assert job["status"] == "queued"
+        assert job["attempts"] == 0
+        assert job["crashes"] == 0
+        assert "crash_pending" not in job
+        assert job["executions"] == []
+        assert job["unproven_returns"] == 1
+        assert job["last_return"]["worker"] == "dead"
+        assert "missed its heartbeats" in job["last_return"]["reason"]
         for f in LOCK_FIELDS:
             assert f not in job
 
@@ -561,7 +616,9 @@ def test_cleaner_returns_a_job_its_dead_worker_never_showed_it_started(db_uri: s
         await h.round()
         archived = await h.archived(job_id)
         assert archived is not None
-        assert archived["why"] == "done" and archived["attempts"] == 1 and archived["crashes"] == 0
+        assert archived["why"] == "done"
+        assert archived["attempts"] == 1
+        assert archived["crashes"] == 0
         assert [(e["outcome"], e["worker"]) for e in archived["executions"]] == [("done", "alive")]
 
     run(db_uri, scenario)
@@ -576,13 +633,16 @@ def test_the_next_round_takes_back_a_job_assigned_to_a_worker_that_died(db_uri: 
         h.clock.advance(timedelta(seconds=3 * WorkerConfig().heartbeat_interval_s))
         await alive.heartbeat()
         report = await h.round()  # takes it back from the silent entry...
-        assert report.taken_back == 1 and report.assigned == 0
+        assert report.taken_back == 1
+        assert report.assigned == 0
         assert await h.roster("dead") is None
         assert (await h.round()).assigned == 1  # ...and gives it to the live one
         await take_and_work(alive, alive_slot)
         await h.round()
         archived = await h.archived(job_id)
-        assert archived is not None and archived["why"] == "done" and archived["attempts"] == 1
+        assert archived is not None
+        assert archived["why"] == "done"
+        assert archived["attempts"] == 1
         assert [e["worker"] for e in archived["executions"]] == ["alive"]
 
     run(db_uri, scenario)
@@ -594,7 +654,8 @@ def test_a_silent_worker_is_given_no_work(db_uri: str) -> None:
         await h.worker("silent")
         h.clock.advance(timedelta(seconds=2 * WorkerConfig().heartbeat_interval_s))
         report = await h.round()
-        assert report.free_workers == 0 and report.assigned == 0
+        assert report.free_workers == 0
+        assert report.assigned == 0
         await h.worker("live")
         assert (await h.round()).assigned == 1
         assert (await h.roster("live"))["assigned_to"] == {"live": (await h.db.scheduled.find_one())["_id"]}
@@ -620,21 +681,28 @@ def test_cleaner_unlocks_the_job_of_a_dead_worker(db_uri: str) -> None:
         h.clock.advance(timedelta(seconds=2))
         assert await cleaner.lease.acquire()
         report = await cleaner.clean(cleaner.c)
-        assert report.dead_workers == 1 and report.unlocked_jobs == 1
+        assert report.dead_workers == 1
+        assert report.unlocked_jobs == 1
 
-        assert await h.roster("dead") is None and await h.heartbeat("dead") is None
+        assert await h.roster("dead") is None
+        assert await h.heartbeat("dead") is None
         job = await h.job(job_id)
         assert job is not None
-        assert job["locked"] is False and job["status"] == "retrying"
-        assert job["crash_pending"] is True and job["crashes"] == 1
+        assert job["locked"] is False
+        assert job["status"] == "retrying"
+        assert job["crash_pending"] is True
+        assert job["crashes"] == 1
         assert job["attempts"] == 1  # the crashed attempt counts
         assert job["scheduled_at"] == h.clock.now()
         for f in LOCK_FIELDS:
             assert f not in job
         crash = job["executions"][-1]
         assert crash == {k: v for k, v in job["last_execution"].items() if k != "trace"}
-        assert crash["crashed"] is True and crash["outcome"] == "crashed" and crash["attempt"] == 1
-        assert crash["worker"] == "dead" and crash["pid"] == os.getpid()
+        assert crash["crashed"] is True
+        assert crash["outcome"] == "crashed"
+        assert crash["attempt"] == 1
+        assert crash["worker"] == "dead"
+        assert crash["pid"] == os.getpid()
         assert crash["hostname"] == socket.gethostname()
         assert crash["class"] == "recruiter.retry:WorkerCrashed"
         assert crash["started_at"] == locked["locked_at"]
@@ -648,7 +716,9 @@ def test_cleaner_unlocks_the_job_of_a_dead_worker(db_uri: str) -> None:
         await h.round()
         archived = await h.archived(job_id)
         assert archived is not None
-        assert archived["why"] == "done" and archived["attempts"] == 2 and archived["crashes"] == 1
+        assert archived["why"] == "done"
+        assert archived["attempts"] == 2
+        assert archived["crashes"] == 1
         assert [e["outcome"] for e in archived["executions"]] == ["crashed", "done"]
         assert "crash_pending" not in archived
 
@@ -673,7 +743,9 @@ def test_an_at_most_once_job_is_archived_on_its_first_crash(db_uri: str) -> None
         await take_and_work(alive, alive_slot)
         await h.round()
         archived = await h.archived(job_id)
-        assert archived is not None and archived["why"] == "crashed" and archived["at_most_once"] is True
+        assert archived is not None
+        assert archived["why"] == "crashed"
+        assert archived["at_most_once"] is True
         assert [e["outcome"] for e in archived["executions"]] == ["crashed"]
         assert await h.ledger(event="start") == []  # never run a second time
 
@@ -690,11 +762,15 @@ def test_cleaner_keeps_a_worker_holding_an_outcome(db_uri: str) -> None:
         h.clock.advance(timedelta(seconds=DEAD_AFTER_S * 2))
         cleaner = await h.cleaner()
         report = await cleaner.clean(cleaner.c)
-        assert report.dead_workers == 0 and report.unlocked_jobs == 0
+        assert report.dead_workers == 0
+        assert report.unlocked_jobs == 0
         entry = await h.roster("w1")
-        assert entry is not None and entry["outcome"]["job"] == job_id
+        assert entry is not None
+        assert entry["outcome"]["job"] == job_id
         job = await h.job(job_id)
-        assert job is not None and job["locked"] is True and "crash_pending" not in job
+        assert job is not None
+        assert job["locked"] is True
+        assert "crash_pending" not in job
 
         # The recruiter applies it; only then may the cleaner remove the silent worker.
         assert (await h.round()).applied == 1
@@ -721,7 +797,8 @@ def test_heartbeat_keeps_a_long_job_alive(db_uri: str) -> None:
             assert (await cleaner.clean(cleaner.c)).dead_workers == 0
         beating = await h.heartbeat("slow")
         assert beating is not None
-        assert beating["working"] is True and beating["working_on"] == job_id
+        assert beating["working"] is True
+        assert beating["working_on"] == job_id
         assert beating["last_seen_at"] == h.clock.now()
         assert (await h.job(job_id))["locked"] is True
 
@@ -748,21 +825,28 @@ def test_rollback_unassigned_releases_locks_no_worker_knows_about(db_uri: str) -
         locked = await h.recruiter.lock(h.recruiter.c,
             [Assignment("idle", fresh), Assignment("idle", retrying), Assignment("ghost", ghost_job)], now)
         assert len(locked) == 3
-        assert (await h.job(fresh))["attempts"] == 1 and (await h.job(retrying))["attempts"] == 2
+        assert (await h.job(fresh))["attempts"] == 1
+        assert (await h.job(retrying))["attempts"] == 2
 
         await h.recruiter.rollback_unassigned(h.recruiter.c)
 
         for job_id, attempts, status in ((fresh, 0, "queued"), (retrying, 1, "retrying")):
             job = await h.job(job_id)
             assert job is not None
-            assert job["locked"] is False and job["attempts"] == attempts and job["status"] == status
+            assert job["locked"] is False
+            assert job["attempts"] == attempts
+            assert job["status"] == status
             for f in LOCK_FIELDS:
                 assert f not in job
         kept = await h.job(assigned)
-        assert kept is not None and kept["locked"] is True and kept["locked_by"] == "busy"
+        assert kept is not None
+        assert kept["locked"] is True
+        assert kept["locked_by"] == "busy"
         # A job of a worker that is gone is the cleaner's (a crash), not a rollback.
         ghost = await h.job(ghost_job)
-        assert ghost is not None and ghost["locked"] is True and ghost["attempts"] == 1
+        assert ghost is not None
+        assert ghost["locked"] is True
+        assert ghost["attempts"] == 1
         # The released jobs are assignable again; the retrying one goes first.
         assert (await h.round()).assigned == 1
         assert (await h.roster("idle"))["assigned_to"] == {"idle": retrying}
@@ -776,29 +860,42 @@ def test_lease_has_one_holder_and_fences_the_stale_one(db_uri: str) -> None:
         first = Lease(h.db.metadata, "recruiter", "first", ttl, h.clock)
         second = Lease(h.db.metadata, "recruiter", "second", ttl, h.clock)
 
-        assert await first.acquire() is True and first.epoch == 1 and first.held
-        assert await second.acquire() is False and not second.held and second.epoch is None
-        assert await first.acquire() is True and first.epoch == 1  # re-acquiring keeps the epoch
+        assert await first.acquire() is True
+        assert first.epoch == 1
+        assert first.held
+        assert await second.acquire() is False
+        assert not second.held
+        assert second.epoch is None
+        assert await first.acquire() is True
+        assert first.epoch == 1
         h.clock.advance(timedelta(seconds=5))
-        assert await first.renew() is True and first.expires_at == h.clock.now() + ttl
+        assert await first.renew() is True
+        assert first.expires_at == h.clock.now() + ttl
         h.clock.advance(timedelta(seconds=9))
         assert await second.acquire() is False  # renewed: not expired yet
 
         h.clock.advance(timedelta(seconds=2))  # expired
         assert not first.held
-        assert await second.acquire() is True and second.epoch == 2
-        assert await first.renew() is False and first.epoch is None and not first.held
+        assert await second.acquire() is True
+        assert second.epoch == 2
+        assert await first.renew() is False
+        assert first.epoch is None
+        assert not first.held
         assert await first.acquire() is False
         holder = await second.holder()
-        assert holder is not None and holder["owner"] == "second" and holder["epoch"] == 2
+        assert holder is not None
+        assert holder["owner"] == "second"
+        assert holder["epoch"] == 2
 
         await second.release()
         assert second.epoch is None
-        assert await first.acquire() is True and first.epoch == 3
+        assert await first.acquire() is True
+        assert first.epoch == 3
 
         # Different names are independent.
         other = Lease(h.db.metadata, "cleaner", "second", ttl, h.clock)
-        assert await other.acquire() is True and other.epoch == 1
+        assert await other.acquire() is True
+        assert other.epoch == 1
 
     run(db_uri, scenario)
 
@@ -812,13 +909,16 @@ def test_stale_leader_does_not_assign(db_uri: str) -> None:
         h.clock.advance(timedelta(seconds=RecruiterConfig().lease_ttl_s + 1))
         await worker.heartbeat()
         successor = RecruiterProcess(h.db, h.clock, RecruiterConfig(), owner="successor")
-        assert await successor.lease.acquire() and successor.lease.epoch == 2
+        assert await successor.lease.acquire()
+        assert successor.lease.epoch == 2
 
         with pytest.raises(LostLease):
             await stale.round()
         assert await stale.lease.renew() is False
         job = await h.job(job_id)
-        assert job is not None and job["locked"] is False and job["attempts"] == 0
+        assert job is not None
+        assert job["locked"] is False
+        assert job["attempts"] == 0
 
         assert (await successor.round()).assigned == 1
         assert (await h.job(job_id))["lock_epoch"] == 2
@@ -859,7 +959,8 @@ def test_async_job_over_its_timeout_is_a_timed_out_attempt(db_uri: str) -> None:
             await asyncio.wait_for(take_and_work(process, slot), timeout=10)
         await h.settle()
         archived = await h.archived(job_id)
-        assert archived is not None and archived["why"] == "tried-too-many-times"
+        assert archived is not None
+        assert archived["why"] == "tried-too-many-times"
         assert [e["outcome"] for e in archived["executions"]] == ["timed-out", "timed-out"]
         assert archived["last_execution"]["class"] == "recruiter.child:JobTimedOut"
         assert len(await h.ledger(event="end")) == 0, "the job was stopped, not left running"
@@ -891,13 +992,17 @@ def test_cleaner_unlocks_a_job_its_live_worker_no_longer_refers_to(db_uri: str) 
         await other.heartbeat()
         assert await cleaner.lease.acquire()
         report = await cleaner.clean(cleaner.c)
-        assert report.dead_workers == 0 and report.unlocked_jobs == 1
+        assert report.dead_workers == 0
+        assert report.unlocked_jobs == 1
 
         job = await h.job(forgotten)
-        assert job is not None and job["locked"] is False and job["attempts"] == 0
+        assert job is not None
+        assert job["locked"] is False
+        assert job["attempts"] == 0
         assert job["last_return"]["reason"] == "its worker no longer refers to it"
         still = await h.job(held)
-        assert still is not None and still["locked"] is True, "a job its worker holds is left alone"
+        assert still is not None, "a job its worker holds is left alone"
+        assert still["locked"] is True, "a job its worker holds is left alone"
 
     run(db_uri, scenario)
 
@@ -948,7 +1053,8 @@ def test_a_heartbeat_during_a_rounds_transaction_does_not_abort_it(db_uri: str) 
         h.recruiter.fault = beat_mid_round
         report = await h.round()
         assert beats[0] == "archive.between_insert_and_delete"
-        assert report.applied == 1 and report.assigned == 1
+        assert report.applied == 1
+        assert report.assigned == 1
         assert (await h.archived(first))["why"] == "done"
         assert (await h.roster("w1"))["assigned_to"] == {"w1": second}
         assert (await h.heartbeat("w1"))["last_seen_at"] == h.clock.now()

@@ -23,16 +23,22 @@ def test_a_waiting_job_is_deleted_only_if_still_unlocked_and_archived_without_an
     job = queued()
     plan = plan_cancel(job, None, NOW, "no longer wanted")
     writes = cancel_writes(plan)
-    assert plan.state == WAS_WAITING and writes.roster == []
+    assert plan.state == WAS_WAITING
+    assert writes.roster == []
     (delete,) = writes.scheduled
     assert delete._filter == {"_id": job["_id"], "locked": False, "attempts": 0}
     (upsert,) = writes.archived
-    assert upsert._filter == {"_id": job["_id"]} and upsert._upsert is True
+    assert upsert._filter == {"_id": job["_id"]}
+    assert upsert._upsert is True
     archived = upsert._doc["$setOnInsert"]
-    assert archived["why"] == "cancelled" and archived["done"] is False
-    assert archived["cancel_reason"] == "no longer wanted" and archived["archived_at"] == NOW
-    assert "last_execution" not in archived and archived["executions"] == []
-    assert "status" not in archived and archived["locked"] is False
+    assert archived["why"] == "cancelled"
+    assert archived["done"] is False
+    assert archived["cancel_reason"] == "no longer wanted"
+    assert archived["archived_at"] == NOW
+    assert "last_execution" not in archived
+    assert archived["executions"] == []
+    assert "status" not in archived
+    assert archived["locked"] is False
 
 
 def test_an_assigned_job_is_archived_with_a_cancelled_execution_and_its_assignment_removed() -> None:
@@ -45,10 +51,13 @@ def test_an_assigned_job_is_archived_with_a_cancelled_execution_and_its_assignme
     assert writes.scheduled[0]._filter == {"_id": job["_id"], "lock_token": job["lock_token"]}
     archived = writes.archived[0]._doc["$setOnInsert"]
     last = archived["last_execution"]
-    assert last["outcome"] == "cancelled" and last["message"] == "cancelled"
+    assert last["outcome"] == "cancelled"
+    assert last["message"] == "cancelled"
     assert (last["worker"], last["pid"], last["hostname"]) == ("w1", 42, "h")
-    assert last["assigned_at"] == job["locked_at"] and last["started_at"] == entry["working_since"]
-    assert last["ended_at"] == NOW and archived["attempts"] == 1
+    assert last["assigned_at"] == job["locked_at"]
+    assert last["started_at"] == entry["working_since"]
+    assert last["ended_at"] == NOW
+    assert archived["attempts"] == 1
     for field in ("locked_by", "locked_at", "lock_token", "lock_epoch"):
         assert field not in archived
     (fence,) = writes.roster
@@ -74,7 +83,9 @@ def test_a_lock_whose_worker_is_gone_is_cancelled_without_touching_the_roster() 
     job = locked_job()
     plan = plan_cancel(job, None, NOW, None)
     writes = cancel_writes(plan)
-    assert plan.state == WAS_ASSIGNED and writes.roster == [] and len(writes.scheduled) == 1
+    assert plan.state == WAS_ASSIGNED
+    assert writes.roster == []
+    assert len(writes.scheduled) == 1
 
 
 @pytest.mark.parametrize("text", ["", "xyz", "6b02242be2ebdb14e0a9d42", "6b02242be2ebdb14e0a9d42g"])

@@ -130,7 +130,9 @@ def test_a_malformed_lock_is_named(field: str, value: Any, reason: str) -> None:
 def test_check_job_keeps_the_document_and_its_id_for_the_quarantine() -> None:
     doc = queued_job(tenant=3)
     found = check_job(doc)
-    assert found is not None and found.id == doc["_id"] and found.document is doc
+    assert found is not None
+    assert found.id == doc["_id"]
+    assert found.document is doc
     assert check_job(queued_job()) is None
     assert check_job([1, 2]) is not None  # not even a document
 
@@ -164,7 +166,8 @@ def test_metadata_documents() -> None:
     assert cursor_problem({"last_tenant": "x"}) == "last_tenant: expected an embedded document, got str"
     assert cursor_problem({"counts": {"g": {"t": "2"}}}) == "counts.g.t: expected a whole number, got str"
     cursor, problem = read_cursor({"last_group": 5})
-    assert cursor == Cursor() and problem == "last_group: expected a non-empty string or null, got int"
+    assert cursor == Cursor()
+    assert problem == "last_group: expected a non-empty string or null, got int"
     warned = WarnOnce()
     logged: list[dict[str, Any]] = []
 
@@ -174,7 +177,8 @@ def test_metadata_documents() -> None:
 
     for _ in range(3):  # read every round, warned about once
         paused = read_switches({"groups": ["a", {"b": 1}], "tenants": ["t"]}, warned, Log())
-    assert paused.groups == frozenset() and paused.tenants == frozenset({"t"})
+    assert paused.groups == frozenset()
+    assert paused.tenants == frozenset({"t"})
     assert [e["reason"] for e in logged] == ["groups.1: expected a non-empty string, got dict"]
 
 
@@ -192,8 +196,11 @@ def test_the_archived_copy_keeps_the_document_with_why_and_reason() -> None:
     found = check_job(doc)
     assert found is not None
     copy_ = quarantined_document(found, NOW)
-    assert copy_["why"] == MALFORMED and copy_["reason"].startswith("tenant:") and copy_["tenant"] == 3
-    assert copy_["archived_at"] == NOW and "_id" not in copy_
+    assert copy_["why"] == MALFORMED
+    assert copy_["reason"].startswith("tenant:")
+    assert copy_["tenant"] == 3
+    assert copy_["archived_at"] == NOW
+    assert "_id" not in copy_
     assert len(quarantine_copies([found, found], NOW)) == 1  # one archive and one delete per job
 
 
@@ -202,7 +209,8 @@ def test_field_names_an_update_cannot_store_are_kept_as_raw_bson() -> None:
     found = check_job(doc)
     assert found is not None
     copy_ = quarantined_document(found, NOW)
-    assert bson.decode(copy_["original_bson"])["$where"] == "x" and copy_["reason"].startswith("group:")
+    assert bson.decode(copy_["original_bson"])["$where"] == "x"
+    assert copy_["reason"].startswith("group:")
 
 
 def test_a_worker_handed_a_malformed_job_archives_it_as_malformed_without_running_it() -> None:
@@ -210,9 +218,13 @@ def test_a_worker_handed_a_malformed_job_archives_it_as_malformed_without_runnin
     problem = job_problem(job)
     assert problem == "created_at: expected a date, got str"
     outcome = malformed_outcome(job, problem).to_document()
-    assert is_archive(outcome) and not outcome["executed"] and outcome["decision"]["reason"] == problem
+    assert is_archive(outcome)
+    assert not outcome["executed"]
+    assert outcome["decision"]["reason"] == problem
     archived = archived_document(job, outcome, NOW)
-    assert archived["why"] == MALFORMED and archived["reason"] == problem and archived["attempts"] == 0
+    assert archived["why"] == MALFORMED
+    assert archived["reason"] == problem
+    assert archived["attempts"] == 0
 
 
 def test_judge_crash_survives_a_job_without_created_at() -> None:

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from recruiter.domain.documents import ANY_GROUP
-from recruiter.domain.naming import module_problem, name_problem
+from recruiter.domain.naming import ANY_GROUP, module_problem, name_problem
 from recruiter.store.roster import new_worker_id
 from recruiter.store.wakeup import Wake
 
