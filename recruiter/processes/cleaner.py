@@ -31,13 +31,10 @@ finishing the archive instead of running the job again.
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import structlog
-from bson import ObjectId
 
 from recruiter.domain.clock import Clock
 from recruiter.domain.documents import Malformed, check_job, outcome_problem
@@ -45,12 +42,11 @@ from recruiter.domain.liveness import missed_beats, rescue_update
 from recruiter.domain.outcome import jobs_referenced_by
 from recruiter.domain.quarantine import log_quarantined
 from recruiter.domain.records import Raw
-from recruiter.processes.leadership import Fault, Leadership, Pace, no_fault
+from recruiter.processes.leadership import Fault, LeaderProcess, Leadership, Pace, leader_owner, no_fault
 from recruiter.processes.logs import AfterCommit
 from recruiter.processes.upkeep import find_stranded, quarantine, take_back
 from recruiter.store import archived, heartbeats, roster, scheduled
 from recruiter.store.layout import AsyncDb, Collections, Document
-from recruiter.store.leases import Lease
 
 log = structlog.get_logger("recruiter.cleaner")
 
@@ -91,35 +87,17 @@ class Pass:
     report: CleanReport
 
 
-class CleanerProcess:
-    exit_code: int = 0  # the process surface (recruiter.processes.runtime): a cleaner always exits 0
+class CleanerProcess(LeaderProcess):
 
     def __init__(self, db: AsyncDb, clock: Clock, config: CleanerConfig, *, owner: str | None = None) -> None:
         self.c = Collections.of(db)  # outside any transaction (tests drive passes on it)
         self.clock = clock
         self.config = config
-        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{ObjectId()}"
+        self.owner = owner or leader_owner()
         self.leadership = Leadership(db, "cleaner", self.owner, clock, config.lease_ttl_s)
         self._next_orphan_scan: datetime | None = None
         self.events = AfterCommit(log)
         self.fault: Fault = no_fault  # tests inject one that raises at a named point
-
-    @property
-    def lease(self) -> Lease:
-        return self.leadership.lease
-
-    # -- the process surface (recruiter.cli) ------------------------------------------------
-
-    def stop(self) -> None:
-        self.leadership.stop()
-
-    def force(self) -> None:
-        """A second signal: stop at once (:meth:`Leadership.force`)."""
-        self.leadership.force()
-
-    def busy(self) -> bool:
-        """Whether it holds work that must finish before it exits: never (passes are transactions)."""
-        return False
 
     async def run(self) -> None:
         """Wait for the lease, run a pass every ``interval`` while holding it

@@ -27,12 +27,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TypeVar
 
 import structlog
+from bson import ObjectId
 
 from recruiter.domain.clock import Clock
 from recruiter.store.connection import StoreError, first_line
@@ -188,3 +191,34 @@ class Leadership:
                 backoff = pace.backoff_from_s
             else:
                 backoff = min(backoff * 2, pace.backoff_to_s)
+
+
+def leader_owner() -> str:
+    """The owner a leader writes into its lease: host, pid and a fresh id."""
+    return f"{socket.gethostname()}:{os.getpid()}:{ObjectId()}"
+
+
+class LeaderProcess:
+    """The process surface (:mod:`recruiter.processes.runtime`) the recruiter and the cleaner share.
+
+    Both run only under their :class:`Leadership`; every unit is a transaction, so
+    there is never work to finish before exiting, and they always exit 0.
+    """
+
+    exit_code: int = 0
+    leadership: Leadership
+
+    @property
+    def lease(self) -> Lease:
+        return self.leadership.lease
+
+    def stop(self) -> None:
+        self.leadership.stop()
+
+    def force(self) -> None:
+        """A second signal: stop at once (:meth:`Leadership.force`)."""
+        self.leadership.force()
+
+    def busy(self) -> bool:
+        """Whether it holds work that must finish before it exits: never (units are transactions)."""
+        return False

@@ -35,20 +35,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import socket
 from dataclasses import dataclass
 from datetime import datetime
 
 import structlog
-from bson import ObjectId
 
 from recruiter.domain.clock import Clock
 from recruiter.domain.documents import Malformed, WarnOnce, check_job, entry_problem
 from recruiter.domain.liveness import is_fresh, missed_beats
 from recruiter.domain.quarantine import log_quarantined
 from recruiter.domain.selection import DEFAULT_SCHEME, Assignment, CountingScheme, FreeWorker
-from recruiter.processes.leadership import Fault, Leadership, Pace, no_fault
+from recruiter.processes.leadership import Fault, LeaderProcess, Leadership, Pace, leader_owner, no_fault
 from recruiter.processes.logs import AfterCommit
 from recruiter.processes.reading import CandidateReader
 from recruiter.processes.rounds import Locked, RoundPlan, RoundReport, RoundWrites
@@ -56,7 +53,6 @@ from recruiter.processes.upkeep import find_stranded, sweep
 from recruiter.store import heartbeats, roster, scheduled
 from recruiter.store.connection import StoreError, first_line
 from recruiter.store.layout import AsyncDb, Collections, Document
-from recruiter.store.leases import Lease
 from recruiter.store.wakeup import Doorbell
 
 log = structlog.get_logger("recruiter.recruiter")
@@ -129,15 +125,14 @@ class Sweeper:
         self.due = 0.0
 
 
-class RecruiterProcess:
-    exit_code: int = 0  # the process surface (recruiter.processes.runtime): a recruiter always exits 0
+class RecruiterProcess(LeaderProcess):
 
     def __init__(self, db: AsyncDb, clock: Clock, config: RecruiterConfig, *, owner: str | None = None) -> None:
         self.db = db
         self.c = Collections.of(db)  # outside any transaction: the round's reads
         self.clock = clock
         self.config = config
-        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{ObjectId()}"
+        self.owner = owner or leader_owner()
         self.leadership = Leadership(db, "recruiter", self.owner, clock, config.lease_ttl_s)
         self.fault: Fault = no_fault
         # What a fenced round's writes make true is logged once its transaction has committed.
@@ -147,23 +142,6 @@ class RecruiterProcess:
         self.sweeper = Sweeper(self.c)
         self.warned = WarnOnce()
         self._handed_out: dict[object, Document] = {}
-
-    @property
-    def lease(self) -> Lease:
-        return self.leadership.lease
-
-    # -- the process surface (recruiter.cli) ------------------------------------------------
-
-    def stop(self) -> None:
-        self.leadership.stop()
-
-    def force(self) -> None:
-        """A second signal: stop at once (:meth:`Leadership.force`)."""
-        self.leadership.force()
-
-    def busy(self) -> bool:
-        """Whether it holds work that must finish before it exits: never (rounds are transactions)."""
-        return False
 
     async def run(self) -> None:
         """Wait for the lease, lead while holding it, stand by again when it is lost.
