@@ -75,7 +75,8 @@ def heartbeat_document(worker_id: str, session: object, now: datetime, interval_
             "working_token": None, "working_since": None}
 
 
-def _date(value: object) -> datetime | None:
+def date_or_none(value: object) -> datetime | None:
+    """A stored value if it is a date, else None (a malformed field reads as absent)."""
     return value if isinstance(value, datetime) else None
 
 
@@ -83,15 +84,15 @@ def is_fresh(beat: Raw | None, entry: Raw, now: datetime) -> bool:
     """Whether ``entry`` may be given work: its own heartbeat (same session) is fresh."""
     if beat is None or beat.get("session") != entry.get("session"):
         return False
-    until = _date(beat.get("fresh_until"))
+    until = date_or_none(beat.get("fresh_until"))
     return until is not None and until > now
 
 
 def missed_beats(beat: Raw, now: datetime) -> bool:
     """Whether the entry of ``beat`` has been silent ``TAKE_BACK_BEATS`` of its intervals."""
-    seen, interval = _date(beat.get("last_seen_at")), beat.get("heartbeat_interval_s")
+    seen, interval = date_or_none(beat.get("last_seen_at")), beat.get("heartbeat_interval_s")
     if seen is None or not isinstance(interval, int | float) or isinstance(interval, bool) or interval <= 0:
-        until = _date(beat.get("fresh_until"))
+        until = date_or_none(beat.get("fresh_until"))
         return until is None or until <= now
     return seen + timedelta(seconds=TAKE_BACK_BEATS * float(interval)) <= now
 
@@ -160,7 +161,7 @@ class Stranded:
 
     @property
     def reason(self) -> str:
-        seen = _date(self.beat.get("last_seen_at"))
+        seen = date_or_none(self.beat.get("last_seen_at"))
         return (f"worker {self.entry['_id']} (pid {self.entry.get('pid')} on {self.entry.get('hostname')}) "
                 f"missed its heartbeats (last seen {seen.isoformat() if seen else 'never'}) "
                 f"with no sign it had started the job")

@@ -23,7 +23,7 @@ import structlog
 from structlog.typing import FilteringBoundLogger
 
 from recruiter.domain.clock import Clock
-from recruiter.domain.liveness import heartbeat_document, rescue_update
+from recruiter.domain.liveness import date_or_none, heartbeat_document, rescue_update
 from recruiter.domain.outcome import Outcome, jobs_referenced_by
 from recruiter.domain.records import Query, Raw
 from recruiter.processes.worker.config import MISSED_BEATS_FOR_RESTART, WorkerConfig
@@ -54,10 +54,6 @@ def process_exists(pid: object) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def _date(value: object) -> datetime | None:
-    return value if isinstance(value, datetime) else None
 
 
 class RosterEntries:
@@ -118,7 +114,7 @@ class RosterEntries:
         beat = await heartbeats.read_beat(self.c.heartbeats, slot.id)
         if beat is not None and beat.get("session") != old.get("session"):
             beat = None  # not the heartbeat of that entry
-        seen = _date((beat or old).get("last_seen_at"))
+        seen = date_or_none((beat or old).get("last_seen_at"))
         self._refuse_if_alive(slot, old, beat, now - seen if seen is not None else None)
         entry = self.document(slot, now)
         entry.update(available=False, recovering=True)
