@@ -70,6 +70,10 @@ ExecutionDoc = TypedDict("ExecutionDoc", {
     "class": NotRequired[str],
     "message": NotRequired[str | None],
     "trace": NotRequired[str | None],
+    # What the job logged during this attempt (logging, structlog, print), the newest
+    # MAX_LOG_BYTES of it; ``logs_cut``: how many bytes were dropped before it (0: none).
+    "logs": NotRequired[str],
+    "logs_cut": NotRequired[int],
 })
 
 
@@ -121,6 +125,8 @@ class JobFields(TypedDict):
     # Returns of a dead worker's unstarted job (recruiter.domain.liveness).
     unproven_returns: NotRequired[int]
     last_return: NotRequired[LastReturnDoc]
+    # A job put back in the queue by ``recruiter jobs retry``: the archived job it copies.
+    retry_of: NotRequired[JobId]
 
 
 class JobDoc(JobFields):
@@ -216,6 +222,17 @@ class RosterEntryDoc(TypedDict):
     working_on: NotRequired[JobId | None]
 
 
+class ProgressDoc(TypedDict):
+    """What a running job last said of its progress (``ctx.progress``), carried by the heartbeat.
+
+    ``value`` is a fraction from 0 to 1 when given; ``at`` is when the job said it.
+    """
+
+    value: float | None
+    message: str | None
+    at: datetime
+
+
 class HeartbeatDoc(TypedDict):
     """A document of ``heartbeats``: when a slot was last seen, and what it is running.
 
@@ -233,3 +250,5 @@ class HeartbeatDoc(TypedDict):
     working_on: JobId | None
     working_token: ObjectId | None
     working_since: datetime | None
+    # The running job's latest ``ctx.progress``; None when idle or never said.
+    progress: NotRequired[ProgressDoc | None]
