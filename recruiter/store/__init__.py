@@ -27,6 +27,7 @@ from recruiter.store.connection import (
     sync_client,
     wait_until_reachable,
 )
+from recruiter.store.following import JobDocuments, read_job_documents
 from recruiter.store.heartbeats import heartbeats_by_worker
 from recruiter.store.indexes import ensure_indexes, ensure_indexes_sync
 from recruiter.store.layout import AsyncClient, AsyncDb, Collections, Document, SyncClient, SyncCollections, SyncDb
@@ -43,6 +44,7 @@ __all__ = [
     "Collections",
     "ConnectionProblem",
     "Document",
+    "JobDocuments",
     "ServerClock",
     "StoreError",
     "SyncClient",
@@ -66,6 +68,7 @@ __all__ = [
     "longest_heartbeat_interval",
     "parse_target",
     "read_leases",
+    "read_job_documents",
     "read_paused",
     "request_stop",
     "switch_paused",
