@@ -226,3 +226,22 @@ class Chatty(Workable):
         if ctx.attempt < self.succeed_on:
             raise RuntimeError(f"attempt {ctx.attempt} fails")
         return ctx.attempt
+
+
+class AsyncChatty(Chatty):
+    """:class:`Chatty` as an ``async def``: its print is made from a thread it starts (``asyncio.to_thread``)."""
+
+    async def execute(self, ctx: JobContext) -> int:  # type: ignore[override]
+        import logging
+        import sys
+
+        import structlog
+
+        logging.getLogger("tests.chatty").info("logging says attempt %d", ctx.attempt)
+        await asyncio.sleep(0)
+        structlog.get_logger().warning("structlog says", attempt=ctx.attempt)
+        await asyncio.to_thread(print, f"print says attempt {ctx.attempt}")
+        print(f"stderr says attempt {ctx.attempt}", file=sys.stderr)
+        if ctx.attempt < self.succeed_on:
+            raise RuntimeError(f"attempt {ctx.attempt} fails")
+        return ctx.attempt

@@ -17,7 +17,7 @@ from recruiter.domain.retry import RetryManyTimes
 from recruiter.store.monitoring import STATS_ENVVAR
 from tests.conftest import wait_for
 from tests.processes.conftest import FAST_WORKER, Proc, Processes
-from tests.workables import Chatty, Progressing
+from tests.workables import AsyncChatty, Chatty, Progressing
 
 INTERVAL_S = 0.3  # FAST_WORKER's --heartbeat-interval
 WRITES = ("insert", "update", "delete", "findAndModify")
@@ -107,15 +107,16 @@ def test_progress_rides_on_the_heartbeat_and_costs_no_write(
 def test_each_attempt_keeps_its_own_logs_in_order_and_a_long_log_is_cut(
         processes: Processes, db: Any, db_uri: str) -> None:
     processes.recruiter()
-    processes.worker("--id", "chatty", "--concurrency", "3")
+    processes.worker("--id", "chatty", "--concurrency", "4")
     in_thread = enqueue(db_uri, Chatty(succeed_on=3), retries=2)
-    in_child = enqueue(db_uri, Chatty(succeed_on=3), timeout_s=60, retries=2)
+    in_child = enqueue(db_uri, Chatty(succeed_on=3), timeout_s=60, retries=2)  # a timeout: a child process
+    in_task = enqueue(db_uri, AsyncChatty(succeed_on=3), timeout_s=60, retries=2)
     long_log = enqueue(db_uri, Chatty(succeed_on=1, lines=3000, width=100))
-    ids = [in_thread, in_child, long_log]
-    wait_for(lambda: db.archived.count_documents({"_id": {"$in": ids}, "why": "done"}) == 3, timeout_s=60,
-             message="the three jobs archived done")
+    ids = [in_thread, in_child, in_task, long_log]
+    wait_for(lambda: db.archived.count_documents({"_id": {"$in": ids}, "why": "done"}) == 4, timeout_s=60,
+             message="the four jobs archived done")
 
-    for job_id in (in_thread, in_child):
+    for job_id in (in_thread, in_child, in_task):
         doc = db.archived.find_one({"_id": job_id})
         executions = doc["executions"]
         assert [e["outcome"] for e in executions] == ["failed", "failed", "done"]

@@ -65,8 +65,8 @@ def _mp_context() -> ForkServerContext:
 
 
 class _Reporter:
-    """The child's side: what the job logged and said since the last news, sent by
-    :meth:`send` (from the news thread, and once more with the answer)."""
+    """The child's side: what the job logged and said since the last news, sent by :meth:`run`
+    (the news thread) and once more by :meth:`answer`."""
 
     def __init__(self, out: Connection) -> None:
         self.out = out
@@ -81,8 +81,10 @@ class _Reporter:
 
     def news(self) -> News:
         lines, cut = self.logs.drain()
-        said, self._sent_said = self.said, self.said
-        return lines, cut, said
+        said = self.said
+        news: News = (lines, cut, said if said is not self._sent_said else None)  # progress: only a new one
+        self._sent_said = said
+        return news
 
     def run(self) -> None:
         """The news thread: what is new, every ``NEWS_EVERY_S``, until the job ends."""
