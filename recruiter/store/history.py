@@ -1,0 +1,190 @@
+"""Listing jobs (``recruiter jobs list``) and putting archived ones back (``recruiter jobs retry``).
+
+A listing reads up to three sources, each newest first by (time, ``_id``) (see
+:mod:`recruiter.domain.listing`): the unlocked jobs of ``scheduled``, its locked
+jobs, and ``archived``; it merges them and turns each job into a view with
+:func:`recruiter.domain.following.view_of` (one ``find`` on ``heartbeats`` per
+page tells running jobs from assigned ones).
+
+Invariant: every ``find`` names its index (``hint``), in a shape SecantusDB
+serves from it too: equalities on a prefix of the keys plus one range on the
+next. ``scheduled`` is read through ``candidates`` (equality on ``locked``, then
+``group`` and ``tenant`` when given); ``archived`` through the index of the most
+selective filter given (:data:`ARCHIVED_INDEXES`), its time range on the key
+after. Other conditions are checked on the documents the index yields. The
+keyset of a page is two reads (the jobs at the same time with a smaller ``_id``,
+then the jobs before that time), as an ``$or`` would not be served from an index
+on SecantusDB. Writes: only :func:`insert_jobs`, new documents in ``scheduled``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from itertools import islice
+
+from recruiter.domain.following import JobView, view_of
+from recruiter.domain.listing import LOCKED_STATES, UNLOCKED_STATES, JobFilter, PageKey, order_key
+from recruiter.domain.records import JobDoc, Query
+from recruiter.store.layout import Document, SyncColl, SyncCollections
+
+BATCH = 200
+# archived: the index serving each filter, most selective first; the first filter given picks it.
+ARCHIVED_INDEXES: tuple[tuple[str, str], ...] = (
+    ("why", "by_why"), ("workable.class", "by_class_time"), ("group", "by_group_time"),
+    ("tenant", "by_tenant_time"),
+)
+ALL_ARCHIVED_INDEX = "retention"
+SCHEDULED_INDEX = "candidates"
+
+
+@dataclass(frozen=True)
+class Source:
+    """One ordered read of a listing: a collection, the equalities it filters on, its time field and index."""
+
+    coll: SyncColl
+    where: Query
+    time_field: str
+    hint: str
+    archived: bool
+
+    def queries(self, f: JobFilter, after: PageKey | None) -> list[Query]:
+        """The reads of the jobs strictly before ``after`` in the range of ``f``, in order: ties, then older."""
+        if after is None or after.time > f.until:
+            return [{**self.where, self.time_field: {"$gte": f.since, "$lte": f.until}}]
+        if after.time < f.since:
+            return []
+        return [{**self.where, self.time_field: after.time, "_id": {"$lt": after.id}},
+                {**self.where, self.time_field: {"$gte": f.since, "$lt": after.time}}]
+
+
+def _find(source: Source, query: Query, limit: int) -> list[Document]:
+    order = [(source.time_field, -1), ("_id", -1)]
+    return list(source.coll.find(query, hint=source.hint).sort(order).limit(limit))
+
+
+def _walk(source: Source, f: JobFilter, after: PageKey | None) -> Iterator[tuple[tuple[object, ...], Document]]:
+    """The jobs of ``source`` before ``after``, newest first, read ``BATCH`` at a time."""
+    key = after
+    while True:
+        docs: list[Document] = []
+        for query in source.queries(f, key):
+            docs += _find(source, query, BATCH - len(docs))
+            if len(docs) >= BATCH:
+                break
+        for doc in docs:
+            yield order_key(doc[source.time_field], doc["_id"]), doc
+        if len(docs) < BATCH:
+            return
+        key = PageKey(docs[-1][source.time_field], docs[-1]["_id"])
+
+
+def _common(f: JobFilter) -> Query:
+    where: Query = {}
+    for field, value in (("group", f.group), ("tenant", f.tenant), ("workable.class", f.class_name),
+                         ("tags", f.tag)):
+        if value is not None:
+            where[field] = value
+    return where
+
+
+def sources(c: SyncCollections, f: JobFilter) -> list[Source]:
+    """The reads a listing of ``f`` merges."""
+    found: list[Source] = []
+    unlocked = f.waiting & UNLOCKED_STATES
+    if unlocked:
+        where: Query = {"locked": False, **_common(f)}
+        if unlocked <= {"queued", "delayed"}:
+            where["status"] = "queued"
+        elif unlocked == {"retrying"}:
+            where["status"] = "retrying"
+        found.append(Source(c.scheduled, where, "created_at", SCHEDULED_INDEX, archived=False))
+    if f.waiting & LOCKED_STATES:
+        found.append(Source(c.scheduled, {"locked": True, **_common(f)}, "created_at", SCHEDULED_INDEX,
+                            archived=False))
+    if f.archived:
+        where = _common(f) if f.why is None else {"why": f.why, **_common(f)}
+        hint = next((index for field, index in ARCHIVED_INDEXES if field in where), ALL_ARCHIVED_INDEX)
+        found.append(Source(c.archived, where, "archived_at", hint, archived=True))
+    return found
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a listing, and the key to read the next from (None: it was the last)."""
+
+    views: list[JobView]
+    next: PageKey | None
+
+
+def list_jobs(c: SyncCollections, f: JobFilter, after: PageKey | None, limit: int, now: datetime) -> Page:
+    """Up to ``limit`` jobs selected by ``f``, newest first, strictly after the page key ``after``."""
+    walks = [((key, i, doc, s) for key, doc in _walk(s, f, after)) for i, s in enumerate(sources(c, f))]
+    merged = heapq.merge(*walks, key=lambda item: (item[0], item[1]), reverse=True)
+    views: list[JobView] = []
+    while len(views) <= limit:
+        chunk = list(islice(merged, limit + 1 - len(views)))
+        if not chunk:
+            break
+        beats = _beats(c, [doc for _, _, doc, s in chunk if not s.archived])
+        for _, _, doc, s in chunk:
+            view = _view(doc, s, beats, now)
+            if view.state in f.states:
+                views.append(view)
+    if len(views) <= limit:
+        return Page(views, None)
+    last = views[limit - 1]
+    time = last.archived_at if last.state == "archived" else last.created_at
+    assert time is not None  # every source reads a date range on its time field
+    return Page(views[:limit], PageKey(time, last.id))
+
+
+def _beats(c: SyncCollections, docs: Sequence[Document]) -> dict[object, Document]:
+    holders = {d.get("locked_by") for d in docs if d.get("locked") is True and isinstance(d.get("locked_by"), str)}
+    if not holders:
+        return {}
+    return {b["_id"]: b for b in c.heartbeats.find({"_id": {"$in": sorted(str(h) for h in holders)}})}
+
+
+def _view(doc: Document, source: Source, beats: dict[object, Document], now: datetime) -> JobView:
+    if source.archived:
+        view = view_of(doc["_id"], None, doc, None, now)
+    else:
+        view = view_of(doc["_id"], doc, None, beats.get(doc.get("locked_by")), now)
+    assert view is not None  # a document was given
+    return view
+
+
+# -- jobs retry ----------------------------------------------------------------------------------
+
+
+def read_retry_originals(c: SyncCollections, ids: Sequence[object],
+                         now: datetime) -> tuple[dict[object, Document], dict[object, JobView]]:
+    """The archived documents of ``ids``, and the views of those still waiting in ``scheduled``."""
+    archived = {d["_id"]: d for d in c.archived.find({"_id": {"$in": list(ids)}})}
+    missing = [i for i in ids if i not in archived]
+    waiting: dict[object, JobView] = {}
+    if missing:
+        for doc in c.scheduled.find({"_id": {"$in": missing}}):
+            view = view_of(doc["_id"], doc, None, None, now)
+            if view is not None:
+                waiting[doc["_id"]] = view
+    return archived, waiting
+
+
+def archived_with_why(c: SyncCollections, why: str, since: datetime, group: str | None,
+                      limit: int | None) -> Iterator[Document]:
+    """The jobs archived with ``why`` since ``since`` (of ``group``), newest first: one read on ``by_why``."""
+    where: Query = {"why": why, "archived_at": {"$gte": since}}
+    if group is not None:
+        where["group"] = group
+    cursor = c.archived.find(where, hint="by_why").sort([("archived_at", -1), ("_id", -1)])
+    return iter(cursor.limit(limit) if limit else cursor)
+
+
+def insert_jobs(c: SyncCollections, docs: Sequence[JobDoc]) -> None:
+    """Put new jobs in ``scheduled`` (one ``insert_many``)."""
+    if docs:
+        c.scheduled.insert_many([dict(d) for d in docs], ordered=True)
