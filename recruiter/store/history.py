@@ -81,6 +81,12 @@ def _walk(source: Source, f: JobFilter, after: PageKey | None) -> Iterator[tuple
         key = PageKey(docs[-1][source.time_field], docs[-1]["_id"])
 
 
+def _tagged(i: int, source: Source, f: JobFilter,
+            after: PageKey | None) -> Iterator[tuple[tuple[object, ...], int, Document, Source]]:
+    for key, doc in _walk(source, f, after):
+        yield key, i, doc, source
+
+
 def _common(f: JobFilter) -> Query:
     where: Query = {}
     for field, value in (("group", f.group), ("tenant", f.tenant), ("workable.class", f.class_name),
@@ -121,7 +127,7 @@ class Page:
 
 def list_jobs(c: SyncCollections, f: JobFilter, after: PageKey | None, limit: int, now: datetime) -> Page:
     """Up to ``limit`` jobs selected by ``f``, newest first, strictly after the page key ``after``."""
-    walks = [((key, i, doc, s) for key, doc in _walk(s, f, after)) for i, s in enumerate(sources(c, f))]
+    walks = [_tagged(i, s, f, after) for i, s in enumerate(sources(c, f))]
     merged = heapq.merge(*walks, key=lambda item: (item[0], item[1]), reverse=True)
     views: list[JobView] = []
     while len(views) <= limit:
