@@ -286,3 +286,22 @@ def test_listing_reads_are_served_by_an_index(db: Any, states: str, args: dict[s
                     [(source.time_field, -1), ("_id", -1)]).limit(5).explain()["queryPlanner"], default=str)
                 assert "IXSCAN" in plan and "COLLSCAN" not in plan, (query, plan)
                 assert source.hint in plan
+
+
+def test_every_list_command_prints_json_and_workers_show_progress(populated: dict[str, Any], db: Any,
+                                                                   db_uri: str) -> None:
+    session = ObjectId()
+    db.roster.insert_one({"_id": "w-r", "work_on": ["generic"], "available": False, "session": session,
+                          "pid": 1, "hostname": "h"})
+    db.heartbeats.update_one({"_id": "w-r"}, {"$set": {"session": session, "fresh_until": populated["now"]}})
+    workers = cli("workers", "list", "--json", db_uri=db_uri)
+    assert workers.exit_code == 0, workers.stderr
+    (row,) = json.loads(workers.stdout)
+    assert row["job"] == str(populated["running"])
+    assert row["progress"]["value"] == 0.4 and row["progress"]["message"] == "4 of 10"
+    assert "40% 4 of 10" in cli("workers", "list", db_uri=db_uri).stdout
+    db.metadata.insert_one({"_id": "paused", "groups": ["mail"], "tenants": []})
+    assert json.loads(cli("groups", "list", "--json", db_uri=db_uri).stdout) == ["mail"]
+    assert json.loads(cli("tenants", "list", "--json", db_uri=db_uri).stdout) == []
+    status = json.loads(cli("status", "--json", db_uri=db_uri).stdout)
+    assert status["archived"] == {"done": 5, "tried-too-many-times": 3}
