@@ -184,7 +184,8 @@ def test_show_prints_every_execution_with_trace_and_logs(db: Any, db_uri: str) -
     out = cli("jobs", "show", str(doc["_id"]), db_uri=db_uri)
     assert out.exit_code == 0, out.stderr
     text = out.stdout
-    assert "archived: done" in text and '"n": 1' in text
+    assert "archived: done" in text
+    assert '"n": 1' in text
     assert text.index("attempt 1: failed") < text.index("attempt 2: failed") < text.index("attempt 3: done")
     assert "ValueError: boom 1" in text
     assert text.index("[… 1234 bytes cut …]") < text.index("log line of attempt 2")
@@ -284,7 +285,8 @@ def test_listing_reads_are_served_by_an_index(db: Any, states: str, args: dict[s
             for query in source.queries(f, after):
                 plan = json.dumps(source.coll.find(query, hint=source.hint).sort(
                     [(source.time_field, -1), ("_id", -1)]).limit(5).explain()["queryPlanner"], default=str)
-                assert "IXSCAN" in plan and "COLLSCAN" not in plan, (query, plan)
+                assert "IXSCAN" in plan, (query, plan)
+                assert "COLLSCAN" not in plan, (query, plan)
                 assert source.hint in plan
 
 
@@ -298,7 +300,8 @@ def test_every_list_command_prints_json_and_workers_show_progress(populated: dic
     assert workers.exit_code == 0, workers.stderr
     (row,) = json.loads(workers.stdout)
     assert row["job"] == str(populated["running"])
-    assert row["progress"]["value"] == 0.4 and row["progress"]["message"] == "4 of 10"
+    assert row["progress"]["value"] == 0.4
+    assert row["progress"]["message"] == "4 of 10"
     assert "40% 4 of 10" in cli("workers", "list", db_uri=db_uri).stdout
     db.metadata.insert_one({"_id": "paused", "groups": ["mail"], "tenants": []})
     assert json.loads(cli("groups", "list", "--json", db_uri=db_uri).stdout) == ["mail"]

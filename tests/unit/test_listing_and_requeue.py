@@ -86,7 +86,8 @@ def test_a_copy_is_a_new_queued_job_running_the_same_work() -> None:
     original = archived()
     copy = retry_copy(original, NOW + timedelta(minutes=1))
     assert job_problem(copy) is None
-    assert copy["_id"] != original["_id"] and copy["retry_of"] == original["_id"]
+    assert copy["_id"] != original["_id"]
+    assert copy["retry_of"] == original["_id"]
     for field in ("group", "tenant", "tags", "priority", "workable", "retry_policy", "timeout_s", "at_most_once"):
         assert copy[field] == original[field]  # type: ignore[literal-required]
     assert (copy["status"], copy["attempts"], copy["crashes"], copy["locked"], copy["executions"]) == (
