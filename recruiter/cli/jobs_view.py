@@ -72,7 +72,7 @@ def row_json(view: JobView) -> dict[str, Any]:
 
 def render_table(views: Sequence[JobView]) -> str:
     """``jobs list``: one line per job."""
-    header = ("id", "state", "group", "tenant", "class", "attempts", "time", "worker / progress")
+    header = ("id", "state", "group", "tenant", "class", "attempts", "time (UTC)", "worker / progress")
     rows = [header] + [
         (str(plain(v.id)), state_of(v), _text(v.group), _text(v.tenant), _text(v.class_name), str(v.attempts),
          _time(v.archived_at if v.state == "archived" else v.created_at), _holder(v))
