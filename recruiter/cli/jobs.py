@@ -28,6 +28,7 @@ from recruiter.store import (
     SyncDb,
     archived_with_why,
     cancel_job,
+    ensure_indexes_sync,
     insert_jobs,
     list_jobs,
     read_job_documents,
@@ -106,6 +107,7 @@ def jobs_list(states: tuple[str, ...], group: str | None, tenant: str | None, cl
         f = base if since is None else JobFilter.build(
             wanted, why=why, class_name=class_name, since=now - since, until=until, group=group, tenant=tenant,
             tag=tag)
+        ensure_indexes_sync(db)  # every read names its index; a database no process of this version opened lacks them
         page = list_jobs(SyncCollections.of(db), f, page_key, limit, now)
         if as_json:
             click.echo(json.dumps([row_json(v) for v in page.views], indent=2))
@@ -191,6 +193,7 @@ def jobs_retry(ids: tuple[str, ...], why: str | None, since: timedelta | None, g
         if why is None:
             copies = _copies_of_ids(c, job_ids, now)
         else:
+            ensure_indexes_sync(db)  # served by by_why (see jobs list)
             copies, skipped = _copies_by_why(c, why, now - since if since else EARLIEST,
                                              group, limit, now)
         for start in range(0, len(copies), INSERT_BATCH):

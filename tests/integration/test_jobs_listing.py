@@ -308,3 +308,9 @@ def test_every_list_command_prints_json_and_workers_show_progress(populated: dic
     assert json.loads(cli("tenants", "list", "--json", db_uri=db_uri).stdout) == []
     status = json.loads(cli("status", "--json", db_uri=db_uri).stdout)
     assert status["archived"] == {"done": 5, "tried-too-many-times": 3}
+
+
+def test_a_database_no_process_has_opened_lists_nothing(db_uri: str) -> None:
+    out = cli("jobs", "list", db_uri=db_uri)
+    assert out.exit_code == 0, out.stderr
+    assert out.stdout.strip() == "no jobs match"
