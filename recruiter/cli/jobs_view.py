@@ -10,6 +10,7 @@ into JSON (ids as strings, dates in ISO 8601) and anything else into its text.
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -25,6 +26,8 @@ MISSING = "-"
 
 def plain(value: object) -> Any:
     """``value`` as JSON: documents and arrays recursively, ids as strings, dates ISO 8601."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # NaN and infinities are not JSON
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if isinstance(value, datetime):
@@ -145,6 +148,9 @@ def render_show(view: JobView) -> str:
         lines.append(f"result     {json.dumps(plain(view.result))}")
     runs = executions_of(view)
     lines.append(f"executions {len(runs)}" + ("" if runs else " (none yet)"))
+    first = runs[0].get("attempt") if runs else None
+    if isinstance(first, int) and not isinstance(first, bool) and first > 1:
+        lines.append(f"  (attempts 1 to {first - 1} are no longer kept)")
     for run in runs:
         lines.extend(_execution_lines(run))
     return "\n".join(lines)

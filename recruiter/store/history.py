@@ -130,6 +130,7 @@ def list_jobs(c: SyncCollections, f: JobFilter, after: PageKey | None, limit: in
     walks = [_tagged(i, s, f, after) for i, s in enumerate(sources(c, f))]
     merged = heapq.merge(*walks, key=lambda item: (item[0], item[1]), reverse=True)
     views: list[JobView] = []
+    seen: set[str] = set()
     while len(views) <= limit:
         chunk = list(islice(merged, limit + 1 - len(views)))
         if not chunk:
@@ -137,7 +138,10 @@ def list_jobs(c: SyncCollections, f: JobFilter, after: PageKey | None, limit: in
         beats = _beats(c, [doc for _, _, doc, s in chunk if not s.archived])
         for _, _, doc, s in chunk:
             view = _view(doc, s, beats, now)
-            if view.state in f.states:
+            # A job archived between two reads may be read from both collections: listed once
+            # (archived, as its archived_at is later than its created_at).
+            if view.state in f.states and repr(view.id) not in seen:
+                seen.add(repr(view.id))
                 views.append(view)
     if len(views) <= limit:
         return Page(views, None)
