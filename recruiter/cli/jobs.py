@@ -104,9 +104,12 @@ def jobs_list(states: tuple[str, ...], group: str | None, tenant: str | None, cl
         raise click.UsageError(str(exc)) from None
 
     def read(db: SyncDb, now: datetime) -> None:
-        f = base if since is None else JobFilter.build(
-            wanted, why=why, class_name=class_name, since=now - since, until=until, group=group, tenant=tenant,
-            tag=tag)
+        try:
+            f = base if since is None else JobFilter.build(
+                wanted, why=why, class_name=class_name, since=now - since, until=until, group=group, tenant=tenant,
+                tag=tag)
+        except ValueError as exc:  # --since reaches back to after --until
+            raise click.UsageError(str(exc)) from None
         ensure_indexes_sync(db)  # every read names its index; a database no process of this version opened lacks them
         page = list_jobs(SyncCollections.of(db), f, page_key, limit, now)
         if as_json:

@@ -74,7 +74,7 @@ class JobFilter:
         if class_name is not None and ":" not in class_name:
             raise ValueError(f"--class {class_name!r}: give the class as module:Qualname, as jobs list prints it")
         if since is not None and until is not None and since > until:
-            raise ValueError("the time range is empty: --from is after --until")
+            raise ValueError("the time range is empty: it starts (--from, --since) after it ends (--until)")
         return cls(states=states or frozenset(STATES), why=why, class_name=class_name,
                    since=since or EARLIEST, until=until or LATEST, **names)
 

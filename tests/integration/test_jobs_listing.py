@@ -166,6 +166,9 @@ def test_unknown_state_and_bad_options_are_one_line_and_change_nothing(populated
     one_line_error(cli("jobs", "list", "--after", "garbage!", db_uri=db_uri), 2, "not a page token")
     one_line_error(cli("jobs", "list", "--why", "done", "--state", "queued", db_uri=db_uri), 2, "--why")
     one_line_error(cli("jobs", "list", "--class", "Record", db_uri=db_uri), 2, "module:Qualname")
+    one_line_error(cli("jobs", "list", "--since", "1h", "--until", "2001-01-01", db_uri=db_uri), 2, "empty")
+    one_line_error(cli("jobs", "list", "--since", "1h", "--from", "2001-01-01", db_uri=db_uri), 2, "not both")
+    one_line_error(cli("jobs", "list", "--until", "yesterday", db_uri=db_uri), 2, "not a date")
     assert snapshot(db) == before
 
 
