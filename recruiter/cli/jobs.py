@@ -78,9 +78,10 @@ def _job_ids(ids: Sequence[str]) -> list[object]:
 @click.option("--class", "class_name", metavar="MODULE:QUALNAME", help="Only jobs of this workable class.")
 @click.option("--why", help="Only jobs archived with this why (done, cancelled, tried-too-many-times...).")
 @click.option("--tag", help="Only jobs carrying this tag.")
-@click.option("--since", type=DURATION, help="Only jobs of the last DURATION (created, or archived: see below).")
-@click.option("--from", "from_", type=IsoDate(), help="Only jobs from this date (see --since).")
-@click.option("--until", type=IsoDate(), help="Only jobs up to this date (see --since).")
+@click.option("--since", type=DURATION, help="Only jobs whose time is within the last DURATION (1h, 30m...).")
+@click.option("--from", "from_", type=IsoDate(),
+              help="Only jobs whose time is at or after this date (ISO 8601, UTC by default).")
+@click.option("--until", type=IsoDate(), help="Only jobs whose time is at or before this date.")
 @click.option("--limit", type=click.IntRange(1, MAX_PAGE), default=50, show_default=True, help="Jobs per page.")
 @click.option("--after", metavar="TOKEN", help="The next page: the token the previous page printed.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array (the next page's command on stderr).")
@@ -88,7 +89,7 @@ def _job_ids(ids: Sequence[str]) -> list[object]:
 def jobs_list(states: tuple[str, ...], group: str | None, tenant: str | None, class_name: str | None,
               why: str | None, tag: str | None, since: timedelta | None, from_: datetime | None,
               until: datetime | None, limit: int, after: str | None, as_json: bool, target: str) -> None:
-    """Jobs newest first, by their time: created_at while they wait, archived_at once archived.
+    """List jobs, newest first by their time (created_at while waiting, archived_at once archived).
 
     Waiting and running jobs come from `scheduled`, archived ones from `archived`
     (--why implies --state archived). Each page ends with the command printing the next.
