@@ -14,7 +14,8 @@ selective filter given (:data:`ARCHIVED_INDEXES`), its time range on the key
 after. Other conditions are checked on the documents the index yields. The
 keyset of a page is two reads (the jobs at the same time with a smaller ``_id``,
 then the jobs before that time), as an ``$or`` would not be served from an index
-on SecantusDB. Writes: only :func:`insert_jobs`, new documents in ``scheduled``.
+on SecantusDB; the second is sorted by time alone, which the index yields in
+order on MongoDB, so a read stops after its batch there. Writes: only :func:`insert_jobs`, new documents in ``scheduled``.
 """
 
 from __future__ import annotations
@@ -50,35 +51,51 @@ class Source:
     hint: str
     archived: bool
 
-    def queries(self, f: JobFilter, after: PageKey | None) -> list[Query]:
-        """The reads of the jobs strictly before ``after`` in the range of ``f``, in order: ties, then older."""
-        if after is None or after.time > f.until:
-            return [{**self.where, self.time_field: {"$gte": f.since, "$lte": f.until}}]
-        if after.time < f.since:
-            return []
-        return [{**self.where, self.time_field: after.time, "_id": {"$lt": after.id}},
-                {**self.where, self.time_field: {"$gte": f.since, "$lt": after.time}}]
+    def ties(self, key: PageKey) -> Query:
+        """The jobs at ``key.time`` with an ``_id`` below ``key.id`` (all of them when it is None)."""
+        where: Query = {**self.where, self.time_field: key.time}
+        return where if key.id is None else {**where, "_id": {"$lt": key.id}}
 
+    def older(self, f: JobFilter, before: datetime | None) -> Query:
+        """The jobs of the range of ``f`` strictly before ``before`` (None: up to its end, inclusive)."""
+        bounds = {"$gte": f.since, **({"$lte": f.until} if before is None else {"$lt": before})}
+        return {**self.where, self.time_field: bounds}
 
-def _find(source: Source, query: Query, limit: int) -> list[Document]:
-    order = [(source.time_field, -1), ("_id", -1)]
-    return list(source.coll.find(query, hint=source.hint).sort(order).limit(limit))
+    def read(self, query: Query, by: str, limit: int) -> list[Document]:
+        """One ``find`` sorted by ``by`` (the time field, or ``_id`` among jobs of one time), newest first."""
+        return list(self.coll.find(query, hint=self.hint).sort(by, -1).limit(limit))
+
+    def key(self, doc: Document) -> tuple[object, ...]:
+        return order_key(doc[self.time_field], doc["_id"])
 
 
 def _walk(source: Source, f: JobFilter, after: PageKey | None) -> Iterator[tuple[tuple[object, ...], Document]]:
-    """The jobs of ``source`` before ``after``, newest first, read ``BATCH`` at a time."""
-    key = after
+    """The jobs of ``source`` strictly before ``after``, newest first, read ``BATCH`` at a time.
+
+    The range is read sorted by time alone, the order its index yields (on MongoDB
+    the read stops after ``BATCH``); a batch's oldest time may be cut short, so its
+    jobs of that time are read again, whole, as a tie group sorted by ``_id``.
+    """
+    if after is not None and after.time > f.until:
+        after = None
+    if after is not None and after.time < f.since:
+        return
+    ties, before = after, None
     while True:
-        docs: list[Document] = []
-        for query in source.queries(f, key):
-            docs += _find(source, query, BATCH - len(docs))
-            if len(docs) >= BATCH:
-                break
-        for doc in docs:
-            yield order_key(doc[source.time_field], doc["_id"]), doc
-        if len(docs) < BATCH:
+        if ties is not None:
+            docs = source.read(source.ties(ties), "_id", BATCH)
+            yield from ((source.key(d), d) for d in docs)
+            if len(docs) == BATCH:
+                ties = PageKey(ties.time, docs[-1]["_id"])
+                continue
+            before, ties = ties.time, None
+        docs = source.read(source.older(f, before), source.time_field, BATCH)
+        if len(docs) == BATCH:
+            last = docs[-1][source.time_field]
+            docs, ties = [d for d in docs if d[source.time_field] > last], PageKey(last, None)
+        yield from sorted(((source.key(d), d) for d in docs), key=lambda item: item[0], reverse=True)
+        if ties is None:
             return
-        key = PageKey(docs[-1][source.time_field], docs[-1]["_id"])
 
 
 def _tagged(i: int, source: Source, f: JobFilter,
