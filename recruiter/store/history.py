@@ -15,7 +15,8 @@ after. Other conditions are checked on the documents the index yields. The
 keyset of a page is two reads (the jobs at the same time with a smaller ``_id``,
 then the jobs before that time), as an ``$or`` would not be served from an index
 on SecantusDB; the second is sorted by time alone, which the index yields in
-order on MongoDB, so a read stops after its batch there. Writes: only :func:`insert_jobs`, new documents in ``scheduled``.
+order on MongoDB, so a read stops after its batch there. Writes: only
+:func:`insert_jobs`, new documents in ``scheduled``.
 """
 
 from __future__ import annotations
