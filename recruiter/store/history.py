@@ -202,13 +202,20 @@ def read_retry_originals(c: SyncCollections, ids: Sequence[object],
     return archived, waiting
 
 
+RETRY_INDEX = "by_why"
+
+
+def retry_selection(why: str, since: datetime, group: str | None) -> Query:
+    """The filter of ``jobs retry --why``: equality on ``why``, a range on ``archived_at`` (``by_why``)."""
+    where: Query = {"why": why, "archived_at": {"$gte": since}}
+    return where if group is None else {**where, "group": group}
+
+
 def archived_with_why(c: SyncCollections, why: str, since: datetime, group: str | None,
                       limit: int | None) -> Iterator[Document]:
     """The jobs archived with ``why`` since ``since`` (of ``group``), newest first: one read on ``by_why``."""
-    where: Query = {"why": why, "archived_at": {"$gte": since}}
-    if group is not None:
-        where["group"] = group
-    cursor = c.archived.find(where, hint="by_why").sort([("archived_at", -1), ("_id", -1)])
+    cursor = c.archived.find(retry_selection(why, since, group), hint=RETRY_INDEX)
+    cursor = cursor.sort([("archived_at", -1), ("_id", -1)])
     return iter(cursor.limit(limit) if limit else cursor)
 
 

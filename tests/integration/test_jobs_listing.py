@@ -338,3 +338,13 @@ def test_a_database_no_process_has_opened_lists_nothing(db_uri: str) -> None:
     out = cli("jobs", "list", db_uri=db_uri)
     assert out.exit_code == 0, out.stderr
     assert out.stdout.strip() == "no jobs match"
+
+
+@pytest.mark.parametrize("group", [None, "mail"])
+def test_retry_by_why_is_served_by_an_index(db: Any, group: str | None) -> None:
+    ensure_indexes_sync(db)
+    query = history.retry_selection("tried-too-many-times", datetime.now(UTC) - timedelta(hours=1), group)
+    plan = json.dumps(db.archived.find(query, hint=history.RETRY_INDEX).explain()["queryPlanner"], default=str)
+    assert "IXSCAN" in plan
+    assert "COLLSCAN" not in plan
+    assert "by_why" in plan
