@@ -132,12 +132,15 @@ def render_show(view: JobView) -> str:
         f"group      {_text(view.group)}",
         f"tenant     {_text(view.tenant)}",
         f"tags       {', '.join(view.tags) or MISSING}",
-        f"attempts   {view.attempts}",
+        f"attempts   {view.attempts}" + _crashes(doc.get("crashes")),
         f"created    {_iso(view.created_at)}",
         f"scheduled  {_iso(view.scheduled_at)}",
     ]
     if view.archived_at is not None:
         lines.append(f"archived   {_iso(view.archived_at)}")
+    cancel_reason = doc.get("cancel_reason")
+    if isinstance(cancel_reason, str):
+        lines.append(f"cancelled  {cancel_reason}")
     if view.retry_of is not None:
         lines.append(f"retry of   {plain(view.retry_of)}")
     if view.worker is not None:
@@ -154,6 +157,12 @@ def render_show(view: JobView) -> str:
     for run in runs:
         lines.extend(_execution_lines(run))
     return "\n".join(lines)
+
+
+def _crashes(value: object) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return f" ({value} crashed)"
+    return ""
 
 
 def _iso(value: datetime | None) -> str:

@@ -213,6 +213,10 @@ def test_show_prints_every_execution_with_trace_and_logs(db: Any, db_uri: str) -
     assert "ValueError: boom 1" in text
     assert text.index("[… 1234 bytes cut …]") < text.index("log line of attempt 2")
     assert text.count("bytes cut") == 1
+    db.archived.update_one({"_id": doc["_id"]}, {"$set": {"crashes": 1, "cancel_reason": "operator"}})
+    again = cli("jobs", "show", str(doc["_id"]), db_uri=db_uri).stdout
+    assert "attempts   3 (1 crashed)" in again
+    assert "cancelled  operator" in again
     shown = json.loads(cli("jobs", "show", "--json", str(doc["_id"]), db_uri=db_uri).stdout)
     assert [e["logs"] for e in shown["executions"]] == [r["logs"] for r in runs]
     assert shown["executions"][1]["logs_cut"] == failed["logs_cut"]
