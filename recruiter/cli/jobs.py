@@ -189,7 +189,7 @@ def jobs_retry(ids: tuple[str, ...], why: str | None, since: timedelta | None, g
         raise click.UsageError("give job ids or --why (not both)")
     if ids and (since is not None or group is not None or limit is not None):
         raise click.UsageError("--since, --group and --limit go with --why")
-    job_ids = _job_ids(ids)
+    job_ids = list(dict.fromkeys(_job_ids(ids)))  # an id given twice is retried once
 
     def retry(db: SyncDb, now: datetime) -> None:
         c = SyncCollections.of(db)

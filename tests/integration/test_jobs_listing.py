@@ -248,7 +248,7 @@ def test_retry_by_id_copies_the_job_and_leaves_the_original(populated: dict[str,
                                                             db_uri: str) -> None:
     original_id = populated["failed"][0]
     original = db.archived.find_one({"_id": original_id})
-    out = cli("jobs", "retry", "--json", str(original_id), db_uri=db_uri)
+    out = cli("jobs", "retry", "--json", str(original_id), str(original_id), db_uri=db_uri)
     assert out.exit_code == 0, out.stderr
     retried = json.loads(out.stdout)["retried"]
     assert [r["retry_of"] for r in retried] == [str(original_id)]
