@@ -63,6 +63,7 @@ def describe_failure(view: JobView) -> str:
     last = view.last_execution or {}
     error, message = last.get("class"), _first_line(last.get("message"))
     if isinstance(error, str) and error:
+        error = error.removeprefix("builtins:")
         line += f": {error}: {message}" if message else f": {error}"
     elif message:
         line += f": {message}"
