@@ -17,7 +17,7 @@ How a wait learns that jobs finished:
   producer was told not to use them (``change_streams=False``), or when the
   stream dies during a wait, ``archived`` is polled by ``_id $in`` the jobs
   still waited for, from every 50 ms to every second while nothing finishes.
-  The server's refusal is remembered and logged once per producer.
+  A server without change streams is remembered, and logged once per producer.
 
 Invariant: a wait only reads. A wait that times out leaves every job as it was.
 """
@@ -180,13 +180,17 @@ class Streams:
         return stream
 
     def _refuse(self, exc: StreamsRefused) -> None:
-        self.refused = str(exc)
-        log.info("wait.polling", reason=self.refused)
+        if exc.for_good:  # remembered: later waits poll at once
+            self.refused = str(exc)
+            log.info("wait.polling", reason=self.refused)
+        else:
+            self.died(exc)
 
     def died(self, exc: BaseException) -> None:
+        """The stream failed (or could not open, for now): this wait polls; logged once."""
         if not self._died_logged:
             self._died_logged = True
-            log.warning("wait.stream_died", error=first_line(exc), then="polling until this wait ends")
+            log.warning("wait.stream_failed", error=first_line(exc), then="polling until this wait ends")
 
 
 # -- synchronous --------------------------------------------------------------------------

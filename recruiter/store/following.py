@@ -22,7 +22,7 @@ from recruiter.domain.following import JobView, view_of
 from recruiter.domain.records import Query
 from recruiter.store.connection import first_line
 from recruiter.store.layout import Collections, Document, SyncCollections
-from recruiter.store.wakeup import CLOSE_TIMEOUT_S, Stream
+from recruiter.store.wakeup import CLOSE_TIMEOUT_S, STREAMS_UNSUPPORTED, Stream
 
 SyncStream = ChangeStream[Document]
 
@@ -126,14 +126,14 @@ def open_finished_stream(c: SyncCollections, job_ids: Sequence[object], max_awai
     try:
         return c.archived.watch(finished_pipeline(job_ids), max_await_time_ms=max(1, int(max_await_s * 1000)))
     except OperationFailure as exc:
-        raise StreamsRefused(first_line(exc)) from exc
+        raise StreamsRefused(exc) from exc
 
 
 async def open_finished_stream_async(c: Collections, job_ids: Sequence[object], max_await_s: float) -> Stream:
     try:
         return await c.archived.watch(finished_pipeline(job_ids), max_await_time_ms=max(1, int(max_await_s * 1000)))
     except OperationFailure as exc:
-        raise StreamsRefused(first_line(exc)) from exc
+        raise StreamsRefused(exc) from exc
 
 
 def next_finished(stream: SyncStream) -> object:
@@ -155,4 +155,12 @@ def close_stream(stream: SyncStream) -> None:
 
 
 class StreamsRefused(Exception):
-    """The server refused to open a change stream; the message says why, in one line."""
+    """The server refused to open a change stream; the message says why, in one line.
+
+    ``for_good``: the server cannot run change streams at all (a standalone mongod),
+    as opposed to a refusal that may pass (the server shutting down, say).
+    """
+
+    def __init__(self, cause: OperationFailure) -> None:
+        super().__init__(first_line(cause))
+        self.for_good = cause.code in STREAMS_UNSUPPORTED

@@ -371,3 +371,64 @@ async def poll_reads(commands: Commands, at_least: int) -> None:
     """Wait until the producer has read ``archived`` ``at_least`` times (it is polling)."""
     await wait_for_async(lambda: asyncio.sleep(0, len(commands.named("find", "archived")) >= at_least),
                          message="the wait to poll archived")
+
+
+class StreamCursors(Commands):
+    """Also keeps the cursor id of each change stream opened on ``archived``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cursor_ids: list[int] = []
+
+    def succeeded(self, event: Any) -> None:
+        super().succeeded(event)
+        cursor = event.reply.get("cursor") or {}
+        if event.command_name == "aggregate" and cursor.get("ns", "").endswith(".archived"):
+            self.cursor_ids.append(cursor["id"])
+
+
+def test_a_wait_outlives_its_stream_killed_by_the_server(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        process, slot = await h.worker("w1")
+        commands = StreamCursors()
+        rec = Recruiter.connect(h.db_uri, clock=h.clock, event_listeners=[commands])
+        try:
+            jobs = rec.enqueue_many([Record(h.db_uri, n=1), Record(h.db_uri, n=2)])
+            gathered = asyncio.create_task(asyncio.to_thread(rec.wait_all, jobs, 30))
+            await wait_for_async(lambda: asyncio.sleep(0, commands.cursor_ids), message="the stream")
+            await run_once(h, process, slot)
+            killed = await h.db.command("killCursors", "archived", cursors=commands.cursor_ids[:1])
+            assert killed["cursorsKilled"] == commands.cursor_ids[:1]
+            await run_once(h, process, slot)
+            assert await gathered == [1, 2]
+            # The driver resumes the stream (a second aggregate, after the last event seen); had it
+            # failed for good, the wait would have polled.
+            assert writes(commands) == ["insert"]
+        finally:
+            rec.close()
+
+    run(db_uri, scenario)
+
+
+def test_a_wait_for_more_ids_than_the_pipeline_names_keeps_its_own(db_uri: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("recruiter.store.following.IDS_IN_PIPELINE_MAX", 1)
+
+    async def scenario(h: Harness) -> None:
+        process, slot = await h.worker("w1")
+        async with async_producer(h) as (rec, commands):
+            other = await rec.enqueue(Record(h.db_uri, n=0))  # archived while the wait runs, not waited for
+            jobs = await rec.enqueue_many([Record(h.db_uri, n=1), Record(h.db_uri, n=2)])
+            gathered = asyncio.create_task(rec.wait_all(jobs, timeout=30))
+            await wait_for_async(lambda: asyncio.sleep(0, streams_opened(commands) == 1), message="the stream")
+            (stream,) = [c for c in commands.named("aggregate", "archived") if "$changeStream" in c["pipeline"][0]]
+            assert "documentKey._id" not in stream["pipeline"][1]["$match"]  # every archived job's event
+            for _ in range(3):
+                await run_once(h, process, slot)
+            assert await gathered == [1, 2]
+            assert (await rec.job(other)).result == 0
+            # The other job's event was dropped in the producer: its document was not read by the wait.
+            reads = [c["filter"] for c in commands.named("find", "archived")]
+            assert {"_id": {"$in": [other.id]}} not in reads
+
+    run(db_uri, scenario)
