@@ -144,3 +144,26 @@ def test_the_stream_names_the_ids_it_waits_for_up_to_a_bound() -> None:
     many = [ObjectId() for _ in range(IDS_IN_PIPELINE_MAX + 1)]
     assert "documentKey._id" not in finished_pipeline(many)[0]["$match"]
     assert finished_pipeline(ids)[1] == {"$project": {"documentKey": 1}}
+
+
+def test_a_server_without_change_streams_is_remembered_a_passing_refusal_is_not() -> None:
+    from pymongo.errors import OperationFailure
+
+    from recruiter.producer.waiting import Streams
+    from recruiter.store.following import StreamsRefused
+
+    standalone = StreamsRefused(OperationFailure("The $changeStream stage is only supported on replica sets", 40573))
+    assert standalone.for_good
+    assert str(standalone) == "The $changeStream stage is only supported on replica sets"
+    streams = Streams()
+    streams._refuse(standalone)
+    assert streams.refused == str(standalone)
+    assert not streams.usable
+    assert streams.open(cast(Any, None), [ObjectId()], None) is None  # polls without asking again
+
+    shutting_down = StreamsRefused(OperationFailure("interrupted at shutdown", 11600))
+    assert not shutting_down.for_good
+    later = Streams()
+    later._refuse(shutting_down)
+    assert later.usable  # the next wait tries a stream again
+    assert not Streams(wanted=False).usable
