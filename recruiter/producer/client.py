@@ -19,12 +19,13 @@ the job's id and follows the job: its state, its result, ``wait()``.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from datetime import datetime
 
 from bson import ObjectId
 
 from recruiter.domain.cancel import CancelResult, parse_job_id
 from recruiter.domain.clock import Clock, SystemClock
-from recruiter.domain.following import view_of
+from recruiter.domain.following import JobView, view_of
 from recruiter.domain.job import JobBuilder, JobRefused, as_builder
 from recruiter.domain.workable import Workable
 from recruiter.producer import handles
@@ -54,17 +55,21 @@ def _job_id(job_id: ObjectId | str) -> ObjectId:
     return ObjectId(job_id.binary) if isinstance(job_id, ObjectId) else parse_job_id(job_id)
 
 
-def _handle(recruiter: Recruiter, doc: Document) -> JobHandle:
-    """The handle of a job just enqueued, its view built from its document (no read)."""
-    view = view_of(doc["_id"], doc, None, None, recruiter.clock.now())
+def _enqueued_view(doc: Document, now: datetime) -> JobView:
+    """The view of a job just enqueued, from its document (no read). The view keeps the
+    document it was built from: this one without the job's parameters, which may be big."""
+    slim = {**doc, "workable": {"class": doc["workable"]["class"]}}
+    view = view_of(doc["_id"], slim, None, None, now)
     assert view is not None
-    return JobHandle(doc["_id"], view, recruiter)
+    return view
+
+
+def _handle(recruiter: Recruiter, doc: Document) -> JobHandle:
+    return JobHandle(doc["_id"], _enqueued_view(doc, recruiter.clock.now()), recruiter)
 
 
 def _async_handle(recruiter: AsyncRecruiter, doc: Document) -> AsyncJobHandle:
-    view = view_of(doc["_id"], doc, None, None, recruiter.clock.now())
-    assert view is not None
-    return AsyncJobHandle(doc["_id"], view, recruiter)
+    return AsyncJobHandle(doc["_id"], _enqueued_view(doc, recruiter.clock.now()), recruiter)
 
 
 # Used when the server's hello does not give a usable maxBsonObjectSize (16 MiB, MongoDB's limit).

@@ -75,6 +75,7 @@ def test_a_handle_follows_its_job_through_every_state(db_uri: str) -> None:
         assert (job.state, job.attempts, job.worker, job.why, job.finished) == ("queued", 0, None, None, False)
         assert job.view.tenant == "acme"
         assert job.view.class_name == "tests.workables:AlwaysFails"
+        assert job.view.document["workable"] == {"class": "tests.workables:AlwaysFails"}  # parameters not kept
         assert later.state == "delayed"
         assert (await later.refresh()).state == "delayed"
 
