@@ -195,6 +195,7 @@ class JobHandle(_Handle):
     def wait(self, timeout: float | None = None) -> object:
         """The job's result once it ends ``done``; :class:`JobFailed` if it ends otherwise;
         :class:`TimeoutError` after ``timeout`` seconds (None: no deadline), the job untouched."""
+        check_timeout(timeout)
         if self.finished:
             return self.outcome()
         return wait_all(self._recruiter, [self], timeout)[0]
@@ -217,6 +218,7 @@ class AsyncJobHandle(_Handle):
     # deadline sizes the stream's waits (a cancelled getMore would cost its connection).
     async def wait(self, timeout: float | None = None) -> object:  # noqa: ASYNC109
         """See :meth:`JobHandle.wait`."""
+        check_timeout(timeout)
         if self.finished:
             return self.outcome()
         return (await wait_all_async(self._recruiter, [self], timeout))[0]
