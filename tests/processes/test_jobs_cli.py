@@ -19,7 +19,7 @@ from bson import ObjectId
 from recruiter import Recruiter
 from tests.conftest import wait_for
 from tests.processes.conftest import Processes
-from tests.processes.test_cli_errors import run_cli
+from tests.processes.test_cli_errors import assert_one_line_error, run_cli
 from tests.retry_workables import FailsUntilAllowed, allow
 from tests.workables import AlwaysFails, Record
 
@@ -76,6 +76,17 @@ def test_retry_by_why_since_puts_back_exactly_the_recent_failures_and_they_run(
     assert "state      archived: done" in shown.stdout
     assert f"retry of   {db.archived.find_one({'_id': copies[0]})['retry_of']}" in shown.stdout
     assert "attempt 1: done" in shown.stdout
+
+    # Bad input through the real command: one line, nothing changed.
+    with Recruiter.connect(db_uri) as rec:
+        waiting = rec.enqueue(Record(db_uri).as_job_of(rec).in_group("nobody-serves-this"))
+    before = (list(db.scheduled.find()), list(db.archived.find()))
+    assert_one_line_error(run_cli("jobs", "retry", str(waiting), "--target", db_uri),
+                          f"{waiting} is not archived (it is queued)")
+    assert_one_line_error(run_cli("jobs", "list", "--state", "done", "--target", db_uri), "unknown state 'done'")
+    assert_one_line_error(run_cli("jobs", "show", "not-an-id", "--target", db_uri), "not a job id")
+    assert_one_line_error(run_cli("jobs", "show", str(ObjectId()), "--target", db_uri), "no job")
+    assert (list(db.scheduled.find()), list(db.archived.find())) == before
 
     for p in (recruiter, worker, cleaner):
         p.signal(signal.SIGTERM)
