@@ -1,23 +1,29 @@
 """recruiter: a job queue on MongoDB with one central recruiter.
 
 Producers enqueue :class:`Workable` jobs through :class:`Recruiter` (sync) or
-:class:`AsyncRecruiter` (asyncio). The ``recruiter start``, ``worker start`` and
-``cleaner start`` processes do the rest.
+:class:`AsyncRecruiter` (asyncio) and follow them with the :class:`JobHandle`
+(:class:`AsyncJobHandle`) ``enqueue`` returns: state, result, ``wait()``. The
+``recruiter start``, ``worker start`` and ``cleaner start`` processes do the rest.
 """
 
 from recruiter.domain.cancel import CancelResult
 from recruiter.domain.job import JobBuilder, JobRefused
 from recruiter.domain.workable import JobContext, Workable
 from recruiter.producer.client import AsyncRecruiter, Recruiter
+from recruiter.producer.handles import AsyncJobHandle, JobFailed, JobHandle, JobNotFound
 from recruiter.store.connection import DEFAULT_URI, ConnectionProblem
 
 __all__ = [
     "DEFAULT_URI",
+    "AsyncJobHandle",
     "AsyncRecruiter",
     "CancelResult",
     "ConnectionProblem",
     "JobBuilder",
     "JobContext",
+    "JobFailed",
+    "JobHandle",
+    "JobNotFound",
     "JobRefused",
     "Recruiter",
     "Workable",

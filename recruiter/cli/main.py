@@ -6,7 +6,7 @@ Every option can also be given as an environment variable (shown in ``--help``);
 the MongoDB URI comes from ``--target``, ``RECRUITER_MONGODB_URI`` or ``MONGODB_URI``.
 
 Invariant: this module only assembles the command groups; each group lives in
-its own module (:mod:`~recruiter.cli.processes`, :mod:`~recruiter.cli.admin`,
+its own module (:mod:`~recruiter.cli.processes`, :mod:`~recruiter.cli.admin`, :mod:`~recruiter.cli.jobs`,
 :mod:`~recruiter.cli.pause`, :mod:`~recruiter.cli.embedded`), the shared options
 in :mod:`~recruiter.cli.options`.
 """
@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import click
 
-from recruiter.cli.admin import jobs_group, status, workers_group
+from recruiter.cli.admin import status, workers_group
 from recruiter.cli.embedded import embedded_group
+from recruiter.cli.jobs import jobs_group
 from recruiter.cli.options import CONTEXT
 from recruiter.cli.pause import groups_group, tenants_group
 from recruiter.cli.processes import cleaner_group, start_recruiter, worker_group

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
 
@@ -21,7 +21,19 @@ from recruiter.domain.durations import parse_duration
 from recruiter.domain.selection import CountingScheme
 from recruiter.domain.sizes import parse_size
 from recruiter.processes import embedded, logs
-from recruiter.store import DEFAULT_URI, URI_ENVVARS, Target, parse_target, wait_until_reachable
+from recruiter.store import (
+    DEFAULT_URI,
+    URI_ENVVARS,
+    ConnectionProblem,
+    ServerClock,
+    StoreError,
+    SyncDb,
+    Target,
+    describe,
+    parse_target,
+    sync_client,
+    wait_until_reachable,
+)
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -153,3 +165,24 @@ def seconds(td: timedelta) -> float:
 
 def format_seconds(s: float) -> str:
     return f"{s:g}s" if s >= 1 else f"{s * 1000:g}ms"
+
+
+def with_database(target_uri: str, action: Callable[[SyncDb, datetime], None]) -> None:
+    """Run ``action(db, now)`` on the target's database, ``now`` on the server's clock.
+
+    A server that does not answer, or refuses, is one line (ClickException).
+    """
+    try:
+        t = parse_target(target_uri)
+        wait_until_reachable(t, timeout_s=5.0)
+        client = sync_client(t, app_name="recruiter-admin", server_selection_timeout_s=5.0)
+        try:
+            clock = ServerClock()
+            clock.calibrate_sync(client)
+            action(client[t.database], clock.now())
+        except StoreError as exc:
+            raise click.ClickException(describe(exc, t)) from None
+        finally:
+            client.close()
+    except ConnectionProblem as exc:
+        raise click.ClickException(str(exc)) from None

@@ -7,6 +7,8 @@ every command prints the paused names as they are after it.
 
 from __future__ import annotations
 
+import json
+
 import click
 
 from recruiter.cli.options import Common, common_options, connect_target
@@ -55,9 +57,10 @@ def _switch_commands(group: click.Group, kind: str) -> None:
         _switch(kind, names, False, common)
 
     @group.command("list")
+    @click.option("--json", "as_json", is_flag=True, help=f"Print the paused {plural} as a JSON array.")
     @common_options
-    def list_(common: Common) -> None:
-        _switch(kind, (), None, common)
+    def list_(as_json: bool, common: Common) -> None:
+        _switch(kind, (), None, common, as_json=as_json)
 
     pause.help = (f"Pause {plural}: the recruiter stops assigning their jobs from its next round. "
                   f"A {kind} that no job or worker has ever used is refused without --force (a typo?).")
@@ -66,7 +69,7 @@ def _switch_commands(group: click.Group, kind: str) -> None:
 
 
 def _switch(kind: str, names: tuple[str, ...], pause: bool | None, common: Common, *,
-            force: bool = False) -> None:
+            force: bool = False, as_json: bool = False) -> None:
     """Pause (True), resume (False) or list (None) groups or tenants, then print the paused ones."""
     logs.configure(common.log_level, common.log_format)
     for name in names:
@@ -93,6 +96,9 @@ def _switch(kind: str, names: tuple[str, ...], pause: bool | None, common: Commo
             raise
         raise click.ClickException(describe(exc, target)) from None
     now = sorted(paused.groups if kind == "group" else paused.tenants)
+    if as_json:
+        click.echo(json.dumps(now))
+        return
     click.echo(f"paused {control.KINDS[kind]}: " + (", ".join(now) if now else "none"))
 
 

@@ -2,7 +2,8 @@
 
 Invariant: a worker's state and liveness are judged from its own heartbeat (same
 session), as the recruiter judges them; an entry without one shows its own
-``last_seen_at`` (an older version's entry). ``workers stop`` writes through
+``last_seen_at`` (an older version's entry). A working slot shows the progress its
+job last reported (carried by the same heartbeat). ``workers stop`` writes through
 :func:`recruiter.store.request_stop`.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TypedDict
 
+from recruiter.domain.following import progress_of
 from recruiter.domain.liveness import is_fresh
 from recruiter.store import Document, SyncCollections, SyncDb, entries_by_id, heartbeats_by_worker
 
@@ -26,6 +28,16 @@ class WorkerRow(TypedDict):
     hostname: object
     last_seen_s: float | None
     live: bool
+    progress: ProgressRow | None
+
+
+class ProgressRow(TypedDict):
+    """What the running job last said of its progress (``ctx.progress``)."""
+
+    value: float | None
+    message: str | None
+    at: str | None
+    text: str
 
 
 def describe_workers(db: SyncDb, now: datetime) -> list[WorkerRow]:
@@ -43,9 +55,20 @@ def describe_workers(db: SyncDb, now: datetime) -> list[WorkerRow]:
             job=str(beat.get("working_on") or (w.get("assigned_to") or {}).get(w["_id"]) or ""),
             pid=w.get("pid"), hostname=w.get("hostname"),
             last_seen_s=round((now - seen).total_seconds(), 1) if isinstance(seen, datetime) else None,
-            live=is_fresh(beat, w, now),
+            live=is_fresh(beat, w, now), progress=_progress(beat),
         ))
     return rows
+
+
+def _progress(beat: Document) -> ProgressRow | None:
+    """The progress of the job the heartbeat says it runs (its own ``working_on`` and token)."""
+    if not beat.get("working"):
+        return None
+    running = {"_id": beat.get("working_on"), "locked": True, "lock_token": beat.get("working_token")}
+    p = progress_of(beat, running)
+    if p is None:
+        return None
+    return ProgressRow(value=p.value, message=p.message, at=p.at.isoformat() if p.at else None, text=p.describe())
 
 
 def _state(entry: Document, beat: Document) -> str:
@@ -61,9 +84,10 @@ def _state(entry: Document, beat: Document) -> str:
 def render_workers(rows: list[WorkerRow]) -> str:
     if not rows:
         return "no workers in the roster"
-    header = ("id", "groups", "state", "job", "pid", "host", "last seen")
+    header = ("id", "groups", "state", "job", "progress", "pid", "host", "last seen")
     table = [header] + [
-        (r["id"], ",".join(r["groups"]), r["state"], r["job"], str(r["pid"]), str(r["hostname"]),
+        (r["id"], ",".join(r["groups"]), r["state"], r["job"], r["progress"]["text"] if r["progress"] else "",
+         str(r["pid"]), str(r["hostname"]),
          (f"{r['last_seen_s']}s ago" if r["last_seen_s"] is not None else "never")
          + ("" if r["live"] else " (missed heartbeats: given no work)"))
         for r in rows

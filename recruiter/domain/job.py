@@ -232,8 +232,8 @@ def _check_size(doc: JobDoc, max_document_bytes: int | None) -> None:
 
 
 class Enqueuer(Protocol):
-    """Who writes a built job: a :class:`~recruiter.Recruiter` (returns the id) or an
-    :class:`~recruiter.AsyncRecruiter` (returns an awaitable of it)."""
+    """Who writes a built job: a :class:`~recruiter.Recruiter` (returns its handle, which is
+    its id) or an :class:`~recruiter.AsyncRecruiter` (returns an awaitable of it)."""
 
     def enqueue(self, item: JobBuilder) -> Any: ...
 
@@ -242,8 +242,9 @@ class Enqueuer(Protocol):
 class JobBuilder:
     """Fluent, immutable description of one job; ``enqueue()`` writes it.
 
-    ``enqueue()`` returns the job id for a sync :class:`~recruiter.Recruiter`
-    and an awaitable of it for an :class:`~recruiter.AsyncRecruiter`.
+    ``enqueue()`` returns the job's handle (:class:`~recruiter.JobHandle`, which is
+    its id) for a sync :class:`~recruiter.Recruiter` and an awaitable of an
+    :class:`~recruiter.AsyncJobHandle` for an :class:`~recruiter.AsyncRecruiter`.
     """
 
     workable: Workable

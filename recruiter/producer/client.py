@@ -9,21 +9,32 @@ that cannot be stored, or kept through its life, raises
 written. ``enqueue_many`` is all or nothing: one bad item refuses the batch,
 and the reason names the item by its index. The server's document size limit
 (``maxBsonObjectSize`` from ``hello``) is read once per producer.
+
+``enqueue`` returns a job handle (:mod:`recruiter.producer.handles`), which is
+the job's id and follows the job: its state, its result, ``wait()``.
+``rec.job(id)`` makes one for a job enqueued elsewhere, and ``wait_all`` and
+``as_completed`` wait for many jobs with one change stream.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from datetime import datetime
 
 from bson import ObjectId
 
 from recruiter.domain.cancel import CancelResult, parse_job_id
 from recruiter.domain.clock import Clock, SystemClock
+from recruiter.domain.following import JobView, view_of
 from recruiter.domain.job import JobBuilder, JobRefused, as_builder
 from recruiter.domain.workable import Workable
+from recruiter.producer import handles
+from recruiter.producer.handles import AsyncJobHandle, JobHandle
+from recruiter.producer.waiting import Streams
 from recruiter.store.cancel import cancel_job, cancel_job_async
 from recruiter.store.clock import ServerClock
 from recruiter.store.connection import (
+    CommandListener,
     ConnectionProblem,
     StoreError,
     Target,
@@ -40,7 +51,25 @@ from recruiter.store.scheduled import insert_job, insert_job_async, insert_jobs,
 
 
 def _job_id(job_id: ObjectId | str) -> ObjectId:
-    return job_id if isinstance(job_id, ObjectId) else parse_job_id(job_id)
+    """A plain ObjectId from an id, a handle or the id's 24 hex digits (ValueError in one line)."""
+    return ObjectId(job_id.binary) if isinstance(job_id, ObjectId) else parse_job_id(job_id)
+
+
+def _enqueued_view(doc: Document, now: datetime) -> JobView:
+    """The view of a job just enqueued, from its document (no read). The view keeps the
+    document it was built from: this one without the job's parameters, which may be big."""
+    slim = {**doc, "workable": {"class": doc["workable"]["class"]}}
+    view = view_of(doc["_id"], slim, None, None, now)
+    assert view is not None
+    return view
+
+
+def _handle(recruiter: Recruiter, doc: Document) -> JobHandle:
+    return JobHandle(doc["_id"], _enqueued_view(doc, recruiter.clock.now()), recruiter)
+
+
+def _async_handle(recruiter: AsyncRecruiter, doc: Document) -> AsyncJobHandle:
+    return AsyncJobHandle(doc["_id"], _enqueued_view(doc, recruiter.clock.now()), recruiter)
 
 
 # Used when the server's hello does not give a usable maxBsonObjectSize (16 MiB, MongoDB's limit).
@@ -76,34 +105,43 @@ class Recruiter:
     """Producer handle for synchronous code.
 
     >>> rec = Recruiter.connect("mongodb://localhost:27017/recruiter")
-    >>> job_id = SendInvoice("42").as_job_of(rec).in_group("billing").enqueue()
+    >>> job = SendInvoice("42").as_job_of(rec).in_group("billing").enqueue()
+    >>> job.wait(timeout=60)
+    {'sent': '42'}
     """
 
     def __init__(self, client: SyncClient, database: str, *, clock: Clock | None = None,
-                 owns_client: bool = False) -> None:
+                 owns_client: bool = False, change_streams: bool = True) -> None:
         self.client = client
         self.db = client[database]
         self.collections = SyncCollections.of(self.db)
         self.clock = clock or SystemClock()
+        self.streams = Streams(wanted=change_streams)
         self._owns_client = owns_client
         self._max_bytes: int | None = None
 
     @classmethod
     def connect(cls, uri: str | None = None, *, clock: Clock | None = None, create_indexes: bool = True,
-                server_selection_timeout_s: float = 10.0) -> Recruiter:
+                server_selection_timeout_s: float = 10.0, change_streams: bool = True,
+                event_listeners: Sequence[CommandListener] = ()) -> Recruiter:
         """Connect to ``uri`` (default ``mongodb://localhost:27017/recruiter``).
+
+        ``change_streams=False`` makes waits poll ``archived`` instead of watching it
+        (they poll anyway where the server has no change streams). ``event_listeners``
+        are PyMongo monitoring listeners added to the client (e.g. to count commands).
 
         Raises :class:`~recruiter.store.connection.ConnectionProblem`, with a one-line
         message, for a bad URI or a server that does not answer.
         """
         target: Target = parse_target(uri)
         client = sync_client(target, app_name="recruiter-producer",
-                             server_selection_timeout_s=server_selection_timeout_s)
+                             server_selection_timeout_s=server_selection_timeout_s,
+                             event_listeners=list(event_listeners))
         try:
             if clock is None:
                 clock = ServerClock()
                 clock.calibrate_sync(client)  # schedule on the server's time line
-            rec = cls(client, target.database, clock=clock, owns_client=True)
+            rec = cls(client, target.database, clock=clock, owns_client=True, change_streams=change_streams)
             if create_indexes:
                 ensure_indexes_sync(rec.db)
         except StoreError as exc:
@@ -117,14 +155,14 @@ class Recruiter:
             self._max_bytes = limit_from_hello(hello(self.db))
         return self._max_bytes
 
-    def enqueue(self, item: JobBuilder | Workable) -> ObjectId:
-        """Store one job; returns its id. Raises :class:`JobRefused` (nothing written) for a bad job."""
+    def enqueue(self, item: JobBuilder | Workable) -> JobHandle:
+        """Store one job; returns its handle (which is its id). Raises :class:`JobRefused`
+        (nothing written) for a bad job."""
         doc = _document(self, item, self.max_document_bytes())
         insert_job(self.collections.scheduled, doc)
-        job_id: ObjectId = doc["_id"]
-        return job_id
+        return _handle(self, doc)
 
-    def enqueue_many(self, items: Iterable[JobBuilder | Workable]) -> list[ObjectId]:
+    def enqueue_many(self, items: Iterable[JobBuilder | Workable]) -> list[JobHandle]:
         """Store many jobs in one round trip, all or nothing.
 
         Every item is validated before anything is written; one bad item raises
@@ -135,7 +173,25 @@ class Recruiter:
             return []
         docs = _documents(self, batch, self.max_document_bytes())
         insert_jobs(self.collections.scheduled, docs)
-        return [d["_id"] for d in docs]
+        return [_handle(self, d) for d in docs]
+
+    def job(self, job_id: ObjectId | str) -> JobHandle:
+        """The handle of an existing job, from its id, its 24 hex digits or a handle.
+
+        Raises :class:`~recruiter.JobNotFound` for an id of no job and ValueError for
+        a malformed one (one line each).
+        """
+        job_id = _job_id(job_id)
+        return JobHandle(job_id, handles.read_view(self, job_id), self)
+
+    def wait_all(self, jobs: Iterable[JobHandle], timeout: float | None = None, *,
+                 return_exceptions: bool = False) -> list[object]:
+        """The results of ``jobs``, in their order; see :func:`recruiter.producer.handles.wait_all`."""
+        return handles.wait_all(self, jobs, timeout, return_exceptions=return_exceptions)
+
+    def as_completed(self, jobs: Iterable[JobHandle], timeout: float | None = None) -> Iterator[JobHandle]:
+        """Each of ``jobs`` as it finishes; see :func:`recruiter.producer.handles.as_completed`."""
+        return handles.as_completed(self, jobs, timeout)
 
     def cancel(self, job_id: ObjectId | str, reason: str | None = None) -> CancelResult:
         """Cancel a job: archived with ``why: "cancelled"``; a worker running it halts it.
@@ -159,26 +215,29 @@ class AsyncRecruiter:
     """Producer handle for asyncio code; ``enqueue`` and ``enqueue_many`` are awaitable."""
 
     def __init__(self, client: AsyncClient, database: str, *, clock: Clock | None = None,
-                 owns_client: bool = False) -> None:
+                 owns_client: bool = False, change_streams: bool = True) -> None:
         self.client = client
         self.db = client[database]
         self.collections = Collections.of(self.db)
         self.clock = clock or SystemClock()
+        self.streams = Streams(wanted=change_streams)
         self._owns_client = owns_client
         self._max_bytes: int | None = None
 
     @classmethod
     async def connect(cls, uri: str | None = None, *, clock: Clock | None = None, create_indexes: bool = True,
-                      server_selection_timeout_s: float = 10.0) -> AsyncRecruiter:
+                      server_selection_timeout_s: float = 10.0, change_streams: bool = True,
+                      event_listeners: Sequence[CommandListener] = ()) -> AsyncRecruiter:
         """Connect to ``uri``; see :meth:`Recruiter.connect`."""
         target = parse_target(uri)
         client = async_client(target, app_name="recruiter-producer",
-                              server_selection_timeout_s=server_selection_timeout_s)
+                              server_selection_timeout_s=server_selection_timeout_s,
+                              event_listeners=list(event_listeners))
         try:
             if clock is None:
                 clock = ServerClock()
                 await clock.calibrate(client)
-            rec = cls(client, target.database, clock=clock, owns_client=True)
+            rec = cls(client, target.database, clock=clock, owns_client=True, change_streams=change_streams)
             if create_indexes:
                 await ensure_indexes(rec.db)
         except StoreError as exc:
@@ -192,21 +251,35 @@ class AsyncRecruiter:
             self._max_bytes = limit_from_hello(await hello_async(self.db))
         return self._max_bytes
 
-    async def enqueue(self, item: JobBuilder | Workable) -> ObjectId:
+    async def enqueue(self, item: JobBuilder | Workable) -> AsyncJobHandle:
         """Store one job; see :meth:`Recruiter.enqueue`."""
         doc = _document(self, item, await self.max_document_bytes())
         await insert_job_async(self.collections.scheduled, doc)
-        job_id: ObjectId = doc["_id"]
-        return job_id
+        return _async_handle(self, doc)
 
-    async def enqueue_many(self, items: Iterable[JobBuilder | Workable]) -> list[ObjectId]:
+    async def enqueue_many(self, items: Iterable[JobBuilder | Workable]) -> list[AsyncJobHandle]:
         """Store many jobs in one round trip, all or nothing; see :meth:`Recruiter.enqueue_many`."""
         batch = list(items)
         if not batch:
             return []
         docs = _documents(self, batch, await self.max_document_bytes())
         await insert_jobs_async(self.collections.scheduled, docs)
-        return [d["_id"] for d in docs]
+        return [_async_handle(self, d) for d in docs]
+
+    async def job(self, job_id: ObjectId | str) -> AsyncJobHandle:
+        """The handle of an existing job; see :meth:`Recruiter.job`."""
+        job_id = _job_id(job_id)
+        return AsyncJobHandle(job_id, await handles.read_view_async(self, job_id), self)
+
+    async def wait_all(self, jobs: Iterable[AsyncJobHandle], timeout: float | None = None, *,  # noqa: ASYNC109
+                       return_exceptions: bool = False) -> list[object]:
+        """The results of ``jobs``, in their order; see :func:`recruiter.producer.handles.wait_all`."""
+        return await handles.wait_all_async(self, jobs, timeout, return_exceptions=return_exceptions)
+
+    def as_completed(self, jobs: Iterable[AsyncJobHandle],
+                     timeout: float | None = None) -> AsyncIterator[AsyncJobHandle]:
+        """Each of ``jobs`` as it finishes (``async for``); see :func:`recruiter.producer.handles.as_completed`."""
+        return handles.as_completed_async(self, jobs, timeout)
 
     async def cancel(self, job_id: ObjectId | str, reason: str | None = None) -> CancelResult:
         """Cancel a job; see :meth:`Recruiter.cancel`."""

@@ -29,6 +29,7 @@ from recruiter.store.connection import (
 )
 from recruiter.store.following import JobDocuments, read_job_documents
 from recruiter.store.heartbeats import heartbeats_by_worker
+from recruiter.store.history import Page, archived_with_why, insert_jobs, list_jobs, read_retry_originals
 from recruiter.store.indexes import ensure_indexes, ensure_indexes_sync
 from recruiter.store.layout import AsyncClient, AsyncDb, Collections, Document, SyncClient, SyncCollections, SyncDb
 from recruiter.store.metadata import read_leases, read_paused, switch_paused, unused_names
@@ -45,6 +46,7 @@ __all__ = [
     "ConnectionProblem",
     "Document",
     "JobDocuments",
+    "Page",
     "ServerClock",
     "StoreError",
     "SyncClient",
@@ -54,6 +56,7 @@ __all__ = [
     "Wake",
     "answers_ping",
     "answers_ping_within",
+    "archived_with_why",
     "async_client",
     "cancel_job",
     "cancel_job_async",
@@ -65,11 +68,14 @@ __all__ = [
     "entries_by_id",
     "entries_summary",
     "heartbeats_by_worker",
+    "insert_jobs",
+    "list_jobs",
     "longest_heartbeat_interval",
     "parse_target",
     "read_job_documents",
     "read_leases",
     "read_paused",
+    "read_retry_originals",
     "request_stop",
     "switch_paused",
     "sync_client",

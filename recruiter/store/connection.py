@@ -17,7 +17,7 @@ from typing import TypedDict
 import pymongo
 from pymongo import AsyncMongoClient, MongoClient
 from pymongo.errors import ConfigurationError, InvalidURI, PyMongoError
-from pymongo.monitoring import CommandListener
+from pymongo.monitoring import CommandListener as CommandListener  # re-exported: producers take listeners
 from pymongo.uri_parser import parse_uri
 
 from recruiter.store import monitoring

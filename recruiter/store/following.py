@@ -1,9 +1,11 @@
 """Reading the documents that tell where one job is: its job document in ``scheduled``
-or ``archived``, and the heartbeat of the worker holding it.
+or ``archived``, and the heartbeat of the worker holding it; and learning when jobs
+finish, from a change stream on ``archived`` (:func:`open_finished_stream`).
 
-Invariant: reads only. The three reads are by ``_id`` (no scan); the heartbeat is
-read only for a job that is locked, from the ``locked_by`` its document names.
-:func:`recruiter.domain.following.view_of` turns what they return into a view.
+Invariant: reads only. Every read is by ``_id`` (no scan); the heartbeat is read
+only for a job that is locked, from the ``locked_by`` its document names.
+:func:`recruiter.domain.following.view_of` turns what they return into a view. A
+stream event carries only a job's ``_id``: the job itself is read by ``_id``.
 """
 
 from __future__ import annotations
@@ -12,8 +14,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+import pymongo
+from pymongo.errors import OperationFailure, PyMongoError
+from pymongo.synchronous.change_stream import ChangeStream
+
 from recruiter.domain.following import JobView, view_of
+from recruiter.domain.records import Query
+from recruiter.store.connection import first_line
 from recruiter.store.layout import Collections, Document, SyncCollections
+from recruiter.store.wakeup import CLOSE_TIMEOUT_S, STREAMS_UNSUPPORTED, Stream
+
+SyncStream = ChangeStream[Document]
 
 
 @dataclass(frozen=True)
@@ -70,3 +81,86 @@ def read_archived(c: SyncCollections, job_ids: Sequence[object]) -> list[Documen
 
 async def read_archived_async(c: Collections, job_ids: Sequence[object]) -> list[Document]:
     return await c.archived.find({"_id": {"$in": list(job_ids)}}).to_list()
+
+
+def read_waiting_ids(c: SyncCollections, job_ids: Sequence[object]) -> set[object]:
+    """Which of ``job_ids`` are in ``scheduled`` (one ``find`` by ``_id``, ids only)."""
+    return {d["_id"] for d in c.scheduled.find({"_id": {"$in": list(job_ids)}}, {"_id": 1})}
+
+
+async def read_waiting_ids_async(c: Collections, job_ids: Sequence[object]) -> set[object]:
+    return {d["_id"] for d in await c.scheduled.find({"_id": {"$in": list(job_ids)}}, {"_id": 1}).to_list()}
+
+
+# -- waiting for jobs to finish: a change stream on archived (producer/waiting.py) ------
+
+# Up to this many ids, the stream's $match names them, so the server sends the events of
+# the waited jobs only (the pipeline is sent when the stream opens and when it resumes:
+# about 22 bytes an id). Above it, the stream reports every job archived in the database,
+# each event cut to its key (about 100 bytes), and the caller keeps those it waits for.
+IDS_IN_PIPELINE_MAX = 1000
+
+
+def finished_pipeline(job_ids: Sequence[object]) -> list[Query]:
+    """Events of jobs archived, each cut to the job's ``_id`` (``documentKey``).
+
+    A job is archived by an upsert (reported as an ``insert``) or, by a cancel, an
+    insert; ``replace`` and ``update`` are kept for servers that report an upsert so.
+    The event carries no document: an archived job may be near the 16 MiB limit, an
+    event bigger than that would break the stream, so the job is read by ``_id``.
+    """
+    match: Query = {"operationType": {"$in": ["insert", "replace", "update"]}}
+    if len(job_ids) <= IDS_IN_PIPELINE_MAX:
+        match["documentKey._id"] = {"$in": list(job_ids)}
+    return [{"$match": match}, {"$project": {"documentKey": 1}}]
+
+
+def _job_id_of(event: Document | None) -> object:
+    key = event.get("documentKey") if event is not None else None
+    return key.get("_id") if isinstance(key, dict) else None
+
+
+def open_finished_stream(c: SyncCollections, job_ids: Sequence[object], max_await_s: float) -> SyncStream:
+    """Open the stream of :func:`finished_pipeline`. Raises :class:`StreamsRefused` when the
+    server will not run it (a standalone mongod, a user without the ``changeStream`` action)."""
+    try:
+        return c.archived.watch(finished_pipeline(job_ids), max_await_time_ms=max(1, int(max_await_s * 1000)))
+    except OperationFailure as exc:
+        raise StreamsRefused(exc) from exc
+
+
+async def open_finished_stream_async(c: Collections, job_ids: Sequence[object], max_await_s: float) -> Stream:
+    try:
+        return await c.archived.watch(finished_pipeline(job_ids), max_await_time_ms=max(1, int(max_await_s * 1000)))
+    except OperationFailure as exc:
+        raise StreamsRefused(exc) from exc
+
+
+def next_finished(stream: SyncStream) -> object:
+    """The ``_id`` of the next job archived, or None if none was within the stream's wait."""
+    return _job_id_of(stream.try_next())
+
+
+async def next_finished_async(stream: Stream) -> object:
+    return _job_id_of(await stream.try_next())
+
+
+def close_stream(stream: SyncStream) -> None:
+    """Close a change stream, giving up after a second (see :func:`recruiter.store.wakeup.close_quietly`)."""
+    try:
+        with pymongo.timeout(CLOSE_TIMEOUT_S):
+            stream.close()
+    except PyMongoError:
+        pass
+
+
+class StreamsRefused(Exception):
+    """The server refused to open a change stream; the message says why, in one line.
+
+    ``for_good``: the server cannot run change streams at all (a standalone mongod),
+    as opposed to a refusal that may pass (the server shutting down, say).
+    """
+
+    def __init__(self, cause: OperationFailure) -> None:
+        super().__init__(first_line(cause))
+        self.for_good = cause.code in STREAMS_UNSUPPORTED

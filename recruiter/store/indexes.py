@@ -26,6 +26,9 @@ INDEXES: dict[str, list[IndexModel]] = {
         IndexModel([("locked", ASCENDING), ("group", ASCENDING), ("tenant", ASCENDING), ("status", DESCENDING),
                     ("priority", ASCENDING), ("scheduled_at", ASCENDING), ("_id", ASCENDING)],
                    name="candidates"),
+        # recruiter jobs list reads scheduled through `candidates` too: equality on locked,
+        # then group and tenant when given; its other filters and its order (created_at) are
+        # not served by an index (the listing walks the jobs of that prefix).
         # Jobs held by one worker (cleaner unlocking a dead worker's jobs).
         IndexModel([("locked_by", ASCENDING)], name="by_worker", sparse=True),
     ],
@@ -37,6 +40,12 @@ INDEXES: dict[str, list[IndexModel]] = {
         # Whether a group or tenant was ever used (recruiter groups|tenants pause), and
         # history reads by group in mongosh.
         IndexModel([("group", ASCENDING), ("tenant", ASCENDING)], name="by_group"),
+        # recruiter jobs list (store/history.py), newest first within a time range: with no
+        # filter it reads `retention`, with --why `by_why`, and these for --class, --group and
+        # --tenant (the first of them given; the other filters are checked on what it yields).
+        IndexModel([("workable.class", ASCENDING), ("archived_at", ASCENDING)], name="by_class_time"),
+        IndexModel([("group", ASCENDING), ("archived_at", ASCENDING)], name="by_group_time"),
+        IndexModel([("tenant", ASCENDING), ("archived_at", ASCENDING)], name="by_tenant_time"),
     ],
     ROSTER: [
         # Recruiter: available workers and workers holding an outcome.

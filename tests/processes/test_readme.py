@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bson import ObjectId
+
 from tests.conftest import REPO, wait_for
 from tests.processes.conftest import FAST_RECRUITER, FAST_WORKER, Processes
 
@@ -29,7 +31,8 @@ def readme_files() -> dict[str, str]:
 
 
 def test_readme_names_its_example_files() -> None:
-    assert set(readme_files()) == {"jobs.py", "enqueue.py", "enqueue_async.py", "enqueue_tenants.py"}
+    assert set(readme_files()) == {"jobs.py", "enqueue.py", "enqueue_async.py", "enqueue_tenants.py", "follow.py",
+                                   "follow_async.py"}
 
 
 def test_readme_examples_run_as_written(processes: Processes, db: Any, db_uri: str, tmp_path: Path) -> None:
@@ -56,12 +59,18 @@ def test_readme_examples_run_as_written(processes: Processes, db: Any, db_uri: s
                                           stderr=subprocess.STDOUT))
     try:
         wait_for(lambda: db.archived.count_documents({}) == 50, timeout_s=90, message="the README's 50 jobs")
+        assert db.archived.count_documents({"why": "done"}) == 50
+        check_the_first_50(db)
+        follow_jobs(tmp_path, env, db)
     finally:
         for p in procs:
             p.terminate()
         for p in procs:
             p.wait(20)
-    assert db.archived.count_documents({"why": "done"}) == 50
+    assert all(p.returncode == 0 for p in procs), [(logs / f).read_text()[-2000:] for f in os.listdir(logs)]
+
+
+def check_the_first_50(db: Any) -> None:
     # Tenants take turns: the job enqueued last, for a tenant of its own, is among the first three to start.
     starts = sorted(db.archived.find({}, {"workable": 1, "last_execution": 1}),
                     key=lambda d: d["last_execution"]["started_at"])
@@ -76,4 +85,28 @@ def test_readme_examples_run_as_written(processes: Processes, db: Any, db_uri: s
     assert later["tags"] == ["eu"]
     assert (later["scheduled_at"] - later["created_at"]).total_seconds() == 2
     assert later["last_execution"]["started_at"] >= later["scheduled_at"]
-    assert all(p.returncode == 0 for p in procs), [(logs / f).read_text()[-2000:] for f in os.listdir(logs)]
+
+
+def follow_jobs(tmp_path: Path, env: dict[str, str], db: Any) -> None:
+    """The README's follow.py and follow_async.py, run while the processes run their jobs."""
+    out = {}
+    for script in ("follow.py", "follow_async.py"):
+        result = subprocess.run([sys.executable, script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                                timeout=120)
+        assert result.returncode == 0, result.stderr
+        out[script] = result.stdout.splitlines()
+    lines = out["follow.py"]
+    job_id = lines[0].split()[0]
+    assert lines[:3] == [f"{job_id} queued", "{'sent': 'INV-200'}", "archived done 1"]
+    assert lines[3].startswith("archived {'sent': 'INV-200'} ")
+    assert lines[4] == str([{"sent": f"INV-{n}"} for n in range(201, 205)])
+    assert all(line.startswith("finished ") for line in lines[5:8])
+    assert sorted(line.split(" ", 2)[2] for line in lines[5:8]) == [str({"sent": f"INV-{n}"}) for n in (205, 206, 207)]
+    cancelled = db.archived.find_one({"workable.parameters.invoice_id": "INV-300"})
+    assert lines[8] == f"job {cancelled['_id']} ended cancelled"
+    assert lines[9].startswith("cancelled ")
+    assert db.archived.find_one({"_id": ObjectId(job_id)})["result"] == {"sent": "INV-200"}
+    lines = out["follow_async.py"]
+    assert lines[0] == "{'sent': 'INV-400'}"
+    assert sorted(line.split()[-1] for line in lines[1:4]) == ["'INV-401'}", "'INV-402'}", "'INV-403'}"]
+    assert lines[4] == str([{"sent": f"INV-{n}"} for n in range(401, 404)])

@@ -1,0 +1,279 @@
+"""``recruiter jobs list|show|retry|cancel``: following and acting on single jobs.
+
+Invariant: every argument is checked before the database is touched (a
+malformed id, an unknown state, a bad page token or a contradictory filter is
+one line and exit 2), and a command that writes (``retry``, ``cancel``) checks
+every job it names before it writes anything: one bad id and nothing changes.
+Reads and writes go through :mod:`recruiter.store`, judged on the server's clock.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import click
+
+from recruiter.cli.jobs_view import plain, render_show, render_table, row_json, show_json
+from recruiter.cli.options import DURATION, target_option, with_database
+from recruiter.domain.cancel import ALREADY_ARCHIVED, FINISHING, NOT_FOUND, parse_job_id
+from recruiter.domain.following import STATES
+from recruiter.domain.listing import EARLIEST, JobFilter, decode_page_key, encode_page_key, parse_states
+from recruiter.domain.records import JobDoc
+from recruiter.domain.requeue import RetryRefused, retry_copy
+from recruiter.store import (
+    SyncCollections,
+    SyncDb,
+    archived_with_why,
+    cancel_job,
+    ensure_indexes_sync,
+    insert_jobs,
+    list_jobs,
+    read_job_documents,
+    read_retry_originals,
+)
+
+MAX_PAGE = 1000
+INSERT_BATCH = 500
+
+
+class IsoDate(click.ParamType):  # type: ignore[type-arg]
+    """A date and time in ISO 8601, ``2026-11-23`` or ``2026-11-23T02:00:00Z``; UTC unless it says otherwise."""
+
+    name = "date"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> datetime:
+        if isinstance(value, datetime):
+            return value
+        try:
+            parsed = datetime.fromisoformat(str(value))
+        except ValueError:
+            self.fail(f"{value!r} is not a date: use ISO 8601, like 2026-11-23 or 2026-11-23T02:00:00Z",
+                      param, ctx)
+        return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+@click.group("jobs")
+def jobs_group() -> None:
+    """Follow jobs: list them, show one's history, retry archived ones, cancel."""
+
+
+def _job_ids(ids: Sequence[str]) -> list[object]:
+    try:
+        return [parse_job_id(i) for i in ids]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="ID") from None
+
+
+# -- list ----------------------------------------------------------------------------------------
+
+
+@jobs_group.command("list")
+@click.option("--state", "states", multiple=True, metavar="STATE[,STATE]",
+              help=f"Only jobs in these states ({', '.join(STATES)}); repeat or separate by commas.")
+@click.option("--group", help="Only jobs of this group.")
+@click.option("--tenant", help="Only jobs of this tenant.")
+@click.option("--class", "class_name", metavar="MODULE:QUALNAME", help="Only jobs of this workable class.")
+@click.option("--why", help="Only jobs archived with this why (done, cancelled, tried-too-many-times...).")
+@click.option("--tag", help="Only jobs carrying this tag.")
+@click.option("--since", type=DURATION, help="Only jobs whose time is within the last DURATION (1h, 30m...).")
+@click.option("--from", "from_", type=IsoDate(),
+              help="Only jobs whose time is at or after this date (ISO 8601, UTC by default).")
+@click.option("--until", type=IsoDate(), help="Only jobs whose time is at or before this date.")
+@click.option("--limit", type=click.IntRange(1, MAX_PAGE), default=50, show_default=True, help="Jobs per page.")
+@click.option("--after", metavar="TOKEN", help="The next page: the token the previous page printed.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array (the next page's command on stderr).")
+@target_option
+def jobs_list(states: tuple[str, ...], group: str | None, tenant: str | None, class_name: str | None,
+              why: str | None, tag: str | None, since: timedelta | None, from_: datetime | None,
+              until: datetime | None, limit: int, after: str | None, as_json: bool, target: str) -> None:
+    """List jobs, newest first by their time (created_at while waiting, archived_at once archived).
+
+    Waiting and running jobs come from `scheduled`, archived ones from `archived`
+    (--why implies --state archived). Each page ends with the command printing the next.
+    """
+    try:
+        wanted = parse_states(states)
+        page_key = decode_page_key(after) if after is not None else None
+        if since is not None and from_ is not None:
+            raise ValueError("give --since or --from, not both")
+        base = JobFilter.build(wanted, why=why, class_name=class_name, since=from_, until=until,
+                               group=group, tenant=tenant, tag=tag)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+
+    def read(db: SyncDb, now: datetime) -> None:
+        try:
+            f = base if since is None else JobFilter.build(
+                wanted, why=why, class_name=class_name, since=now - since, until=until, group=group, tenant=tenant,
+                tag=tag)
+        except ValueError as exc:  # --since reaches back to after --until
+            raise click.UsageError(str(exc)) from None
+        ensure_indexes_sync(db)  # every read names its index; a database no process of this version opened lacks them
+        page = list_jobs(SyncCollections.of(db), f, page_key, limit, now)
+        if as_json:
+            click.echo(json.dumps([row_json(v) for v in page.views], indent=2))
+        else:
+            click.echo(render_table(page.views) if page.views else "no jobs match")
+        if page.next is not None:
+            next_args = _list_args(click.get_current_context().params)
+            click.echo("next page: recruiter jobs list " + shlex.join([*next_args, "--after",
+                                                                       encode_page_key(page.next)]),
+                       err=as_json)
+
+    with_database(target, read)
+
+
+def _list_args(params: dict[str, object]) -> list[str]:
+    """The filter options of this listing, as given (not ``--target``: it may hold a password)."""
+    args: list[str] = []
+    for name in ("states", "group", "tenant", "class_name", "why", "tag", "since", "from_", "until", "limit"):
+        value = params.get(name)
+        flag = "--" + {"states": "state", "class_name": "class", "from_": "from"}.get(name, name)
+        if value is None or value == ():
+            continue
+        for item in value if isinstance(value, tuple) else (value,):
+            args += [flag, _arg(item)]
+    return args + (["--json"] if params.get("as_json") else [])
+
+
+def _arg(value: object) -> str:
+    if isinstance(value, timedelta):
+        return f"{value.total_seconds():g}s"
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
+# -- show ----------------------------------------------------------------------------------------
+
+
+@jobs_group.command("show")
+@click.argument("job_id", metavar="ID")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@target_option
+def jobs_show(job_id: str, as_json: bool, target: str) -> None:
+    """One job whole: its state (and progress while it runs), and every execution with its trace and logs."""
+    (parsed,) = _job_ids([job_id])
+
+    def show(db: SyncDb, now: datetime) -> None:
+        view = read_job_documents(SyncCollections.of(db), parsed).view(now)
+        if view is None:
+            raise click.ClickException(f"no job {job_id} (neither waiting nor archived)")
+        click.echo(json.dumps(show_json(view), indent=2) if as_json else render_show(view))
+
+    with_database(target, show)
+
+
+# -- retry ---------------------------------------------------------------------------------------
+
+
+@jobs_group.command("retry")
+@click.argument("ids", nargs=-1, metavar="[ID]...")
+@click.option("--why", help="Retry every job archived with this why (instead of IDs).")
+@click.option("--since", type=DURATION, help="With --why: only those archived in the last DURATION.")
+@click.option("--group", help="With --why: only those of this group.")
+@click.option("--limit", type=click.IntRange(min=1), help="With --why: at most this many, the newest first.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@target_option
+def jobs_retry(ids: tuple[str, ...], why: str | None, since: timedelta | None, group: str | None,
+               limit: int | None, as_json: bool, target: str) -> None:
+    """Put archived jobs back in the queue as new jobs (retry_of names the original, left as it is).
+
+    By ID, every job must be archived, or nothing is retried. With --why, jobs
+    archived malformed (quarantined) are skipped: they cannot be retried.
+    """
+    if bool(ids) == (why is not None):
+        raise click.UsageError("give job ids or --why (not both)")
+    if ids and (since is not None or group is not None or limit is not None):
+        raise click.UsageError("--since, --group and --limit go with --why")
+    job_ids = list(dict.fromkeys(_job_ids(ids)))  # an id given twice is retried once
+
+    def retry(db: SyncDb, now: datetime) -> None:
+        c = SyncCollections.of(db)
+        skipped: list[str] = []
+        if why is None:
+            copies = _copies_of_ids(c, job_ids, now)
+        else:
+            ensure_indexes_sync(db)  # served by by_why (see jobs list)
+            copies, skipped = _copies_by_why(c, why, now - since if since else EARLIEST,
+                                             group, limit, now)
+        for start in range(0, len(copies), INSERT_BATCH):
+            insert_jobs(c, copies[start:start + INSERT_BATCH])
+        _print_retried(copies, skipped, as_json)
+
+    with_database(target, retry)
+
+
+def _copies_of_ids(c: SyncCollections, job_ids: list[object], now: datetime) -> list[JobDoc]:
+    archived, waiting = read_retry_originals(c, job_ids, now)
+    copies = []
+    for job_id in job_ids:
+        if job_id in waiting:
+            raise click.ClickException(f"{job_id} is not archived (it is {waiting[job_id].state}); "
+                                       "only archived jobs can be retried; nothing was retried")
+        if job_id not in archived:
+            raise click.ClickException(f"no archived job {job_id}; nothing was retried")
+        try:
+            copies.append(retry_copy(archived[job_id], now))
+        except RetryRefused as exc:
+            raise click.ClickException(f"{exc}; nothing was retried") from None
+    return copies
+
+
+def _copies_by_why(c: SyncCollections, why: str, since: datetime, group: str | None, limit: int | None,
+                   now: datetime) -> tuple[list[JobDoc], list[str]]:
+    copies: list[JobDoc] = []
+    skipped: list[str] = []
+    for doc in archived_with_why(c, why, since, group, limit):
+        try:
+            copies.append(retry_copy(doc, now))
+        except RetryRefused as exc:
+            skipped.append(str(exc))
+    return copies, skipped
+
+
+def _print_retried(copies: list[JobDoc], skipped: list[str], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps({"retried": [{"id": plain(d["_id"]), "retry_of": plain(d.get("retry_of"))}
+                                           for d in copies], "skipped": skipped}, indent=2))
+    else:
+        for d in copies:
+            click.echo(f"{plain(d['_id'])}  retry of {plain(d.get('retry_of'))}")
+        click.echo(f"retried {len(copies)} job(s)")
+    for reason in skipped:
+        click.echo(f"skipped {reason}", err=True)
+
+
+# -- cancel --------------------------------------------------------------------------------------
+
+
+@jobs_group.command("cancel")
+@click.argument("ids", nargs=-1, required=True)
+@click.option("--reason", help="Kept in the archived job (cancel_reason, and the cancelled execution's message).")
+@target_option
+def jobs_cancel(ids: tuple[str, ...], reason: str | None, target: str) -> None:
+    """Cancel jobs: archived with why "cancelled"; a worker running one halts it.
+
+    A job a worker has already finished is left to the recruiter. Exits 1 if
+    any job could not be cancelled.
+    """
+    try:
+        job_ids = [parse_job_id(i) for i in ids]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="IDS") from None
+
+    def cancel(db: SyncDb, now: datetime) -> None:
+        try:
+            results = [cancel_job(db, job_id, now, reason) for job_id in job_ids]
+        except RuntimeError as exc:  # the job kept changing under the cancel
+            raise click.ClickException(str(exc)) from None
+        for r in results:
+            click.echo(r.describe())
+        if any(r.state in (FINISHING, ALREADY_ARCHIVED, NOT_FOUND) for r in results):
+            raise SystemExit(1)
+
+    with_database(target, cancel)
+

@@ -1,0 +1,192 @@
+"""How ``recruiter jobs list`` and ``jobs show`` print a job: a table row, the whole history, or JSON.
+
+Invariant: rendering reads nothing and never raises on data. A view comes from
+untrusted documents (:mod:`recruiter.domain.following` keeps a field of the
+wrong type out of it, but parameters, results and executions are shown as
+stored), so every value goes through :func:`plain`, which turns any BSON value
+into JSON (ids as strings, dates in ISO 8601) and anything else into its text.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from bson import Binary, ObjectId
+
+from recruiter.domain.following import JobView, Progress
+from recruiter.domain.records import Raw
+
+MISSING = "-"
+
+
+def plain(value: object) -> Any:
+    """``value`` as JSON: documents and arrays recursively, ids as strings, dates ISO 8601."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # NaN and infinities are not JSON
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
+        return [plain(v) for v in value]
+    if isinstance(value, Binary | bytes):
+        return bytes(value).hex()
+    if isinstance(value, ObjectId | uuid.UUID):
+        return str(value)
+    return str(value)
+
+
+def _text(value: object) -> str:
+    return MISSING if value is None else str(value)
+
+
+def _time(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S") if value is not None else MISSING
+
+
+def state_of(view: JobView) -> str:
+    """``running``, ``queued``...; ``archived: <why>`` for an archived job."""
+    return f"archived: {view.why}" if view.state == "archived" else view.state
+
+
+def progress_json(progress: Progress | None) -> dict[str, Any] | None:
+    if progress is None:
+        return None
+    return {"value": progress.value, "message": progress.message, "at": plain(progress.at)}
+
+
+def row_json(view: JobView) -> dict[str, Any]:
+    """One job of ``jobs list --json``."""
+    return {
+        "id": plain(view.id), "state": view.state, "why": view.why, "reason": view.reason,
+        "group": view.group, "tenant": view.tenant, "tags": list(view.tags), "class": view.class_name,
+        "attempts": view.attempts, "created_at": plain(view.created_at),
+        "scheduled_at": plain(view.scheduled_at), "archived_at": plain(view.archived_at),
+        "worker": view.worker, "progress": progress_json(view.progress), "retry_of": plain(view.retry_of),
+    }
+
+
+def render_table(views: Sequence[JobView]) -> str:
+    """``jobs list``: one line per job."""
+    header = ("id", "state", "group", "tenant", "class", "attempts", "time (UTC)", "worker / progress")
+    rows = [header] + [
+        (str(plain(v.id)), state_of(v), _text(v.group), _text(v.tenant), _text(v.class_name), str(v.attempts),
+         _time(v.archived_at if v.state == "archived" else v.created_at), _holder(v))
+        for v in views
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+
+
+def _holder(view: JobView) -> str:
+    if view.worker is None:
+        return ""
+    return view.worker + (f" {view.progress.describe()}" if view.progress is not None else "")
+
+
+def show_json(view: JobView) -> dict[str, Any]:
+    """``jobs show --json``: the job, and every execution kept."""
+    workable = view.document.get("workable")
+    return {
+        **row_json(view),
+        "parameters": plain(workable.get("parameters")) if isinstance(workable, Mapping) else None,
+        "result": plain(view.result),
+        "executions": [plain(e) for e in executions_of(view)],
+    }
+
+
+def executions_of(view: JobView) -> list[Raw]:
+    """Every execution kept, oldest first; the last one with what only ``last_execution`` holds (its trace).
+
+    ``executions`` keeps each attempt without its trace; ``last_execution`` is the
+    latest attempt whole. A document with only the latter (an older version's) shows it alone.
+    """
+    runs = list(view.executions)
+    last = view.last_execution
+    if last is None:
+        return runs
+    if runs and runs[-1].get("attempt") == last.get("attempt"):
+        runs[-1] = {**last, **{k: v for k, v in runs[-1].items() if v is not None}}
+    elif not runs:
+        runs = [last]
+    return runs
+
+
+def render_show(view: JobView) -> str:
+    """``jobs show``: the job, then each execution with its error, trace and logs."""
+    doc = view.document
+    workable = doc.get("workable")
+    params = workable.get("parameters") if isinstance(workable, Mapping) else None
+    lines = [
+        f"job        {plain(view.id)}",
+        f"state      {state_of(view)}" + (f" ({view.reason})" if view.reason else ""),
+        f"class      {_text(view.class_name)}",
+        f"parameters {json.dumps(plain(params))}",
+        f"group      {_text(view.group)}",
+        f"tenant     {_text(view.tenant)}",
+        f"tags       {', '.join(view.tags) or MISSING}",
+        f"attempts   {view.attempts}" + _crashes(doc.get("crashes")),
+        f"created    {_iso(view.created_at)}",
+        f"scheduled  {_iso(view.scheduled_at)}",
+    ]
+    if view.archived_at is not None:
+        lines.append(f"archived   {_iso(view.archived_at)}")
+    cancel_reason = doc.get("cancel_reason")
+    if isinstance(cancel_reason, str):
+        lines.append(f"cancelled  {cancel_reason}")
+    if view.retry_of is not None:
+        lines.append(f"retry of   {plain(view.retry_of)}")
+    if view.worker is not None:
+        lines.append(f"worker     {view.worker}")
+    if view.progress is not None:
+        lines.append(f"progress   {view.progress.describe()} (at {_iso(view.progress.at)})")
+    if view.state == "archived" and "result" in doc:
+        lines.append(f"result     {json.dumps(plain(view.result))}")
+    runs = executions_of(view)
+    lines.append(f"executions {len(runs)}" + ("" if runs else " (none yet)"))
+    first = runs[0].get("attempt") if runs else None
+    if isinstance(first, int) and not isinstance(first, bool) and first > 1:
+        lines.append(f"  (attempts 1 to {first - 1} are no longer kept)")
+    for run in runs:
+        lines.extend(_execution_lines(run))
+    return "\n".join(lines)
+
+
+def _crashes(value: object) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return f" ({value} crashed)"
+    return ""
+
+
+def _iso(value: datetime | None) -> str:
+    return value.isoformat() if value is not None else MISSING
+
+
+def _execution_lines(run: Raw) -> list[str]:
+    started, ended = run.get("started_at"), run.get("ended_at")
+    took = f" ({(ended - started).total_seconds():.3f}s)" if isinstance(started, datetime) and isinstance(
+        ended, datetime) else ""
+    lines = [f"  attempt {_text(run.get('attempt'))}: {_text(run.get('outcome'))}{took}"
+             f"  worker {_text(run.get('worker'))} pid {_text(run.get('pid'))} host {_text(run.get('hostname'))}",
+             f"    started {_text(plain(started))}  ended {_text(plain(ended))}"]
+    error, message = run.get("class"), run.get("message")
+    if error is not None or message is not None:
+        lines.append(f"    {_text(error)}: {_text(message)}" if error is not None else f"    {message}")
+    trace = run.get("trace")
+    if isinstance(trace, str) and trace:
+        lines.append("    trace:")
+        lines.extend("      " + line for line in trace.rstrip("\n").splitlines())
+    logs, cut = run.get("logs"), run.get("logs_cut")
+    if isinstance(logs, str) and (logs or cut):
+        lines.append("    logs:")
+        if isinstance(cut, int) and not isinstance(cut, bool) and cut > 0:
+            lines.append(f"      [… {cut} bytes cut …]")
+        lines.extend("      " + line for line in logs.rstrip("\n").splitlines())
+    return lines
