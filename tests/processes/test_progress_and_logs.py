@@ -17,6 +17,7 @@ from recruiter.domain.retry import RetryManyTimes
 from recruiter.store.monitoring import STATS_ENVVAR
 from tests.conftest import wait_for
 from tests.processes.conftest import FAST_WORKER, Proc, Processes
+from tests.processes.test_cli_errors import run_cli
 from tests.workables import AsyncChatty, Chatty, Progressing
 
 INTERVAL_S = 0.3  # FAST_WORKER's --heartbeat-interval
@@ -143,3 +144,37 @@ def test_each_attempt_keeps_its_own_logs_in_order_and_a_long_log_is_cut(
     assert lines[-1].endswith(f"stdout: {2999:06d} " + "x" * 100), "the newest lines are kept"
     assert all(" PRINT   stdout: " in line for line in lines), "cut on a line boundary"
     assert doc["executions"][-1]["logs_cut"] == e["logs_cut"]
+
+
+def test_the_handle_and_jobs_show_see_the_progress_change_and_then_the_logs(
+        processes: Processes, db: Any, db_uri: str) -> None:
+    processes.recruiter()
+    processes.worker("--id", "shown")
+    with Recruiter.connect(db_uri) as rec:
+        handle = rec.enqueue(Progressing(100, 0.1).as_job_of(rec))
+        first = wait_for(lambda: handle.refresh().progress, timeout_s=30, message="the handle sees progress")
+        assert handle.state == "running"
+        assert handle.worker == "shown"
+        shown = []
+        for _ in range(2):
+            out = run_cli("jobs", "show", str(handle), "--target", db_uri)
+            assert out.returncode == 0, out.stderr
+            shown.append(next(line for line in out.stdout.splitlines() if line.startswith("progress")))
+        later = wait_for(lambda: (p := handle.refresh().progress) and p.value > first.value and p,
+                         timeout_s=30, message="the handle sees the progress change")
+        assert later.message == f"step {round(later.value * 100)} of 100"
+        assert shown[0] != shown[1], "jobs show saw the progress change"
+        assert all(" of 100 (at " in line for line in shown)
+        assert handle.wait(timeout=60) == 100
+    with Recruiter.connect(db_uri) as rec:
+        chatty = rec.enqueue(Chatty(succeed_on=2).as_job_of(rec).retry_with(RetryManyTimes(1, wait=0)))
+        assert chatty.wait(timeout=60) == 2
+        rec_logs = [e.get("logs", "") for e in chatty.executions]
+    logged = run_cli("jobs", "show", str(chatty), "--target", db_uri)
+    assert logged.returncode == 0, logged.stderr
+    text = logged.stdout
+    first_at, second_at = text.index("print says attempt 1"), text.index("print says attempt 2")
+    assert first_at < second_at, "each attempt's logs, in order"
+    assert text.index("attempt 1 fails") < second_at
+    assert len(rec_logs) == 2
+    assert all(f"structlog says attempt={n}\n" in logs for n, logs in enumerate(rec_logs, start=1))
