@@ -49,8 +49,17 @@ CAPTURE_LEVEL = logging.INFO
 _LOGGER_MODULES = ("logging", "structlog")
 
 
+_second: tuple[int, str] = (-1, "")  # the last second formatted (replaced whole: no lock needed)
+
+
 def _stamp(at: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at)) + f".{int(at * 1000) % 1000:03d}Z"
+    global _second
+    whole = int(at)
+    second, text = _second
+    if second != whole:
+        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+        _second = (whole, text)
+    return f"{text}.{int(at * 1000) % 1000:03d}Z"
 
 
 def format_line(at: float, level: str, name: str | None, message: str) -> str:
