@@ -245,3 +245,14 @@ class AsyncChatty(Chatty):
         if ctx.attempt < self.succeed_on:
             raise RuntimeError(f"attempt {ctx.attempt} fails")
         return ctx.attempt
+
+
+class LogsThenHangs(Workable):
+    """Logs a line and prints one, then sleeps far past any short timeout."""
+
+    def execute(self, ctx: JobContext) -> None:
+        import logging
+
+        logging.getLogger("tests.hangs").warning("about to hang, attempt %d", ctx.attempt)
+        print("printed before hanging", flush=True)
+        time.sleep(300)

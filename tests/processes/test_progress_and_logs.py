@@ -18,7 +18,7 @@ from recruiter.store.monitoring import STATS_ENVVAR
 from tests.conftest import wait_for
 from tests.processes.conftest import FAST_WORKER, Proc, Processes
 from tests.processes.test_cli_errors import run_cli
-from tests.workables import AsyncChatty, Chatty, Progressing
+from tests.workables import AsyncChatty, Chatty, LogsThenHangs, Progressing
 
 INTERVAL_S = 0.3  # FAST_WORKER's --heartbeat-interval
 WRITES = ("insert", "update", "delete", "findAndModify")
@@ -108,7 +108,8 @@ def test_progress_rides_on_the_heartbeat_and_costs_no_write(
 def test_each_attempt_keeps_its_own_logs_in_order_and_a_long_log_is_cut(
         processes: Processes, db: Any, db_uri: str) -> None:
     processes.recruiter()
-    processes.worker("--id", "chatty", "--concurrency", "4")
+    processes.worker("--id", "chatty", "--concurrency", "5")
+    hangs = enqueue(db_uri, LogsThenHangs(), timeout_s=2)  # killed at its timeout: its child's lines kept
     in_thread = enqueue(db_uri, Chatty(succeed_on=3), retries=2)
     in_child = enqueue(db_uri, Chatty(succeed_on=3), timeout_s=60, retries=2)  # a timeout: a child process
     in_task = enqueue(db_uri, AsyncChatty(succeed_on=3), timeout_s=60, retries=2)
@@ -135,6 +136,13 @@ def test_each_attempt_keeps_its_own_logs_in_order_and_a_long_log_is_cut(
                 assert e["class"] == "builtins:RuntimeError"
                 assert f"attempt {n} fails" in e["trace"]
         assert doc["last_execution"]["logs"] == executions[-1]["logs"]
+
+    timed_out = wait_for(lambda: db.archived.find_one({"_id": hangs}), timeout_s=30, message="the hung job")
+    e = timed_out["last_execution"]
+    assert e["outcome"] == "timed-out"
+    assert [line.split(" ", 1)[1] for line in e["logs"].splitlines()] == [
+        "WARNING tests.hangs: about to hang, attempt 1", "PRINT   stdout: printed before hanging"]
+    assert timed_out["executions"][-1]["logs"] == e["logs"]
 
     doc = db.archived.find_one({"_id": long_log})
     e = doc["last_execution"]

@@ -15,7 +15,7 @@ import structlog
 
 from recruiter.domain.attempt import MAX_LOG_BYTES
 from recruiter.domain.workable import MAX_PROGRESS_MESSAGE_CHARS, JobContext, checked_progress
-from recruiter.processes.worker.capture import LogBuffer, capturing, ensure_installed, format_line
+from recruiter.processes.worker.capture import LogBuffer, _LastResort, capturing, ensure_installed, format_line
 
 
 def utf8(text: str) -> int:
@@ -220,3 +220,18 @@ def test_a_context_pickles_without_its_reporter() -> None:
     copy = pickle.loads(pickle.dumps(ctx))
     assert copy == ctx
     assert copy.reporter is None
+
+
+def test_a_warning_printed_by_a_logging_handler_is_kept_once() -> None:
+    ensure_installed()
+    handler = logging.StreamHandler(sys.stderr)  # the current (wrapped) stderr, as a process's handler may be
+    logging.getLogger().addHandler(handler)
+    buffer = LogBuffer()
+    try:
+        with capturing(buffer):
+            logging.getLogger("tests.once").warning("said once")
+            _LastResort(logging.WARNING).handle(logging.makeLogRecord({"msg": "via last resort", "levelno": 30}))
+    finally:
+        logging.getLogger().removeHandler(handler)
+    lines = buffer.text()[0].splitlines()
+    assert [line.split(" ", 1)[1] for line in lines] == ["WARNING tests.once: said once"]

@@ -44,8 +44,9 @@ from recruiter.domain.attempt import MAX_LOG_BYTES
 # The buffer of the attempt running in the current context, if any.
 CURRENT: contextvars.ContextVar[LogBuffer | None] = contextvars.ContextVar("recruiter_job_logs", default=None)
 CAPTURE_LEVEL = logging.INFO
-# Writes to stdout/stderr whose caller is in one of these modules are lines a logger
-# already captured (a structlog PrintLogger, a logging StreamHandler): not captured twice.
+# Writes to stdout/stderr whose caller is in one of these modules (or this one: _LastResort)
+# are lines a logger already captured (a structlog PrintLogger, a logging StreamHandler): not
+# captured twice.
 _LOGGER_MODULES = ("logging", "structlog")
 
 
@@ -147,7 +148,7 @@ class LogBuffer:
 
 def _from_logger(frame: Any) -> bool:
     name = frame.f_globals.get("__name__", "") if frame is not None else ""
-    return isinstance(name, str) and name.split(".")[0] in _LOGGER_MODULES
+    return isinstance(name, str) and (name == __name__ or name.split(".")[0] in _LOGGER_MODULES)
 
 
 class TeeStream:
