@@ -11,8 +11,10 @@ the writes and the fence read are in :mod:`recruiter.store.heartbeats` and
 :mod:`recruiter.store.roster`),
 never the roster entries a recruiter round writes, so the two never conflict.
 Each update is conditional on the slot's ``session``. It says which job each
-slot runs (``working_token``: the evidence that the attempt started), and the
-thread beats early, batched, when a slot starts a job (:meth:`HeartbeatThread.nudge`).
+slot runs (``working_token``: the evidence that the attempt started) and what
+that job last said of its progress (``progress``, read from memory: ``ctx.progress``
+costs no write and adds no beat), and the thread beats early, batched, when a slot
+starts a job (:meth:`HeartbeatThread.nudge`).
 
 Every beat with a busy slot then reads the busy slots' roster entries to check their fences: an
 entry that is gone, carries another ``session``, or whose assignment
