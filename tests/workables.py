@@ -183,3 +183,76 @@ class Carry(Workable):
     def execute(self, ctx: JobContext) -> int:
         note(self.ledger_uri, ctx, "start", size=len(self.payload))
         return len(self.payload)
+
+
+class Progressing(Workable):
+    """Says its progress ``steps`` times over about ``steps * step_s`` seconds (or, without
+    ``report``, only takes the same time)."""
+
+    def __init__(self, steps: int, step_s: float, report: bool = True) -> None:
+        self.steps = steps
+        self.step_s = step_s
+        self.report = report
+
+    def execute(self, ctx: JobContext) -> int:
+        for i in range(1, self.steps + 1):
+            time.sleep(self.step_s)
+            if self.report:
+                ctx.progress(i / self.steps, f"step {i} of {self.steps}")
+        return self.steps
+
+
+class Chatty(Workable):
+    """Logs through ``logging``, structlog and ``print`` on every attempt (and ``lines`` more
+    printed lines of ``width`` characters), and fails until attempt ``succeed_on``."""
+
+    def __init__(self, succeed_on: int = 3, lines: int = 0, width: int = 0) -> None:
+        self.succeed_on = succeed_on
+        self.lines = lines
+        self.width = width
+
+    def execute(self, ctx: JobContext) -> int:
+        import logging
+        import sys
+
+        import structlog
+
+        logging.getLogger("tests.chatty").info("logging says attempt %d", ctx.attempt)
+        structlog.get_logger().warning("structlog says", attempt=ctx.attempt)
+        print(f"print says attempt {ctx.attempt}")
+        print(f"stderr says attempt {ctx.attempt}", file=sys.stderr)
+        for i in range(self.lines):
+            print(f"{i:06d} " + "x" * self.width)
+        if ctx.attempt < self.succeed_on:
+            raise RuntimeError(f"attempt {ctx.attempt} fails")
+        return ctx.attempt
+
+
+class AsyncChatty(Chatty):
+    """:class:`Chatty` as an ``async def``: its print is made from a thread it starts (``asyncio.to_thread``)."""
+
+    async def execute(self, ctx: JobContext) -> int:  # type: ignore[override]
+        import logging
+        import sys
+
+        import structlog
+
+        logging.getLogger("tests.chatty").info("logging says attempt %d", ctx.attempt)
+        await asyncio.sleep(0)
+        structlog.get_logger().warning("structlog says", attempt=ctx.attempt)
+        await asyncio.to_thread(print, f"print says attempt {ctx.attempt}")
+        print(f"stderr says attempt {ctx.attempt}", file=sys.stderr)
+        if ctx.attempt < self.succeed_on:
+            raise RuntimeError(f"attempt {ctx.attempt} fails")
+        return ctx.attempt
+
+
+class LogsThenHangs(Workable):
+    """Logs a line and prints one, then sleeps far past any short timeout."""
+
+    def execute(self, ctx: JobContext) -> None:
+        import logging
+
+        logging.getLogger("tests.hangs").warning("about to hang, attempt %d", ctx.attempt)
+        print("printed before hanging", flush=True)
+        time.sleep(300)

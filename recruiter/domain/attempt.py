@@ -20,6 +20,9 @@ from recruiter.domain.retry import Archive, Decision, Failure, MoveToGroup, Retr
 MAX_MESSAGE_CHARS = 2_000
 MAX_TRACE_CHARS = 8_000
 MAX_RESULT_BYTES = 16 * 1024
+# What an attempt logged is kept up to this many bytes (UTF-8), the newest ones
+# (recruiter.processes.worker.capture); ``logs_cut`` counts the bytes dropped before them.
+MAX_LOG_BYTES = 64 * 1024
 BAD_RETRY_POLICY = "bad-retry-policy"
 
 
@@ -50,6 +53,14 @@ def describe_exception(exc: BaseException) -> tuple[str, str, str]:
     lineage = exception_lineage(type(exc))
     trace = "".join(traceback.format_exception(exc))
     return lineage[0], str(exc)[:MAX_MESSAGE_CHARS], trace[-MAX_TRACE_CHARS:]
+
+
+def cut_marker(cut: object) -> str:
+    """The line readers show where an execution's logs were cut: ``[… 12345 bytes cut …]``
+    (empty when nothing was cut; ``cut`` is the stored ``logs_cut``, any value read tolerantly)."""
+    if isinstance(cut, bool) or not isinstance(cut, int | float) or cut <= 0:
+        return ""
+    return f"[… {int(cut)} bytes cut …]"
 
 
 def _date_or(value: object, default: datetime) -> datetime:

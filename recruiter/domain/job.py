@@ -56,10 +56,11 @@ class JobRefused(ValueError):
 # A worker waits on a job's timeout with poll(2), whose longest wait is 2**31 ms (24.8 days).
 MAX_TIMEOUT_S = 24 * 24 * 3600.0
 # Room kept below the server's document size limit for what a job gathers over its
-# life: up to MAX_EXECUTIONS_KEPT history entries (a 2 000-character message each),
-# ``last_execution`` with its 8 000-character trace, a 16 KiB result and the lock
-# fields. tests/unit/test_job.py checks the worst case fits.
-HISTORY_ALLOWANCE_BYTES = 256 * 1024
+# life: up to MAX_EXECUTIONS_KEPT history entries (a 2 000-character message each), the
+# newest DETAILED_EXECUTIONS_KEPT (5) of them and ``last_execution`` also with an
+# 8 000-character trace and 64 KiB of logs, a 16 KiB result and the lock fields.
+# tests/unit/test_naming.py checks the worst case fits.
+HISTORY_ALLOWANCE_BYTES = 960 * 1024  # the worst case is about 760 KiB
 
 
 @dataclass(frozen=True)

@@ -54,11 +54,14 @@ class Execution:
     message: str | None = None
     trace: str | None = None
     assigned_at: datetime | None = None  # when the recruiter handed the job to its worker
+    logs: str = ""  # what the attempt logged, its newest MAX_LOG_BYTES (processes.worker.capture)
+    logs_cut: int = 0  # bytes dropped before ``logs``
 
     @classmethod
     def of(cls, job: Mapping[str, object], kind: Kind, *, pid: int | None, hostname: str | None,
            started_at: datetime | None, ended_at: datetime, error_class: str | None = None,
-           message: str | None = None, trace: str | None = None, attempt: object = _ATTEMPTS) -> Execution:
+           message: str | None = None, trace: str | None = None, attempt: object = _ATTEMPTS,
+           logs: str = "", logs_cut: int = 0) -> Execution:
         """The execution of ``job``'s current attempt (``attempts``, unless ``attempt`` says
         otherwise), by the worker holding its lock: when it was scheduled and assigned
         comes from the job, the rest from the caller."""
@@ -67,7 +70,7 @@ class Execution:
             kind=kind, worker=str(job.get("locked_by")), pid=pid, hostname=hostname,
             scheduled_at=cast("datetime | None", job.get("scheduled_at")), started_at=started_at,
             ended_at=ended_at, error_class=error_class, message=message, trace=trace,
-            assigned_at=cast("datetime | None", job.get("locked_at")),
+            assigned_at=cast("datetime | None", job.get("locked_at")), logs=logs, logs_cut=logs_cut,
         )
 
     def to_document(self) -> dict[str, Any]:
@@ -87,6 +90,8 @@ class Execution:
             doc.update({"class": self.error_class, "message": self.message, "trace": self.trace})
         elif self.message is not None:  # e.g. why an attempt was interrupted
             doc["message"] = self.message
+        if self.logs or self.logs_cut:
+            doc.update(logs=self.logs, logs_cut=self.logs_cut)
         return doc
 
 
@@ -155,13 +160,25 @@ def held_by(job: Raw | None, outcome_doc: Raw) -> bool:
     return job is not None and job.get("locked") is True and job.get("lock_token") == outcome_doc["token"]
 
 
-def history_entry(execution: Raw) -> dict[str, object]:
-    """An execution as kept in ``executions``: everything but the trace.
+# The newest this many entries of ``executions`` keep their ``trace`` and ``logs``; older ones
+# lose them (and say so with ``details_dropped``), so a job that failed many times stays
+# well under the document size limit (HISTORY_ALLOWANCE_BYTES).
+DETAILED_EXECUTIONS_KEPT = 5
+DETAIL_FIELDS = ("trace", "logs", "logs_cut")
 
-    The full trace stays in ``last_execution``; leaving it out of the history
-    keeps a job that failed many times well under the document size limit.
-    """
-    return {k: v for k, v in execution.items() if k != "trace"}
+
+def history_entry(execution: Raw) -> dict[str, object]:
+    """An execution without its details (``trace``, ``logs``): as the cleaner pushes a crash,
+    and as ``executions`` keeps all but its newest ``DETAILED_EXECUTIONS_KEPT`` entries."""
+    return {k: v for k, v in execution.items() if k not in DETAIL_FIELDS}
+
+
+def without_details(entry: object) -> object:
+    """A history entry past the newest ``DETAILED_EXECUTIONS_KEPT``: its details dropped, flagged
+    ``details_dropped`` if it had any. Anything else a history holds is kept as it is."""
+    if not isinstance(entry, Mapping) or not any(entry.get(k) for k in DETAIL_FIELDS):
+        return entry
+    return {**history_entry(entry), "details_dropped": True}
 
 
 def jobs_referenced_by(entry: Raw) -> set[object]:
@@ -181,11 +198,15 @@ def jobs_referenced_by(entry: Raw) -> set[object]:
 REFERENCE_FIELDS = {"assigned_to": 1, "working_on": 1, "outcome.job": 1}
 
 
-def _history(job: Raw, execution: Raw | None) -> list[object]:
+def history(job: Raw, execution: Raw | None) -> list[object]:
+    """``job``'s ``executions`` once ``execution`` is added: the newest ``MAX_EXECUTIONS_KEPT``,
+    of which the newest ``DETAILED_EXECUTIONS_KEPT`` keep their trace and logs (pure)."""
     executions = list(cast("list[object]", job.get("executions") or []))
     if execution is not None:
-        executions.append(history_entry(execution))
-    return executions[-MAX_EXECUTIONS_KEPT:]
+        executions.append(dict(execution))
+    executions = executions[-MAX_EXECUTIONS_KEPT:]
+    cut = max(0, len(executions) - DETAILED_EXECUTIONS_KEPT)
+    return [without_details(e) for e in executions[:cut]] + executions[cut:]
 
 
 def _execution(outcome_doc: Raw) -> Raw | None:
@@ -204,7 +225,7 @@ def archived_document(job: Raw, outcome_doc: Raw, now: datetime) -> dict[str, ob
         locked=False,
         why=why,
         archived_at=now,
-        executions=_history(job, execution),
+        executions=history(job, execution),
     )
     reason = decision.get("reason")
     if isinstance(reason, str):  # e.g. why a job was refused as malformed
@@ -230,13 +251,13 @@ def reschedule_update(job: Raw, outcome_doc: Raw) -> tuple[Query, Query]:
     if decision.get("group"):
         set_["group"] = decision["group"]
     if execution is not None:
-        set_["last_execution"] = execution
+        # The whole history, as archiving writes it: the job read is the one under this lock
+        # (the filter's token), and no writer changes its history while it is locked.
+        set_.update(last_execution=execution, executions=history(job, execution))
     update: Query = {
         "$set": set_,
         "$unset": {f: "" for f in (*LOCK_FIELDS, "crash_pending")},
     }
-    if execution is not None:
-        update["$push"] = {"executions": {"$each": [history_entry(execution)], "$slice": -MAX_EXECUTIONS_KEPT}}
     if not outcome_doc["executed"]:
         update["$inc"] = {"attempts": -1}
     return {"_id": job["_id"], "lock_token": outcome_doc["token"]}, update

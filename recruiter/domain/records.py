@@ -55,7 +55,8 @@ PolicyDocument = TypedDict("PolicyDocument", {
 
 # One attempt, as kept in ``executions`` and ``last_execution`` (``Execution.to_document``);
 # ``class``, ``message`` and ``trace`` describe the error of a failed attempt (``message`` alone
-# says why an attempt was interrupted). ``executions`` keeps them without ``trace``.
+# says why an attempt was interrupted). Only the newest DETAILED_EXECUTIONS_KEPT entries of
+# ``executions`` keep ``trace`` and ``logs``; older ones lose them and say ``details_dropped``.
 ExecutionDoc = TypedDict("ExecutionDoc", {
     "attempt": int,
     "outcome": str,
@@ -74,6 +75,7 @@ ExecutionDoc = TypedDict("ExecutionDoc", {
     # MAX_LOG_BYTES of it; ``logs_cut``: how many bytes were dropped before it (0: none).
     "logs": NotRequired[str],
     "logs_cut": NotRequired[int],
+    "details_dropped": NotRequired[bool],
 })
 
 

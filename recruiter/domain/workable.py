@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
+import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -34,9 +36,38 @@ if TYPE_CHECKING:
     from recruiter.domain.job import Enqueuer, JobBuilder
 
 
+# A progress message is cut to this many characters (it rides on every heartbeat).
+MAX_PROGRESS_MESSAGE_CHARS = 500
+
+# Where ``JobContext.progress`` delivers a checked value: the worker's in-memory cell
+# (no write: the heartbeat carries the newest value).
+ProgressSink = Callable[[float | None, str | None], None]
+
+
+def checked_progress(value: object = None, message: object = None) -> tuple[float | None, str | None]:
+    """``(value, message)`` as stored, or ValueError with one line: a fraction from 0 to 1 and/or a
+    string (cut to ``MAX_PROGRESS_MESSAGE_CHARS``); at least one of them."""
+    if value is None and message is None:
+        raise ValueError("ctx.progress needs a value (0 to 1) or a message")
+    if value is not None:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise ValueError(f"progress value must be a number from 0 to 1, got {type(value).__name__}")
+        value = float(value)
+        if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+            raise ValueError(f"progress value must be from 0 to 1, got {value!r}")
+    if message is not None and not isinstance(message, str):
+        raise ValueError(f"progress message must be a string, got {type(message).__name__}")
+    return value, None if message is None else message[:MAX_PROGRESS_MESSAGE_CHARS]
+
+
 @dataclass(frozen=True)
 class JobContext:
-    """What a running job may know about itself."""
+    """What a running job may know about itself, and how it reports its progress.
+
+    ``reporter`` is set by the worker; it is not pickled (a job run in a child
+    process gets the child's own), and a context built without one (in a user's
+    test) checks ``progress`` calls and keeps nothing.
+    """
 
     job_id: str
     attempt: int
@@ -47,6 +78,20 @@ class JobContext:
     scheduled_at: datetime | None = None
     assigned_at: datetime | None = None  # when the recruiter assigned this attempt
     extra: dict[str, object] = field(default_factory=dict)
+    reporter: ProgressSink | None = field(default=None, compare=False, repr=False)
+
+    def progress(self, value: float | None = None, message: str | None = None) -> None:
+        """Say how far the job is: ``ctx.progress(0.4, "copied 4 of 10 files")``; either part may
+        be left out. Costs no write: the worker's heartbeat carries the newest value (within
+        one heartbeat interval). Raises ValueError on a value outside 0..1 or a non-string message."""
+        checked = checked_progress(value, message)
+        if self.reporter is not None:
+            self.reporter(*checked)
+
+    def __getstate__(self) -> dict[str, object]:
+        state = dict(self.__dict__)
+        state["reporter"] = None  # the worker's sink stays in the worker
+        return state
 
 
 _PARAMETERS_ATTR = "_recruiter_parameters"

@@ -39,7 +39,7 @@ from recruiter.processes.logs import AfterCommit
 from recruiter.processes.upkeep import quarantine, take_back
 from recruiter.store import archived, metadata, roster, scheduled
 from recruiter.store.layout import Collections, Document
-from recruiter.store.wakeup import job_reference
+from recruiter.store.wakeup import is_copy, job_reference
 
 log = structlog.get_logger("recruiter.recruiter")
 
@@ -109,20 +109,40 @@ class Locked:
     job: Document
 
 
+# What a worker never reads of a job, left out of the copy it gets: its history, whose
+# executions carry earlier attempts' traces and logs (the recruiter keeps the whole job).
+NOT_SENT_TO_WORKERS = ("executions", "last_execution")
+
+
+def worker_copy(job: Document) -> Document:
+    """``job`` as a worker gets it: without ``NOT_SENT_TO_WORKERS`` (``job`` itself when it has none)."""
+    if not any(f in job for f in NOT_SENT_TO_WORKERS):
+        return job
+    return {k: v for k, v in job.items() if k not in NOT_SENT_TO_WORKERS}
+
+
 def copies_to_send(locked: list[Locked]) -> list[Document]:
-    """What each assignment carries in ``job``: the job itself, or a reference to it
-    (:func:`recruiter.wakeup.job_reference`) when the job is bigger than
+    """What each assignment carries in ``job``: the job as a worker needs it (:func:`worker_copy`),
+    or a reference to it (:func:`recruiter.wakeup.job_reference`) when that is bigger than
     ``MAX_JOB_COPY_BYTES`` or the round's copies already reach ``MAX_ROUND_COPY_BYTES``."""
     budget = MAX_ROUND_COPY_BYTES
     out = []
     for lk in locked:
-        size = len(bson.encode(lk.job))
+        copy = worker_copy(lk.job)
+        size = len(bson.encode(copy))
         if size <= min(MAX_JOB_COPY_BYTES, budget):
             budget -= size
-            out.append(lk.job)
+            out.append(copy)
         else:
             out.append(job_reference(lk.assignment.job_id, lk.token))
     return out
+
+
+def handed_out(locked: list[Locked], copies: list[Document], assigned: set[str]) -> dict[object, Document]:
+    """What the recruiter remembers of the jobs it handed out as copies: each job WHOLE (its
+    history included, for the archive), not the worker's copy; big jobs are read again."""
+    return {lk.assignment.job_id: lk.job for lk, copy in zip(locked, copies, strict=True)
+            if lk.assignment.worker_id in assigned and is_copy(copy)}
 
 
 def _hashable(value: object) -> bool:
@@ -174,8 +194,7 @@ class RoundWrites:
         copies = copies_to_send(locked)
         assigned = await self.assign(c, locked, plan.now, copies)
         # Only the copies are remembered: a big job is read again when its outcome comes back.
-        plan.handed_out = {lk.assignment.job_id: lk.job for lk, copy in zip(locked, copies, strict=True)
-                           if lk.assignment.worker_id in assigned and copy is lk.job}
+        plan.handed_out = handed_out(locked, copies, assigned)
         plan.report.assigned = len(assigned)
         if assigned:
             self.events.debug("round.assigned", assigned=len(assigned), free_workers=plan.report.free_workers)

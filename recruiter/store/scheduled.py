@@ -20,7 +20,9 @@ from recruiter.store.layout import AsyncColl, Document, SyncColl
 # -- the worker: its own entry, its job, its heartbeat (processes/worker) --------------
 
 async def read_job(scheduled: AsyncColl, job_id: object) -> Document | None:
-    return await scheduled.find_one({"_id": job_id})
+    """A job to run (a worker, for a job too big to copy): without its history, which carries
+    earlier attempts' traces and logs and which a worker never reads."""
+    return await scheduled.find_one({"_id": job_id}, {"executions": 0, "last_execution": 0})
 
 
 async def read_held_jobs(scheduled: AsyncColl, job_ids: Iterable[object], holder: str) -> list[Document]:

@@ -31,6 +31,7 @@ from recruiter.domain.selection import Assignment
 from recruiter.processes.cleaner import CleanerConfig, CleanerProcess
 from recruiter.processes.leadership import LostLease
 from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
+from recruiter.processes.rounds import NOT_SENT_TO_WORKERS
 from recruiter.processes.worker.heartbeat import HeartbeatThread, SlotView, beat, slot_views
 from recruiter.processes.worker.runtime import WorkerConfig, WorkerProcess
 from recruiter.processes.worker.state import Running, Slot
@@ -180,8 +181,10 @@ def test_round_assigns_fifo_by_group_with_one_roster_update(db_uri: str) -> None
             assert await workers[worker_id][0].poll(workers[worker_id][1]) == job_id
             job = await h.job(job_id)
             assert job is not None
-            # The assignment carries the locked job itself: the worker starts without reading it.
-            assert entry["job"] == job
+            # The assignment carries the locked job itself: the worker starts without reading it
+            # (all of it but its history, which a worker never reads).
+            assert entry["job"] == {k: v for k, v in job.items() if k not in NOT_SENT_TO_WORKERS}
+            assert set(NOT_SENT_TO_WORKERS) & set(job) == {"executions"}
             assert job["locked"] is True
             assert job["locked_by"] == worker_id
             assert job["status"] == "assigned"

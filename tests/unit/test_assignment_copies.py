@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from recruiter.domain.selection import Assignment
-from recruiter.processes.rounds import MAX_JOB_COPY_BYTES, MAX_ROUND_COPY_BYTES, Locked, copies_to_send
+from recruiter.processes.rounds import MAX_JOB_COPY_BYTES, MAX_ROUND_COPY_BYTES, Locked, copies_to_send, handed_out
 from recruiter.store.wakeup import NOT_COPIED, is_copy, job_reference
 
 KIB = 1024
@@ -58,3 +58,23 @@ def test_every_job_gets_its_copy_or_its_reference_within_the_budget(sizes: list[
             assert len(bson.encode(s)) <= MAX_JOB_COPY_BYTES
             total += len(bson.encode(s))
     assert total <= MAX_ROUND_COPY_BYTES
+
+
+def test_workers_get_jobs_without_their_history_and_the_recruiter_keeps_it_whole() -> None:
+    """Earlier attempts' traces and logs never travel to a worker; the archive still gets them."""
+    history = [{"attempt": i, "outcome": "failed", "logs": "l" * (8 * KIB), "trace": "t"} for i in range(1, 6)]
+    jobs = [locked(KIB, "a"), locked(KIB, "b")]
+    jobs[0].job.update(executions=history, last_execution=history[-1])
+    with_history, plain = copies_to_send(jobs)
+    assert with_history == {k: v for k, v in jobs[0].job.items() if k not in ("executions", "last_execution")}
+    assert plain is jobs[1].job  # nothing to leave out: the job itself
+    assert jobs[0].job["executions"] == history, "the locked job is not changed"
+    # The copy's size decides: a job copied only because its history was left out.
+    big_history = locked(KIB, "c")
+    big_history.job["executions"] = [{"logs": "l" * MAX_JOB_COPY_BYTES}]
+    assert is_copy(copies_to_send([big_history])[0])
+    # What the recruiter remembers for archiving is the whole job, for the copies that were assigned.
+    remembered = handed_out([*jobs, big_history], [with_history, plain, job_reference(ObjectId(), ObjectId())],
+                            {"a", "c"})
+    assert remembered == {jobs[0].assignment.job_id: jobs[0].job}
+    assert remembered[jobs[0].assignment.job_id]["executions"] == history

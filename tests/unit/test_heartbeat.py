@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 from bson import ObjectId
 
-from recruiter.processes.worker.heartbeat import JOB_TAKEN_AWAY, SlotView, beat_fields, lost_slots
+from recruiter.processes.worker.heartbeat import JOB_TAKEN_AWAY, SlotView, beat_fields, lost_slots, slot_views
+from recruiter.processes.worker.state import JobState, Running, Said, Slot
 from recruiter.store.heartbeats import beat_writes
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -21,10 +22,27 @@ def test_a_beat_writes_the_heartbeat_documents_fenced_by_session_and_says_what_r
     fresh = NOW + timedelta(seconds=10)  # two intervals
     assert idle._filter == {"_id": "w1", "session": S1}
     assert idle._doc == {"$set": {"last_seen_at": NOW, "fresh_until": fresh, "working": False, "working_on": None,
-                                  "working_token": None, "working_since": None}}
+                                  "working_token": None, "working_since": None, "progress": None}}
     assert busy._filter == {"_id": "w2", "session": S2}
     assert busy._doc == {"$set": {"last_seen_at": NOW, "fresh_until": fresh, "working": True, "working_on": JOB,
-                                  "working_token": token, "working_since": NOW}}
+                                  "working_token": token, "working_since": NOW, "progress": None}}
+
+
+def test_a_beat_carries_what_the_running_job_last_said_of_its_progress() -> None:
+    slot = Slot("w1")
+    assert slot_views([slot])[0].progress is None
+    slot.running = Running(JOB, NOW, token=ObjectId())
+    assert beat_fields(slot_views([slot])[0], NOW, 5.0)["progress"] is None  # said nothing yet
+    slot.running.progress = Said(0.4, "copied 4 of 10 files", NOW)
+    said = {"value": 0.4, "message": "copied 4 of 10 files", "at": NOW}
+    assert beat_fields(slot_views([slot])[0], NOW, 5.0)["progress"] == said
+    slot.running.progress = Said(None, "cleaning up", NOW)  # the newest value replaces the last
+    assert beat_fields(slot_views([slot])[0], NOW, 5.0)["progress"] == {"value": None, "message": "cleaning up",
+                                                                         "at": NOW}
+    # An idle slot, and a job no longer reported (being recorded), carry none.
+    assert beat_fields(SlotView("w1", S1, None, None, None, said), NOW, 5.0)["progress"] is None
+    assert slot.running.move(JobState.RECORDING)
+    assert slot_views([slot])[0].progress is None
 
 
 def test_why_a_fence_failed() -> None:

@@ -13,7 +13,13 @@ from bson import ObjectId
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recruiter.domain.attempt import MAX_MESSAGE_CHARS, MAX_RESULT_BYTES, MAX_TRACE_CHARS, import_refusal
+from recruiter.domain.attempt import (
+    MAX_LOG_BYTES,
+    MAX_MESSAGE_CHARS,
+    MAX_RESULT_BYTES,
+    MAX_TRACE_CHARS,
+    import_refusal,
+)
 from recruiter.domain.job import (
     HISTORY_ALLOWANCE_BYTES,
     MAX_EXECUTIONS_KEPT,
@@ -31,7 +37,14 @@ from recruiter.domain.naming import (
     name_problem,
     split_qualified,
 )
-from recruiter.domain.outcome import MALFORMED, Execution, Outcome, archived_document
+from recruiter.domain.outcome import (
+    DETAILED_EXECUTIONS_KEPT,
+    MALFORMED,
+    Execution,
+    Outcome,
+    archived_document,
+    history,
+)
 from recruiter.domain.retry import Archive, RetryManyTimes
 from recruiter.processes.worker.runtime import WorkerConfig
 from recruiter.producer.client import limit_from_hello
@@ -179,12 +192,17 @@ def test_split_qualified_is_what_import_qualified_imports() -> None:
 def test_the_history_allowance_covers_the_worst_case_growth() -> None:
     """A job at the size limit less the allowance still fits once its history is full."""
     worst_message = "\U0001f600" * MAX_MESSAGE_CHARS  # four bytes a character
+    worst_logs = "\U0001f600" * (MAX_LOG_BYTES // 4)  # MAX_LOG_BYTES of UTF-8
     entry = Execution(attempt=99, kind="timed-out", worker="w" * 200, pid=2**31, hostname="h" * 255,
                       scheduled_at=NOW, started_at=NOW, ended_at=NOW, error_class="m" * 500,
-                      message=worst_message, trace="\U0001f600" * MAX_TRACE_CHARS, assigned_at=NOW).to_document()
-    history = {k: v for k, v in entry.items() if k != "trace"}
+                      message=worst_message, trace="\U0001f600" * MAX_TRACE_CHARS, assigned_at=NOW,
+                      logs=worst_logs, logs_cut=2**62).to_document()
+    job = {"executions": [entry] * (3 * MAX_EXECUTIONS_KEPT)}
+    executions = history(job, entry)
+    assert len(executions) == MAX_EXECUTIONS_KEPT
+    assert sum("logs" in e for e in executions) == DETAILED_EXECUTIONS_KEPT
     growth = {
-        "executions": [history] * MAX_EXECUTIONS_KEPT, "last_execution": entry, "result": "r" * MAX_RESULT_BYTES,
+        "executions": executions, "last_execution": entry, "result": "r" * MAX_RESULT_BYTES,
         "locked_by": "w" * 200, "locked_at": NOW, "lock_token": ObjectId(), "lock_epoch": 2**62,
         "archived_at": NOW, "why": "crashed-too-many-times", "reason": "x" * 1000, "crash_pending": True,
         "status": "retrying",

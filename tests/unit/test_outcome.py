@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from bson import ObjectId
 
+from recruiter.domain.attempt import cut_marker
 from recruiter.domain.job import MAX_EXECUTIONS_KEPT, JobOptions, Status, build_job_document
 from recruiter.domain.outcome import (
     CRASHED_TOO_MANY_TIMES,
+    DETAILED_EXECUTIONS_KEPT,
     DONE,
     LOCK_FIELDS,
     ROLLBACK_PIPELINE,
@@ -20,9 +23,11 @@ from recruiter.domain.outcome import (
     crash_update,
     decision_to_document,
     held_by,
+    history,
     history_entry,
     is_archive,
     reschedule_update,
+    without_details,
 )
 from recruiter.domain.retry import Archive, MoveToGroup, RetryAt
 from recruiter.domain.workable import Workable
@@ -228,13 +233,14 @@ def test_reschedule_update_after_a_failure() -> None:
         "status": "retrying",
         "scheduled_at": retry_at,
         "last_execution": out["execution"],
+        # The whole history (the job read is the one under the filter's lock), the newest last,
+        # with its trace: the newest DETAILED_EXECUTIONS_KEPT keep theirs.
+        "executions": [*job["executions"], out["execution"]],
     }
     assert set(update["$unset"]) == {*LOCK_FIELDS, "crash_pending"}
-    assert update["$push"] == {
-        "executions": {"$each": [history_entry(out["execution"])], "$slice": -MAX_EXECUTIONS_KEPT}
-    }
+    assert "$push" not in update
     assert "trace" in out["execution"]
-    assert "trace" not in update["$push"]["executions"]["$each"][0]
+    assert update["$set"]["executions"][-1]["trace"] == out["execution"]["trace"]
     assert "$inc" not in update  # the attempt counted when the job was locked stands
 
 
@@ -316,3 +322,43 @@ def test_rollback_pipeline_gives_back_the_attempt() -> None:
     assert set_stage["$set"]["locked"] is False
     assert set_stage["$set"]["attempts"] == {"$max": [0, {"$subtract": ["$attempts", 1]}]}
     assert set(unset_stage["$unset"]) == set(LOCK_FIELDS)
+
+
+# -- traces and logs in the history --------------------------------------------------------------
+
+
+def detailed(attempt: int) -> dict[str, Any]:
+    return {"attempt": attempt, "outcome": "failed", "class": "builtins:ValueError", "message": f"m{attempt}",
+            "trace": f"t{attempt}", "logs": f"l{attempt}\n", "logs_cut": attempt}
+
+
+def test_the_newest_executions_keep_their_trace_and_logs_and_older_ones_say_they_lost_them() -> None:
+    job = locked_job(attempts=9)
+    job["executions"] = [detailed(i) for i in range(1, 9)]
+    ex = {**detailed(9), "logs_cut": 0}
+    out = {**outcome_doc(job, Archive("tried-too-many-times")), "execution": ex}
+    kept = archived_document(job, out, NOW)["executions"]
+    assert [e["attempt"] for e in kept] == list(range(1, 10))
+    old, new = kept[:-DETAILED_EXECUTIONS_KEPT], kept[-DETAILED_EXECUTIONS_KEPT:]
+    for e in old:
+        assert e == {"attempt": e["attempt"], "outcome": "failed", "class": "builtins:ValueError",
+                     "message": f"m{e['attempt']}", "details_dropped": True}
+    assert new == [detailed(i) for i in range(5, 9)] + [ex]
+    # Rescheduling keeps the same history as archiving would.
+    _, update = reschedule_update(job, {**out, "decision": {"retry_at": NOW}})
+    assert update["$set"]["executions"] == kept
+
+
+def test_history_keeps_entries_without_details_and_malformed_ones_as_they_are() -> None:
+    entries: list[object] = [{"attempt": 1, "outcome": "crashed"}, "junk", {"attempt": 2, "trace": None}]
+    entries += [detailed(i) for i in range(3, 3 + DETAILED_EXECUTIONS_KEPT)]
+    assert history({"executions": entries}, None) == entries[:3] + entries[3:]
+    assert without_details({"attempt": 2, "logs": ""}) == {"attempt": 2, "logs": ""}  # nothing to drop
+
+
+def test_an_execution_stores_its_logs_only_when_there_are_some() -> None:
+    assert "logs" not in execution().to_document()
+    doc = replace(execution(), logs="2026 INFO x\n", logs_cut=12).to_document()
+    assert (doc["logs"], doc["logs_cut"]) == ("2026 INFO x\n", 12)
+    assert cut_marker(doc["logs_cut"]) == "[… 12 bytes cut …]"
+    assert cut_marker(0) == cut_marker(None) == cut_marker("12") == cut_marker(True) == ""

@@ -7,9 +7,15 @@ sockets). The parent waits on a pipe; when the timeout passes, or the attempt
 is halted or interrupted, it kills the child. Jobs without a timeout never pay
 for this: they run in a thread of the worker.
 
-The child sends back ``("ok", result)`` or ``("error", (lineage, message,
-trace))``: exceptions travel as their description, since not every exception
-can be pickled, and the retry policy only needs the class names.
+The child sends back ``("ok", result, news)`` or ``("error", (lineage, message,
+trace), news)``: exceptions travel as their description, since not every exception
+can be pickled, and the retry policy only needs the class names. While the job
+runs, a thread of the child sends ``("news", news)`` every ``NEWS_EVERY_S`` when
+there is something new: ``news`` is the lines the job logged since the last
+news (captured in the child as in the worker: :mod:`recruiter.processes.worker.capture`),
+the bytes dropped before them, and the job's latest ``ctx.progress``. So a job
+killed at its timeout still has what it logged until shortly before, and its
+progress reaches the heartbeat with a delay of at most ``NEWS_EVERY_S``.
 
 Invariant: when :meth:`ChildAttempt.run` returns or raises (cancellation
 included), its child process has been killed and joined: no attempt outlives
@@ -19,16 +25,24 @@ the wait for it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import multiprocessing
 import sys
+import threading
+import time
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext, ForkServerProcess
 from typing import cast
 
 from recruiter.domain.attempt import RemoteFailure, describe_exception
 from recruiter.domain.naming import exception_lineage
-from recruiter.domain.workable import JobContext, accepts_context, workable_from_document
+from recruiter.domain.workable import JobContext, ProgressSink, accepts_context, workable_from_document
+from recruiter.processes.worker.capture import LogBuffer, capturing, ensure_installed
+
+NEWS_EVERY_S = 0.1
+# (lines, bytes cut before them, the latest (value, message) the job said, or None)
+News = tuple[list[str], int, tuple[float | None, str | None] | None]
 
 
 class JobTimedOut(Exception):
@@ -50,19 +64,92 @@ def _mp_context() -> ForkServerContext:
     return _context
 
 
+class _Reporter:
+    """The child's side: what the job logged and said since the last news, sent by :meth:`run`
+    (the news thread) and once more by :meth:`answer`."""
+
+    def __init__(self, out: Connection) -> None:
+        self.out = out
+        self.logs = LogBuffer()
+        self.said: tuple[float | None, str | None] | None = None
+        self._sent_said: object = None
+        self._lock = threading.Lock()  # one message on the pipe at a time
+        self.done = threading.Event()
+
+    def progress(self, value: float | None, message: str | None) -> None:
+        self.said = (value, message)  # one reference replaced: the news thread reads it
+
+    def news(self) -> News:
+        lines, cut = self.logs.drain()
+        said = self.said
+        news: News = (lines, cut, said if said is not self._sent_said else None)  # progress: only a new one
+        self._sent_said = said
+        return news
+
+    def run(self) -> None:
+        """The news thread: what is new, every ``NEWS_EVERY_S``, until the job ends."""
+        while not self.done.wait(NEWS_EVERY_S):
+            if self.logs.cut or self.logs.has_lines() or self.said is not self._sent_said:
+                with self._lock:
+                    self.out.send(("news", None, self.news()))
+
+    def answer(self, kind: str, payload: object) -> None:
+        """The last message: the answer, with the last news (an unpicklable result is an error)."""
+        news = self.news()
+        with self._lock:
+            try:
+                self.out.send((kind, payload, news))
+            except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be pickled
+                _, message, trace = describe_exception(exc)
+                self.out.send(("error", (exception_lineage(type(exc)), message, trace), news))
+
+
 def _child_main(workable_doc: dict[str, object], ctx: JobContext, sys_path: list[str], out: Connection) -> None:
     sys.path[:] = sys_path
+    reporter = _Reporter(out)
+    ctx = dataclasses.replace(ctx, reporter=reporter.progress)
+    news = threading.Thread(target=reporter.run, name="recruiter-job-news", daemon=True)
+    answer: tuple[str, object]
     try:
-        workable = workable_from_document(workable_doc)
-        method = getattr(workable, cast("str", workable_doc.get("method") or "execute"))
-        args = (ctx,) if accepts_context(method) else ()
-        value = asyncio.run(method(*args)) if inspect.iscoroutinefunction(method) else method(*args)
-        out.send(("ok", value))
+        with capturing(reporter.logs):
+            workable = workable_from_document(workable_doc)
+            ensure_installed()
+            news.start()
+            method = getattr(workable, cast("str", workable_doc.get("method") or "execute"))
+            args = (ctx,) if accepts_context(method) else ()
+            value = asyncio.run(method(*args)) if inspect.iscoroutinefunction(method) else method(*args)
+        answer = ("ok", value)
     except BaseException as exc:  # noqa: BLE001 - every failure is reported to the parent
         _, message, trace = describe_exception(exc)
-        out.send(("error", (exception_lineage(type(exc)), message, trace)))
+        answer = ("error", (exception_lineage(type(exc)), message, trace))
+    reporter.done.set()
+    if news.is_alive():
+        news.join()
+    reporter.logs.finish()
+    try:
+        reporter.answer(*answer)
     finally:
         out.close()
+
+
+def _receive(receiver: Connection, timeout_s: float, logs: LogBuffer,
+             on_progress: ProgressSink) -> tuple[str, object]:
+    """Read the child's messages until its answer: ``("ok"|"error", payload)``, ``("timeout", None)``
+    when ``timeout_s`` passed first, ``("died", None)`` when the pipe closed without one."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if not receiver.poll(max(0.0, deadline - time.monotonic())):
+            return "timeout", None
+        try:
+            message = receiver.recv()
+        except (EOFError, OSError):
+            return "died", None
+        kind, payload, (lines, cut, said) = message
+        logs.extend(lines, cut)
+        if said is not None:
+            on_progress(*said)
+        if kind != "news":
+            return kind, payload
 
 
 class ChildAttempt:
@@ -75,29 +162,41 @@ class ChildAttempt:
         if self.process is not None and self.process.is_alive():
             self.process.kill()
 
-    async def run(self, workable_doc: dict[str, object], ctx: JobContext, timeout_s: float) -> object:
+    async def run(self, workable_doc: dict[str, object], ctx: JobContext, timeout_s: float,
+                  logs: LogBuffer | None = None, report: ProgressSink | None = None) -> object:
+        """The attempt's value; what the child logs lands in ``logs``, what it says of its
+        progress goes to ``report``."""
         mp = _mp_context()
+        logs = logs if logs is not None else LogBuffer()
         receiver, sender = mp.Pipe(duplex=False)
         self.process = mp.Process(target=_child_main, args=(workable_doc, ctx, list(sys.path), sender),
                                   name=f"recruiter-job-{ctx.job_id}", daemon=True)
+
+        def on_progress(value: float | None, message: str | None) -> None:
+            if report is not None:
+                report(value, message)
+
+        reading: asyncio.Future[tuple[str, object]] | None = None
         try:
             await asyncio.to_thread(self.process.start)
             sender.close()
-            answered = await asyncio.to_thread(receiver.poll, timeout_s)
-            if not answered:
+            reading = asyncio.ensure_future(asyncio.to_thread(_receive, receiver, timeout_s, logs, on_progress))
+            kind, payload = await asyncio.shield(reading)
+            if kind == "timeout":
                 self.kill()
                 raise JobTimedOut(f"the attempt ran longer than its timeout of {timeout_s:g}s")
-            try:
-                kind, payload = receiver.recv()
-            except EOFError:
+            if kind == "died":
                 await asyncio.to_thread(self.process.join, 5)
-                raise ChildDied(f"the process running the attempt died (exit code {self.process.exitcode})") from None
+                raise ChildDied(f"the process running the attempt died (exit code {self.process.exitcode})")
         finally:
             self.kill()  # on cancellation (halt, forced stop) too
-            receiver.close()
+            if reading is not None:  # the reader ends once the child is gone (its pipe closes)
+                await asyncio.shield(asyncio.wait([reading], timeout=5))
+            if reading is None or reading.done():
+                receiver.close()
             if self.process is not None:
                 await asyncio.shield(asyncio.to_thread(self.process.join, 5))
         if kind == "ok":
             return payload
-        lineage, message, trace = payload
+        lineage, message, trace = cast("tuple[list[str], str, str]", payload)
         raise RemoteFailure(tuple(lineage), message, trace)

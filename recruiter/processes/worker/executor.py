@@ -7,6 +7,10 @@ retry policy. Jobs it must not run get their outcome without running: a
 malformed document, a class outside the allowed modules (refused), a crash the
 poison limit judges, or a forced stop (given back).
 
+What the job logs during the attempt is captured in ``running.logs``
+(:mod:`recruiter.processes.worker.capture`) and stored with its execution; what
+it says of its progress is kept in ``running.progress`` for the heartbeat.
+
 Invariant: the executor writes nothing. It returns the outcome as a value (or
 ``None`` when the job was halted while it ran: nothing may be recorded), and
 the slot's roster entry (:mod:`recruiter.processes.worker.entry`) writes it.
@@ -30,10 +34,11 @@ from recruiter.domain.naming import AllowedModules
 from recruiter.domain.outcome import DONE, MALFORMED, Execution, Kind, Outcome, describe_decision
 from recruiter.domain.quarantine import malformed_outcome
 from recruiter.domain.retry import Archive, Decision, RetryAt
-from recruiter.domain.workable import JobContext, accepts_context, workable_from_document
+from recruiter.domain.workable import JobContext, ProgressSink, accepts_context, workable_from_document
+from recruiter.processes.worker.capture import LogBuffer, capturing, ensure_installed
 from recruiter.processes.worker.child import ChildAttempt, JobTimedOut
 from recruiter.processes.worker.config import THREAD_EXIT_MARGIN_S
-from recruiter.processes.worker.state import JobState, Running
+from recruiter.processes.worker.state import JobState, Running, Said
 from recruiter.store.layout import Document
 
 INTERRUPTED_REASON = "interrupted by a forced stop of the worker"
@@ -83,7 +88,7 @@ class Executor:
         """
         now = self.clock.now()
         due = now + timedelta(seconds=THREAD_EXIT_MARGIN_S) if running.in_thread else now
-        execution = self._execution(job, "interrupted", running.started_at, now, message=reason)
+        execution = self._execution(job, "interrupted", running.started_at, now, message=reason, logs=running.logs)
         return Outcome(job["_id"], job["lock_token"], execution.attempt, executed=False, decision=RetryAt(due),
                        execution=execution)
 
@@ -115,7 +120,7 @@ class Executor:
             return None
         if running.state is JobState.INTERRUPTED:
             return self.given_back(job, running, INTERRUPTED_REASON)
-        return self._judged(job, ran, bound)
+        return self._judged(job, ran, running.logs, bound)
 
     async def _run(self, slot_id: str, running: Running, job: Document, started_at: datetime) -> Ran:
         """Run the job's method; a failure of the job's own code is a result, not an exception."""
@@ -130,7 +135,7 @@ class Executor:
             error, kind = exc, "failed"
         return Ran(value, error, kind, started_at, self.clock.now())
 
-    def _judged(self, job: Document, ran: Ran, bound: FilteringBoundLogger) -> Outcome:
+    def _judged(self, job: Document, ran: Ran, logs: LogBuffer, bound: FilteringBoundLogger) -> Outcome:
         """The outcome of an attempt that ran: done, or what the retry policy says of its failure."""
         decision: Decision
         attempt = int(job.get("attempts", 1))
@@ -139,13 +144,13 @@ class Executor:
             if dropped:
                 bound.warning("job.result_dropped", reason=dropped)
             decision = Archive(DONE)
-            execution = self._execution(job, ran.kind, ran.started_at, ran.ended_at)
+            execution = self._execution(job, ran.kind, ran.started_at, ran.ended_at, logs=logs)
             bound.info("job.done", duration_s=(ran.ended_at - ran.started_at).total_seconds())
         else:
             result = None
             cls, message, trace = describe_exception(ran.error)
             decision = judge(job, failure_of(job, ran.error, ran.ended_at), ran.ended_at)
-            execution = self._execution(job, ran.kind, ran.started_at, ran.ended_at, cls, message, trace)
+            execution = self._execution(job, ran.kind, ran.started_at, ran.ended_at, cls, message, trace, logs)
             bound.info("job.failed", error=cls, message=message[:200], outcome=ran.kind,
                        decision=describe_decision(decision))
         return Outcome(job["_id"], job["lock_token"], attempt, executed=True, decision=decision,
@@ -175,9 +180,11 @@ class Executor:
                        decision=Archive(MALFORMED, refusal), execution=execution)
 
     def _execution(self, job: Document, kind: Kind, started_at: datetime, ended_at: datetime,
-                   cls: str | None = None, message: str | None = None, trace: str | None = None) -> Execution:
+                   cls: str | None = None, message: str | None = None, trace: str | None = None,
+                   logs: LogBuffer | None = None) -> Execution:
+        text, cut = logs.text() if logs is not None else ("", 0)
         return Execution.of(job, kind, pid=self.pid, hostname=self.hostname, started_at=started_at,
-                            ended_at=ended_at, error_class=cls, message=message, trace=trace)
+                            ended_at=ended_at, error_class=cls, message=message, trace=trace, logs=text, logs_cut=cut)
 
     async def _execute(self, slot_id: str, running: Running, job: Document) -> object:
         """Run the job's method.
@@ -208,23 +215,37 @@ class Executor:
     def _start(self, slot_id: str, running: Running, job: Document) -> tuple[Awaitable[object], bool]:
         """The attempt as an awaitable, and whether the job's method is ``async``: in a child
         process (synchronous, with a timeout), in a thread (synchronous), or a coroutine."""
-        ctx = context_of(slot_id, job)
+        clock = self.clock
+
+        def report(value: float | None, message: str | None) -> None:
+            running.progress = Said(value, message, clock.now())  # one reference replaced: no lock needed
+
+        ctx = context_of(slot_id, job, report)
         timeout_s = job.get("timeout_s")
         workable = workable_from_document(job["workable"])
+        ensure_installed()  # after the job's module is imported: it may have configured logging
         method = getattr(workable, job["workable"].get("method") or "execute")
         is_async = inspect.iscoroutinefunction(method)
         if timeout_s and not is_async:
             running.child = ChildAttempt()
-            return running.child.run(job["workable"], ctx, float(timeout_s)), False
+            return running.child.run(job["workable"], ctx, float(timeout_s), running.logs, report), False
         args = (ctx,) if accepts_context(method) else ()
         running.in_thread = not is_async
-        return cast("Awaitable[object]", method(*args) if is_async else asyncio.to_thread(method, *args)), is_async
+        run = cast("Awaitable[object]", method(*args) if is_async else asyncio.to_thread(method, *args))
+        return _captured(running.logs, run), is_async
 
 
-def context_of(slot_id: str, job: Document) -> JobContext:
-    """What the running job may know about itself."""
+async def _captured(logs: LogBuffer, attempt: Awaitable[object]) -> object:
+    """``attempt``, with what it logs kept in ``logs``: set in the attempt's own task (and copied
+    into its thread by ``asyncio.to_thread``), so no other slot's lines, nor the worker's, land there."""
+    with capturing(logs):
+        return await attempt
+
+
+def context_of(slot_id: str, job: Document, reporter: ProgressSink | None = None) -> JobContext:
+    """What the running job may know about itself, and where its ``ctx.progress`` goes."""
     return JobContext(
         job_id=str(job["_id"]), attempt=int(job.get("attempts", 1)), worker_id=slot_id,
         group=job.get("group", ""), tags=tuple(job.get("tags") or ()), tenant=job.get("tenant"),
-        scheduled_at=job.get("scheduled_at"), assigned_at=job.get("locked_at"),
+        scheduled_at=job.get("scheduled_at"), assigned_at=job.get("locked_at"), reporter=reporter,
     )

@@ -11,8 +11,10 @@ the writes and the fence read are in :mod:`recruiter.store.heartbeats` and
 :mod:`recruiter.store.roster`),
 never the roster entries a recruiter round writes, so the two never conflict.
 Each update is conditional on the slot's ``session``. It says which job each
-slot runs (``working_token``: the evidence that the attempt started), and the
-thread beats early, batched, when a slot starts a job (:meth:`HeartbeatThread.nudge`).
+slot runs (``working_token``: the evidence that the attempt started) and what
+that job last said of its progress (``progress``, read from memory: ``ctx.progress``
+costs no write and adds no beat), and the thread beats early, batched, when a slot
+starts a job (:meth:`HeartbeatThread.nudge`).
 
 Every beat with a busy slot then reads the busy slots' roster entries to check their fences: an
 entry that is gone, carries another ``session``, or whose assignment
@@ -38,7 +40,7 @@ import structlog
 
 from recruiter.domain.clock import Clock
 from recruiter.domain.liveness import fresh_until
-from recruiter.domain.records import Query, Raw
+from recruiter.domain.records import ProgressDoc, Query, Raw
 from recruiter.processes.worker.state import Slot, SlotPhase
 from recruiter.store import heartbeats, roster
 from recruiter.store.connection import StoreError, first_line
@@ -62,6 +64,7 @@ class SlotView:
     job_id: object  # the running job, if any (else None)
     working_since: datetime | None
     token: object = None  # the running job's lock token
+    progress: ProgressDoc | None = None  # what the running job last said of its progress
 
 
 def slot_views(slots: Iterable[Slot]) -> list[SlotView]:
@@ -76,8 +79,9 @@ def slot_views(slots: Iterable[Slot]) -> list[SlotView]:
         if s.phase in (SlotPhase.REPLACED, SlotPhase.LEFT):
             continue
         r = s.running if s.running is not None and s.running.reported else None
+        said = r.progress if r else None
         views.append(SlotView(s.id, s.session, r.job_id if r else None, r.started_at if r else None,
-                              r.token if r else None))
+                              r.token if r else None, said.document() if said else None))
     return views
 
 
@@ -85,7 +89,8 @@ def beat_fields(view: SlotView, now: datetime, interval_s: float) -> Query:
     """What one beat sets in a slot's heartbeat document (pure)."""
     return {"last_seen_at": now, "fresh_until": fresh_until(now, interval_s), "working": view.job_id is not None,
             "working_on": view.job_id, "working_token": view.token if view.job_id is not None else None,
-            "working_since": view.working_since}
+            "working_since": view.working_since,
+            "progress": view.progress if view.job_id is not None else None}
 
 
 def lost_slots(slots: Sequence[SlotView], entries: Mapping[str, Raw]) -> list[tuple[SlotView, str]]:

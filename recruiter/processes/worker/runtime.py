@@ -44,6 +44,7 @@ from recruiter.domain.clock import Clock
 from recruiter.domain.naming import AllowedModules
 from recruiter.domain.outcome import Outcome
 from recruiter.domain.records import Raw
+from recruiter.processes.worker import capture
 from recruiter.processes.worker.child import ChildDied, JobTimedOut
 from recruiter.processes.worker.config import EXIT_FENCED, EXIT_MEMORY, WorkerConfig
 from recruiter.processes.worker.entry import RosterEntries, WorkerIdTaken
@@ -119,6 +120,8 @@ class WorkerProcess:
 
     async def run(self) -> None:
         self._loop = asyncio.get_running_loop()
+        # Before any thread logs: the structlog processor goes into the chain in place.
+        capture.install()
         if self.executor.allowed is not None:
             log.info("worker.allowed_modules", modules=list(self.executor.allowed.prefixes),
                      detail="jobs naming any other module are archived as malformed, unimported")

@@ -19,6 +19,8 @@ import enum
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from recruiter.domain.records import ProgressDoc
+from recruiter.processes.worker.capture import LogBuffer
 from recruiter.processes.worker.child import ChildAttempt
 from recruiter.processes.worker.inbox import Inbox
 from recruiter.store.roster import Session, new_session
@@ -40,9 +42,23 @@ MOVES: dict[JobState, frozenset[JobState]] = {
 }
 
 
+@dataclass(frozen=True)
+class Said:
+    """What a running job last said of its progress (``ctx.progress``), and when."""
+
+    value: float | None
+    message: str | None
+    at: datetime
+
+    def document(self) -> ProgressDoc:
+        return {"value": self.value, "message": self.message, "at": self.at}
+
+
 @dataclass
 class Running:
-    """The job a slot runs: its attempt's handles and its :class:`JobState`."""
+    """The job a slot runs: its attempt's handles and its :class:`JobState`, what it logged so
+    far and what it last said of its progress (replaced whole by the job's thread: the
+    heartbeat thread reads it without a lock)."""
 
     job_id: object  # an ObjectId, as assigned
     started_at: datetime
@@ -51,6 +67,8 @@ class Running:
     child: ChildAttempt | None = None
     in_thread: bool = False
     state: JobState = JobState.RUNNING
+    logs: LogBuffer = field(default_factory=LogBuffer)
+    progress: Said | None = None
 
     def move(self, to: JobState) -> bool:
         """Move to ``to`` if :data:`MOVES` allows it; whether it moved."""
