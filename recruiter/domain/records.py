@@ -103,6 +103,15 @@ class LastReturnDoc(TypedDict):
     reason: str
 
 
+class OnWorkerDoc(TypedDict, total=False):
+    """``on_worker``: the worker id, the group the job was enqueued in, and the time after which
+    it is archived unless started (absent: none). Read tolerantly: it may lack any field."""
+
+    worker: str
+    group: str
+    deadline: datetime
+
+
 class JobFields(TypedDict):
     """What a job document holds in ``scheduled`` and in ``archived`` alike."""
 
@@ -129,6 +138,9 @@ class JobFields(TypedDict):
     last_return: NotRequired[LastReturnDoc]
     # A job put back in the queue by ``recruiter jobs retry``: the archived job it copies.
     retry_of: NotRequired[JobId]
+    # A job aimed at one worker (recruiter.domain.placement): its ``group`` is that worker's
+    # reserved group; this holds the worker id, the group it was enqueued in, its deadline.
+    on_worker: NotRequired[OnWorkerDoc]
 
 
 class JobDoc(JobFields):

@@ -127,12 +127,14 @@ class Workable:
 
     Subclasses implement ``execute(self, ctx)`` (or ``async def execute``). The
     optional class attributes ``group``, ``retry_policy`` and ``timeout_s`` give
-    defaults for every job of the class.
+    defaults for every job of the class; ``at_most_once = True`` makes every job of
+    the class one that is never run again after its worker died during an attempt.
     """
 
     method: ClassVar[str] = "execute"
     group: ClassVar[str | None] = None
     retry_policy: ClassVar[RetryPolicy | None] = None
+    at_most_once: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)

@@ -43,10 +43,19 @@ from recruiter.store.connection import (
     hello,
     hello_async,
     parse_target,
+    session_problem,
     sync_client,
 )
 from recruiter.store.indexes import ensure_indexes, ensure_indexes_sync
-from recruiter.store.layout import AsyncClient, Collections, Document, SyncClient, SyncCollections
+from recruiter.store.layout import (
+    AsyncClient,
+    AsyncClientSession,
+    ClientSession,
+    Collections,
+    Document,
+    SyncClient,
+    SyncCollections,
+)
 from recruiter.store.scheduled import insert_job, insert_job_async, insert_jobs, insert_jobs_async
 
 
@@ -99,6 +108,14 @@ def _documents(recruiter: Recruiter | AsyncRecruiter, items: list[JobBuilder | W
         except JobRefused as exc:
             raise JobRefused(f"item {index} of {len(items)}: {exc}; nothing was written") from None
     return docs
+
+
+def _check_session(recruiter: Recruiter | AsyncRecruiter, session: object) -> None:
+    """A caller's session must come from the recruiter's own client: :class:`JobRefused` if not."""
+    if session is not None:
+        problem = session_problem(recruiter.client, session)
+        if problem:
+            raise JobRefused(f"{problem}; nothing was written")
 
 
 class Recruiter:
@@ -155,24 +172,31 @@ class Recruiter:
             self._max_bytes = limit_from_hello(hello(self.db))
         return self._max_bytes
 
-    def enqueue(self, item: JobBuilder | Workable) -> JobHandle:
+    def enqueue(self, item: JobBuilder | Workable, *, session: ClientSession | None = None) -> JobHandle:
         """Store one job; returns its handle (which is its id). Raises :class:`JobRefused`
-        (nothing written) for a bad job."""
+        (nothing written) for a bad job.
+
+        With ``session`` (started from this recruiter's ``client``), the job is written in
+        that session's transaction: it exists, and the recruiter sees it, only once the
+        transaction commits; an abort leaves nothing."""
+        _check_session(self, session)
         doc = _document(self, item, self.max_document_bytes())
-        insert_job(self.collections.scheduled, doc)
+        insert_job(self.collections.scheduled, doc, session)
         return _handle(self, doc)
 
-    def enqueue_many(self, items: Iterable[JobBuilder | Workable]) -> list[JobHandle]:
-        """Store many jobs in one round trip, all or nothing.
+    def enqueue_many(self, items: Iterable[JobBuilder | Workable], *,
+                     session: ClientSession | None = None) -> list[JobHandle]:
+        """Store many jobs in one round trip, all or nothing (``session``: see :meth:`enqueue`).
 
         Every item is validated before anything is written; one bad item raises
         :class:`JobRefused` naming it (``item 5 of 7: …``) and nothing is written.
         """
+        _check_session(self, session)
         batch = list(items)
         if not batch:
             return []
         docs = _documents(self, batch, self.max_document_bytes())
-        insert_jobs(self.collections.scheduled, docs)
+        insert_jobs(self.collections.scheduled, docs, session)
         return [_handle(self, d) for d in docs]
 
     def job(self, job_id: ObjectId | str) -> JobHandle:
@@ -251,19 +275,23 @@ class AsyncRecruiter:
             self._max_bytes = limit_from_hello(await hello_async(self.db))
         return self._max_bytes
 
-    async def enqueue(self, item: JobBuilder | Workable) -> AsyncJobHandle:
-        """Store one job; see :meth:`Recruiter.enqueue`."""
+    async def enqueue(self, item: JobBuilder | Workable, *,
+                      session: AsyncClientSession | None = None) -> AsyncJobHandle:
+        """Store one job; see :meth:`Recruiter.enqueue` (``session``: an asyncio session of this client)."""
+        _check_session(self, session)
         doc = _document(self, item, await self.max_document_bytes())
-        await insert_job_async(self.collections.scheduled, doc)
+        await insert_job_async(self.collections.scheduled, doc, session)
         return _async_handle(self, doc)
 
-    async def enqueue_many(self, items: Iterable[JobBuilder | Workable]) -> list[AsyncJobHandle]:
+    async def enqueue_many(self, items: Iterable[JobBuilder | Workable], *,
+                           session: AsyncClientSession | None = None) -> list[AsyncJobHandle]:
         """Store many jobs in one round trip, all or nothing; see :meth:`Recruiter.enqueue_many`."""
+        _check_session(self, session)
         batch = list(items)
         if not batch:
             return []
         docs = _documents(self, batch, await self.max_document_bytes())
-        await insert_jobs_async(self.collections.scheduled, docs)
+        await insert_jobs_async(self.collections.scheduled, docs, session)
         return [_async_handle(self, d) for d in docs]
 
     async def job(self, job_id: ObjectId | str) -> AsyncJobHandle:

@@ -54,6 +54,7 @@ from bson import ObjectId
 from recruiter.domain.candidates import Query
 from recruiter.domain.control import Paused
 from recruiter.domain.job import Priority, Status
+from recruiter.domain.placement import is_worker_group
 from recruiter.domain.records import Query as Filter
 from recruiter.domain.selection import DEFAULT_TENANT
 from recruiter.store.layout import Document
@@ -192,10 +193,12 @@ class ReadAhead:
             if g is not None:
                 span["$lt"] = g
             found = await self._gap({"locked": False, **({"group": span} if span else {})}, now)
-            rows += [d for d in found if d["group"] not in paused.groups and tenant_of(d) not in paused.tenants]
+            # A ring of groups is read for '*' workers, which never take a worker's own group.
+            rows += [d for d in found if d["group"] not in paused.groups and tenant_of(d) not in paused.tenants
+                     and not is_worker_group(d["group"])]
             if len(rows) >= need or g is None:
                 break
-            if g not in paused.groups:
+            if g not in paused.groups and not is_worker_group(g):
                 rows += await self._tenants_ring(g, None, need - len(rows), now, paused)
             if len(rows) >= need:
                 break
