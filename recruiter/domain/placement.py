@@ -26,7 +26,6 @@ from datetime import datetime, timedelta
 
 from recruiter.domain.clock import utc
 from recruiter.domain.naming import MAX_NAME_CHARS, WORKER_GROUP_PREFIX
-from recruiter.domain.outcome import archived_document
 from recruiter.domain.records import OnWorkerDoc, Raw
 
 WORKER_GONE = "worker-gone"
@@ -103,9 +102,10 @@ def deadline_reason(worker_id: str, deadline: object) -> str:
     return f"worker {worker_id} did not start the job before its deadline {when}"
 
 
-def archived_unplaced(job: Raw, why: str, reason: str, now: datetime) -> dict[str, object]:
-    """The ``archived`` copy of a waiting job aimed at a worker that will not run it (no attempt is added)."""
-    return archived_document(job, {"decision": {"archive": why, "reason": reason}, "executed": True}, now)
+def unplaced_outcome(why: str, reason: str) -> dict[str, object]:
+    """The outcome that archives a waiting job aimed at a worker that will not run it: no
+    attempt, none counted back (for :func:`recruiter.domain.outcome.archived_document`)."""
+    return {"decision": {"archive": why, "reason": reason}, "executed": True}
 
 
 def worker_of(job: Raw) -> str:

@@ -40,15 +40,15 @@ import structlog
 from recruiter.domain.clock import Clock
 from recruiter.domain.documents import Malformed, check_job, outcome_problem
 from recruiter.domain.liveness import missed_beats, rescue_update
-from recruiter.domain.outcome import jobs_referenced_by
+from recruiter.domain.outcome import archived_document, jobs_referenced_by
 from recruiter.domain.placement import (
     WORKER_DEADLINE,
     WORKER_GONE,
-    archived_unplaced,
     deadline_of,
     deadline_reason,
     gone_reason,
     is_worker_group,
+    unplaced_outcome,
     worker_of,
 )
 from recruiter.domain.quarantine import log_quarantined
@@ -234,7 +234,7 @@ class CleanerProcess(LeaderProcess):
         docs = []
         for job in jobs:
             if await scheduled.delete_unlocked_as_read(p.c.scheduled, job):
-                docs.append(archived_unplaced(job, why, reason(job), p.now))
+                docs.append(archived_document(job, unplaced_outcome(why, reason(job)), p.now))
                 self.events.warning("job.archived", job_id=str(job.get("_id")), why=why, reason=reason(job))
         if docs:
             await archived.archive(p.c.archived, docs)
