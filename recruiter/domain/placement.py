@@ -13,9 +13,12 @@ group the job sees (``ctx.group``).
 
 The job waits while its worker is absent, stopped or restarting. It is archived
 
-- ``worker-gone`` when the cleaner removes the last roster entry of that worker
-  as dead (it stopped heartbeating); a graceful stop deregisters without the
-  cleaner, so the jobs wait for the worker to start again under its id;
+- ``worker-gone`` when the cleaner declares the last slot of that worker dead (its
+  heartbeat is older than ``--considered-dead-after``) and removes it. A slot's
+  heartbeat document names the worker's reserved group (``worker_group``), so this
+  holds even when a round took the slot's entry back earlier for missed beats. A
+  graceful stop deregisters without the cleaner, and a restart under the same
+  ``--id`` takes the entry over: the jobs wait for the worker to start again;
 - ``worker-deadline`` once ``on_worker.deadline`` has passed and the job is not
   locked (a job running at its deadline finishes; it is not retried after it).
 """

@@ -266,3 +266,6 @@ class HeartbeatDoc(TypedDict):
     working_since: datetime | None
     # The running job's latest ``ctx.progress``; None when idle or never said.
     progress: NotRequired[ProgressDoc | None]
+    # The reserved group of the jobs aimed at this slot's process (recruiter.domain.placement):
+    # the cleaner archives them ``worker-gone`` when it removes the last slot as dead.
+    worker_group: NotRequired[str]

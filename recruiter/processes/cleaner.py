@@ -22,6 +22,10 @@ writes make true (``worker.dead``, ``job.crashed``, ``archive.reconciled``,
 ``archived.pruned``) are logged once it has committed
 (:class:`recruiter.logs.AfterCommit`), each for a write that took effect.
 
+Jobs aimed at one worker (:mod:`recruiter.domain.placement`) are archived by a
+pass: ``worker-gone`` once it removed the last slot of their worker as dead,
+``worker-deadline`` past their deadline; each only if still unlocked as read.
+
 Before a job is unlocked as crashed, the pass checks that it was not archived
 already: a job whose archived copy exists but which is still in ``scheduled``
 (an archive cut between its two writes) is deleted from ``scheduled``,
@@ -190,6 +194,8 @@ class CleanerProcess(LeaderProcess):
             return None
         if beat is not None and not await heartbeats.delete_beat(p.c.heartbeats, beat):
             return None  # it came back to life, or someone else handled it
+        if beat is not None and is_worker_group(beat.get("worker_group")):
+            p.gone_groups.add(beat["worker_group"])  # removed as dead, here or by an earlier take-back
         if worker is None:
             return None  # a heartbeat left by an entry already removed
         if beat is None:  # an unreadable heartbeat document goes with its entry
@@ -201,7 +207,7 @@ class CleanerProcess(LeaderProcess):
         if beat is not None and beat.get("session") != worker.get("session"):
             beat = None  # the heartbeat of another registration with this id
         work_on = worker.get("work_on")
-        if isinstance(work_on, list):
+        if isinstance(work_on, list):  # an entry without a heartbeat document says it here
             p.gone_groups.update(g for g in work_on if is_worker_group(g))
         seen_text = _when((beat or worker).get("last_seen_at"))
         self.events.warning("worker.dead", worker_id=str(worker["_id"])[:100], last_seen_at=seen_text,

@@ -105,7 +105,8 @@ def test_at_most_once_as_a_class_attribute() -> None:
 
 
 def test_at_most_once_refuses_a_policy_that_retries_crashes() -> None:
-    crash_retrying = SelectByException([(WorkerCrashed, ExponentialBackoff(times=3))], default=ExponentialBackoff(times=2))
+    crash_retrying = SelectByException([(WorkerCrashed, ExponentialBackoff(times=3))],
+                                       default=ExponentialBackoff(times=2))
     with pytest.raises(JobRefused, match="retries crashes") as refused:
         builder().retry_with(crash_retrying).at_most_once().build(NOW)
     assert "\n" not in str(refused.value)

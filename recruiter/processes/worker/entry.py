@@ -102,8 +102,11 @@ class RosterEntries:
             if old is not None and await self.recover(slot, old, now):
                 break
         # The entry is not given work until this document says it is alive (recruiter.liveness).
-        await heartbeats.write_first_beat(self.c.heartbeats, heartbeat_document(
-            slot.id, slot.session, self.clock.now(), self.config.heartbeat_interval_s, self.pid, self.hostname))
+        beat = heartbeat_document(slot.id, slot.session, self.clock.now(), self.config.heartbeat_interval_s,
+                                  self.pid, self.hostname)
+        # Which worker's jobs wait for this slot: the cleaner reads it if it removes the slot as dead.
+        beat["worker_group"] = worker_group(self.process_id(slot))
+        await heartbeats.write_first_beat(self.c.heartbeats, beat)
         log.info("worker.registered", worker_id=slot.id, groups=list(self.config.groups), pid=self.pid)
 
     async def recover(self, slot: Slot, old: Document, now: datetime) -> bool:
