@@ -32,7 +32,7 @@ def readme_files() -> dict[str, str]:
 
 def test_readme_names_its_example_files() -> None:
     assert set(readme_files()) == {"jobs.py", "enqueue.py", "enqueue_async.py", "enqueue_tenants.py", "follow.py",
-                                   "follow_async.py"}
+                                   "follow_async.py", "placement.py"}
 
 
 def test_readme_examples_run_as_written(processes: Processes, db: Any, db_uri: str, tmp_path: Path) -> None:
@@ -62,6 +62,14 @@ def test_readme_examples_run_as_written(processes: Processes, db: Any, db_uri: s
         assert db.archived.count_documents({"why": "done"}) == 50
         check_the_first_50(db)
         follow_jobs(tmp_path, env, db)
+        # placement.py needs the worker it names, and a cleaner for its deadline.
+        for name, command in [("billing-1", ["worker", "start", "--group", "billing", "--id", "billing-1",
+                                             *FAST_WORKER]),
+                              ("cleaner", ["cleaner", "start", "--interval", "200ms"])]:
+            with open(logs / f"{name}.log", "wb") as out:
+                procs.append(subprocess.Popen(command, cwd=tmp_path, env=path_env, stdout=out,
+                                              stderr=subprocess.STDOUT))
+        place_jobs(tmp_path, env, db)
     finally:
         for p in procs:
             p.terminate()
@@ -110,3 +118,16 @@ def follow_jobs(tmp_path: Path, env: dict[str, str], db: Any) -> None:
     assert lines[0] == "{'sent': 'INV-400'}"
     assert sorted(line.split()[-1] for line in lines[1:4]) == ["'INV-401'}", "'INV-402'}", "'INV-403'}"]
     assert lines[4] == str([{"sent": f"INV-{n}"} for n in range(401, 404)])
+
+
+def place_jobs(tmp_path: Path, env: dict[str, str], db: Any) -> None:
+    """The README's placement.py: a job on one worker, one committed with an order, one aborted."""
+    result = subprocess.run([sys.executable, "placement.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["{'sent': 'INV-500'}", "{'sent': 'INV-501'}", "None and no job",
+                                          "worker-deadline"]
+    pinned = db.archived.find_one({"workable.parameters.invoice_id": "INV-500"})
+    assert pinned["last_execution"]["worker"] == "billing-1"
+    assert db.orders.find_one({"_id": "ORDER-7"}) is not None
+    assert db.archived.find_one({"workable.parameters.invoice_id": "INV-502"}) is None
