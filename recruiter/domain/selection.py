@@ -21,6 +21,10 @@ the assignments and the new cursor. The policy, level by level:
 The turns go on until no group has both a job left and a free worker that
 takes it, so no worker is left idle while a job of its groups waits.
 
+A job aimed at one worker is in that worker's reserved group (``@worker:ID``,
+:mod:`recruiter.domain.placement`), which only that worker's slots name: ``*``
+takes any group but those, so such a job is never given to another worker.
+
 :func:`select_from` runs the same policy over a :class:`Source`, which is how
 the recruiter runs it on partial knowledge of the queue: its source raises when
 it is asked for something it has not read yet (see :mod:`recruiter.candidates`).

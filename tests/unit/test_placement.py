@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from recruiter.domain.candidates import Query
+from recruiter.domain.candidates import Query, first_queries
+from recruiter.domain.control import NOT_PAUSED
 from recruiter.domain.job import JobBuilder, JobOptions, JobRefused, build_job_document
 from recruiter.domain.outcome import archived_document
 from recruiter.domain.placement import (
@@ -22,6 +24,8 @@ from recruiter.domain.selection import ANY_GROUP, Candidate, Cursor, FreeWorker,
 from recruiter.domain.workable import Workable
 from recruiter.processes.worker.config import WorkerConfig
 from recruiter.processes.worker.executor import context_of
+from recruiter.store.readahead import WORKER_GROUPS, ReadAhead
+from tests.unit.test_readahead import Server
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -165,3 +169,23 @@ def test_archived_unplaced_and_retry_copy() -> None:
     copy = retry_copy({**archived, "_id": doc["_id"]}, NOW)
     assert copy["group"] == "@worker:w"
     assert copy["on_worker"] == {"worker": "w", "group": "billing"}
+
+
+def test_a_round_probes_the_worker_groups_once_not_once_per_free_worker() -> None:
+    due = NOW - timedelta(seconds=1)
+    server = Server({c.id: c for c in [Candidate("aimed", "@worker:w3", due), Candidate("plain", "billing", due)]})
+    ahead = ReadAhead(server.find)
+    workers = [FreeWorker(f"w{i}", ("billing", f"@worker:w{i}")) for i in range(10)]
+    queries = first_queries(workers, Cursor())
+    answers = asyncio.run(ahead.answer(queries, NOW, NOT_PAUSED))
+    by_group = {q.group: [d["_id"] for d in rows] for q, rows in zip(queries, answers, strict=True)}
+    assert by_group["@worker:w3"] == ["aimed"]
+    assert by_group["@worker:w4"] == []
+    assert by_group["billing"] == ["plain"]
+    # One probe of the reserved range, then reads of w3's group only: not one per free worker.
+    reserved = [f for f in server.finds if is_worker_group(f.get("group")) or f.get("group") == WORKER_GROUPS]
+    assert len(reserved) <= 6, reserved
+    assert all(f.get("group") in (WORKER_GROUPS, "@worker:w3") for f in reserved)
+    # '*' workers' ring of groups never meets an aimed job.
+    ring = asyncio.run(ahead.answer([Query(limit=10)], NOW + timedelta(seconds=1), NOT_PAUSED))
+    assert [d["_id"] for d in ring[0]] == ["plain"]
