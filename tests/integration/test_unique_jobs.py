@@ -31,7 +31,8 @@ def test_the_default_conflict_returns_the_existing_job_and_writes_nothing(db_uri
         assert first.existed is False
         h.commands.clear()
         second = await Record(h.db_uri, n=2).as_job_of(h.producer).unique("invoice-42").enqueue()
-        assert second == first and second.existed is True
+        assert second == first
+        assert second.existed is True
         assert second.state == "queued"
         assert await h.db.scheduled.count_documents({}) == 1
         assert len(h.commands.named("insert", "scheduled")) == 1  # refused by the index: nothing written
@@ -47,7 +48,8 @@ def test_the_default_conflict_returns_the_existing_job_and_writes_nothing(db_uri
         assert archived["why"] == "done"
         assert archived["unique"]["key"] == "invoice-42"
         third = await Record(h.db_uri, n=3).as_job_of(h.producer).unique("invoice-42").enqueue()
-        assert third != first and third.existed is False
+        assert third != first
+        assert third.existed is False
 
     run(db_uri, scenario)
 
@@ -58,11 +60,13 @@ def test_a_class_gives_its_jobs_a_key_and_the_sync_producer_follows_it(db_uri: s
         b = UniqueRecord(db_uri, n=7).as_job_of(rec).enqueue()
         c = rec.enqueue(UniqueRecord(db_uri, n=8))
         assert (a.existed, b.existed, c.existed) == (False, True, False)
-        assert b == a and c != a
+        assert b == a
+        assert c != a
         assert rec.db.scheduled.find_one({"_id": a})["unique"]["key"] == "record-7"
         # The builder's key wins over the class's.
         d = UniqueRecord(db_uri, n=7).as_job_of(rec).unique("other").enqueue()
-        assert d.existed is False and d != a
+        assert d.existed is False
+        assert d != a
 
 
 @pytest.mark.parametrize("key", [42, None, b"bytes", "", "  ", "x" * 513])
@@ -91,11 +95,13 @@ def test_enqueue_many_reports_which_items_existed_in_one_insert(db_uri: str) -> 
             Record(h.db_uri, n=4).as_job_of(h.producer).unique("k1"),  # held by item 1
         ])
         assert [hd.existed for hd in handles] == [True, False, False, True]
-        assert handles[0] == held and handles[3] == handles[1]
+        assert handles[0] == held
+        assert handles[3] == handles[1]
         assert await h.db.scheduled.count_documents({}) == 3
         inserts = h.commands.named("insert", "scheduled")
         assert len(inserts) == 3  # the batch, then one more try for each refused item
-        assert len(inserts[0]["documents"]) == 4 and inserts[0]["ordered"] is False
+        assert len(inserts[0]["documents"]) == 4
+        assert inserts[0]["ordered"] is False
 
     run(db_uri, scenario)
 
@@ -108,12 +114,15 @@ def test_a_period_keeps_the_key_after_the_job_ended_then_frees_it(db_uri: str) -
         first = await job()
         assert await finish(h) == first
         again = await job()
-        assert again == first and again.existed is True and again.state == "archived"
+        assert again == first
+        assert again.existed is True
+        assert again.state == "archived"
         reservation = await h.db.unique_keys.find_one({"_id": "daily-report"})
         assert reservation["job"] == first
         h.clock.advance(timedelta(hours=1, seconds=1))
         later = await job()
-        assert later.existed is False and later != first
+        assert later.existed is False
+        assert later != first
         assert (await h.db.unique_keys.find_one({"_id": "daily-report"}))["job"] == later
 
     run(db_uri, scenario)
@@ -123,11 +132,13 @@ def test_forever_never_makes_a_second_job_and_racing_producers_make_one(db_uri: 
     async def scenario(h: Harness) -> None:
         racing = await asyncio.gather(*[
             Record(h.db_uri, n=i).as_job_of(h.producer).unique("once", scope="forever").enqueue() for i in range(8)])
-        assert len(set(racing)) == 1 and sum(not r.existed for r in racing) == 1
+        assert len(set(racing)) == 1
+        assert sum(not r.existed for r in racing) == 1
         assert await finish(h) == racing[0]
         h.clock.advance(timedelta(days=3650))
         again = await Record(h.db_uri).as_job_of(h.producer).unique("once", scope="forever").enqueue()
-        assert again == racing[0] and again.existed is True
+        assert again == racing[0]
+        assert again.existed is True
         assert await h.db.scheduled.count_documents({}) == 0
 
     run(db_uri, scenario)
@@ -139,7 +150,8 @@ def test_resubmit_on_conflict_reschedules_a_pending_job(db_uri: str) -> None:
         assert first.state == "delayed"
         h.clock.advance(timedelta(minutes=1))
         again = await Record(h.db_uri).as_job_of(h.producer).unique("k", on_conflict="resubmit").enqueue()
-        assert again == first and again.existed is True
+        assert again == first
+        assert again.existed is True
         assert again.state == "queued"
         assert (await h.job(first))["scheduled_at"] == h.clock.now()
         # Without the option, the time stays.
@@ -159,7 +171,8 @@ def test_resubmit_on_conflict_runs_a_running_job_once_more_afterwards(db_uri: st
         for _ in range(2):
             again = await AsyncRecord(h.db_uri, n=2).as_job_of(h.producer).unique(
                 "k", on_conflict="resubmit").enqueue()
-            assert again == first and again.existed is True
+            assert again == first
+            assert again.existed is True
         await asyncio.wait_for(working, timeout=10)
         await h.round()  # applies the outcome: back in the queue, not archived
         assert await h.archived(first) is None
@@ -170,7 +183,9 @@ def test_resubmit_on_conflict_runs_a_running_job_once_more_afterwards(db_uri: st
         assert await take_and_work(process, slot) == first
         await h.round()
         archived = await h.archived(first)
-        assert archived["why"] == "done" and archived["attempts"] == 2 and archived["resubmits"] == 1
+        assert archived["why"] == "done"
+        assert archived["attempts"] == 2
+        assert archived["resubmits"] == 1
         assert [e["outcome"] for e in archived["executions"]] == ["done", "done"]
         assert "resubmit" not in archived
         assert len(await h.ledger(event="start")) == 2
@@ -184,12 +199,15 @@ def test_resubmit_on_conflict_enqueues_a_finished_job_again(db_uri: str) -> None
         assert await finish(h) == first
         again = await Record(h.db_uri, n=5).as_job_of(h.producer).unique(
             "k", scope="forever", on_conflict="resubmit").enqueue()
-        assert again != first and again.existed is False and again.state == "queued"
+        assert again != first
+        assert again.existed is False
+        assert again.state == "queued"
         assert (await h.db.unique_keys.find_one({"_id": "k"}))["job"] == again
         assert (await h.archived(first))["why"] == "done"  # the archived job is never written again
         # ... and with the default, the new holder is what a conflict returns.
         third = await Record(h.db_uri).as_job_of(h.producer).unique("k", scope="forever").enqueue()
-        assert third == again and third.existed is True
+        assert third == again
+        assert third.existed is True
 
     run(db_uri, scenario)
 
@@ -201,6 +219,8 @@ def test_a_failing_unique_job_keeps_its_key_while_it_waits_for_its_retry(db_uri:
         await finish(h)
         assert (await h.job(first))["status"] == "retrying"
         again = await Record(h.db_uri).as_job_of(h.producer).unique("k").enqueue()
-        assert again == first and again.existed is True and again.state == "retrying"
+        assert again == first
+        assert again.existed is True
+        assert again.state == "retrying"
 
     run(db_uri, scenario)

@@ -24,13 +24,15 @@ def test_scopes_and_their_documents() -> None:
     assert (plain.scope, plain.reserves, plain.on_conflict) == (Scope.UNFINISHED, False, OnConflict.EXISTING)
     assert plain.field(T0) == {"key": "k", "scope": "unfinished"}
     period = unique("k", timedelta(hours=2), "resubmit")
-    assert period.reserves and period.on_conflict is OnConflict.RESUBMIT
+    assert period.reserves
+    assert period.on_conflict is OnConflict.RESUBMIT
     assert period.field(T0) == {"key": "k", "scope": "period", "until": T0 + timedelta(hours=2)}
     job_id = ObjectId()
     assert period.reservation(job_id, T0) == {"_id": "k", "job": job_id, "created_at": T0,
                                               "until": T0 + timedelta(hours=2)}
     forever = unique("k", "forever")
-    assert "until" not in forever.reservation(job_id, T0) and forever.reserves
+    assert "until" not in forever.reservation(job_id, T0)
+    assert forever.reserves
 
 
 @pytest.mark.parametrize(("args", "words"), [
@@ -82,12 +84,14 @@ def test_a_resubmit_flags_a_locked_job_under_its_lock_and_reschedules_a_waiting_
 def test_a_resubmitted_job_goes_back_to_the_queue_whatever_its_outcome(decision: Any) -> None:
     at = NOW + timedelta(minutes=2)
     job = locked_job(attempts=2, executions=1, resubmit={"at": at, "requested_at": NOW})
-    assert flagged(job) and due_at(job, NOW) == at
+    assert flagged(job)
+    assert due_at(job, NOW) == at
     out = outcome_doc(job, decision, ex=execution(2, "failed", error=True))
     filter_, update = resubmit_update(job, out, NOW)
     assert filter_ == {"_id": job["_id"], "lock_token": job["lock_token"]}
     assert update["$set"]["scheduled_at"] == at
-    assert update["$set"]["status"] == "queued" and update["$set"]["locked"] is False
+    assert update["$set"]["status"] == "queued"
+    assert update["$set"]["locked"] is False
     assert update["$set"]["executions"][-1] == out["execution"]
     assert update["$inc"] == {"resubmits": 1}  # the attempt counted at the lock stands
     assert {"resubmit", "lock_token", "crash_pending"} <= set(update["$unset"])
