@@ -224,3 +224,19 @@ def test_a_failing_unique_job_keeps_its_key_while_it_waits_for_its_retry(db_uri:
         assert again.state == "retrying"
 
     run(db_uri, scenario)
+
+
+def test_the_sync_enqueue_many_takes_keys_that_reserve_too(db_uri: str) -> None:
+    with Recruiter.connect(db_uri) as rec:
+        first = rec.enqueue_many([Record(db_uri, n=1).as_job_of(rec).unique("f", scope="forever"),
+                                  Record(db_uri, n=2).as_job_of(rec).unique("u"),
+                                  Record(db_uri, n=3)])
+        again = rec.enqueue_many([Record(db_uri, n=4).as_job_of(rec).unique("u"),
+                                  Record(db_uri, n=5).as_job_of(rec).unique("f", scope="forever"),
+                                  Record(db_uri, n=6).as_job_of(rec).unique("p", scope=timedelta(days=1))])
+        assert [h.existed for h in first] == [False, False, False]
+        assert [h.existed for h in again] == [True, True, False]
+        assert again[0] == first[1]
+        assert again[1] == first[0]
+        assert rec.db.scheduled.count_documents({}) == 4
+        assert {d["_id"] for d in rec.db.unique_keys.find()} == {"f", "p"}
