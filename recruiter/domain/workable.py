@@ -127,7 +127,8 @@ class Workable:
 
     Subclasses implement ``execute(self, ctx)`` (or ``async def execute``). The
     optional class attributes ``group``, ``retry_policy`` and ``timeout_s`` give
-    defaults for every job of the class.
+    defaults for every job of the class; ``unique_key()`` (with ``unique_scope`` and
+    ``unique_on_conflict``) gives its jobs a unique key (:mod:`recruiter.domain.unique`).
     """
 
     method: ClassVar[str] = "execute"

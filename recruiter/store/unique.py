@@ -67,9 +67,10 @@ def duplicates(exc: BulkWriteError) -> list[int]:
 # -- synchronous (Recruiter) -------------------------------------------------------------
 
 
-def holder(db: SyncDb, key: str, now: datetime) -> Held:
-    return _holder(db[UNIQUE_KEYS].find_one({"_id": key}),
-                   db[SCHEDULED].find_one({"unique.key": key}, {"_id": 1}), now)
+def holder(db: SyncDb, spec: Unique, now: datetime) -> Held:
+    """Who holds ``spec``'s key: its reservation (if the scope reserves), else its unfinished job."""
+    reservation = db[UNIQUE_KEYS].find_one({"_id": spec.key}) if spec.reserves else None
+    return _holder(reservation, db[SCHEDULED].find_one({"unique.key": spec.key}, {"_id": 1}), now)
 
 
 def insert_unique(db: SyncDb, doc: Document, spec: Unique, now: datetime,
@@ -96,7 +97,7 @@ def insert_unique(db: SyncDb, doc: Document, spec: Unique, now: datetime,
     except OperationFailure as exc:
         if not _duplicate(exc):
             raise
-    return holder(db, spec.key, now)
+    return holder(db, spec, now)
 
 
 def insert_unordered(scheduled: SyncColl, docs: Sequence[Document]) -> list[int]:
@@ -111,9 +112,9 @@ def insert_unordered(scheduled: SyncColl, docs: Sequence[Document]) -> list[int]
 # -- asyncio (AsyncRecruiter) ------------------------------------------------------------
 
 
-async def holder_async(db: AsyncDb, key: str, now: datetime) -> Held:
-    return _holder(await db[UNIQUE_KEYS].find_one({"_id": key}),
-                   await db[SCHEDULED].find_one({"unique.key": key}, {"_id": 1}), now)
+async def holder_async(db: AsyncDb, spec: Unique, now: datetime) -> Held:
+    reservation = await db[UNIQUE_KEYS].find_one({"_id": spec.key}) if spec.reserves else None
+    return _holder(reservation, await db[SCHEDULED].find_one({"unique.key": spec.key}, {"_id": 1}), now)
 
 
 async def insert_unique_async(db: AsyncDb, doc: Document, spec: Unique, now: datetime,
@@ -137,7 +138,7 @@ async def insert_unique_async(db: AsyncDb, doc: Document, spec: Unique, now: dat
     except OperationFailure as exc:
         if not _duplicate(exc):
             raise
-    return await holder_async(db, spec.key, now)
+    return await holder_async(db, spec, now)
 
 
 async def insert_unordered_async(scheduled: AsyncColl, docs: Sequence[Document]) -> list[int]:
