@@ -21,6 +21,8 @@ Stopping: :meth:`WorkerProcess.stop` is graceful (no new work, running jobs
 finish within ``grace_period_s``); :meth:`WorkerProcess.force`, or the grace
 period running out, interrupts running jobs and gives them back to the queue
 without counting the attempt, with an ``interrupted`` entry in their history.
+With ``burst`` (``worker start --burst``) the process stops itself gracefully
+once nothing is left for it (:meth:`WorkerProcess._burst`).
 
 Invariant: a running job's state changes only through
 :meth:`~recruiter.processes.worker.state.Running.move`, whichever of the three
