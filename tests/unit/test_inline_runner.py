@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
 import sys
 from datetime import timedelta
 
@@ -127,3 +128,11 @@ def test_a_job_enqueue_would_refuse_is_refused() -> None:
         run_inline(Local())
     with pytest.raises(ValueError, match="max_attempts"):
         run_inline(Tupled((1, 2)), max_attempts=0)
+
+
+def test_importing_the_helpers_imports_neither_pytest_nor_the_embedded_server() -> None:
+    code = ("import sys, recruiter.testing; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('pytest', '_pytest', 'secantusdb') or m == 'recruiter.processes.embedded'))")
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert found.stdout.strip() == "[]"
