@@ -32,7 +32,7 @@ def readme_files() -> dict[str, str]:
 
 def test_readme_names_its_example_files() -> None:
     assert set(readme_files()) == {"jobs.py", "enqueue.py", "enqueue_async.py", "enqueue_tenants.py", "follow.py",
-                                   "follow_async.py"}
+                                   "follow_async.py", "test_send_invoice.py"}
 
 
 def test_readme_examples_run_as_written(processes: Processes, db: Any, db_uri: str, tmp_path: Path) -> None:
@@ -110,3 +110,15 @@ def follow_jobs(tmp_path: Path, env: dict[str, str], db: Any) -> None:
     assert lines[0] == "{'sent': 'INV-400'}"
     assert sorted(line.split()[-1] for line in lines[1:4]) == ["'INV-401'}", "'INV-402'}", "'INV-403'}"]
     assert lines[4] == str([{"sent": f"INV-{n}"} for n in range(401, 404)])
+
+
+def test_readme_testing_example_passes_under_pytest(db_uri: str, tmp_path: Path) -> None:
+    """``## Testing your jobs``: its test file, run by pytest as written, against the test's database."""
+    files = readme_files()
+    for name in ("jobs.py", "test_send_invoice.py"):
+        (tmp_path / name).write_text(files[name])
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TEST_MONGODB_URI": db_uri}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_send_invoice.py"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "3 passed" in result.stdout

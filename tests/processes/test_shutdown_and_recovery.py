@@ -60,6 +60,7 @@ def test_sigterm_waits_for_the_grace_period_then_gives_the_job_back(
     job = wait_for(lambda: (j := db.scheduled.find_one({"_id": job_id})) and not j["locked"] and j,
                    timeout_s=30, message="the job back in the queue")
     assert job["attempts"] == 0
+    assert job.get("crashes", 0) == 0, "a forced stop counts neither an attempt nor a crash"
     assert job["status"] == "retrying"
     assert job["executions"][-1]["outcome"] == "interrupted"
 
@@ -68,6 +69,7 @@ def test_sigterm_waits_for_the_grace_period_then_gives_the_job_back(
     doc = wait_for(lambda: db.archived.find_one({"_id": job_id}), timeout_s=60, message="the job archived")
     assert doc["why"] == "done"
     assert doc["attempts"] == 1
+    assert doc.get("crashes", 0) == 0
     assert [e["outcome"] for e in doc["executions"]] == ["interrupted", "done"]
 
 
@@ -84,6 +86,7 @@ def test_a_second_signal_forces_the_stop_at_once(processes: Processes, db: Any, 
     job = wait_for(lambda: (j := db.scheduled.find_one({"_id": job_id})) and not j["locked"] and j,
                    timeout_s=30, message="the job back in the queue")
     assert job["attempts"] == 0
+    assert job.get("crashes", 0) == 0, "a forced stop counts neither an attempt nor a crash"
     assert job["executions"][-1]["outcome"] == "interrupted"
     assert db.ledger.count_documents({"job": str(job_id), "event": "end"}) == 0
 
