@@ -28,6 +28,7 @@ DONE = "done"
 MALFORMED = "malformed"
 CRASHED_TOO_MANY_TIMES = "crashed-too-many-times"
 CRASHED = "crashed"  # an at_most_once job whose worker died during its attempt
+INTERRUPTED = "interrupted"  # an at_most_once job whose attempt a forced stop cut short
 
 # Fields that describe a lock; never copied to archived and removed on unlock.
 LOCK_FIELDS = ("locked_by", "locked_at", "lock_token", "lock_epoch")
