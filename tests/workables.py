@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import threading
 import time
 from datetime import UTC, datetime
@@ -263,3 +264,17 @@ class LogsThenHangs(Workable):
         logging.getLogger("tests.hangs").warning("about to hang, attempt %d", ctx.attempt)
         print("printed before hanging", flush=True)
         time.sleep(300)
+
+
+class KillsItsWorker(Workable):
+    """SIGKILLs the worker running it, once its heartbeat had time to show it running (a crash,
+    not an unproven return): a poison job."""
+
+    def __init__(self, ledger_uri: str, after_s: float = 1.0) -> None:
+        self.ledger_uri = ledger_uri
+        self.after_s = after_s
+
+    def execute(self, ctx: JobContext) -> None:
+        note(self.ledger_uri, ctx, "start")
+        time.sleep(self.after_s)
+        os.kill(os.getpid(), signal.SIGKILL)

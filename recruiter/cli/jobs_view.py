@@ -18,6 +18,7 @@ from typing import Any
 
 from bson import Binary, ObjectId
 
+from recruiter.domain.attempt import cut_marker
 from recruiter.domain.following import JobView, Progress
 from recruiter.domain.records import Raw
 
@@ -203,10 +204,12 @@ def _execution_lines(run: Raw) -> list[str]:
     if isinstance(trace, str) and trace:
         lines.append("    trace:")
         lines.extend("      " + line for line in trace.rstrip("\n").splitlines())
-    logs, cut = run.get("logs"), run.get("logs_cut")
-    if isinstance(logs, str) and (logs or cut):
+    logs, marker = run.get("logs"), cut_marker(run.get("logs_cut"))
+    if isinstance(logs, str) and (logs or marker):
         lines.append("    logs:")
-        if isinstance(cut, int) and not isinstance(cut, bool) and cut > 0:
-            lines.append(f"      [… {cut} bytes cut …]")
+        if marker:
+            lines.append(f"      {marker}")
         lines.extend("      " + line for line in logs.rstrip("\n").splitlines())
+    if run.get("details_dropped") is True:
+        lines.append("    (trace and logs no longer kept: only the newest attempts keep them)")
     return lines

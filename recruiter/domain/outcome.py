@@ -29,6 +29,7 @@ DONE = "done"
 MALFORMED = "malformed"
 CRASHED_TOO_MANY_TIMES = "crashed-too-many-times"
 CRASHED = "crashed"  # an at_most_once job whose worker died during its attempt
+INTERRUPTED = "interrupted"  # an at_most_once job whose attempt a forced stop cut short
 
 # Fields that describe a lock; never copied to archived and removed on unlock. A resubmit
 # (recruiter.domain.resubmit) is asked of one lock: the next run after it is the one asked for.

@@ -77,6 +77,15 @@ async def archive_copies(archived: AsyncColl, copies: Sequence[tuple[object, Map
     return sorted(result.upserted_ids or {})
 
 
+# -- recruiter.testing: what a drain ran ------------------------------------------------
+
+
+async def read_ran(archived: AsyncColl, ids: Sequence[object], worker_ids: Sequence[str]) -> list[Document]:
+    """The archived jobs among ``ids``, and those whose last attempt ran on one of ``worker_ids``."""
+    return await archived.find({"$or": [{"_id": {"$in": list(ids)}},
+                                        {"last_execution.worker": {"$in": list(worker_ids)}}]}).to_list()
+
+
 def carries_name(archived: SyncColl, kind: str, name: str) -> bool:
     """Whether an archived job carries group or tenant ``name``: one ``find_one`` on ``by_group``."""
     where: dict[str, object] = {"group": name} if kind == "group" else {"group": {"$gte": MinKey()}, "tenant": name}

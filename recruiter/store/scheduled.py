@@ -40,6 +40,23 @@ async def rescue_jobs(scheduled: AsyncColl, writes: Sequence[tuple[Query, Query]
         await scheduled.bulk_write([UpdateOne(f, u) for f, u in writes], ordered=False)
 
 
+async def work_left_for(scheduled: AsyncColl, groups: Sequence[str] | None, worker_ids: Sequence[str],
+                        now: datetime, paused_groups: Iterable[str] = (), paused_tenants: Iterable[str] = ()) -> bool:
+    """Whether a ``worker start --burst`` still has work: a job locked by one of ``worker_ids``,
+    or an unlocked job of ``groups`` (None: any group) due by ``now`` that no pause holds back.
+    Two reads of one document at most (``limit 1``); jobs due later are not looked at."""
+    if await scheduled.find_one({"locked": True, "locked_by": {"$in": list(worker_ids)}}, {"_id": 1}):
+        return True
+    due: Query = {"locked": False, "scheduled_at": {"$lte": now}}
+    if groups is not None:
+        due["group"] = {"$in": [g for g in groups if g not in set(paused_groups)]}
+    elif paused_groups:
+        due["group"] = {"$nin": list(paused_groups)}
+    if paused_tenants:
+        due["tenant"] = {"$nin": list(paused_tenants)}
+    return await scheduled.find_one(due, {"_id": 1}) is not None
+
+
 APPLIED_FIELDS = {"lock_token": 1, "last_execution": 1}
 
 

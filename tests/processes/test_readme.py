@@ -32,7 +32,7 @@ def readme_files() -> dict[str, str]:
 
 def test_readme_names_its_example_files() -> None:
     assert set(readme_files()) == {"jobs.py", "enqueue.py", "enqueue_async.py", "enqueue_tenants.py", "follow.py",
-                                   "follow_async.py", "welcome.py", "unique.py"}
+                                   "follow_async.py", "welcome.py", "unique.py", "test_send_invoice.py"}
 
 
 def test_readme_examples_run_as_written(processes: Processes, db: Any, db_uri: str, tmp_path: Path) -> None:
@@ -127,3 +127,15 @@ def unique_jobs(tmp_path: Path, env: dict[str, str], db: Any) -> None:
     assert db.archived.count_documents({"unique.key": "welcome-42"}) == 1
     assert db.archived.find_one({"unique.key": "invoice-500"})["unique"] == {"key": "invoice-500",
                                                                              "scope": "unfinished"}
+
+
+def test_readme_testing_example_passes_under_pytest(db_uri: str, tmp_path: Path) -> None:
+    """``## Testing your jobs``: its test file, run by pytest as written, against the test's database."""
+    files = readme_files()
+    for name in ("jobs.py", "test_send_invoice.py"):
+        (tmp_path / name).write_text(files[name])
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TEST_MONGODB_URI": db_uri}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_send_invoice.py"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "3 passed" in result.stdout
