@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from bson import ObjectId
+from pymongo import MongoClient
+from pymongo.errors import PyMongoError
 
 from recruiter import JobNotFound, Recruiter, ResubmitRefused
 from recruiter.domain.resubmit import AFTER_ATTEMPT, RESCHEDULED
 from recruiter.domain.retry import RetryManyTimes
+from recruiter.processes.leadership import no_fault
 from tests.integration.test_processes_inproc import Harness, run, take_and_work
 from tests.workables import AlwaysFails, AsyncRecord, Record
 
@@ -132,3 +136,39 @@ def test_the_sync_producer_resubmits_a_waiting_job(db_uri: str) -> None:
         assert result.state == RESCHEDULED
         assert "rescheduled" in result.describe()
         assert job.refresh().state == "queued"
+
+
+def test_a_resubmit_committed_inside_the_rounds_transaction_is_not_lost(db_uri: str) -> None:
+    """The resubmit commits after the round's transaction began and before its delete: the
+    delete conflicts (the round is run again) or sees the flag; either way the job runs again."""
+    async def scenario(h: Harness) -> None:
+        job_id = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
+        process, slot = await h.worker("w1")
+        await h.round()
+        await take_and_work(process, slot)
+        other: MongoClient[Any] = MongoClient(h.db_uri, tz_aware=True, timeoutMS=10_000)
+
+        def resubmit_now(point: str) -> None:
+            if point == "archive.between_insert_and_delete":
+                h.recruiter.fault = no_fault
+                Recruiter(other, h.db.name, clock=h.clock).resubmit(job_id)
+
+        h.recruiter.fault = resubmit_now
+        conflict: PyMongoError | None = None
+        try:
+            try:
+                await h.round()
+            except PyMongoError as exc:
+                conflict = exc
+            print("round met a write conflict:", conflict is not None)
+            if conflict is not None:  # the delete met the resubmit: nothing was written, run again
+                assert conflict.has_error_label("TransientTransactionError")
+                assert await h.archived(job_id) is None
+                await h.round()
+        finally:
+            other.close()
+        assert await h.archived(job_id) is None
+        job = await h.job(job_id)
+        assert (job["status"], job["resubmits"], job["locked"]) == ("queued", 1, False)
+
+    run(db_uri, scenario)

@@ -10,12 +10,14 @@ import pytest
 from bson import ObjectId
 from hypothesis import given
 from hypothesis import strategies as st
+from pymongo.errors import BulkWriteError
 
 from recruiter.domain.job import JobOptions, JobRefused, build_job_document
 from recruiter.domain.outcome import LOCK_FIELDS, archived_document, crash_update, resubmit_update
 from recruiter.domain.resubmit import AFTER_ATTEMPT, RESCHEDULED, due_at, flagged, plan_resubmit
 from recruiter.domain.retry import Archive, RetryAt
 from recruiter.domain.unique import MAX_KEY_CHARS, OnConflict, Scope, UniqueRefused, key_of, unique
+from recruiter.store.unique import duplicates
 from tests.unit.test_outcome import NOW, T0, Job, execution, locked_job, outcome_doc
 
 
@@ -109,3 +111,13 @@ def test_the_flag_goes_with_the_lock() -> None:
     assert "resubmit" not in archived_document(job, outcome_doc(job, Archive("done")), NOW)
     _, update = crash_update(job, None, NOW, "worker died")
     assert "resubmit" in update["$unset"]  # the crash rerun is the run asked for
+
+
+def test_a_batch_error_other_than_a_duplicate_key_is_raised() -> None:
+    def error(*codes: int) -> BulkWriteError:
+        return BulkWriteError({"writeErrors": [{"index": i, "code": c} for i, c in enumerate(codes)],
+                               "writeConcernErrors": [], "nInserted": 0})
+
+    assert duplicates(error(11000, 11000)) == [0, 1]
+    with pytest.raises(BulkWriteError):
+        duplicates(error(11000, 121))  # a document the validator refused
