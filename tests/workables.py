@@ -54,6 +54,13 @@ class Record(Workable):
         return self.n
 
 
+class UniqueRecord(Record):
+    """A Record whose class gives its jobs a unique key: ``record-<n>`` (a number for ``n == -1``)."""
+
+    def unique_key(self) -> Any:
+        return 42 if self.n == -1 else f"record-{self.n}"
+
+
 class AsyncRecord(Workable):
     def __init__(self, ledger_uri: str, n: int = 0, sleep_s: float = 0.0) -> None:
         self.ledger_uri = ledger_uri

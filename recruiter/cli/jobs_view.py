@@ -100,6 +100,7 @@ def show_json(view: JobView) -> dict[str, Any]:
         "parameters": plain(workable.get("parameters")) if isinstance(workable, Mapping) else None,
         "result": plain(view.result),
         "executions": [plain(e) for e in executions_of(view)],
+        "unique": plain(view.document.get("unique")), "resubmits": plain(view.document.get("resubmits")),
     }
 
 
@@ -144,6 +145,7 @@ def render_show(view: JobView) -> str:
         lines.append(f"cancelled  {cancel_reason}")
     if view.retry_of is not None:
         lines.append(f"retry of   {plain(view.retry_of)}")
+    lines.extend(_unique_and_resubmits(doc))
     if view.worker is not None:
         lines.append(f"worker     {view.worker}")
     if view.progress is not None:
@@ -158,6 +160,24 @@ def render_show(view: JobView) -> str:
     for run in runs:
         lines.extend(_execution_lines(run))
     return "\n".join(lines)
+
+
+def _unique_and_resubmits(doc: Raw) -> list[str]:
+    """The job's unique key (recruiter.domain.unique) and resubmits (recruiter.domain.resubmit), if any."""
+    lines = []
+    unique = doc.get("unique")
+    if isinstance(unique, Mapping) and isinstance(unique.get("key"), str):
+        until = unique.get("until")
+        lines.append(f"unique     {unique['key']} ({_text(unique.get('scope'))}"
+                     + (f" until {_iso(until)})" if isinstance(until, datetime) else ")"))
+    flag, count = doc.get("resubmit"), doc.get("resubmits")
+    if isinstance(flag, Mapping):
+        at = flag.get("at")
+        lines.append("resubmit   runs once more after this attempt"
+                     + (f", at {_iso(at)}" if isinstance(at, datetime) else ""))
+    if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+        lines.append(f"resubmits  {count}")
+    return lines
 
 
 def _crashes(value: object) -> str:

@@ -24,6 +24,8 @@ from recruiter.domain.naming import class_names, importable_problem, name_proble
 from recruiter.domain.records import JobDoc, PolicyDocument, WorkableDocument
 from recruiter.domain.records import Priority as PriorityName
 from recruiter.domain.retry import DoNotDoItAgain, RetryPolicy, policy_to_document
+from recruiter.domain.unique import Unique, UniqueRefused
+from recruiter.domain.unique import unique as unique_spec
 from recruiter.domain.workable import Workable
 
 DEFAULT_GROUP = "generic"
@@ -76,6 +78,7 @@ class JobOptions:
     priority: Priority = Priority.LOW
     timeout_s: float | None = None
     at_most_once: bool = False
+    unique: Unique | None = None  # .unique(...); else the class's unique_key() (recruiter.domain.unique)
 
 
 def _check_name(kind: str, value: object) -> str:
@@ -213,8 +216,24 @@ def build_job_document(
         doc["timeout_s"] = timeout_s
     if options.at_most_once:
         doc["at_most_once"] = True
+    spec = unique_of(workable, options)
+    if spec is not None:
+        doc["unique"] = spec.field(now)
     _check_size(doc, max_document_bytes)
     return doc
+
+
+def unique_of(workable: Workable, options: JobOptions) -> Unique | None:
+    """The job's unique key: the builder's ``.unique(...)``, else its class's ``unique_key()``
+    with the class's ``unique_scope`` and ``unique_on_conflict``; None for no key."""
+    if options.unique is not None:
+        return options.unique
+    try:
+        key = workable.unique_key()
+        cls = type(workable)
+        return None if key is None else unique_spec(key, cls.unique_scope, cls.unique_on_conflict)
+    except UniqueRefused as exc:
+        raise JobRefused(f"{type(workable).__qualname__}.unique_key(): {exc}") from None
 
 
 def _check_size(doc: JobDoc, max_document_bytes: int | None) -> None:
@@ -291,6 +310,23 @@ class JobBuilder:
         """Never run this job a second time after its worker died during an attempt: a crash
         archives it (``why: "crashed"``) instead of running it again."""
         return self._with(replace(self.options, at_most_once=True))
+
+    def unique(self, key: str, *, scope: str | timedelta = "unfinished",
+               on_conflict: str = "existing") -> JobBuilder:
+        """At most one job with ``key`` (a string) while ``scope`` lasts: ``"unfinished"`` (while
+        it waits or runs), a ``timedelta`` (also that long after it was enqueued, finished or
+        not) or ``"forever"``. Enqueueing a second one returns the existing job's handle
+        (``handle.existed``); ``on_conflict="resubmit"`` reschedules it instead (a running
+        one runs once more, a finished one is enqueued again). See :mod:`recruiter.domain.unique`."""
+        try:
+            spec = unique_spec(key, scope, on_conflict)
+        except UniqueRefused as exc:
+            raise JobRefused(str(exc)) from None
+        return self._with(replace(self.options, unique=spec))
+
+    def unique_spec(self) -> Unique | None:
+        """The job's unique key and scope (see :meth:`unique`), or None."""
+        return unique_of(self.workable, self.options)
 
     def build(self, now: datetime, max_document_bytes: int | None = None) -> dict[str, object]:
         """The job's document, as the driver takes it (a plain dict; :func:`build_job_document` types it)."""

@@ -10,6 +10,12 @@ written. ``enqueue_many`` is all or nothing: one bad item refuses the batch,
 and the reason names the item by its index. The server's document size limit
 (``maxBsonObjectSize`` from ``hello``) is read once per producer.
 
+A unique job (``.unique(key)``, :mod:`recruiter.domain.unique`) whose key is
+held returns the holder's handle, with ``existed`` set (:mod:`recruiter.producer.unique`);
+in ``enqueue_many`` those items cost one more write and read each, the others
+are still written in one round trip. ``resubmit`` runs a job (once more) at a
+given time (:mod:`recruiter.domain.resubmit`).
+
 ``enqueue`` returns a job handle (:mod:`recruiter.producer.handles`), which is
 the job's id and follows the job: its state, its result, ``wait()``.
 ``rec.job(id)`` makes one for a job enqueued elsewhere, and ``wait_all`` and
@@ -24,12 +30,15 @@ from datetime import datetime
 from bson import ObjectId
 
 from recruiter.domain.cancel import CancelResult, parse_job_id
-from recruiter.domain.clock import Clock, SystemClock
+from recruiter.domain.clock import Clock, SystemClock, utc
 from recruiter.domain.following import JobView, view_of
 from recruiter.domain.job import JobBuilder, JobRefused, as_builder
+from recruiter.domain.resubmit import Resubmitted
+from recruiter.domain.unique import Unique
 from recruiter.domain.workable import Workable
 from recruiter.producer import handles
-from recruiter.producer.handles import AsyncJobHandle, JobHandle
+from recruiter.producer.handles import AsyncJobHandle, JobHandle, JobNotFound
+from recruiter.producer.unique import enqueue_unique, enqueue_unique_async
 from recruiter.producer.waiting import Streams
 from recruiter.store.cancel import cancel_job, cancel_job_async
 from recruiter.store.clock import ServerClock
@@ -47,12 +56,23 @@ from recruiter.store.connection import (
 )
 from recruiter.store.indexes import ensure_indexes, ensure_indexes_sync
 from recruiter.store.layout import AsyncClient, Collections, Document, SyncClient, SyncCollections
+from recruiter.store.resubmit import NoSuchJob, resubmit_job, resubmit_job_async
 from recruiter.store.scheduled import insert_job, insert_job_async, insert_jobs, insert_jobs_async
+from recruiter.store.unique import insert_unordered, insert_unordered_async
 
 
 def _job_id(job_id: ObjectId | str) -> ObjectId:
     """A plain ObjectId from an id, a handle or the id's 24 hex digits (ValueError in one line)."""
     return ObjectId(job_id.binary) if isinstance(job_id, ObjectId) else parse_job_id(job_id)
+
+
+def _at(at: object) -> datetime | None:
+    """A resubmit's time, checked: None or a datetime (naive ones are UTC)."""
+    if at is None:
+        return None
+    if not isinstance(at, datetime):
+        raise ValueError(f"resubmit needs at=None or a datetime, got {at!r:.60}")
+    return utc(at)
 
 
 def _enqueued_view(doc: Document, now: datetime) -> JobView:
@@ -84,21 +104,39 @@ def limit_from_hello(reply: object) -> int:
     return DEFAULT_MAX_DOCUMENT_BYTES
 
 
-def _document(recruiter: Recruiter | AsyncRecruiter, item: JobBuilder | Workable, max_bytes: int) -> Document:
-    return as_builder(item, recruiter).build(recruiter.clock.now(), max_bytes)
+Built = tuple[Document, Unique | None]  # a job's document, and its unique key if it has one
+
+
+def _built(builder: JobBuilder, now: datetime, max_bytes: int) -> Built:
+    return builder.build(now, max_bytes), builder.unique_spec()
+
+
+def _document(recruiter: Recruiter | AsyncRecruiter, item: JobBuilder | Workable, max_bytes: int) -> Built:
+    return _built(as_builder(item, recruiter), recruiter.clock.now(), max_bytes)
 
 
 def _documents(recruiter: Recruiter | AsyncRecruiter, items: list[JobBuilder | Workable],
-               max_bytes: int) -> list[Document]:
+               max_bytes: int) -> list[Built]:
     """Every item's document, or :class:`JobRefused` naming the first bad item."""
     now = recruiter.clock.now()
     docs = []
     for index, item in enumerate(items):
         try:
-            docs.append(as_builder(item, recruiter).build(now, max_bytes))
+            docs.append(_built(as_builder(item, recruiter), now, max_bytes))
         except JobRefused as exc:
             raise JobRefused(f"item {index} of {len(items)}: {exc}; nothing was written") from None
     return docs
+
+
+def _one_write(built: list[Built]) -> tuple[list[Document], list[int]]:
+    """The documents a batch writes in its one round trip (all but the unique jobs that reserve
+    their key, which take a transaction each), and the positions of those that reserve."""
+    return ([d for d, spec in built if spec is None or not spec.reserves],
+            [i for i, (_, spec) in enumerate(built) if spec is not None and spec.reserves])
+
+
+def _resubmit_not_found(job_id: ObjectId) -> JobNotFound:
+    return JobNotFound(job_id)
 
 
 class Recruiter:
@@ -158,7 +196,9 @@ class Recruiter:
     def enqueue(self, item: JobBuilder | Workable) -> JobHandle:
         """Store one job; returns its handle (which is its id). Raises :class:`JobRefused`
         (nothing written) for a bad job."""
-        doc = _document(self, item, self.max_document_bytes())
+        doc, spec = _document(self, item, self.max_document_bytes())
+        if spec is not None:
+            return enqueue_unique(self, doc, spec, lambda d: _handle(self, d))
         insert_job(self.collections.scheduled, doc)
         return _handle(self, doc)
 
@@ -171,9 +211,16 @@ class Recruiter:
         batch = list(items)
         if not batch:
             return []
-        docs = _documents(self, batch, self.max_document_bytes())
-        insert_jobs(self.collections.scheduled, docs)
-        return [_handle(self, d) for d in docs]
+        built = _documents(self, batch, self.max_document_bytes())
+        if all(spec is None for _, spec in built):
+            insert_jobs(self.collections.scheduled, [d for d, _ in built])
+            return [_handle(self, d) for d, _ in built]
+        # Unique items: one unordered insert, then the refused and the reserving ones one by one.
+        docs, later = _one_write(built)
+        refused = {id(docs[i]) for i in insert_unordered(self.collections.scheduled, docs)}
+        return [enqueue_unique(self, d, spec, lambda d: _handle(self, d))
+                if spec is not None and (id(d) in refused or i in later) else _handle(self, d)
+                for i, (d, spec) in enumerate(built)]
 
     def job(self, job_id: ObjectId | str) -> JobHandle:
         """The handle of an existing job, from its id, its 24 hex digits or a handle.
@@ -192,6 +239,18 @@ class Recruiter:
     def as_completed(self, jobs: Iterable[JobHandle], timeout: float | None = None) -> Iterator[JobHandle]:
         """Each of ``jobs`` as it finishes; see :func:`recruiter.producer.handles.as_completed`."""
         return handles.as_completed(self, jobs, timeout)
+
+    def resubmit(self, job_id: ObjectId | str, at: datetime | None = None) -> Resubmitted:
+        """Run a job (once more) at ``at`` (default: now); see :mod:`recruiter.domain.resubmit`.
+
+        A waiting job is rescheduled; a running one is not halted: it runs once more after
+        this attempt. Raises :class:`~recruiter.domain.resubmit.ResubmitRefused` for an
+        archived job (``recruiter jobs retry`` copies one) and :class:`~recruiter.JobNotFound`.
+        """
+        try:
+            return resubmit_job(self.collections, _job_id(job_id), _at(at), self.clock.now())
+        except NoSuchJob as exc:
+            raise _resubmit_not_found(exc.args[0]) from None
 
     def cancel(self, job_id: ObjectId | str, reason: str | None = None) -> CancelResult:
         """Cancel a job: archived with ``why: "cancelled"``; a worker running it halts it.
@@ -253,7 +312,9 @@ class AsyncRecruiter:
 
     async def enqueue(self, item: JobBuilder | Workable) -> AsyncJobHandle:
         """Store one job; see :meth:`Recruiter.enqueue`."""
-        doc = _document(self, item, await self.max_document_bytes())
+        doc, spec = _document(self, item, await self.max_document_bytes())
+        if spec is not None:
+            return await enqueue_unique_async(self, doc, spec, lambda d: _async_handle(self, d))
         await insert_job_async(self.collections.scheduled, doc)
         return _async_handle(self, doc)
 
@@ -262,9 +323,15 @@ class AsyncRecruiter:
         batch = list(items)
         if not batch:
             return []
-        docs = _documents(self, batch, await self.max_document_bytes())
-        await insert_jobs_async(self.collections.scheduled, docs)
-        return [_async_handle(self, d) for d in docs]
+        built = _documents(self, batch, await self.max_document_bytes())
+        if all(spec is None for _, spec in built):
+            await insert_jobs_async(self.collections.scheduled, [d for d, _ in built])
+            return [_async_handle(self, d) for d, _ in built]
+        docs, later = _one_write(built)
+        refused = {id(docs[i]) for i in await insert_unordered_async(self.collections.scheduled, docs)}
+        return [await enqueue_unique_async(self, d, spec, lambda d: _async_handle(self, d))
+                if spec is not None and (id(d) in refused or i in later) else _async_handle(self, d)
+                for i, (d, spec) in enumerate(built)]
 
     async def job(self, job_id: ObjectId | str) -> AsyncJobHandle:
         """The handle of an existing job; see :meth:`Recruiter.job`."""
@@ -280,6 +347,13 @@ class AsyncRecruiter:
                      timeout: float | None = None) -> AsyncIterator[AsyncJobHandle]:
         """Each of ``jobs`` as it finishes (``async for``); see :func:`recruiter.producer.handles.as_completed`."""
         return handles.as_completed_async(self, jobs, timeout)
+
+    async def resubmit(self, job_id: ObjectId | str, at: datetime | None = None) -> Resubmitted:
+        """Run a job (once more) at ``at``; see :meth:`Recruiter.resubmit`."""
+        try:
+            return await resubmit_job_async(self.collections, _job_id(job_id), _at(at), self.clock.now())
+        except NoSuchJob as exc:
+            raise _resubmit_not_found(exc.args[0]) from None
 
     async def cancel(self, job_id: ObjectId | str, reason: str | None = None) -> CancelResult:
         """Cancel a job; see :meth:`Recruiter.cancel`."""

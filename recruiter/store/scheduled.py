@@ -15,6 +15,7 @@ from pymongo import DeleteOne, UpdateOne
 from recruiter.domain.documents import PRIORITIES, UNLOCKED_STATUSES
 from recruiter.domain.outcome import ROLLBACK_PIPELINE
 from recruiter.domain.records import Query
+from recruiter.domain.resubmit import late_flag_filter
 from recruiter.store.layout import AsyncColl, Document, SyncColl
 
 # -- the worker: its own entry, its job, its heartbeat (processes/worker) --------------
@@ -101,10 +102,22 @@ async def find_candidates(scheduled: AsyncColl, filter_: Query, projection: Quer
     return await cursor.to_list()
 
 
-async def delete_archived(scheduled: AsyncColl, locks: Iterable[tuple[object, object]]) -> None:
+async def delete_archived(scheduled: AsyncColl, locks: Iterable[tuple[object, object]]) -> int:
     """Delete jobs whose archived copy was just written: one delete per job by ``_id`` (then its
-    token), a point lookup on any server, where an ``$or`` of them is a scan on the embedded one."""
-    await scheduled.bulk_write([DeleteOne(held(job_id, token)) for job_id, token in locks], ordered=False)
+    token), a point lookup on any server, where an ``$or`` of them is a scan on the embedded one.
+    A job resubmitted meanwhile is left (recruiter.domain.resubmit); returns how many were deleted."""
+    result = await scheduled.bulk_write([DeleteOne({**held(job_id, token), **late_flag_filter()})
+                                         for job_id, token in locks], ordered=False)
+    return int(result.deleted_count)
+
+
+async def read_resubmitted(scheduled: AsyncColl, locks: Sequence[tuple[object, object]]) -> list[Document]:
+    """The jobs among ``locks`` still held by their token and carrying a resubmit, whole."""
+    if not locks:
+        return []
+    tokens = dict(locks)
+    docs = await scheduled.find({"_id": {"$in": list(tokens)}, "resubmit": {"$exists": True}}).to_list()
+    return [d for d in docs if d.get("lock_token") == tokens.get(d["_id"])]
 
 
 async def apply_changes(scheduled: AsyncColl, changes: Sequence[Change]) -> int:

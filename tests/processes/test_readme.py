@@ -32,7 +32,7 @@ def readme_files() -> dict[str, str]:
 
 def test_readme_names_its_example_files() -> None:
     assert set(readme_files()) == {"jobs.py", "enqueue.py", "enqueue_async.py", "enqueue_tenants.py", "follow.py",
-                                   "follow_async.py", "test_send_invoice.py"}
+                                   "follow_async.py", "welcome.py", "unique.py", "test_send_invoice.py"}
 
 
 def test_readme_examples_run_as_written(processes: Processes, db: Any, db_uri: str, tmp_path: Path) -> None:
@@ -62,6 +62,7 @@ def test_readme_examples_run_as_written(processes: Processes, db: Any, db_uri: s
         assert db.archived.count_documents({"why": "done"}) == 50
         check_the_first_50(db)
         follow_jobs(tmp_path, env, db)
+        unique_jobs(tmp_path, env, db)
     finally:
         for p in procs:
             p.terminate()
@@ -110,6 +111,22 @@ def follow_jobs(tmp_path: Path, env: dict[str, str], db: Any) -> None:
     assert lines[0] == "{'sent': 'INV-400'}"
     assert sorted(line.split()[-1] for line in lines[1:4]) == ["'INV-401'}", "'INV-402'}", "'INV-403'}"]
     assert lines[4] == str([{"sent": f"INV-{n}"} for n in range(401, 404)])
+
+
+def unique_jobs(tmp_path: Path, env: dict[str, str], db: Any) -> None:
+    """The README's unique.py, run while the processes run its jobs."""
+    result = subprocess.run([sys.executable, "unique.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[:6] == ["True True delayed", "True {'sent': 'INV-500'}", "welcome 42", "True", "rescheduled",
+                         "{'sent': 'INV-501'}"]
+    later = db.archived.find_one({"workable.parameters.invoice_id": "INV-501"})["_id"]
+    assert lines[6] == (f"job {later} is archived (done) and cannot be resubmitted; "
+                        f"`recruiter jobs retry {later}` enqueues a copy of it")
+    assert db.archived.count_documents({"unique.key": "welcome-42"}) == 1
+    assert db.archived.find_one({"unique.key": "invoice-500"})["unique"] == {"key": "invoice-500",
+                                                                             "scope": "unfinished"}
 
 
 def test_readme_testing_example_passes_under_pytest(db_uri: str, tmp_path: Path) -> None:
