@@ -8,6 +8,7 @@ Producers enqueue :class:`Workable` jobs through :class:`Recruiter` (sync) or
 
 from recruiter.domain.cancel import CancelResult
 from recruiter.domain.job import JobBuilder, JobRefused
+from recruiter.domain.resubmit import ResubmitRefused, Resubmitted
 from recruiter.domain.workable import JobContext, Workable
 from recruiter.producer.client import AsyncRecruiter, Recruiter
 from recruiter.producer.handles import AsyncJobHandle, JobFailed, JobHandle, JobNotFound
@@ -26,6 +27,8 @@ __all__ = [
     "JobNotFound",
     "JobRefused",
     "Recruiter",
+    "ResubmitRefused",
+    "Resubmitted",
     "Workable",
 ]
 __version__ = "0.1.0"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import threading
 import time
 from datetime import UTC, datetime
@@ -51,6 +52,13 @@ class Record(Workable):
             time.sleep(self.sleep_s)
         note(self.ledger_uri, ctx, "end", n=self.n)
         return self.n
+
+
+class UniqueRecord(Record):
+    """A Record whose class gives its jobs a unique key: ``record-<n>`` (a number for ``n == -1``)."""
+
+    def unique_key(self) -> Any:
+        return 42 if self.n == -1 else f"record-{self.n}"
 
 
 class AsyncRecord(Workable):
@@ -256,3 +264,17 @@ class LogsThenHangs(Workable):
         logging.getLogger("tests.hangs").warning("about to hang, attempt %d", ctx.attempt)
         print("printed before hanging", flush=True)
         time.sleep(300)
+
+
+class KillsItsWorker(Workable):
+    """SIGKILLs the worker running it, once its heartbeat had time to show it running (a crash,
+    not an unproven return): a poison job."""
+
+    def __init__(self, ledger_uri: str, after_s: float = 1.0) -> None:
+        self.ledger_uri = ledger_uri
+        self.after_s = after_s
+
+    def execute(self, ctx: JobContext) -> None:
+        note(self.ledger_uri, ctx, "start")
+        time.sleep(self.after_s)
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -18,6 +18,7 @@ from typing import Any
 
 from bson import Binary, ObjectId
 
+from recruiter.domain.attempt import cut_marker
 from recruiter.domain.following import JobView, Progress
 from recruiter.domain.records import Raw
 
@@ -99,6 +100,7 @@ def show_json(view: JobView) -> dict[str, Any]:
         "parameters": plain(workable.get("parameters")) if isinstance(workable, Mapping) else None,
         "result": plain(view.result),
         "executions": [plain(e) for e in executions_of(view)],
+        "unique": plain(view.document.get("unique")), "resubmits": plain(view.document.get("resubmits")),
     }
 
 
@@ -143,6 +145,7 @@ def render_show(view: JobView) -> str:
         lines.append(f"cancelled  {cancel_reason}")
     if view.retry_of is not None:
         lines.append(f"retry of   {plain(view.retry_of)}")
+    lines.extend(_unique_and_resubmits(doc))
     if view.worker is not None:
         lines.append(f"worker     {view.worker}")
     if view.progress is not None:
@@ -157,6 +160,24 @@ def render_show(view: JobView) -> str:
     for run in runs:
         lines.extend(_execution_lines(run))
     return "\n".join(lines)
+
+
+def _unique_and_resubmits(doc: Raw) -> list[str]:
+    """The job's unique key (recruiter.domain.unique) and resubmits (recruiter.domain.resubmit), if any."""
+    lines = []
+    unique = doc.get("unique")
+    if isinstance(unique, Mapping) and isinstance(unique.get("key"), str):
+        until = unique.get("until")
+        lines.append(f"unique     {unique['key']} ({_text(unique.get('scope'))}"
+                     + (f" until {_iso(until)})" if isinstance(until, datetime) else ")"))
+    flag, count = doc.get("resubmit"), doc.get("resubmits")
+    if isinstance(flag, Mapping):
+        at = flag.get("at")
+        lines.append("resubmit   runs once more after this attempt"
+                     + (f", at {_iso(at)}" if isinstance(at, datetime) else ""))
+    if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+        lines.append(f"resubmits  {count}")
+    return lines
 
 
 def _crashes(value: object) -> str:
@@ -183,10 +204,12 @@ def _execution_lines(run: Raw) -> list[str]:
     if isinstance(trace, str) and trace:
         lines.append("    trace:")
         lines.extend("      " + line for line in trace.rstrip("\n").splitlines())
-    logs, cut = run.get("logs"), run.get("logs_cut")
-    if isinstance(logs, str) and (logs or cut):
+    logs, marker = run.get("logs"), cut_marker(run.get("logs_cut"))
+    if isinstance(logs, str) and (logs or marker):
         lines.append("    logs:")
-        if isinstance(cut, int) and not isinstance(cut, bool) and cut > 0:
-            lines.append(f"      [… {cut} bytes cut …]")
+        if marker:
+            lines.append(f"      {marker}")
         lines.extend("      " + line for line in logs.rstrip("\n").splitlines())
+    if run.get("details_dropped") is True:
+        lines.append("    (trace and logs no longer kept: only the newest attempts keep them)")
     return lines

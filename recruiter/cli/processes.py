@@ -132,10 +132,13 @@ def worker_group() -> None:
 @click.option("--memory-limit", envvar=env("MEMORY_LIMIT"), type=SIZE, default=None, show_envvar=True,
               help="After a job, a worker over this resident size (e.g. 512MB) exits with status 75 and a "
                    "supervisor process starts a fresh one.")
+@click.option("--burst", envvar=env("BURST"), is_flag=True, default=False, show_envvar=True,
+              help="Exit (status 0) once nothing is left for this worker: no job of its groups due now and none "
+                   "assigned to it. Jobs due later are not waited for.")
 def start_worker(groups: tuple[str, ...], concurrency: int, worker_id: str | None, heartbeat_interval: timedelta,
                  poll_from: timedelta, poll_to: timedelta, max_crashes: int, wake: str, import_path: tuple[str, ...],
                  preload: tuple[str, ...], allow_modules: tuple[str, ...], grace_period: timedelta,
-                 memory_limit: int | None, common: Common) -> None:
+                 memory_limit: int | None, burst: bool, common: Common) -> None:
     """Run workers for the given groups.
 
     Jobs may name only modules found under --import-path, those named by
@@ -155,7 +158,7 @@ def start_worker(groups: tuple[str, ...], concurrency: int, worker_id: str | Non
         groups=groups, concurrency=concurrency, worker_id=worker_id,
         heartbeat_interval_s=seconds(heartbeat_interval), poll_from_s=seconds(poll_from),
         poll_to_s=seconds(poll_to), max_crashes=max_crashes, wake=Wake(wake), grace_period_s=seconds(grace_period),
-        memory_limit_bytes=memory_limit, allowed_modules=allowed))
+        memory_limit_bytes=memory_limit, allowed_modules=allowed, burst=burst))
     if runtime.needs_supervisor(memory_limit):
         sys.exit(runtime.supervised(run_worker, common, config))
     run_worker(common, config)

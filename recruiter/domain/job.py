@@ -25,6 +25,8 @@ from recruiter.domain.placement import deadline_at, on_worker_document, worker_g
 from recruiter.domain.records import JobDoc, PolicyDocument, WorkableDocument
 from recruiter.domain.records import Priority as PriorityName
 from recruiter.domain.retry import DoNotDoItAgain, RetryPolicy, WorkerCrashed, policy_to_document
+from recruiter.domain.unique import Unique, UniqueRefused
+from recruiter.domain.unique import unique as unique_spec
 from recruiter.domain.workable import Workable
 
 DEFAULT_GROUP = "generic"
@@ -77,6 +79,7 @@ class JobOptions:
     priority: Priority = Priority.LOW
     timeout_s: float | None = None
     at_most_once: bool = False
+    unique: Unique | None = None  # .unique(...); else the class's unique_key() (recruiter.domain.unique)
     # Only the worker started with this ``--id`` runs the job (recruiter.domain.placement).
     on_worker: str | None = None
     worker_deadline: datetime | timedelta | None = None
@@ -220,6 +223,9 @@ def build_job_document(
         doc["at_most_once"] = True
     if options.on_worker is not None:
         _aim_at_worker(doc, options, now)
+    spec = unique_of(workable, options)
+    if spec is not None:
+        doc["unique"] = spec.field(now)
     _check_size(doc, max_document_bytes)
     return doc
 
@@ -257,6 +263,19 @@ def _aim_at_worker(doc: JobDoc, options: JobOptions, now: datetime) -> None:
         raise JobRefused(str(exc)) from None
     doc["on_worker"] = on_worker_document(worker_id, doc["group"], deadline)
     doc["group"] = worker_group(worker_id)
+
+
+def unique_of(workable: Workable, options: JobOptions) -> Unique | None:
+    """The job's unique key: the builder's ``.unique(...)``, else its class's ``unique_key()``
+    with the class's ``unique_scope`` and ``unique_on_conflict``; None for no key."""
+    if options.unique is not None:
+        return options.unique
+    try:
+        key = workable.unique_key()
+        cls = type(workable)
+        return None if key is None else unique_spec(key, cls.unique_scope, cls.unique_on_conflict)
+    except UniqueRefused as exc:
+        raise JobRefused(f"{type(workable).__qualname__}.unique_key(): {exc}") from None
 
 
 def _check_size(doc: JobDoc, max_document_bytes: int | None) -> None:
@@ -348,6 +367,23 @@ class JobBuilder:
         except ValueError as exc:
             raise JobRefused(str(exc)) from None
         return self._with(replace(self.options, on_worker=worker_id, worker_deadline=deadline))
+
+    def unique(self, key: str, *, scope: str | timedelta = "unfinished",
+               on_conflict: str = "existing") -> JobBuilder:
+        """At most one job with ``key`` (a string) while ``scope`` lasts: ``"unfinished"`` (while
+        it waits or runs), a ``timedelta`` (also that long after it was enqueued, finished or
+        not) or ``"forever"``. Enqueueing a second one returns the existing job's handle
+        (``handle.existed``); ``on_conflict="resubmit"`` reschedules it instead (a running
+        one runs once more, a finished one is enqueued again). See :mod:`recruiter.domain.unique`."""
+        try:
+            spec = unique_spec(key, scope, on_conflict)
+        except UniqueRefused as exc:
+            raise JobRefused(str(exc)) from None
+        return self._with(replace(self.options, unique=spec))
+
+    def unique_spec(self) -> Unique | None:
+        """The job's unique key and scope (see :meth:`unique`), or None."""
+        return unique_of(self.workable, self.options)
 
     def build(self, now: datetime, max_document_bytes: int | None = None) -> dict[str, object]:
         """The job's document, as the driver takes it (a plain dict; :func:`build_job_document` types it)."""

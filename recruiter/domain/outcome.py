@@ -19,6 +19,7 @@ from bson import ObjectId
 from recruiter.domain.job import MAX_EXECUTIONS_KEPT, Status
 from recruiter.domain.naming import qualified_name
 from recruiter.domain.records import DecisionDoc, Query, Raw
+from recruiter.domain.resubmit import due_at, late_flag_filter
 from recruiter.domain.retry import Archive, Decision, MoveToGroup, RetryAt, WorkerCrashed
 
 Kind = Literal["done", "failed", "crashed", "judged", "timed-out", "interrupted", "cancelled", "refused"]
@@ -28,9 +29,11 @@ DONE = "done"
 MALFORMED = "malformed"
 CRASHED_TOO_MANY_TIMES = "crashed-too-many-times"
 CRASHED = "crashed"  # an at_most_once job whose worker died during its attempt
+INTERRUPTED = "interrupted"  # an at_most_once job whose attempt a forced stop cut short
 
-# Fields that describe a lock; never copied to archived and removed on unlock.
-LOCK_FIELDS = ("locked_by", "locked_at", "lock_token", "lock_epoch")
+# Fields that describe a lock; never copied to archived and removed on unlock. A resubmit
+# (recruiter.domain.resubmit) is asked of one lock: the next run after it is the one asked for.
+LOCK_FIELDS = ("locked_by", "locked_at", "lock_token", "lock_epoch", "resubmit")
 
 
 # ``Execution.of``'s default attempt: the job's ``attempts``. The cleaner passes what a
@@ -260,6 +263,26 @@ def reschedule_update(job: Raw, outcome_doc: Raw) -> tuple[Query, Query]:
     }
     if not outcome_doc["executed"]:
         update["$inc"] = {"attempts": -1}
+    # A job resubmitted meanwhile is not matched: the round reads it again (resubmit_update).
+    return {"_id": job["_id"], "lock_token": outcome_doc["token"], **late_flag_filter()}, update
+
+
+def resubmit_update(job: Raw, outcome_doc: Raw, now: datetime) -> tuple[Query, Query]:
+    """Filter and update that put a resubmitted ``job`` back in the queue when its attempt ends,
+    whatever ``outcome_doc`` decided (see :mod:`recruiter.domain.resubmit`): due at the
+    resubmit's ``at`` (else ``now``), the attempt kept in its history, ``resubmits`` counted.
+    A decision to move it to another group is kept."""
+    decision = _decision(outcome_doc)
+    execution = _execution(outcome_doc)
+    set_: Query = {"locked": False, "status": Status.QUEUED.value, "scheduled_at": due_at(job, now)}
+    if decision.get("group"):
+        set_["group"] = decision["group"]
+    if execution is not None:
+        set_.update(last_execution=execution, executions=history(job, execution))
+    inc: Query = {"resubmits": 1}
+    if not outcome_doc["executed"]:
+        inc["attempts"] = -1
+    update: Query = {"$set": set_, "$unset": {f: "" for f in (*LOCK_FIELDS, "crash_pending")}, "$inc": inc}
     return {"_id": job["_id"], "lock_token": outcome_doc["token"]}, update
 
 

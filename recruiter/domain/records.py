@@ -103,6 +103,22 @@ class LastReturnDoc(TypedDict):
     reason: str
 
 
+class UniqueDoc(TypedDict):
+    """``unique``: the key, its scope (unfinished | period | forever) and, for a period, its end."""
+
+    key: str
+    scope: str
+    until: NotRequired[datetime]
+
+
+class ResubmitDoc(TypedDict):
+    """``resubmit``: set on a locked job by ``rec.resubmit``; when its attempt ends it runs
+    once more, at ``at`` (None: at once). Removed with the lock (outcome.LOCK_FIELDS)."""
+
+    at: datetime | None
+    requested_at: datetime
+
+
 class OnWorkerDoc(TypedDict, total=False):
     """``on_worker``: the worker id, the group the job was enqueued in, and the time after which
     it is archived unless started (absent: none). Read tolerantly: it may lack any field."""
@@ -138,6 +154,10 @@ class JobFields(TypedDict):
     last_return: NotRequired[LastReturnDoc]
     # A job put back in the queue by ``recruiter jobs retry``: the archived job it copies.
     retry_of: NotRequired[JobId]
+    # A unique job's key (recruiter.domain.unique); kept when it is archived.
+    unique: NotRequired[UniqueDoc]
+    # How many resubmits were applied to it (recruiter.domain.resubmit): each gave it one more run.
+    resubmits: NotRequired[int]
     # A job aimed at one worker (recruiter.domain.placement): its ``group`` is that worker's
     # reserved group; this holds the worker id, the group it was enqueued in, its deadline.
     on_worker: NotRequired[OnWorkerDoc]
@@ -156,6 +176,7 @@ class JobDoc(JobFields):
     locked_at: NotRequired[datetime]
     lock_epoch: NotRequired[int]
     crash_pending: NotRequired[bool]
+    resubmit: NotRequired[ResubmitDoc]
 
 
 class ArchivedJobDoc(JobFields):

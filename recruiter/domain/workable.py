@@ -25,7 +25,7 @@ import math
 import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, ClassVar, cast
 
 from recruiter.domain.naming import import_qualified, qualified_name
@@ -127,19 +127,29 @@ class Workable:
 
     Subclasses implement ``execute(self, ctx)`` (or ``async def execute``). The
     optional class attributes ``group``, ``retry_policy`` and ``timeout_s`` give
-    defaults for every job of the class; ``at_most_once = True`` makes every job of
-    the class one that is never run again after its worker died during an attempt.
+    defaults for every job of the class; ``unique_key()`` (with ``unique_scope`` and
+    ``unique_on_conflict``) gives its jobs a unique key (:mod:`recruiter.domain.unique`);
+    ``at_most_once = True`` makes every job of the class one that is never run again
+    after its worker died during an attempt.
     """
 
     method: ClassVar[str] = "execute"
     group: ClassVar[str | None] = None
     retry_policy: ClassVar[RetryPolicy | None] = None
     at_most_once: ClassVar[bool] = False
+    # The scope and conflict behaviour of the key unique_key() gives (recruiter.domain.unique).
+    unique_scope: ClassVar[str | timedelta] = "unfinished"
+    unique_on_conflict: ClassVar[str] = "existing"
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         if "__init__" in cls.__dict__:
             cls.__init__ = _capture_init(cls.__dict__["__init__"])  # type: ignore[method-assign]
+
+    def unique_key(self) -> str | None:
+        """The unique key of this job when the builder gives none (``.unique(...)``); None (the
+        default): no key. Override to derive one from the parameters, e.g. ``f"invoice-{self.id}"``."""
+        return None
 
     def export_parameters(self) -> dict[str, object]:
         """The parameters stored with the job; by default the constructor arguments."""

@@ -6,7 +6,10 @@ into a :class:`RoundPlan`: a value holding what it read and chose. Its writes
 :class:`~recruiter.store.layout.Collections` of the round's fenced transaction:
 
 1. take back stranded jobs, deleting their entries; quarantine malformed jobs;
-2. apply the outcomes in bulk (archive, or put back in the queue);
+2. apply the outcomes in bulk (archive, or put back in the queue; a job resubmitted
+   while it ran goes back to the queue whatever its outcome, even when the resubmit
+   came after the round read it: the archive's delete and the reschedule match only
+   jobs without one, and the others are read again);
 3. save what moved in the fairness cursor;
 4. lock the picked jobs with one bulk write;
 5. assign them with ONE ``update_many`` carrying the ``assigned_to`` map and
@@ -32,12 +35,13 @@ from bson import ObjectId
 from recruiter.domain.documents import Malformed
 from recruiter.domain.job import Status
 from recruiter.domain.liveness import Rescue, Stranded
-from recruiter.domain.outcome import archived_document, held_by, is_archive, jobs_referenced_by, reschedule_update
+from recruiter.domain.outcome import jobs_referenced_by
 from recruiter.domain.records import Query
 from recruiter.domain.selection import Assignment, Selection
+from recruiter.processes.applying import apply_sorted, sort_outcomes
 from recruiter.processes.logs import AfterCommit
 from recruiter.processes.upkeep import quarantine, take_back
-from recruiter.store import archived, metadata, roster, scheduled
+from recruiter.store import metadata, roster, scheduled
 from recruiter.store.layout import Collections, Document
 from recruiter.store.wakeup import is_copy, job_reference
 
@@ -220,30 +224,10 @@ class RoundWrites:
         outcomes = {e["outcome"]["job"]: (e["_id"], e["outcome"]) for e in entries}
         if jobs is None:
             jobs = {j["_id"]: j for j in await scheduled.read_jobs(c.scheduled, list(outcomes))}
-        archive: list[Document] = []
-        reschedule: list[scheduled.Change] = []
-        for job_id, (worker_id, outcome) in outcomes.items():
-            job = jobs.get(job_id)
-            if job is None or not held_by(job, outcome):
-                # Already applied by an earlier round, or the lock was taken away.
-                log.info("outcome.stale", job_id=str(job_id), worker_id=worker_id)
-                continue
-            if is_archive(outcome):
-                archive.append(archived_document(job, outcome, now))
-            else:
-                reschedule.append(reschedule_update(job, outcome))
-        if archive:
-            await archived.archive(c.archived, archive)
-            self.fault("archive.between_insert_and_delete")
-            await scheduled.delete_archived(c.scheduled, [(d["_id"], outcomes[d["_id"]][1]["token"]) for d in archive])
-            for d in archive:
-                self.events.info("job.archived", job_id=str(d["_id"]), why=d["why"], attempts=d.get("attempts"),
-                                 group=d.get("group"))
-        if reschedule:
-            await scheduled.apply_changes(c.scheduled, reschedule)
+        applied = await apply_sorted(c, sort_outcomes(outcomes, jobs, now), now, self.events, self.fault)
         if clear:
             await clear_outcomes(c, entries)
-        return len(archive) + len(reschedule)
+        return applied
 
     async def lock(self, c: Collections, assignments: Sequence[Assignment], now: datetime, epoch: int | None,
                    documents: dict[object, Document]) -> list[Locked]:

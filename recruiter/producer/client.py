@@ -10,6 +10,12 @@ written. ``enqueue_many`` is all or nothing: one bad item refuses the batch,
 and the reason names the item by its index. The server's document size limit
 (``maxBsonObjectSize`` from ``hello``) is read once per producer.
 
+A unique job (``.unique(key)``, :mod:`recruiter.domain.unique`) whose key is
+held returns the holder's handle, with ``existed`` set (:mod:`recruiter.producer.unique`);
+in ``enqueue_many`` those items cost one more write and read each, the others
+are still written in one round trip. ``resubmit`` runs a job (once more) at a
+given time (:mod:`recruiter.domain.resubmit`).
+
 ``enqueue`` returns a job handle (:mod:`recruiter.producer.handles`), which is
 the job's id and follows the job: its state, its result, ``wait()``.
 ``rec.job(id)`` makes one for a job enqueued elsewhere, and ``wait_all`` and
@@ -24,12 +30,15 @@ from datetime import datetime
 from bson import ObjectId
 
 from recruiter.domain.cancel import CancelResult, parse_job_id
-from recruiter.domain.clock import Clock, SystemClock
+from recruiter.domain.clock import Clock, SystemClock, utc
 from recruiter.domain.following import JobView, view_of
 from recruiter.domain.job import JobBuilder, JobRefused, as_builder
+from recruiter.domain.resubmit import Resubmitted
+from recruiter.domain.unique import Unique
 from recruiter.domain.workable import Workable
 from recruiter.producer import handles
-from recruiter.producer.handles import AsyncJobHandle, JobHandle
+from recruiter.producer.handles import AsyncJobHandle, JobHandle, JobNotFound
+from recruiter.producer.unique import enqueue_unique, enqueue_unique_async
 from recruiter.producer.waiting import Streams
 from recruiter.store.cancel import cancel_job, cancel_job_async
 from recruiter.store.clock import ServerClock
@@ -56,12 +65,23 @@ from recruiter.store.layout import (
     SyncClient,
     SyncCollections,
 )
+from recruiter.store.resubmit import NoSuchJob, resubmit_job, resubmit_job_async
 from recruiter.store.scheduled import insert_job, insert_job_async, insert_jobs, insert_jobs_async
+from recruiter.store.unique import insert_unordered, insert_unordered_async
 
 
 def _job_id(job_id: ObjectId | str) -> ObjectId:
     """A plain ObjectId from an id, a handle or the id's 24 hex digits (ValueError in one line)."""
     return ObjectId(job_id.binary) if isinstance(job_id, ObjectId) else parse_job_id(job_id)
+
+
+def _at(at: object) -> datetime | None:
+    """A resubmit's time, checked: None or a datetime (naive ones are UTC)."""
+    if at is None:
+        return None
+    if not isinstance(at, datetime):
+        raise ValueError(f"resubmit needs at=None or a datetime, got {at!r:.60}")
+    return utc(at)
 
 
 def _enqueued_view(doc: Document, now: datetime) -> JobView:
@@ -93,18 +113,25 @@ def limit_from_hello(reply: object) -> int:
     return DEFAULT_MAX_DOCUMENT_BYTES
 
 
-def _document(recruiter: Recruiter | AsyncRecruiter, item: JobBuilder | Workable, max_bytes: int) -> Document:
-    return as_builder(item, recruiter).build(recruiter.clock.now(), max_bytes)
+Built = tuple[Document, Unique | None]  # a job's document, and its unique key if it has one
+
+
+def _built(builder: JobBuilder, now: datetime, max_bytes: int) -> Built:
+    return builder.build(now, max_bytes), builder.unique_spec()
+
+
+def _document(recruiter: Recruiter | AsyncRecruiter, item: JobBuilder | Workable, max_bytes: int) -> Built:
+    return _built(as_builder(item, recruiter), recruiter.clock.now(), max_bytes)
 
 
 def _documents(recruiter: Recruiter | AsyncRecruiter, items: list[JobBuilder | Workable],
-               max_bytes: int) -> list[Document]:
+               max_bytes: int) -> list[Built]:
     """Every item's document, or :class:`JobRefused` naming the first bad item."""
     now = recruiter.clock.now()
     docs = []
     for index, item in enumerate(items):
         try:
-            docs.append(as_builder(item, recruiter).build(now, max_bytes))
+            docs.append(_built(as_builder(item, recruiter), now, max_bytes))
         except JobRefused as exc:
             raise JobRefused(f"item {index} of {len(items)}: {exc}; nothing was written") from None
     return docs
@@ -116,6 +143,24 @@ def _check_session(recruiter: Recruiter | AsyncRecruiter, session: object) -> No
         problem = session_problem(recruiter.client, session)
         if problem:
             raise JobRefused(f"{problem}; nothing was written")
+
+
+def _no_unique_in_session(built: list[Built]) -> None:
+    """A unique key's conflict handling runs transactions of its own: not inside the caller's."""
+    if any(spec is not None for _, spec in built):
+        raise JobRefused("a job with a unique key cannot be enqueued in your session's transaction "
+                         "(its conflict handling needs transactions of its own); nothing was written")
+
+
+def _one_write(built: list[Built]) -> tuple[list[Document], list[int]]:
+    """The documents a batch writes in its one round trip (all but the unique jobs that reserve
+    their key, which take a transaction each), and the positions of those that reserve."""
+    return ([d for d, spec in built if spec is None or not spec.reserves],
+            [i for i, (_, spec) in enumerate(built) if spec is not None and spec.reserves])
+
+
+def _resubmit_not_found(job_id: ObjectId) -> JobNotFound:
+    return JobNotFound(job_id)
 
 
 class Recruiter:
@@ -180,7 +225,11 @@ class Recruiter:
         that session's transaction: it exists, and the recruiter sees it, only once the
         transaction commits; an abort leaves nothing."""
         _check_session(self, session)
-        doc = _document(self, item, self.max_document_bytes())
+        doc, spec = _document(self, item, self.max_document_bytes())
+        if session is not None:
+            _no_unique_in_session([(doc, spec)])
+        if spec is not None:
+            return enqueue_unique(self, doc, spec, lambda d: _handle(self, d))
         insert_job(self.collections.scheduled, doc, session)
         return _handle(self, doc)
 
@@ -195,9 +244,18 @@ class Recruiter:
         batch = list(items)
         if not batch:
             return []
-        docs = _documents(self, batch, self.max_document_bytes())
-        insert_jobs(self.collections.scheduled, docs, session)
-        return [_handle(self, d) for d in docs]
+        built = _documents(self, batch, self.max_document_bytes())
+        if session is not None:
+            _no_unique_in_session(built)
+        if all(spec is None for _, spec in built):
+            insert_jobs(self.collections.scheduled, [d for d, _ in built], session)
+            return [_handle(self, d) for d, _ in built]
+        # Unique items: one unordered insert, then the refused and the reserving ones one by one.
+        docs, later = _one_write(built)
+        refused = {id(docs[i]) for i in insert_unordered(self.collections.scheduled, docs)}
+        return [enqueue_unique(self, d, spec, lambda d: _handle(self, d))
+                if spec is not None and (id(d) in refused or i in later) else _handle(self, d)
+                for i, (d, spec) in enumerate(built)]
 
     def job(self, job_id: ObjectId | str) -> JobHandle:
         """The handle of an existing job, from its id, its 24 hex digits or a handle.
@@ -216,6 +274,18 @@ class Recruiter:
     def as_completed(self, jobs: Iterable[JobHandle], timeout: float | None = None) -> Iterator[JobHandle]:
         """Each of ``jobs`` as it finishes; see :func:`recruiter.producer.handles.as_completed`."""
         return handles.as_completed(self, jobs, timeout)
+
+    def resubmit(self, job_id: ObjectId | str, at: datetime | None = None) -> Resubmitted:
+        """Run a job (once more) at ``at`` (default: now); see :mod:`recruiter.domain.resubmit`.
+
+        A waiting job is rescheduled; a running one is not halted: it runs once more after
+        this attempt. Raises :class:`~recruiter.domain.resubmit.ResubmitRefused` for an
+        archived job (``recruiter jobs retry`` copies one) and :class:`~recruiter.JobNotFound`.
+        """
+        try:
+            return resubmit_job(self.collections, _job_id(job_id), _at(at), self.clock.now())
+        except NoSuchJob as exc:
+            raise _resubmit_not_found(exc.args[0]) from None
 
     def cancel(self, job_id: ObjectId | str, reason: str | None = None) -> CancelResult:
         """Cancel a job: archived with ``why: "cancelled"``; a worker running it halts it.
@@ -279,7 +349,11 @@ class AsyncRecruiter:
                       session: AsyncClientSession | None = None) -> AsyncJobHandle:
         """Store one job; see :meth:`Recruiter.enqueue` (``session``: an asyncio session of this client)."""
         _check_session(self, session)
-        doc = _document(self, item, await self.max_document_bytes())
+        doc, spec = _document(self, item, await self.max_document_bytes())
+        if session is not None:
+            _no_unique_in_session([(doc, spec)])
+        if spec is not None:
+            return await enqueue_unique_async(self, doc, spec, lambda d: _async_handle(self, d))
         await insert_job_async(self.collections.scheduled, doc, session)
         return _async_handle(self, doc)
 
@@ -290,9 +364,17 @@ class AsyncRecruiter:
         batch = list(items)
         if not batch:
             return []
-        docs = _documents(self, batch, await self.max_document_bytes())
-        await insert_jobs_async(self.collections.scheduled, docs, session)
-        return [_async_handle(self, d) for d in docs]
+        built = _documents(self, batch, await self.max_document_bytes())
+        if session is not None:
+            _no_unique_in_session(built)
+        if all(spec is None for _, spec in built):
+            await insert_jobs_async(self.collections.scheduled, [d for d, _ in built], session)
+            return [_async_handle(self, d) for d, _ in built]
+        docs, later = _one_write(built)
+        refused = {id(docs[i]) for i in await insert_unordered_async(self.collections.scheduled, docs)}
+        return [await enqueue_unique_async(self, d, spec, lambda d: _async_handle(self, d))
+                if spec is not None and (id(d) in refused or i in later) else _async_handle(self, d)
+                for i, (d, spec) in enumerate(built)]
 
     async def job(self, job_id: ObjectId | str) -> AsyncJobHandle:
         """The handle of an existing job; see :meth:`Recruiter.job`."""
@@ -308,6 +390,13 @@ class AsyncRecruiter:
                      timeout: float | None = None) -> AsyncIterator[AsyncJobHandle]:
         """Each of ``jobs`` as it finishes (``async for``); see :func:`recruiter.producer.handles.as_completed`."""
         return handles.as_completed_async(self, jobs, timeout)
+
+    async def resubmit(self, job_id: ObjectId | str, at: datetime | None = None) -> Resubmitted:
+        """Run a job (once more) at ``at``; see :meth:`Recruiter.resubmit`."""
+        try:
+            return await resubmit_job_async(self.collections, _job_id(job_id), _at(at), self.clock.now())
+        except NoSuchJob as exc:
+            raise _resubmit_not_found(exc.args[0]) from None
 
     async def cancel(self, job_id: ObjectId | str, reason: str | None = None) -> CancelResult:
         """Cancel a job; see :meth:`Recruiter.cancel`."""

@@ -99,11 +99,14 @@ class JobFailed(Exception):
 class _Handle(ObjectId):
     """What both handles share: the id, the last view and what it tells."""
 
-    __slots__ = ("_view",)
+    __slots__ = ("_view", "existed")
 
     def __init__(self, job_id: ObjectId, view: JobView) -> None:
         super().__init__(job_id)
         self._view = view
+        # True for the handle a unique enqueue returns when the key's job already
+        # existed (recruiter.domain.unique): this is that job, not a new one.
+        self.existed = False
 
     @property
     def id(self) -> ObjectId:

@@ -1,7 +1,9 @@
 """The ``archived`` collection: the history of every finished job.
 
 Invariant: A job is archived by an idempotent upsert keyed by ``_id`` in the same
-transaction that deletes it from ``scheduled``; nothing else writes here.
+transaction that deletes it from ``scheduled``; nothing else writes here, except
+that transaction taking back a copy it has just written when the job turns out
+to be resubmitted (:func:`take_back`), and retention.
 """
 
 from __future__ import annotations
@@ -25,15 +27,24 @@ async def read_last_execution(archived: AsyncColl, job_id: object) -> Document |
 # -- the recruiter and the cleaner (processes/recruiter.py, processes/cleaner.py) ------
 
 
-async def archive(archived: AsyncColl, docs: Sequence[Mapping[str, object]]) -> None:
+async def archive(archived: AsyncColl, docs: Sequence[Mapping[str, object]]) -> set[object]:
     """Write the archived copies ``docs``: an upsert that only sets fields on insert, so a copy
     archived by an earlier, half-done apply is left as it is, without the duplicate-key error
-    that would abort the round's transaction."""
-    await archived.bulk_write(
+    that would abort the round's transaction. Returns the ids of the copies written now."""
+    result = await archived.bulk_write(
         [UpdateOne({"_id": d["_id"]}, {"$setOnInsert": {k: v for k, v in d.items() if k != "_id"}}, upsert=True)
          for d in docs],
         ordered=False,
     )
+    return set((result.upserted_ids or {}).values())
+
+
+async def take_back(archived: AsyncColl, ids: Sequence[object]) -> None:
+    """Delete copies this round's transaction has just written, of jobs found resubmitted
+    (recruiter.domain.resubmit) before their delete from ``scheduled``: in the round's
+    transaction, so no reader ever sees them."""
+    if ids:
+        await archived.delete_many({"_id": {"$in": list(ids)}})
 
 
 async def read_ids(archived: AsyncColl, ids: Sequence[object]) -> set[object]:
@@ -64,6 +75,15 @@ async def archive_copies(archived: AsyncColl, copies: Sequence[tuple[object, Map
         ordered=False,
     )
     return sorted(result.upserted_ids or {})
+
+
+# -- recruiter.testing: what a drain ran ------------------------------------------------
+
+
+async def read_ran(archived: AsyncColl, ids: Sequence[object], worker_ids: Sequence[str]) -> list[Document]:
+    """The archived jobs among ``ids``, and those whose last attempt ran on one of ``worker_ids``."""
+    return await archived.find({"$or": [{"_id": {"$in": list(ids)}},
+                                        {"last_execution.worker": {"$in": list(worker_ids)}}]}).to_list()
 
 
 def carries_name(archived: SyncColl, kind: str, name: str) -> bool:

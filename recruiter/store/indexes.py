@@ -12,7 +12,7 @@ import structlog
 from pymongo import ASCENDING, DESCENDING, IndexModel
 from pymongo.errors import OperationFailure
 
-from recruiter.store.layout import ARCHIVED, HEARTBEATS, ROSTER, SCHEDULED
+from recruiter.store.layout import ARCHIVED, HEARTBEATS, ROSTER, SCHEDULED, UNIQUE_KEYS
 
 log = structlog.get_logger("recruiter.store")
 
@@ -34,6 +34,10 @@ INDEXES: dict[str, list[IndexModel]] = {
         # not served by an index (the listing walks the jobs of that prefix).
         # Jobs held by one worker (cleaner unlocking a dead worker's jobs).
         IndexModel([("locked_by", ASCENDING)], name="by_worker", sparse=True),
+        # Unique jobs (domain/unique.py): at most one unfinished job per key; the producer's
+        # conflict read (find by unique.key) uses it too. Partial: jobs without a key are not in it.
+        IndexModel([("unique.key", ASCENDING)], name="unique_key", unique=True,
+                   partialFilterExpression={"unique.key": {"$type": "string"}}),
     ],
     ARCHIVED: [
         # Retention: the cleaner deletes by archived_at range.
@@ -49,6 +53,13 @@ INDEXES: dict[str, list[IndexModel]] = {
         IndexModel([("workable.class", ASCENDING), ("archived_at", ASCENDING)], name="by_class_time"),
         IndexModel([("group", ASCENDING), ("archived_at", ASCENDING)], name="by_group_time"),
         IndexModel([("tenant", ASCENDING), ("archived_at", ASCENDING)], name="by_tenant_time"),
+        # History of a unique key in mongosh: db.archived.find({"unique.key": ...}).
+        IndexModel([("unique.key", ASCENDING)], name="by_unique_key", sparse=True),
+    ],
+    UNIQUE_KEYS: [
+        # Reservations whose period is over are taken over by the next enqueue anyway; where
+        # the server runs TTL monitors, they are also removed. Forever ones have no `until`.
+        IndexModel([("until", ASCENDING)], name="expiry", expireAfterSeconds=0),
     ],
     ROSTER: [
         # Recruiter: available workers and workers holding an outcome.

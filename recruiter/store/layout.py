@@ -32,6 +32,7 @@ ARCHIVED = "archived"
 ROSTER = "roster"
 HEARTBEATS = "heartbeats"
 METADATA = "metadata"
+UNIQUE_KEYS = "unique_keys"  # key reservations of unique jobs with a period or forever (domain/unique.py)
 
 @dataclass(frozen=True)
 class Collections:

@@ -15,6 +15,7 @@ from pymongo import DeleteOne, UpdateOne
 from recruiter.domain.documents import PRIORITIES, UNLOCKED_STATUSES
 from recruiter.domain.outcome import ROLLBACK_PIPELINE
 from recruiter.domain.records import Query
+from recruiter.domain.resubmit import late_flag_filter
 from recruiter.store.layout import AsyncClientSession, AsyncColl, ClientSession, Document, SyncColl
 
 # -- the worker: its own entry, its job, its heartbeat (processes/worker) --------------
@@ -37,6 +38,23 @@ async def rescue_jobs(scheduled: AsyncColl, writes: Sequence[tuple[Query, Query]
     """Apply each ``(filter, update)`` of :func:`recruiter.domain.liveness.rescue_update`."""
     if writes:
         await scheduled.bulk_write([UpdateOne(f, u) for f, u in writes], ordered=False)
+
+
+async def work_left_for(scheduled: AsyncColl, groups: Sequence[str] | None, worker_ids: Sequence[str],
+                        now: datetime, paused_groups: Iterable[str] = (), paused_tenants: Iterable[str] = ()) -> bool:
+    """Whether a ``worker start --burst`` still has work: a job locked by one of ``worker_ids``,
+    or an unlocked job of ``groups`` (None: any group) due by ``now`` that no pause holds back.
+    Two reads of one document at most (``limit 1``); jobs due later are not looked at."""
+    if await scheduled.find_one({"locked": True, "locked_by": {"$in": list(worker_ids)}}, {"_id": 1}):
+        return True
+    due: Query = {"locked": False, "scheduled_at": {"$lte": now}}
+    if groups is not None:
+        due["group"] = {"$in": [g for g in groups if g not in set(paused_groups)]}
+    elif paused_groups:
+        due["group"] = {"$nin": list(paused_groups)}
+    if paused_tenants:
+        due["tenant"] = {"$nin": list(paused_tenants)}
+    return await scheduled.find_one(due, {"_id": 1}) is not None
 
 
 APPLIED_FIELDS = {"lock_token": 1, "last_execution": 1}
@@ -84,10 +102,22 @@ async def find_candidates(scheduled: AsyncColl, filter_: Query, projection: Quer
     return await cursor.to_list()
 
 
-async def delete_archived(scheduled: AsyncColl, locks: Iterable[tuple[object, object]]) -> None:
+async def delete_archived(scheduled: AsyncColl, locks: Iterable[tuple[object, object]]) -> int:
     """Delete jobs whose archived copy was just written: one delete per job by ``_id`` (then its
-    token), a point lookup on any server, where an ``$or`` of them is a scan on the embedded one."""
-    await scheduled.bulk_write([DeleteOne(held(job_id, token)) for job_id, token in locks], ordered=False)
+    token), a point lookup on any server, where an ``$or`` of them is a scan on the embedded one.
+    A job resubmitted meanwhile is left (recruiter.domain.resubmit); returns how many were deleted."""
+    result = await scheduled.bulk_write([DeleteOne({**held(job_id, token), **late_flag_filter()})
+                                         for job_id, token in locks], ordered=False)
+    return int(result.deleted_count)
+
+
+async def read_resubmitted(scheduled: AsyncColl, locks: Sequence[tuple[object, object]]) -> list[Document]:
+    """The jobs among ``locks`` still held by their token and carrying a resubmit, whole."""
+    if not locks:
+        return []
+    tokens = dict(locks)
+    docs = await scheduled.find({"_id": {"$in": list(tokens)}, "resubmit": {"$exists": True}}).to_list()
+    return [d for d in docs if d.get("lock_token") == tokens.get(d["_id"])]
 
 
 async def apply_changes(scheduled: AsyncColl, changes: Sequence[Change]) -> int:
@@ -193,7 +223,6 @@ def carries_name(scheduled: SyncColl, kind: str, name: str) -> bool:
     where: Query = ({"locked": {"$in": [False, True]}, "group": name} if kind == "group" else
                     {"locked": {"$in": [False, True]}, "group": {"$gte": MinKey()}, "tenant": name})
     return scheduled.find_one(where, {"_id": 1}, hint="candidates") is not None
-
 
 
 async def read_waiting_in_group(scheduled: AsyncColl, group: str, limit: int) -> list[Document]:

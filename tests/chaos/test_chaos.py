@@ -6,10 +6,15 @@ two groups work through 1 000+ jobs: short ones, long ones, ones that always
 fail, and ones that end their own process. Meanwhile processes are killed at
 random, the recruiter leader on purpose every few kills, and restarted (workers
 with the same ``--id``, so restart recovery runs too); with each kill a random
-unfinished job is cancelled. Then every job must be archived exactly once with
-the right ``why`` (``cancelled`` for the jobs whose cancel took), and the ledger the job bodies
+unfinished job is cancelled, another is resubmitted (waiting: rescheduled;
+running: it runs once more after its attempt), and a unique job's key is
+enqueued again (``existing`` or ``resubmit`` on conflict). Some of the first
+jobs share unique keys. Then every job must be archived exactly once with
+the right ``why`` (``cancelled`` for the jobs whose cancel took), no two jobs
+with one key may have been unfinished at once, and the ledger the job bodies
 write must show no job executed by two workers at the same time and none
-executed more often than its attempts allow.
+executed more often than its attempts allow (each resubmit applied allows one
+run more).
 
 ``RECRUITER_CHAOS_SECONDS`` (or ``--chaos-seconds``) sets how long the killing
 goes on: CI uses the short default; run it for minutes with e.g.
@@ -25,13 +30,13 @@ import threading
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from recruiter import Recruiter
+from recruiter import JobNotFound, Recruiter, ResubmitRefused
 from recruiter.domain.cancel import WAS_ASSIGNED, WAS_WAITING
 from recruiter.domain.liveness import MAX_UNPROVEN_RETURNS
 from recruiter.domain.retry import RetryManyTimes
@@ -49,6 +54,9 @@ CLEANER = ["--considered-dead-after", "5s", "--heartbeat-interval", "300ms", "--
 # Retries allowed to jobs that should succeed: crashes and kills count as attempts.
 RETRIES = 5
 FAILING_RETRIES = 2
+# Every UNIQUE_EVERY-th job of the first batch is a short one with one of UNIQUE_KEYS keys.
+UNIQUE_EVERY = 10
+UNIQUE_KEYS = 20
 
 
 @dataclass
@@ -154,11 +162,19 @@ def enqueue(db_uri: str, rng: random.Random, count: int) -> dict[Any, str]:
             kind = "exit" if i % 80 == 7 else "long" if roll < 0.06 else "fail" if roll < 0.10 else "short"
             seconds = {"long": rng.uniform(1.0, 3.0), "short": rng.uniform(0.0, 0.02)}.get(kind, 0.0)
             policy = RetryManyTimes(FAILING_RETRIES if kind == "fail" else RETRIES, wait=0)
-            builders.append((kind, ChaosJob(db_uri, kind, seconds).as_job_of(rec).in_group("ab"[i % 2])
-                             .retry_with(policy)))
+            builder = ChaosJob(db_uri, kind, seconds).as_job_of(rec).in_group("ab"[i % 2]).retry_with(policy)
+            if i % UNIQUE_EVERY == 3:  # short, with a key some other item has too
+                kind = "short"
+                builder = unique_job(rec, db_uri, i, rng.randrange(UNIQUE_KEYS), "existing")
+            builders.append((kind, builder))
         ids = rec.enqueue_many(b for _, b in builders)
-        kinds = {job_id: kind for job_id, (kind, _) in zip(ids, builders, strict=True)}
+        kinds = {job_id: kind for job_id, (kind, _) in zip(ids, builders, strict=True) if not job_id.existed}
     return kinds
+
+
+def unique_job(rec: Recruiter, db_uri: str, i: int, key: int, on_conflict: str) -> Any:
+    return (ChaosJob(db_uri, "short", 0.01).as_job_of(rec).in_group("ab"[i % 2])
+            .retry_with(RetryManyTimes(RETRIES, wait=0)).unique(f"chaos-{key}", on_conflict=on_conflict))
 
 
 def expected_why(kind: str, doc: dict[str, Any]) -> set[str]:
@@ -188,9 +204,34 @@ def executions(ledger: list[dict[str, Any]], exit_times: dict[int, datetime]) ->
     return by_job
 
 
+@dataclass
+class Asked:
+    """What the chaos producer asked for besides the kills: cancels, resubmits, unique enqueues."""
+
+    kinds: dict[Any, str]
+    cancels: Counter[str] = field(default_factory=Counter)
+    cancelled: set[Any] = field(default_factory=set)
+    resubmits: Counter[str] = field(default_factory=Counter)
+    uniques: Counter[str] = field(default_factory=Counter)
+
+    def resubmit_and_enqueue_again(self, rec: Recruiter, db_uri: str, rng: random.Random,
+                                   waiting: list[Any]) -> None:
+        """Resubmit a job not archived yet, and enqueue one of the unique keys again."""
+        try:
+            self.resubmits[rec.resubmit(rng.choice(waiting)).state] += 1
+        except (ResubmitRefused, JobNotFound):  # archived since it was read (or cancelled)
+            self.resubmits["archived meanwhile"] += 1
+        i = len(self.uniques)
+        handle = unique_job(rec, db_uri, i, rng.randrange(UNIQUE_KEYS), rng.choice(["existing", "resubmit"])).enqueue()
+        self.uniques["existed" if handle.existed else "new"] += 1
+        if not handle.existed:
+            self.kinds[handle.id] = "short"
+
+
 def kill_and_cancel(chaos: Chaos, progress: Progress, db: Any, db_uri: str, rng: random.Random, seconds: float,
-                    cancels: Counter[str], cancelled: set[Any]) -> None:
-    """For ``seconds``, kill a process every 1 to 2.5 s and cancel a job not archived yet."""
+                    asked: Asked) -> None:
+    """For ``seconds``, kill a process every 1 to 2.5 s, cancel a job not archived yet, resubmit
+    another and enqueue a unique key again."""
     deadline = time.monotonic() + seconds
     next_kill = time.monotonic() + rng.uniform(1.0, 2.5)
     with Recruiter.connect(db_uri) as rec:
@@ -203,12 +244,28 @@ def kill_and_cancel(chaos: Chaos, progress: Progress, db: Any, db_uri: str, rng:
                 waiting = [d["_id"] for d in db.scheduled.find({}, {"_id": 1}).limit(50)]
                 if waiting:
                     result = rec.cancel(rng.choice(waiting), reason="chaos")
-                    cancels[result.state] += 1
+                    asked.cancels[result.state] += 1
                     if result.state in (WAS_WAITING, WAS_ASSIGNED):
-                        cancelled.add(result.job_id)
+                        asked.cancelled.add(result.job_id)
+                    asked.resubmit_and_enqueue_again(rec, db_uri, rng, waiting)
             time.sleep(0.3)
             chaos.restart_exited()
             progress.tick("killing")
+
+
+# Processes read the server's time through their own calibration (store/clock.py): a job
+# created just after another with its key was archived may seem to start a little earlier.
+CLOCK_TOLERANCE = timedelta(milliseconds=500)
+
+
+def unique_overlaps(archived: dict[Any, Any]) -> list[Any]:
+    """Jobs with one unique key whose lives (created to archived) overlap."""
+    lives: dict[str, list[tuple[Any, Any]]] = defaultdict(list)
+    for d in archived.values():
+        if "unique" in d:
+            lives[d["unique"]["key"]].append((d["created_at"], d["archived_at"]))
+    return [(key, a, b) for key, spans in lives.items() for i, a in enumerate(sorted(spans))
+            for b in sorted(spans)[i + 1:] if b[0] + CLOCK_TOLERANCE < a[1]]
 
 
 def overlapping(by_job: dict[str, list[Any]]) -> list[Any]:
@@ -226,7 +283,9 @@ def over_their_executions(archived: dict[Any, Any], by_job: dict[str, list[Any]]
     for job_id, doc in archived.items():
         runs = len(by_job.get(str(job_id), []))
         interrupted = sum(1 for e in doc.get("executions", []) if e["outcome"] == "interrupted")
-        limit = {"fail": FAILING_RETRIES + 1, "exit": MAX_CRASHES}.get(kinds[job_id], RETRIES + 1)
+        # Each resubmit applied (recruiter.domain.resubmit) is one run more, counted as an attempt.
+        limit = {"fail": FAILING_RETRIES + 1, "exit": MAX_CRASHES}.get(kinds[job_id], RETRIES + 1) \
+            + doc.get("resubmits", 0)
         # A job whose worker died before a heartbeat showed it running is returned with
         # its attempt given back (recruiter.liveness); it may have started all the same,
         # so each such return, at most MAX_UNPROVEN_RETURNS, allows one execution more.
@@ -256,8 +315,7 @@ def test_chaos(db: Any, db_uri: str, tmp_path: Path, request: pytest.FixtureRequ
               for g, ids in GROUPS.items() for w in ids]
     chaos = Chaos(processes, roles, rng)
     progress = Progress(request.config, chaos, db, count)
-    cancels: Counter[str] = Counter()
-    cancelled: set[Any] = set()
+    asked = Asked(kinds)
     began = time.monotonic()
     try:
         for role in roles:
@@ -273,7 +331,7 @@ def test_chaos(db: Any, db_uri: str, tmp_path: Path, request: pytest.FixtureRequ
 
         wait_for(up_and_flowing, timeout_s=120, interval_s=0.2, message="all processes up and jobs flowing")
         archived_before = db.archived.count_documents({})
-        kill_and_cancel(chaos, progress, db, db_uri, rng, seconds, cancels, cancelled)
+        kill_and_cancel(chaos, progress, db, db_uri, rng, seconds, asked)
         archived_during_chaos = db.archived.count_documents({}) - archived_before
 
         def drained() -> bool:
@@ -296,8 +354,9 @@ def test_chaos(db: Any, db_uri: str, tmp_path: Path, request: pytest.FixtureRequ
     archived = {d["_id"]: d for d in db.archived.find()}
     assert set(archived) == set(kinds), "every job archived (and archived._id is unique: exactly once)"
     wrong = [(str(i), kinds[i], d["why"], d.get("crashes", 0)) for i, d in archived.items()
-             if d["why"] not in ({"cancelled"} if i in cancelled else expected_why(kinds[i], d))]
+             if d["why"] not in ({"cancelled"} if i in asked.cancelled else expected_why(kinds[i], d))]
     assert not wrong, f"wrong why: {wrong[:10]}"
+    assert not unique_overlaps(archived), "two jobs with one unique key were unfinished at the same time"
 
     ledger = list(db.ledger.find())
     by_job = executions(ledger, chaos.exit_times)
@@ -319,4 +378,8 @@ def test_chaos(db: Any, db_uri: str, tmp_path: Path, request: pytest.FixtureRequ
     print("chaos: kills by process: " + ", ".join(f"{k}={v}" for k, v in sorted(chaos.kills.items()) if ":" in k))
     print(f"chaos: checked {len(archived)} jobs archived once ({dict(whys)}), {runs_total} executions "
           f"in the ledger with no overlap, {crashes} crashes and {interrupted_total} interrupted attempts "
-          f"within their limits; kinds {dict(Counter(kinds.values()))}; cancels {dict(cancels)}")
+          f"within their limits; kinds {dict(Counter(kinds.values()))}; cancels {dict(asked.cancels)}")
+    resubmitted = sum(d.get("resubmits", 0) for d in archived.values())
+    print(f"chaos: resubmits asked {dict(asked.resubmits)}, {resubmitted} applied after an attempt; "
+          f"unique keys enqueued again {dict(asked.uniques)}; "
+          f"{sum(1 for d in archived.values() if 'unique' in d)} unique jobs")

@@ -217,6 +217,14 @@ def test_show_prints_every_execution_with_trace_and_logs(db: Any, db_uri: str) -
     again = cli("jobs", "show", str(doc["_id"]), db_uri=db_uri).stdout
     assert "attempts   3 (1 crashed)" in again
     assert "cancelled  operator" in again
+    assert "no longer kept" not in again
+    db.archived.update_one({"_id": doc["_id"]}, {"$set": {"executions.0.details_dropped": True},
+                                                 "$unset": {"executions.0.logs": ""}})
+    dropped = cli("jobs", "show", str(doc["_id"]), db_uri=db_uri).stdout
+    assert dropped.index("(trace and logs no longer kept") < dropped.index("attempt 2: failed")
+    assert "log line of attempt 1" not in dropped
+    db.archived.update_one({"_id": doc["_id"]}, {"$set": {"executions.0.logs": runs[0]["logs"]},
+                                                 "$unset": {"executions.0.details_dropped": ""}})
     shown = json.loads(cli("jobs", "show", "--json", str(doc["_id"]), db_uri=db_uri).stdout)
     assert [e["logs"] for e in shown["executions"]] == [r["logs"] for r in runs]
     assert shown["executions"][1]["logs_cut"] == failed["logs_cut"]

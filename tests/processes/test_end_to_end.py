@@ -82,8 +82,8 @@ def test_failing_job_follows_exponential_backoff_then_tried_too_many_times(
 def test_sigkilled_worker_is_removed_and_its_job_runs_again_elsewhere(
         processes: Processes, db: Any, db_uri: str) -> None:
     with Recruiter.connect(db_uri) as rec:
-        job_id = SlowUntilKilled(db_uri, first_attempt_s=120).as_job_of(rec).retry_with(
-            RetryManyTimes(times=3, wait=0)).enqueue()
+        # The default policy (DoNotDoItAgain): a crash is not a failure, the policy is not asked.
+        job_id = SlowUntilKilled(db_uri, first_attempt_s=120).as_job_of(rec).enqueue()
     processes.recruiter()
     processes.cleaner()
     first = processes.worker("--id", "first")

@@ -32,7 +32,8 @@ def readme_files() -> dict[str, str]:
 
 def test_readme_names_its_example_files() -> None:
     assert set(readme_files()) == {"jobs.py", "enqueue.py", "enqueue_async.py", "enqueue_tenants.py", "follow.py",
-                                   "follow_async.py", "placement.py"}
+                                   "follow_async.py", "welcome.py", "unique.py", "test_send_invoice.py",
+                                   "placement.py"}
 
 
 def test_readme_examples_run_as_written(processes: Processes, db: Any, db_uri: str, tmp_path: Path) -> None:
@@ -62,6 +63,7 @@ def test_readme_examples_run_as_written(processes: Processes, db: Any, db_uri: s
         assert db.archived.count_documents({"why": "done"}) == 50
         check_the_first_50(db)
         follow_jobs(tmp_path, env, db)
+        unique_jobs(tmp_path, env, db)
         # placement.py needs the worker it names, and a cleaner for its deadline.
         for name, command in [("billing-1", ["worker", "start", "--group", "billing", "--id", "billing-1",
                                              *FAST_WORKER]),
@@ -120,14 +122,42 @@ def follow_jobs(tmp_path: Path, env: dict[str, str], db: Any) -> None:
     assert lines[4] == str([{"sent": f"INV-{n}"} for n in range(401, 404)])
 
 
+def unique_jobs(tmp_path: Path, env: dict[str, str], db: Any) -> None:
+    """The README's unique.py, run while the processes run its jobs."""
+    result = subprocess.run([sys.executable, "unique.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[:6] == ["True True delayed", "True {'sent': 'INV-500'}", "welcome 42", "True", "rescheduled",
+                         "{'sent': 'INV-501'}"]
+    later = db.archived.find_one({"workable.parameters.invoice_id": "INV-501"})["_id"]
+    assert lines[6] == (f"job {later} is archived (done) and cannot be resubmitted; "
+                        f"`recruiter jobs retry {later}` enqueues a copy of it")
+    assert db.archived.count_documents({"unique.key": "welcome-42"}) == 1
+    assert db.archived.find_one({"unique.key": "invoice-500"})["unique"] == {"key": "invoice-500",
+                                                                             "scope": "unfinished"}
+
+
+def test_readme_testing_example_passes_under_pytest(db_uri: str, tmp_path: Path) -> None:
+    """``## Testing your jobs``: its test file, run by pytest as written, against the test's database."""
+    files = readme_files()
+    for name in ("jobs.py", "test_send_invoice.py"):
+        (tmp_path / name).write_text(files[name])
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TEST_MONGODB_URI": db_uri}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_send_invoice.py"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "3 passed" in result.stdout
+
+
 def place_jobs(tmp_path: Path, env: dict[str, str], db: Any) -> None:
     """The README's placement.py: a job on one worker, one committed with an order, one aborted."""
     result = subprocess.run([sys.executable, "placement.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == ["{'sent': 'INV-500'}", "{'sent': 'INV-501'}", "None and no job",
+    assert result.stdout.splitlines() == ["{'sent': 'INV-600'}", "{'sent': 'INV-601'}", "None and no job",
                                           "worker-deadline"]
-    pinned = db.archived.find_one({"workable.parameters.invoice_id": "INV-500"})
+    pinned = db.archived.find_one({"workable.parameters.invoice_id": "INV-600"})
     assert pinned["last_execution"]["worker"] == "billing-1"
     assert db.orders.find_one({"_id": "ORDER-7"}) is not None
-    assert db.archived.find_one({"workable.parameters.invoice_id": "INV-502"}) is None
+    assert db.archived.find_one({"workable.parameters.invoice_id": "INV-602"}) is None

@@ -60,6 +60,7 @@ def test_sigterm_waits_for_the_grace_period_then_gives_the_job_back(
     job = wait_for(lambda: (j := db.scheduled.find_one({"_id": job_id})) and not j["locked"] and j,
                    timeout_s=30, message="the job back in the queue")
     assert job["attempts"] == 0
+    assert job.get("crashes", 0) == 0, "a forced stop counts neither an attempt nor a crash"
     assert job["status"] == "retrying"
     assert job["executions"][-1]["outcome"] == "interrupted"
 
@@ -68,6 +69,7 @@ def test_sigterm_waits_for_the_grace_period_then_gives_the_job_back(
     doc = wait_for(lambda: db.archived.find_one({"_id": job_id}), timeout_s=60, message="the job archived")
     assert doc["why"] == "done"
     assert doc["attempts"] == 1
+    assert doc.get("crashes", 0) == 0
     assert [e["outcome"] for e in doc["executions"]] == ["interrupted", "done"]
 
 
@@ -84,8 +86,28 @@ def test_a_second_signal_forces_the_stop_at_once(processes: Processes, db: Any, 
     job = wait_for(lambda: (j := db.scheduled.find_one({"_id": job_id})) and not j["locked"] and j,
                    timeout_s=30, message="the job back in the queue")
     assert job["attempts"] == 0
+    assert job.get("crashes", 0) == 0, "a forced stop counts neither an attempt nor a crash"
     assert job["executions"][-1]["outcome"] == "interrupted"
     assert db.ledger.count_documents({"job": str(job_id), "event": "end"}) == 0
+
+
+def test_a_forced_stop_archives_a_running_at_most_once_job_instead_of_giving_it_back(
+        processes: Processes, db: Any, db_uri: str) -> None:
+    with Recruiter.connect(db_uri) as rec:
+        job_id = AsyncWaitForRelease(db_uri, "never").as_job_of(rec).at_most_once().enqueue()
+    processes.recruiter()
+    worker = processes.worker("--id", "impatient", "--grace-period", "10m")
+    started(db, job_id)
+    worker.signal(signal.SIGTERM)
+    wait_for(lambda: "worker.stopping" in worker.log(), timeout_s=30, message="the graceful stop")
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(30) == 0
+    archived = wait_for(lambda: db.archived.find_one({"_id": job_id}), timeout_s=30, message="the job archived")
+    assert archived["why"] == "interrupted", "an at_most_once job that started is never given back to run again"
+    assert "at_most_once" in archived["reason"]
+    assert archived["last_execution"]["outcome"] == "interrupted"
+    assert db.scheduled.count_documents({"_id": job_id}) == 0
+    assert db.ledger.count_documents({"job": str(job_id), "event": "start"}) == 1
 
 
 def test_workers_list_and_stop(processes: Processes, db: Any, db_uri: str) -> None:

@@ -227,7 +227,8 @@ def test_reschedule_update_after_a_failure() -> None:
     out = outcome_doc(job, RetryAt(retry_at), ex=execution(2, "failed", error=True))
     filter_, update = reschedule_update(job, out)
 
-    assert filter_ == {"_id": job["_id"], "lock_token": job["lock_token"]}
+    # A job resubmitted after the round read it is not matched (it is read again and resubmitted).
+    assert filter_ == {"_id": job["_id"], "lock_token": job["lock_token"], "resubmit": {"$exists": False}}
     assert update["$set"] == {
         "locked": False,
         "status": "retrying",

@@ -46,6 +46,9 @@ class WorkerConfig:
     # Module prefixes jobs may name (see recruiter.naming.AllowedModules); None allows any
     # module, for code that builds a WorkerProcess itself. The CLI always sets it.
     allowed_modules: tuple[str, ...] | None = None
+    # ``worker start --burst``: stop (exit status 0) once nothing is left for this worker: no
+    # job locked by its slots, and no unlocked job of its groups due now (later ones are ignored).
+    burst: bool = False
 
     def __post_init__(self) -> None:
         # The checks run in this order, so that the first problem is the one reported.

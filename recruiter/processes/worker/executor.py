@@ -31,7 +31,7 @@ from recruiter.domain.attempt import describe_exception, failure_of, import_refu
 from recruiter.domain.clock import Clock
 from recruiter.domain.documents import job_problem
 from recruiter.domain.naming import AllowedModules
-from recruiter.domain.outcome import DONE, MALFORMED, Execution, Kind, Outcome, describe_decision
+from recruiter.domain.outcome import DONE, INTERRUPTED, MALFORMED, Execution, Kind, Outcome, describe_decision
 from recruiter.domain.placement import declared_group
 from recruiter.domain.quarantine import malformed_outcome
 from recruiter.domain.retry import Archive, Decision, RetryAt
@@ -43,6 +43,7 @@ from recruiter.processes.worker.state import JobState, Running, Said
 from recruiter.store.layout import Document
 
 INTERRUPTED_REASON = "interrupted by a forced stop of the worker"
+AT_MOST_ONCE_INTERRUPTED = "an at_most_once job interrupted by a forced stop of its worker is not run again"
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,18 @@ class Executor:
         return Outcome(job["_id"], job["lock_token"], execution.attempt, executed=False, decision=RetryAt(due),
                        execution=execution)
 
+    def interrupted(self, job: Document, running: Running) -> Outcome:
+        """The outcome of an attempt a forced stop cut short while it ran: given back
+        (:meth:`given_back`), except an ``at_most_once`` job, which had started and so
+        is archived ``interrupted`` rather than run a second time (its attempt counts)."""
+        if not job.get("at_most_once"):
+            return self.given_back(job, running, INTERRUPTED_REASON)
+        now = self.clock.now()
+        execution = self._execution(job, "interrupted", running.started_at, now, message=INTERRUPTED_REASON,
+                                    logs=running.logs)
+        return Outcome(job["_id"], job["lock_token"], execution.attempt, executed=True,
+                       decision=Archive(INTERRUPTED, AT_MOST_ONCE_INTERRUPTED), execution=execution)
+
     async def attempt(self, slot_id: str, running: Running, job: Document,
                       bound: FilteringBoundLogger) -> Outcome | None:
         """Run (or, after a crash, judge) one attempt and return its outcome.
@@ -113,14 +126,15 @@ class Executor:
             if running.state is JobState.INTERRUPTED:
                 if running.in_thread:
                     self.abandon_thread()
-                bound.warning("job.interrupted", detail="given back to the queue; the attempt does not count")
-                return self.given_back(job, running, INTERRUPTED_REASON)
+                bound.warning("job.interrupted", detail="given back to the queue; the attempt does not count"
+                              if not job.get("at_most_once") else "archived: an at_most_once job never runs twice")
+                return self.interrupted(job, running)
             raise
         if running.state is JobState.HALTED:
             bound.warning("job.outcome_discarded", reason="halted while running")
             return None
         if running.state is JobState.INTERRUPTED:
-            return self.given_back(job, running, INTERRUPTED_REASON)
+            return self.interrupted(job, running)
         return self._judged(job, ran, running.logs, bound)
 
     async def _run(self, slot_id: str, running: Running, job: Document, started_at: datetime) -> Ran:

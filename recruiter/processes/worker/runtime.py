@@ -21,6 +21,8 @@ Stopping: :meth:`WorkerProcess.stop` is graceful (no new work, running jobs
 finish within ``grace_period_s``); :meth:`WorkerProcess.force`, or the grace
 period running out, interrupts running jobs and gives them back to the queue
 without counting the attempt, with an ``interrupted`` entry in their history.
+With ``burst`` (``worker start --burst``) the process stops itself gracefully
+once nothing is left for it (:meth:`WorkerProcess._burst`).
 
 Invariant: a running job's state changes only through
 :meth:`~recruiter.processes.worker.state.Running.move`, whichever of the three
@@ -41,7 +43,8 @@ import structlog
 from structlog.typing import FilteringBoundLogger
 
 from recruiter.domain.clock import Clock
-from recruiter.domain.naming import AllowedModules
+from recruiter.domain.control import read_switches
+from recruiter.domain.naming import ANY_GROUP, AllowedModules
 from recruiter.domain.outcome import Outcome
 from recruiter.domain.records import Raw
 from recruiter.processes.worker import capture
@@ -53,6 +56,8 @@ from recruiter.processes.worker.heartbeat import JOB_TAKEN_AWAY, HeartbeatThread
 from recruiter.processes.worker.inbox import Inboxes
 from recruiter.processes.worker.slots import SlotLoop
 from recruiter.processes.worker.state import JobState, Running, Shutdown, Slot, SlotPhase
+from recruiter.store import metadata, scheduled
+from recruiter.store.connection import StoreError, first_line
 from recruiter.store.layout import AsyncDb, Collections, SyncCollections, SyncDb
 from recruiter.store.wakeup import RosterWatch, Wake
 
@@ -130,9 +135,13 @@ class WorkerProcess:
         self.heartbeats.start()
         side = await self._side_tasks()
         slot_tasks = [asyncio.create_task(self.slot_loop.run(s), name=f"worker.slot.{s.id}") for s in self.slots]
+        burst = asyncio.create_task(self._burst(), name="worker.burst") if self.config.burst else None
         try:
             await self._supervise(slot_tasks, side)
         finally:
+            if burst is not None:
+                burst.cancel()
+                await asyncio.gather(burst, return_exceptions=True)
             self.stopping.set()
             self.inboxes.wake_all()
             await asyncio.gather(*slot_tasks, return_exceptions=True)
@@ -178,6 +187,27 @@ class WorkerProcess:
                     and asyncio.get_running_loop().time() >= requested_at + self.config.grace_period_s):
                 log.warning("worker.grace_period_over", grace_period_s=self.config.grace_period_s)
                 self.force()
+
+    async def _burst(self) -> None:
+        """``--burst``: stop gracefully once no slot runs a job and nothing is left for this worker
+        (:func:`recruiter.store.scheduled.work_left_for`), looked at every ``poll_to_s``. A job
+        assigned after the last look is still run: a stopping slot does what it was given."""
+        groups = None if ANY_GROUP in self.config.groups else list(self.config.groups)
+        ids = [s.id for s in self.slots]
+        while not self.stopping.is_set():
+            await asyncio.sleep(self.config.poll_to_s)
+            if self.busy() or any(s.inbox.delivered is not None for s in self.slots):
+                continue
+            try:
+                paused = read_switches(await metadata.read_switches(self.c.metadata), None, None)
+                if await scheduled.work_left_for(self.c.scheduled, groups, ids, self.clock.now(),
+                                                 paused.groups, paused.tenants):
+                    continue
+            except StoreError as exc:
+                log.warning("worker.burst_check_failed", error=first_line(exc))
+                continue
+            log.info("worker.burst_done", workers=ids, detail="nothing left for this worker's groups; stopping")
+            self.stop()
 
     def _streaming(self) -> bool:
         return self.watch is not None and self.watch.streaming.is_set()

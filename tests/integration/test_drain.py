@@ -1,0 +1,56 @@
+"""recruiter.testing.drain: enqueue, run a real recruiter and worker in this process, return the archive."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from typing import Any
+
+import pytest
+
+from recruiter import Recruiter
+from recruiter.retry import RetryManyTimes
+from recruiter.testing import drain, drain_async
+from tests.testing_workables import AsyncDoubles, FailsTwice
+from tests.workables import Record
+
+
+def test_drain_runs_what_it_enqueues_and_what_was_waiting(db_uri: str, db: Any) -> None:
+    with Recruiter.connect(db_uri) as rec:
+        waiting = Record(db_uri, n=7).as_job_of(rec).in_group("other").enqueue()
+        later = Record(db_uri, n=8).as_job_of(rec).schedule_in(minutes=30).enqueue()
+        # A builder may name any recruiter: drain enqueues it itself.
+        retried = FailsTwice("f").as_job_of(rec).retry_with(RetryManyTimes(2, wait=0))
+    root = logging.getLogger()
+    before = (root.level, list(root.handlers), sys.stdout, sys.stderr)
+    drained = drain(db_uri, [Record(db_uri, n=1), AsyncDoubles(4), retried])
+    assert (root.level, list(root.handlers), sys.stdout, sys.stderr) == before
+    assert drained.whys == ["done", "done", "done"]
+    assert drained.results == [1, {"n": 8, "attempt": 1}, "f on " + drained.enqueued[2]["last_execution"]["worker"]
+                               + " in generic"]
+    assert [e["outcome"] for e in drained.enqueued[2]["executions"]] == ["failed", "failed", "done"]
+    assert "printed in attempt 3" in drained.enqueued[2]["last_execution"]["logs"]
+    # The job that was already due ran too, and comes after the enqueued ones; the later one did not run.
+    assert [d["_id"] for d in drained.jobs[3:]] == [waiting]
+    assert db.scheduled.find_one({"_id": later})["attempts"] == 0
+    assert db.roster.count_documents({}) == 0, "the worker left the roster"
+
+
+def test_drain_waits_for_its_own_jobs_due_later_and_times_out_naming_what_is_left(db_uri: str) -> None:
+    with Recruiter.connect(db_uri) as rec:
+        soon = Record(db_uri, n=1).as_job_of(rec).schedule_in(seconds=1)
+        drained = drain(db_uri, [soon], timeout_s=30)
+        assert drained.whys == ["done"]
+        never = Record(db_uri, n=2).as_job_of(rec).schedule_in(minutes=30)
+        with pytest.raises(TimeoutError, match="still not archived after 1s"):
+            drain(db_uri, [never], timeout_s=1)
+
+
+def test_drain_async_in_a_group(db_uri: str) -> None:
+    async def main() -> None:
+        drained = await drain_async(db_uri, [AsyncDoubles(1)], groups=["generic"], concurrency=2)
+        assert drained.results == [{"n": 2, "attempt": 1}]
+        assert drained.enqueued[0]["last_execution"]["worker"].startswith("drain-")
+
+    asyncio.run(main())
