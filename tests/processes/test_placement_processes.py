@@ -13,6 +13,7 @@ processes (``recruiter start``, ``worker start``, ``cleaner start``).
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 from datetime import timedelta
 from typing import Any
@@ -23,6 +24,7 @@ from pymongo import MongoClient
 from recruiter import AsyncRecruiter, JobFailed, JobRefused, Recruiter
 from tests.conftest import wait_for
 from tests.processes.conftest import Processes
+from tests.processes.test_cli_errors import run_cli
 from tests.workables import Record
 
 AIMED = 4
@@ -49,6 +51,9 @@ def test_aimed_jobs_run_only_on_their_worker(processes: Processes, db: Any, db_u
             assert doc is not None
             assert (doc["locked"], doc["attempts"], doc["group"]) == (False, 0, "@worker:billing-1")
         assert db.ledger.count_documents({"n": {"$lt": AIMED}}) == 0
+        listed = run_cli("jobs", "list", "--group", "@worker:billing-1", "--json", "--target", db_uri)
+        assert listed.returncode == 0, listed.stderr
+        assert sorted(j["id"] for j in json.loads(listed.stdout)) == sorted(str(j) for j in aimed)
 
         processes.worker("--id", "billing-1", "--group", "billing", "--concurrency", "2")
         assert rec.wait_all(aimed, timeout=60) == list(range(AIMED))
