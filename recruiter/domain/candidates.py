@@ -34,12 +34,15 @@ scheduled_at, _id``):
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from recruiter.domain.control import NOT_PAUSED, Paused
 from recruiter.domain.job import Priority, Status
+from recruiter.domain.naming import WORKER_GROUP_PREFIX
+from recruiter.domain.placement import is_worker_group
 from recruiter.domain.records import JobDoc
 from recruiter.domain.selection import (
     ANY_GROUP,
@@ -90,8 +93,9 @@ class Query:
                 group["$gt"] = self.group_after
             if paused.groups:
                 group["$nin"] = sorted(paused.groups)
-            if group:
-                f["group"] = group
+            # Only '*' workers read rings of groups, and they never take a worker's own group.
+            group["$not"] = re.compile("^" + re.escape(WORKER_GROUP_PREFIX))
+            f["group"] = group
         if self.tenant is not None:
             f["tenant"] = None if self.tenant == DEFAULT_TENANT else self.tenant
         else:
@@ -297,7 +301,7 @@ def first_queries(workers: Sequence[FreeWorker], cursor: Cursor) -> list[Query]:
         later = [g for g in served if cursor.last_group is None or g > cursor.last_group]
         earlier = [g for g in served if g not in later]
         for g in [*later, *earlier][: len(workers)]:
-            if g not in named:
+            if g not in named and not is_worker_group(g):  # '*' never takes a worker's own group
                 queries.append(Query(limit=knowledge.demand(g), group=g, tenant_after=cursor.last_tenant[g]))
     for g in named:
         if g in cursor.last_tenant:

@@ -11,7 +11,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol, cast
 
@@ -20,10 +20,11 @@ from bson import ObjectId
 from bson.errors import InvalidDocument
 
 from recruiter.domain.clock import utc
-from recruiter.domain.naming import class_names, importable_problem, name_problem
+from recruiter.domain.naming import class_names, importable_problem, name_problem, qualified_name
+from recruiter.domain.placement import deadline_at, on_worker_document, worker_group, worker_id_problem
 from recruiter.domain.records import JobDoc, PolicyDocument, WorkableDocument
 from recruiter.domain.records import Priority as PriorityName
-from recruiter.domain.retry import DoNotDoItAgain, RetryPolicy, policy_to_document
+from recruiter.domain.retry import DoNotDoItAgain, RetryPolicy, WorkerCrashed, policy_to_document
 from recruiter.domain.unique import Unique, UniqueRefused
 from recruiter.domain.unique import unique as unique_spec
 from recruiter.domain.workable import Workable
@@ -79,6 +80,9 @@ class JobOptions:
     timeout_s: float | None = None
     at_most_once: bool = False
     unique: Unique | None = None  # .unique(...); else the class's unique_key() (recruiter.domain.unique)
+    # Only the worker started with this ``--id`` runs the job (recruiter.domain.placement).
+    on_worker: str | None = None
+    worker_deadline: datetime | timedelta | None = None
 
 
 def _check_name(kind: str, value: object) -> str:
@@ -214,13 +218,51 @@ def build_job_document(
     }
     if timeout_s is not None:
         doc["timeout_s"] = timeout_s
-    if options.at_most_once:
+    if options.at_most_once or getattr(type(workable), "at_most_once", False) is True:
+        _check_at_most_once(doc["retry_policy"])
         doc["at_most_once"] = True
+    if options.on_worker is not None:
+        _aim_at_worker(doc, options, now)
     spec = unique_of(workable, options)
     if spec is not None:
         doc["unique"] = spec.field(now)
     _check_size(doc, max_document_bytes)
     return doc
+
+
+# How a policy document names the crash of a worker (a rule of SelectByException, say).
+_WORKER_CRASHED = qualified_name(WorkerCrashed)
+
+
+def _names(value: object) -> bool:
+    if isinstance(value, dict):
+        return any(_names(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_names(v) for v in value)
+    return value == _WORKER_CRASHED
+
+
+def _check_at_most_once(policy: PolicyDocument) -> None:
+    """A job that must never run twice cannot have a policy that says how to retry a crash."""
+    if _names(dict(policy)):
+        raise JobRefused(
+            f"at_most_once cannot be combined with retry policy {policy['class']}, which retries crashes "
+            f"(it names {_WORKER_CRASHED}): an at_most_once job is archived on its first crash"
+        )
+
+
+def _aim_at_worker(doc: JobDoc, options: JobOptions, now: datetime) -> None:
+    """Give the job the reserved group of its worker; its own group stays in ``on_worker``."""
+    worker_id = options.on_worker
+    problem = worker_id_problem(worker_id)
+    if problem or worker_id is None:
+        raise JobRefused(problem or "on_worker needs a worker id")
+    try:
+        deadline = deadline_at(options.worker_deadline, now)
+    except ValueError as exc:
+        raise JobRefused(str(exc)) from None
+    doc["on_worker"] = on_worker_document(worker_id, doc["group"], deadline)
+    doc["group"] = worker_group(worker_id)
 
 
 def unique_of(workable: Workable, options: JobOptions) -> Unique | None:
@@ -254,7 +296,7 @@ class Enqueuer(Protocol):
     """Who writes a built job: a :class:`~recruiter.Recruiter` (returns its handle, which is
     its id) or an :class:`~recruiter.AsyncRecruiter` (returns an awaitable of it)."""
 
-    def enqueue(self, item: JobBuilder) -> Any: ...
+    def enqueue(self, item: JobBuilder, *, session: Any = None) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -311,6 +353,21 @@ class JobBuilder:
         archives it (``why: "crashed"``) instead of running it again."""
         return self._with(replace(self.options, at_most_once=True))
 
+    def on_worker(self, worker_id: str, deadline: datetime | timedelta | None = None) -> JobBuilder:
+        """Only the worker started with ``--id worker_id`` may run this job (any of its slots).
+
+        The job waits while that worker is absent; it is archived (``why: "worker-gone"``)
+        if the cleaner removes that worker as dead, and (``why: "worker-deadline"``) if it
+        has not started by ``deadline`` (a time, or a delay from the enqueue)."""
+        problem = worker_id_problem(worker_id)
+        if problem:
+            raise JobRefused(problem)
+        try:
+            deadline_at(deadline, datetime.now(UTC))  # checked now; computed at build
+        except ValueError as exc:
+            raise JobRefused(str(exc)) from None
+        return self._with(replace(self.options, on_worker=worker_id, worker_deadline=deadline))
+
     def unique(self, key: str, *, scope: str | timedelta = "unfinished",
                on_conflict: str = "existing") -> JobBuilder:
         """At most one job with ``key`` (a string) while ``scope`` lasts: ``"unfinished"`` (while
@@ -332,8 +389,12 @@ class JobBuilder:
         """The job's document, as the driver takes it (a plain dict; :func:`build_job_document` types it)."""
         return dict(build_job_document(self.workable, self.options, now, max_document_bytes=max_document_bytes))
 
-    def enqueue(self) -> Any:
-        return self.recruiter.enqueue(self)
+    def enqueue(self, *, session: Any = None) -> Any:
+        """Write the job; with ``session`` (a client session of the recruiter's own client),
+        inside that session's transaction: see :meth:`recruiter.Recruiter.enqueue`."""
+        if session is None:
+            return self.recruiter.enqueue(self)
+        return self.recruiter.enqueue(self, session=session)
 
 
 def as_builder(item: JobBuilder | Workable, recruiter: Enqueuer) -> JobBuilder:

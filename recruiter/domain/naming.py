@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import ClassVar
 
 ANY_GROUP = "*"
+# Groups a job aimed at one worker is given (``@worker:<id>``, :mod:`recruiter.domain.placement`);
+# no user group may start with it.
+WORKER_GROUP_PREFIX = "@worker:"
 MAX_NAME_CHARS = 200
 SHOWN_PREFIXES = 10  # allowed modules named in a refusal; the worker logs them all at start
 # Modules no job may name: importing one runs a program (``python -m x`` runs ``x.__main__``).
@@ -163,6 +166,8 @@ def _name_rule(name: object) -> str | None:
             return f"it contains {bad!r}"
     if name.startswith("$"):
         return "it starts with '$'"
+    if name.startswith(WORKER_GROUP_PREFIX):
+        return f"names starting with {WORKER_GROUP_PREFIX!r} are reserved for jobs aimed at one worker (on_worker)"
     return None
 
 

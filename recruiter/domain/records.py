@@ -119,6 +119,15 @@ class ResubmitDoc(TypedDict):
     requested_at: datetime
 
 
+class OnWorkerDoc(TypedDict, total=False):
+    """``on_worker``: the worker id, the group the job was enqueued in, and the time after which
+    it is archived unless started (absent: none). Read tolerantly: it may lack any field."""
+
+    worker: str
+    group: str
+    deadline: datetime
+
+
 class JobFields(TypedDict):
     """What a job document holds in ``scheduled`` and in ``archived`` alike."""
 
@@ -149,6 +158,9 @@ class JobFields(TypedDict):
     unique: NotRequired[UniqueDoc]
     # How many resubmits were applied to it (recruiter.domain.resubmit): each gave it one more run.
     resubmits: NotRequired[int]
+    # A job aimed at one worker (recruiter.domain.placement): its ``group`` is that worker's
+    # reserved group; this holds the worker id, the group it was enqueued in, its deadline.
+    on_worker: NotRequired[OnWorkerDoc]
 
 
 class JobDoc(JobFields):
@@ -275,3 +287,6 @@ class HeartbeatDoc(TypedDict):
     working_since: datetime | None
     # The running job's latest ``ctx.progress``; None when idle or never said.
     progress: NotRequired[ProgressDoc | None]
+    # The reserved group of the jobs aimed at this slot's process (recruiter.domain.placement):
+    # the cleaner archives them ``worker-gone`` when it removes the last slot as dead.
+    worker_group: NotRequired[str]

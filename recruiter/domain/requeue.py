@@ -26,7 +26,8 @@ from recruiter.domain.outcome import MALFORMED
 from recruiter.domain.records import JobDoc, Raw
 
 # The fields of the original a copy keeps (when present): what the job does and how it is run.
-KEPT_FIELDS = ("group", "tenant", "tags", "priority", "workable", "retry_policy", "timeout_s", "at_most_once")
+KEPT_FIELDS = ("group", "tenant", "tags", "priority", "workable", "retry_policy", "timeout_s", "at_most_once",
+               "on_worker")
 
 
 class RetryRefused(ValueError):
@@ -60,6 +61,9 @@ def retry_copy(original: Raw, now: datetime, new_id: ObjectId | None = None) -> 
     })
     if copy.get("tenant") is None:
         copy["tenant"] = None
+    on_worker = copy.get("on_worker")
+    if isinstance(on_worker, dict):  # still aimed at its worker; a past deadline is not kept
+        copy["on_worker"] = {k: v for k, v in on_worker.items() if k != "deadline"}
     problem = job_problem(copy)
     if problem is not None:
         raise RetryRefused(f"{job_id}: cannot be retried, its archived document has {problem}")

@@ -21,6 +21,10 @@ the assignments and the new cursor. The policy, level by level:
 The turns go on until no group has both a job left and a free worker that
 takes it, so no worker is left idle while a job of its groups waits.
 
+A job aimed at one worker is in that worker's reserved group (``@worker:ID``,
+:mod:`recruiter.domain.placement`), which only that worker's slots name: ``*``
+takes any group but those, so such a job is never given to another worker.
+
 :func:`select_from` runs the same policy over a :class:`Source`, which is how
 the recruiter runs it on partial knowledge of the queue: its source raises when
 it is asked for something it has not read yet (see :mod:`recruiter.candidates`).
@@ -36,6 +40,7 @@ from typing import Protocol
 
 from recruiter.domain.job import Priority
 from recruiter.domain.naming import ANY_GROUP as ANY_GROUP  # re-exported: the selection speaks of it
+from recruiter.domain.placement import is_worker_group
 
 DEFAULT_TENANT = ""  # jobs without a tenant; real tenant names are never empty
 
@@ -55,7 +60,9 @@ class FreeWorker:
         return ANY_GROUP in self.groups
 
     def takes(self, group: str) -> bool:
-        return self.takes_any or group in self.groups
+        """Whether the worker takes ``group``; ``*`` is any group but the reserved groups of
+        jobs aimed at one worker (:mod:`recruiter.domain.placement`), taken only by name."""
+        return group in self.groups or (self.takes_any and not is_worker_group(group))
 
     @property
     def specificity(self) -> tuple[bool, int]:
@@ -251,7 +258,12 @@ class _Round:
         """The next group in the ring that a free worker takes and that may have a job."""
         start = self.last_group
         if any(w.takes_any for w in self.free):
-            return _ring(self.source.next_group(start), self.source.next_group, start, self.empty_groups)
+            while (group := _ring(self.source.next_group(start), self.source.next_group, start,
+                                  self.empty_groups)) is not None:
+                if any(w.takes(group) for w in self.free):
+                    return group
+                self.empty_groups.add(group)  # a worker's own group, and that worker is not free
+            return None
         named = sorted({g for w in self.free for g in w.groups} - self.empty_groups)
         later = [g for g in named if start is None or g > start]
         ring = later or named

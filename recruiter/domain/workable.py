@@ -128,12 +128,15 @@ class Workable:
     Subclasses implement ``execute(self, ctx)`` (or ``async def execute``). The
     optional class attributes ``group``, ``retry_policy`` and ``timeout_s`` give
     defaults for every job of the class; ``unique_key()`` (with ``unique_scope`` and
-    ``unique_on_conflict``) gives its jobs a unique key (:mod:`recruiter.domain.unique`).
+    ``unique_on_conflict``) gives its jobs a unique key (:mod:`recruiter.domain.unique`);
+    ``at_most_once = True`` makes every job of the class one that is never run again
+    after its worker died during an attempt.
     """
 
     method: ClassVar[str] = "execute"
     group: ClassVar[str | None] = None
     retry_policy: ClassVar[RetryPolicy | None] = None
+    at_most_once: ClassVar[bool] = False
     # The scope and conflict behaviour of the key unique_key() gives (recruiter.domain.unique).
     unique_scope: ClassVar[str | timedelta] = "unfinished"
     unique_on_conflict: ClassVar[str] = "existing"

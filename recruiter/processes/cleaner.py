@@ -22,6 +22,10 @@ writes make true (``worker.dead``, ``job.crashed``, ``archive.reconciled``,
 ``archived.pruned``) are logged once it has committed
 (:class:`recruiter.logs.AfterCommit`), each for a write that took effect.
 
+Jobs aimed at one worker (:mod:`recruiter.domain.placement`) are archived by a
+pass: ``worker-gone`` once it removed the last slot of their worker as dead,
+``worker-deadline`` past their deadline; each only if still unlocked as read.
+
 Before a job is unlocked as crashed, the pass checks that it was not archived
 already: a job whose archived copy exists but which is still in ``scheduled``
 (an archive cut between its two writes) is deleted from ``scheduled``,
@@ -31,6 +35,7 @@ finishing the archive instead of running the job again.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -39,7 +44,17 @@ import structlog
 from recruiter.domain.clock import Clock
 from recruiter.domain.documents import Malformed, check_job, outcome_problem
 from recruiter.domain.liveness import missed_beats, rescue_update
-from recruiter.domain.outcome import jobs_referenced_by
+from recruiter.domain.outcome import archived_document, jobs_referenced_by
+from recruiter.domain.placement import (
+    WORKER_DEADLINE,
+    WORKER_GONE,
+    deadline_of,
+    deadline_reason,
+    gone_reason,
+    is_worker_group,
+    unplaced_outcome,
+    worker_of,
+)
 from recruiter.domain.quarantine import log_quarantined
 from recruiter.domain.records import Raw
 from recruiter.processes.leadership import Fault, LeaderProcess, Leadership, Pace, leader_owner, no_fault
@@ -51,6 +66,7 @@ from recruiter.store.layout import AsyncDb, Collections, Document
 log = structlog.get_logger("recruiter.cleaner")
 
 PRUNE_BATCH = 1000
+UNPLACED_BATCH = 100  # jobs aimed at a worker archived per pass and reason (the rest next pass)
 
 
 @dataclass(frozen=True)
@@ -74,6 +90,7 @@ class CleanReport:
     dead_workers: int = 0
     unlocked_jobs: int = 0
     pruned: int = 0
+    unplaced: int = 0  # jobs aimed at a worker archived (worker-gone, worker-deadline)
     quarantined: list[Malformed] = field(default_factory=list)
 
 
@@ -85,6 +102,7 @@ class Pass:
     now: datetime
     cutoff: datetime
     report: CleanReport
+    gone_groups: set[str] = field(default_factory=set)  # reserved groups of the workers removed
 
 
 class CleanerProcess(LeaderProcess):
@@ -146,6 +164,7 @@ class CleanerProcess(LeaderProcess):
                 p.report.dead_workers += 1
                 p.report.unlocked_jobs += unlocked
         p.report.unlocked_jobs += await self.sweep_orphans(p)
+        p.report.unplaced = await self.archive_unplaced(p)
         p.report.pruned = await self.prune(c, now)
         return p.report
 
@@ -175,6 +194,8 @@ class CleanerProcess(LeaderProcess):
             return None
         if beat is not None and not await heartbeats.delete_beat(p.c.heartbeats, beat):
             return None  # it came back to life, or someone else handled it
+        if beat is not None and is_worker_group(beat.get("worker_group")):
+            p.gone_groups.add(beat["worker_group"])  # removed as dead, here or by an earlier take-back
         if worker is None:
             return None  # a heartbeat left by an entry already removed
         if beat is None:  # an unreadable heartbeat document goes with its entry
@@ -185,6 +206,9 @@ class CleanerProcess(LeaderProcess):
             return None
         if beat is not None and beat.get("session") != worker.get("session"):
             beat = None  # the heartbeat of another registration with this id
+        work_on = worker.get("work_on")
+        if isinstance(work_on, list):  # an entry without a heartbeat document says it here
+            p.gone_groups.update(g for g in work_on if is_worker_group(g))
         seen_text = _when((beat or worker).get("last_seen_at"))
         self.events.warning("worker.dead", worker_id=str(worker["_id"])[:100], last_seen_at=seen_text,
                             pid=worker.get("pid"), hostname=worker.get("hostname"))
@@ -195,6 +219,32 @@ class CleanerProcess(LeaderProcess):
         reason = (f"worker {worker['_id']} (pid {worker.get('pid')} on {worker.get('hostname')}) "
                   f"stopped heartbeating; last seen {seen_text}")
         return await self._unlock(p, jobs, worker, beat, reason)
+
+    async def archive_unplaced(self, p: Pass) -> int:
+        """Archive the waiting jobs aimed at a worker that will not run them: ``worker-gone`` when
+        this pass removed the last roster entry of that worker as dead, ``worker-deadline`` past
+        their deadline (:mod:`recruiter.domain.placement`). Each is deleted from ``scheduled`` only
+        if still unlocked as read, then archived."""
+        archived_count = 0
+        for group in sorted(p.gone_groups):
+            if await roster.any_takes_group(p.c.roster, group):
+                continue  # another slot of that worker is still registered
+            jobs = await scheduled.read_waiting_in_group(p.c.scheduled, group, UNPLACED_BATCH)
+            archived_count += await self._archive(p, jobs, WORKER_GONE, lambda j: gone_reason(worker_of(j)))
+        late = await scheduled.read_past_worker_deadline(p.c.scheduled, p.now, UNPLACED_BATCH)
+        archived_count += await self._archive(p, late, WORKER_DEADLINE,
+                                              lambda j: deadline_reason(worker_of(j), deadline_of(j)))
+        return archived_count
+
+    async def _archive(self, p: Pass, jobs: list[Document], why: str, reason: Callable[[Document], str]) -> int:
+        docs = []
+        for job in jobs:
+            if await scheduled.delete_unlocked_as_read(p.c.scheduled, job):
+                docs.append(archived_document(job, unplaced_outcome(why, reason(job)), p.now))
+                self.events.warning("job.archived", job_id=str(job.get("_id")), why=why, reason=reason(job))
+        if docs:
+            await archived.archive(p.c.archived, docs)
+        return len(docs)
 
     async def sweep_orphans(self, p: Pass) -> int:
         """Unlock jobs locked before the pass's cutoff that no roster entry holds.

@@ -52,10 +52,19 @@ from recruiter.store.connection import (
     hello,
     hello_async,
     parse_target,
+    session_problem,
     sync_client,
 )
 from recruiter.store.indexes import ensure_indexes, ensure_indexes_sync
-from recruiter.store.layout import AsyncClient, Collections, Document, SyncClient, SyncCollections
+from recruiter.store.layout import (
+    AsyncClient,
+    AsyncClientSession,
+    ClientSession,
+    Collections,
+    Document,
+    SyncClient,
+    SyncCollections,
+)
 from recruiter.store.resubmit import NoSuchJob, resubmit_job, resubmit_job_async
 from recruiter.store.scheduled import insert_job, insert_job_async, insert_jobs, insert_jobs_async
 from recruiter.store.unique import insert_unordered, insert_unordered_async
@@ -128,6 +137,21 @@ def _documents(recruiter: Recruiter | AsyncRecruiter, items: list[JobBuilder | W
     return docs
 
 
+def _check_session(recruiter: Recruiter | AsyncRecruiter, session: object) -> None:
+    """A caller's session must come from the recruiter's own client: :class:`JobRefused` if not."""
+    if session is not None:
+        problem = session_problem(recruiter.client, session)
+        if problem:
+            raise JobRefused(f"{problem}; nothing was written")
+
+
+def _no_unique_in_session(built: list[Built]) -> None:
+    """A unique key's conflict handling runs transactions of its own: not inside the caller's."""
+    if any(spec is not None for _, spec in built):
+        raise JobRefused("a job with a unique key cannot be enqueued in your session's transaction "
+                         "(its conflict handling needs transactions of its own); nothing was written")
+
+
 def _one_write(built: list[Built]) -> tuple[list[Document], list[int]]:
     """The documents a batch writes in its one round trip (all but the unique jobs that reserve
     their key, which take a transaction each), and the positions of those that reserve."""
@@ -193,27 +217,38 @@ class Recruiter:
             self._max_bytes = limit_from_hello(hello(self.db))
         return self._max_bytes
 
-    def enqueue(self, item: JobBuilder | Workable) -> JobHandle:
+    def enqueue(self, item: JobBuilder | Workable, *, session: ClientSession | None = None) -> JobHandle:
         """Store one job; returns its handle (which is its id). Raises :class:`JobRefused`
-        (nothing written) for a bad job."""
+        (nothing written) for a bad job.
+
+        With ``session`` (started from this recruiter's ``client``), the job is written in
+        that session's transaction: it exists, and the recruiter sees it, only once the
+        transaction commits; an abort leaves nothing."""
+        _check_session(self, session)
         doc, spec = _document(self, item, self.max_document_bytes())
+        if session is not None:
+            _no_unique_in_session([(doc, spec)])
         if spec is not None:
             return enqueue_unique(self, doc, spec, lambda d: _handle(self, d))
-        insert_job(self.collections.scheduled, doc)
+        insert_job(self.collections.scheduled, doc, session)
         return _handle(self, doc)
 
-    def enqueue_many(self, items: Iterable[JobBuilder | Workable]) -> list[JobHandle]:
-        """Store many jobs in one round trip, all or nothing.
+    def enqueue_many(self, items: Iterable[JobBuilder | Workable], *,
+                     session: ClientSession | None = None) -> list[JobHandle]:
+        """Store many jobs in one round trip, all or nothing (``session``: see :meth:`enqueue`).
 
         Every item is validated before anything is written; one bad item raises
         :class:`JobRefused` naming it (``item 5 of 7: …``) and nothing is written.
         """
+        _check_session(self, session)
         batch = list(items)
         if not batch:
             return []
         built = _documents(self, batch, self.max_document_bytes())
+        if session is not None:
+            _no_unique_in_session(built)
         if all(spec is None for _, spec in built):
-            insert_jobs(self.collections.scheduled, [d for d, _ in built])
+            insert_jobs(self.collections.scheduled, [d for d, _ in built], session)
             return [_handle(self, d) for d, _ in built]
         # Unique items: one unordered insert, then the refused and the reserving ones one by one.
         docs, later = _one_write(built)
@@ -310,22 +345,30 @@ class AsyncRecruiter:
             self._max_bytes = limit_from_hello(await hello_async(self.db))
         return self._max_bytes
 
-    async def enqueue(self, item: JobBuilder | Workable) -> AsyncJobHandle:
-        """Store one job; see :meth:`Recruiter.enqueue`."""
+    async def enqueue(self, item: JobBuilder | Workable, *,
+                      session: AsyncClientSession | None = None) -> AsyncJobHandle:
+        """Store one job; see :meth:`Recruiter.enqueue` (``session``: an asyncio session of this client)."""
+        _check_session(self, session)
         doc, spec = _document(self, item, await self.max_document_bytes())
+        if session is not None:
+            _no_unique_in_session([(doc, spec)])
         if spec is not None:
             return await enqueue_unique_async(self, doc, spec, lambda d: _async_handle(self, d))
-        await insert_job_async(self.collections.scheduled, doc)
+        await insert_job_async(self.collections.scheduled, doc, session)
         return _async_handle(self, doc)
 
-    async def enqueue_many(self, items: Iterable[JobBuilder | Workable]) -> list[AsyncJobHandle]:
+    async def enqueue_many(self, items: Iterable[JobBuilder | Workable], *,
+                           session: AsyncClientSession | None = None) -> list[AsyncJobHandle]:
         """Store many jobs in one round trip, all or nothing; see :meth:`Recruiter.enqueue_many`."""
+        _check_session(self, session)
         batch = list(items)
         if not batch:
             return []
         built = _documents(self, batch, await self.max_document_bytes())
+        if session is not None:
+            _no_unique_in_session(built)
         if all(spec is None for _, spec in built):
-            await insert_jobs_async(self.collections.scheduled, [d for d, _ in built])
+            await insert_jobs_async(self.collections.scheduled, [d for d, _ in built], session)
             return [_async_handle(self, d) for d, _ in built]
         docs, later = _one_write(built)
         refused = {id(docs[i]) for i in await insert_unordered_async(self.collections.scheduled, docs)}

@@ -21,7 +21,7 @@ from pymongo.monitoring import CommandListener as CommandListener  # re-exported
 from pymongo.uri_parser import parse_uri
 
 from recruiter.store import monitoring
-from recruiter.store.layout import AsyncClient, AsyncDb, SyncClient, SyncDb
+from recruiter.store.layout import AsyncClient, AsyncClientSession, AsyncDb, ClientSession, SyncClient, SyncDb
 
 DEFAULT_URI = "mongodb://localhost:27017/recruiter"
 DEFAULT_DATABASE = "recruiter"
@@ -181,3 +181,16 @@ def hello(db: SyncDb) -> Mapping[str, object]:
 async def hello_async(db: AsyncDb) -> Mapping[str, object]:
     """The server's ``hello`` reply, with the asyncio client."""
     return await db.command("hello")
+
+
+def session_problem(client: object, session: object) -> str | None:
+    """Why a caller's ``session`` cannot carry a write of ``client``; None if it can: it must be
+    a session (of the same kind, sync or asyncio) started from that very client."""
+    if not isinstance(session, ClientSession | AsyncClientSession):
+        return f"session must be a pymongo client session, got {type(session).__name__}"
+    if session.client is not client:
+        return ("session belongs to another MongoClient than the recruiter's; start it from the "
+                "recruiter's own client (rec.client.start_session())")
+    if session.has_ended:
+        return "session has ended"
+    return None

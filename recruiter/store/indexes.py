@@ -26,6 +26,9 @@ INDEXES: dict[str, list[IndexModel]] = {
         IndexModel([("locked", ASCENDING), ("group", ASCENDING), ("tenant", ASCENDING), ("status", DESCENDING),
                     ("priority", ASCENDING), ("scheduled_at", ASCENDING), ("_id", ASCENDING)],
                    name="candidates"),
+        # Jobs aimed at one worker, by deadline (the cleaner archives those past it): only
+        # the documents that have one are in it (recruiter.domain.placement).
+        IndexModel([("on_worker.deadline", ASCENDING)], name="worker_deadline", sparse=True),
         # recruiter jobs list reads scheduled through `candidates` too: equality on locked,
         # then group and tenant when given; its other filters and its order (created_at) are
         # not served by an index (the listing walks the jobs of that prefix).

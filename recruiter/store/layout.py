@@ -11,8 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from pymongo import AsyncMongoClient, MongoClient
+from pymongo.asynchronous.client_session import AsyncClientSession as AsyncClientSession
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.synchronous.client_session import ClientSession as ClientSession
 from pymongo.synchronous.collection import Collection
 from pymongo.synchronous.database import Database
 

@@ -54,6 +54,8 @@ from bson import ObjectId
 from recruiter.domain.candidates import Query
 from recruiter.domain.control import Paused
 from recruiter.domain.job import Priority, Status
+from recruiter.domain.naming import WORKER_GROUP_PREFIX
+from recruiter.domain.placement import is_worker_group
 from recruiter.domain.records import Query as Filter
 from recruiter.domain.selection import DEFAULT_TENANT
 from recruiter.store.layout import Document
@@ -66,6 +68,10 @@ SUBSTREAMS = [(Status.RETRYING.value, Priority.HIGH.value), (Status.RETRYING.val
 LOW_ONLY = SUBSTREAMS[3:]
 RANK = {s: i for i, s in enumerate(SUBSTREAMS)}
 EVERY_TENANT = object()  # a gap that is a whole group
+# The reserved groups of jobs aimed at one worker, as one range; and the most keys of it a
+# round's probe reads before it gives up listing the groups that hold jobs.
+WORKER_GROUPS: Filter = {"$gte": WORKER_GROUP_PREFIX, "$lt": WORKER_GROUP_PREFIX[:-1] + chr(ord(":") + 1)}
+AIMED_PROBE = 256
 
 # find(filter, projection, limit): with a limit, the first ``limit`` by (scheduled_at, _id).
 Find = Callable[[Filter, Filter | None, int], Awaitable[list[Document]]]
@@ -144,6 +150,10 @@ class ReadAhead:
         # is not a string, an unknown status or priority, a scheduled_at that is not a date):
         # never answered as candidates; left here, by id, for the quarantine of malformed jobs.
         self.unplaceable: list[object] = []
+        # Which workers' reserved groups hold unlocked jobs, as one probe read at ``_aimed_at``
+        # saw them (None: too many to list; each such group is then read as any other).
+        self._aimed: set[str] | None = None
+        self._aimed_at: datetime | None = None
         self.reads = 0
         self.rows_read = 0
 
@@ -170,10 +180,26 @@ class ReadAhead:
 
     async def answer(self, queries: list[Query], now: datetime, paused: Paused) -> list[list[Document]]:
         """The rows each query asks for, in index order (documents, some with only their keys)."""
+        if self._aimed_at != now and any(is_worker_group(q.group) for q in queries):
+            await self._probe_aimed(now)
         return [await self._answer(q, now, paused) for q in queries]
+
+    async def _probe_aimed(self, now: datetime) -> None:
+        """Learn, with one read per round, which workers' reserved groups hold unlocked jobs.
+
+        Every free worker names its own reserved group, and most are empty: read one by
+        one, they would cost a read per free worker per round. The probe reads the keys
+        of the whole reserved range (one range on ``group``), at most ``AIMED_PROBE``;
+        past that it gives up and the groups are read one by one."""
+        keys = await self._find({"locked": False, "group": WORKER_GROUPS}, {"group": 1}, AIMED_PROBE)
+        groups = {k.get("group") for k in keys}
+        self._aimed = {g for g in groups if isinstance(g, str)} if len(keys) < AIMED_PROBE else None
+        self._aimed_at = now
 
     async def _answer(self, q: Query, now: datetime, paused: Paused) -> list[Document]:
         need = q.skip + q.limit
+        if is_worker_group(q.group) and self._aimed is not None and q.group not in self._aimed:
+            return []  # this round's probe found no unlocked job aimed at that worker
         if q.group is None:
             rows = await self._groups_ring(q.group_after, need, now, paused)
         elif q.tenant is None:
@@ -192,10 +218,12 @@ class ReadAhead:
             if g is not None:
                 span["$lt"] = g
             found = await self._gap({"locked": False, **({"group": span} if span else {})}, now)
-            rows += [d for d in found if d["group"] not in paused.groups and tenant_of(d) not in paused.tenants]
+            # A ring of groups is read for '*' workers, which never take a worker's own group.
+            rows += [d for d in found if d["group"] not in paused.groups and tenant_of(d) not in paused.tenants
+                     and not is_worker_group(d["group"])]
             if len(rows) >= need or g is None:
                 break
-            if g not in paused.groups:
+            if g not in paused.groups and not is_worker_group(g):
                 rows += await self._tenants_ring(g, None, need - len(rows), now, paused)
             if len(rows) >= need:
                 break

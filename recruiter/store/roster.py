@@ -221,6 +221,11 @@ async def delete_stranded_entry(roster: AsyncColl, entry: Mapping[str, object], 
     return bool(deleted.deleted_count)
 
 
+async def any_takes_group(roster: AsyncColl, group: str) -> bool:
+    """Whether some roster entry's ``work_on`` names ``group`` (the asyncio twin of :func:`names_group`)."""
+    return await roster.find_one({"work_on": group}, {"_id": 1}) is not None
+
+
 def names_group(roster: SyncColl, group: str) -> bool:
     """Whether some worker's ``work_on`` names ``group``."""
     return roster.find_one({"work_on": group}, {"_id": 1}) is not None

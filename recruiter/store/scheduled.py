@@ -6,7 +6,7 @@ assignment) is written once, here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
 from bson.min_key import MinKey
@@ -16,7 +16,7 @@ from recruiter.domain.documents import PRIORITIES, UNLOCKED_STATUSES
 from recruiter.domain.outcome import ROLLBACK_PIPELINE
 from recruiter.domain.records import Query
 from recruiter.domain.resubmit import late_flag_filter
-from recruiter.store.layout import AsyncColl, Document, SyncColl
+from recruiter.store.layout import AsyncClientSession, AsyncColl, ClientSession, Document, SyncColl
 
 # -- the worker: its own entry, its job, its heartbeat (processes/worker) --------------
 
@@ -225,28 +225,47 @@ def carries_name(scheduled: SyncColl, kind: str, name: str) -> bool:
     return scheduled.find_one(where, {"_id": 1}, hint="candidates") is not None
 
 
+async def read_waiting_in_group(scheduled: AsyncColl, group: str, limit: int) -> list[Document]:
+    """Up to ``limit`` unlocked jobs of ``group`` (a worker's reserved group: served by ``candidates``)."""
+    return [d async for d in scheduled.find({"locked": False, "group": group}).limit(limit)]
+
+
+async def read_past_worker_deadline(scheduled: AsyncColl, now: datetime, limit: int) -> list[Document]:
+    """Up to ``limit`` unlocked jobs aimed at a worker whose deadline has passed (index ``worker_deadline``)."""
+    return [d async for d in scheduled.find({"on_worker.deadline": {"$lte": now}, "locked": False}).limit(limit)]
+
+
+async def delete_unlocked_as_read(scheduled: AsyncColl, job: Mapping[str, object]) -> bool:
+    """Delete ``job`` if it is still unlocked with the attempt count read (so not taken meanwhile)."""
+    attempts = job.get("attempts")
+    found = unlocked_as_read({"$eq": job.get("_id")}, None)
+    if isinstance(attempts, int | float):
+        found["attempts"] = attempts
+    return bool((await scheduled.delete_one(found)).deleted_count)
+
 
 # -- the producer and the operator's commands (producer/, cli/) ------------------------
 
 
-def insert_job(scheduled: SyncColl, doc: Document) -> None:
-    """Store one job document built by the producer."""
-    scheduled.insert_one(doc)
+def insert_job(scheduled: SyncColl, doc: Document, session: ClientSession | None = None) -> None:
+    """Store one job document built by the producer (in ``session``'s transaction, if given)."""
+    scheduled.insert_one(doc, session=session)
 
 
-def insert_jobs(scheduled: SyncColl, docs: list[Document]) -> None:
+def insert_jobs(scheduled: SyncColl, docs: list[Document], session: ClientSession | None = None) -> None:
     """Store many job documents in one round trip, in order (the producer's batch)."""
-    scheduled.insert_many(docs, ordered=True)
+    scheduled.insert_many(docs, ordered=True, session=session)
 
 
-async def insert_job_async(scheduled: AsyncColl, doc: Document) -> None:
+async def insert_job_async(scheduled: AsyncColl, doc: Document, session: AsyncClientSession | None = None) -> None:
     """Store one job document built by the producer (asyncio client)."""
-    await scheduled.insert_one(doc)
+    await scheduled.insert_one(doc, session=session)
 
 
-async def insert_jobs_async(scheduled: AsyncColl, docs: list[Document]) -> None:
+async def insert_jobs_async(scheduled: AsyncColl, docs: list[Document],
+                            session: AsyncClientSession | None = None) -> None:
     """Store many job documents in one round trip, in order (asyncio client)."""
-    await scheduled.insert_many(docs, ordered=True)
+    await scheduled.insert_many(docs, ordered=True, session=session)
 
 
 def count_by_status(scheduled: SyncColl) -> dict[object, int]:

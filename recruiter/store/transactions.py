@@ -55,3 +55,4 @@ async def fenced_transaction(db: Any, lease: Any) -> AsyncIterator[Collections]:
     except LostFence:
         await lease.forget()
         raise
+

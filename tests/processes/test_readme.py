@@ -32,7 +32,8 @@ def readme_files() -> dict[str, str]:
 
 def test_readme_names_its_example_files() -> None:
     assert set(readme_files()) == {"jobs.py", "enqueue.py", "enqueue_async.py", "enqueue_tenants.py", "follow.py",
-                                   "follow_async.py", "welcome.py", "unique.py", "test_send_invoice.py"}
+                                   "follow_async.py", "welcome.py", "unique.py", "test_send_invoice.py",
+                                   "placement.py"}
 
 
 def test_readme_examples_run_as_written(processes: Processes, db: Any, db_uri: str, tmp_path: Path) -> None:
@@ -63,6 +64,14 @@ def test_readme_examples_run_as_written(processes: Processes, db: Any, db_uri: s
         check_the_first_50(db)
         follow_jobs(tmp_path, env, db)
         unique_jobs(tmp_path, env, db)
+        # placement.py needs the worker it names, and a cleaner for its deadline.
+        for name, command in [("billing-1", ["worker", "start", "--group", "billing", "--id", "billing-1",
+                                             *FAST_WORKER]),
+                              ("cleaner", ["cleaner", "start", "--interval", "200ms"])]:
+            with open(logs / f"{name}.log", "wb") as out:
+                procs.append(subprocess.Popen(command, cwd=tmp_path, env=path_env, stdout=out,
+                                              stderr=subprocess.STDOUT))
+        place_jobs(tmp_path, env, db)
     finally:
         for p in procs:
             p.terminate()
@@ -139,3 +148,16 @@ def test_readme_testing_example_passes_under_pytest(db_uri: str, tmp_path: Path)
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "3 passed" in result.stdout
+
+
+def place_jobs(tmp_path: Path, env: dict[str, str], db: Any) -> None:
+    """The README's placement.py: a job on one worker, one committed with an order, one aborted."""
+    result = subprocess.run([sys.executable, "placement.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["{'sent': 'INV-600'}", "{'sent': 'INV-601'}", "None and no job",
+                                          "worker-deadline"]
+    pinned = db.archived.find_one({"workable.parameters.invoice_id": "INV-600"})
+    assert pinned["last_execution"]["worker"] == "billing-1"
+    assert db.orders.find_one({"_id": "ORDER-7"}) is not None
+    assert db.archived.find_one({"workable.parameters.invoice_id": "INV-602"}) is None

@@ -47,6 +47,8 @@ def matches(value: Any, condition: Any) -> bool:
             ok = comparable and value <= operand
         elif op == "$in":
             ok = value in operand
+        elif op == "$not":  # the reserved groups of jobs aimed at one worker: a prefix regex
+            ok = not (isinstance(value, str) and operand.match(value))
         else:
             assert op == "$nin", op
             ok = value not in operand

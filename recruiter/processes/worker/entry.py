@@ -25,6 +25,7 @@ from structlog.typing import FilteringBoundLogger
 from recruiter.domain.clock import Clock
 from recruiter.domain.liveness import date_or_none, heartbeat_document, rescue_update
 from recruiter.domain.outcome import Outcome, jobs_referenced_by
+from recruiter.domain.placement import worker_group
 from recruiter.domain.records import Query, Raw
 from recruiter.processes.worker.config import MISSED_BEATS_FOR_RESTART, WorkerConfig
 from recruiter.processes.worker.state import Shutdown, Slot, SlotPhase
@@ -69,11 +70,16 @@ class RosterEntries:
         self.pid = pid
         self.hostname = hostname
 
+    def process_id(self, slot: Slot) -> str:
+        """The id the process was started with (``--id``): its slots are ``ID`` or ``ID-0``, ``ID-1``..."""
+        return slot.id if self.config.concurrency == 1 else slot.id.rsplit("-", 1)[0]
+
     def document(self, slot: Slot, now: datetime) -> Query:
-        """A fresh entry for ``slot``, available from ``now``."""
+        """A fresh entry for ``slot``, available from ``now``. It also takes the reserved group
+        of the jobs aimed at its process (``@worker:ID``, :mod:`recruiter.domain.placement`)."""
         return {
             "_id": slot.id,
-            "work_on": list(self.config.groups),
+            "work_on": [*self.config.groups, worker_group(self.process_id(slot))],
             "available": True,
             "available_since": now,
             "created_at": now,
@@ -96,8 +102,11 @@ class RosterEntries:
             if old is not None and await self.recover(slot, old, now):
                 break
         # The entry is not given work until this document says it is alive (recruiter.liveness).
-        await heartbeats.write_first_beat(self.c.heartbeats, heartbeat_document(
-            slot.id, slot.session, self.clock.now(), self.config.heartbeat_interval_s, self.pid, self.hostname))
+        beat = heartbeat_document(slot.id, slot.session, self.clock.now(), self.config.heartbeat_interval_s,
+                                  self.pid, self.hostname)
+        # Which worker's jobs wait for this slot: the cleaner reads it if it removes the slot as dead.
+        beat["worker_group"] = worker_group(self.process_id(slot))
+        await heartbeats.write_first_beat(self.c.heartbeats, beat)
         log.info("worker.registered", worker_id=slot.id, groups=list(self.config.groups), pid=self.pid)
 
     async def recover(self, slot: Slot, old: Document, now: datetime) -> bool:

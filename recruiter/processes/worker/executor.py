@@ -32,6 +32,7 @@ from recruiter.domain.clock import Clock
 from recruiter.domain.documents import job_problem
 from recruiter.domain.naming import AllowedModules
 from recruiter.domain.outcome import DONE, INTERRUPTED, MALFORMED, Execution, Kind, Outcome, describe_decision
+from recruiter.domain.placement import declared_group
 from recruiter.domain.quarantine import malformed_outcome
 from recruiter.domain.retry import Archive, Decision, RetryAt
 from recruiter.domain.workable import JobContext, ProgressSink, accepts_context, workable_from_document
@@ -260,6 +261,7 @@ def context_of(slot_id: str, job: Document, reporter: ProgressSink | None = None
     """What the running job may know about itself, and where its ``ctx.progress`` goes."""
     return JobContext(
         job_id=str(job["_id"]), attempt=int(job.get("attempts", 1)), worker_id=slot_id,
-        group=job.get("group", ""), tags=tuple(job.get("tags") or ()), tenant=job.get("tenant"),
+        group=declared_group(job) or job.get("group", ""), tags=tuple(job.get("tags") or ()),
+        tenant=job.get("tenant"),
         scheduled_at=job.get("scheduled_at"), assigned_at=job.get("locked_at"), reporter=reporter,
     )
