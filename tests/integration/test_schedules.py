@@ -34,22 +34,32 @@ def test_upsert_create_update_unchanged(db_uri: str, db: Any) -> None:
         assert view.change == "created"
         assert view.next_fire_at == datetime(2026, 1, 1, 2, tzinfo=UTC)  # 03:00 in Rome (CET)
         doc = db.schedules.find_one({"_id": "nightly"})
-        assert doc["job"]["group"] == "reports" and doc["job"]["priority"] == "high"
-        assert "_id" not in doc["job"] and "unique" not in doc["job"] and "scheduled_at" not in doc["job"]
-        assert doc["skipped"] == 0 and doc["last_fire"] is None and doc["paused"] is False
+        assert doc["job"]["group"] == "reports"
+        assert doc["job"]["priority"] == "high"
+        assert "_id" not in doc["job"]
+        assert "unique" not in doc["job"]
+        assert "scheduled_at" not in doc["job"]
+        assert doc["skipped"] == 0
+        assert doc["last_fire"] is None
+        assert doc["paused"] is False
         db.schedules.update_one({"_id": "nightly"}, {"$set": {"skipped": 4, "last_fire": {"x": 1}}})
 
         clock.advance(timedelta(minutes=5))
         again = rec.schedule("nightly", cron="0 3 * * *", tz="Europe/Rome", job=job)
-        assert again.change == "unchanged" and again.version == view.version
+        assert again.change == "unchanged"
+        assert again.version == view.version
         touched = db.schedules.find_one({"_id": "nightly"})
-        assert touched["declared_at"] == clock.now() and touched["updated_at"] == T0
+        assert touched["declared_at"] == clock.now()
+        assert touched["updated_at"] == T0
 
         changed = rec.schedule("nightly", cron="0 4 * * *", tz="Europe/Rome", job=job)
-        assert changed.change == "updated" and changed.version != view.version
+        assert changed.change == "updated"
+        assert changed.version != view.version
         doc = db.schedules.find_one({"_id": "nightly"})
-        assert doc["cron"] == "0 4 * * *" and doc["next_fire_at"] == datetime(2026, 1, 1, 3, tzinfo=UTC)
-        assert doc["skipped"] == 4 and doc["last_fire"] == {"x": 1}  # kept across the edit
+        assert doc["cron"] == "0 4 * * *"
+        assert doc["next_fire_at"] == datetime(2026, 1, 1, 3, tzinfo=UTC)
+        assert doc["skipped"] == 4
+        assert doc["last_fire"] == {"x": 1}
         assert db.schedules.count_documents({}) == 1
 
 
@@ -70,7 +80,9 @@ def test_bad_definitions_are_one_line_and_store_nothing(db_uri: str, db: Any, kw
     with Recruiter.connect(db_uri) as rec, pytest.raises(ScheduleRefused) as info:
         rec.schedule("bad", job=Record(db_uri, 1).as_job_of(rec), **kwargs)
     message = str(info.value)
-    assert says in message and "\n" not in message and "nothing was stored" in message
+    assert says in message
+    assert "\n" not in message
+    assert "nothing was stored" in message
     assert db.schedules.count_documents({}) == 0
 
 
@@ -104,10 +116,12 @@ def test_a_due_slot_fires_once_with_its_reservation(db_uri: str) -> None:
         (occ,) = await occurrences(h)
         slot = occ["schedule"]["slot"]
         key = f"tick@{slot.isoformat(timespec='milliseconds').replace('+00:00', 'Z')}"
-        assert occ["unique"] == {"key": key, "scope": "forever"} and occ["tenant"] == "t"
+        assert occ["unique"] == {"key": key, "scope": "forever"}
+        assert occ["tenant"] == "t"
         assert await h.db.unique_keys.find_one({"_id": key}) is not None
         sched = await h.db.schedules.find_one({"_id": "tick"})
-        assert sched["last_fire"]["job"] == occ["_id"] and sched["next_slot"] == slot + timedelta(minutes=1)
+        assert sched["last_fire"]["job"] == occ["_id"]
+        assert sched["next_slot"] == slot + timedelta(minutes=1)
         # A stale copy of the schedule (as a crashed leader's round would have read it) fires nothing.
         await h.db.schedules.update_one({"_id": "tick"}, {"$set": {"next_slot": slot, "next_fire_at": slot}})
         assert await fire(h) == 0
@@ -123,7 +137,8 @@ def test_catch_up_none_fires_the_latest_and_counts_the_rest(db_uri: str) -> None
         assert await fire(h) == 1
         (occ,) = await occurrences(h)
         sched = await h.db.schedules.find_one({"_id": "tick"})
-        assert sched["skipped"] == 4 and sched["last_skip"]["reason"] == "catch-up"
+        assert sched["skipped"] == 4
+        assert sched["last_skip"]["reason"] == "catch-up"
         assert occ["schedule"]["slot"] == START + timedelta(minutes=5)
 
     run(db_uri, scenario)
@@ -137,14 +152,16 @@ def test_overlap_skip_counts_slots_while_the_previous_runs(db_uri: str) -> None:
         h.clock.advance(timedelta(minutes=1))
         assert await fire(h) == 0  # the first is still waiting: skipped
         sched = await h.db.schedules.find_one({"_id": "tick"})
-        assert sched["skipped"] == 1 and sched["last_skip"]["reason"] == "overlap"
+        assert sched["skipped"] == 1
+        assert sched["last_skip"]["reason"] == "overlap"
         process, slot = await h.worker("w1")
         await h.round()
         await take_and_work(process, slot)
         await h.settle()  # archived: the next slot fires
         h.clock.advance(timedelta(minutes=1))
         assert await fire(h) == 1
-        assert len(await occurrences(h)) == 1 and await h.db.archived.count_documents({}) == 1
+        assert len(await occurrences(h)) == 1
+        assert await h.db.archived.count_documents({}) == 1
 
     run(db_uri, scenario)
 
