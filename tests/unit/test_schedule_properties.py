@@ -5,6 +5,7 @@ on the epoch, and our own rules for catch-up, overlap and jitter."""
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -57,7 +58,7 @@ def test_slots_are_strictly_increasing(start: tuple[str, datetime], expr: str) -
     zone, at = start
     got = slots(cron(expr, zone), at, 12)
     assert got[0] > at
-    assert all(a < b for a, b in zip(got, got[1:], strict=False))
+    assert all(a < b for a, b in itertools.pairwise(got))
 
 
 @settings(max_examples=150, deadline=None)
@@ -76,9 +77,13 @@ def test_a_daily_time_fires_once_a_day_across_dst(zone: str, spring: bool, minut
         local = wall.replace(tzinfo=tz)
         exists = local.astimezone(UTC).astimezone(tz).replace(tzinfo=None) == wall
         if exists:  # the first pass of a repeated time: fold 0, the earlier instant
-            assert s.replace(tzinfo=None) == wall and s.utcoffset() == local.replace(fold=0).utcoffset()
+            assert s.replace(tzinfo=None) == wall
+            assert s.utcoffset() == local.replace(fold=0).utcoffset()
         else:  # skipped: fires at the transition
-            assert spring and s.date() == day and s.hour == CHANGE_HOUR[zone]["spring"] + 1 and s.minute == 0
+            assert spring
+            assert s.date() == day
+            assert s.hour == CHANGE_HOUR[zone]["spring"] + 1
+            assert s.minute == 0
 
 
 @settings(max_examples=150, deadline=None)
@@ -88,7 +93,7 @@ def test_star_expressions_run_on_real_time_across_dst(start: tuple[str, datetime
     skipped hour fires, both passes of the repeated hour fire."""
     zone, at = start
     got = slots(cron(f"*/{step} * * * *", zone), at, 200 // step + 10)
-    assert all(b - a == timedelta(minutes=step) for a, b in zip(got, got[1:], strict=False))
+    assert all(b - a == timedelta(minutes=step) for a, b in itertools.pairwise(got))
 
 
 @settings(max_examples=200, deadline=None)
@@ -96,7 +101,8 @@ def test_star_expressions_run_on_real_time_across_dst(start: tuple[str, datetime
 def test_every_slots_are_anchored_on_the_epoch(after: datetime, every_s: int, shift_ms: int) -> None:
     defn = define("p", every=timedelta(seconds=every_s), job={})
     slot = next_slot(defn, after)
-    assert slot is not None and after < slot <= after + timedelta(seconds=every_s)
+    assert slot is not None
+    assert after < slot <= after + timedelta(seconds=every_s)
     assert (slot - EPOCH) % timedelta(seconds=every_s) == timedelta(0)
     # Any recruiter, from any instant of the same interval, computes the same slot.
     other = slot - timedelta(milliseconds=shift_ms % (every_s * 1000) + 1)
@@ -123,7 +129,8 @@ def test_catch_up_and_overlap_rules(catch_up: CatchUp, overlap: str, running: bo
     assert not set(plan.fire) & {s for s, _ in plan.skip}
     assert plan.next_slot == (passed[-1] + timedelta(minutes=1) if passed else first)
     if running and overlap == "skip":
-        assert plan.fire == [] and all(r == "overlap" for _, r in plan.skip)
+        assert plan.fire == []
+        assert all(r == "overlap" for _, r in plan.skip)
         return
     assert all(r == "catch-up" for _, r in plan.skip)
     if catch_up.mode == "none":
