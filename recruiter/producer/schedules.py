@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from pymongo.errors import DuplicateKeyError
-
 from recruiter.domain.job import JobBuilder, JobRefused, as_builder
 from recruiter.domain.schedules import Definition, ScheduleRefused, define, fire_at, job_template, next_slot
 from recruiter.domain.workable import Workable
@@ -103,13 +101,12 @@ def schedule(rec: Recruiter, name: str, job: JobBuilder | Workable, o: Options) 
     for _ in range(ATTEMPTS):
         stored = read_schedule(coll, defn.name)
         kind, write = _decide(defn, stored, rec.clock.now())
-        try:
-            if kind == "insert":
-                insert_schedule(coll, write)
-            elif not update_schedule(coll, defn.name, stored.get("version") if stored else None, write):
+        # Declared at the same moment by another producer: read it again.
+        if kind == "insert":
+            if not insert_schedule(coll, write):
                 continue
-        except DuplicateKeyError:
-            continue  # declared at the same moment by another producer: read it again
+        elif not update_schedule(coll, defn.name, stored.get("version") if stored else None, write):
+            continue
         return _view(defn, _CHANGE[kind], stored, write)
     raise RuntimeError(f"schedule {name!r:.60} kept changing while it was declared; try again")
 
@@ -120,12 +117,10 @@ async def schedule_async(rec: AsyncRecruiter, name: str, job: JobBuilder | Worka
     for _ in range(ATTEMPTS):
         stored = await read_schedule_async(coll, defn.name)
         kind, write = _decide(defn, stored, rec.clock.now())
-        try:
-            if kind == "insert":
-                await insert_schedule_async(coll, write)
-            elif not await update_schedule_async(coll, defn.name, stored.get("version") if stored else None, write):
+        if kind == "insert":
+            if not await insert_schedule_async(coll, write):
                 continue
-        except DuplicateKeyError:
+        elif not await update_schedule_async(coll, defn.name, stored.get("version") if stored else None, write):
             continue
         return _view(defn, _CHANGE[kind], stored, write)
     raise RuntimeError(f"schedule {name!r:.60} kept changing while it was declared; try again")

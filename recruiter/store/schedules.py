@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from pymongo import ASCENDING
+from pymongo.errors import DuplicateKeyError
 
 from recruiter.domain.records import Query
 from recruiter.store.layout import SCHEDULED, SCHEDULES, UNIQUE_KEYS, AsyncColl, AsyncDb, Document, SyncColl
@@ -39,8 +40,13 @@ def read_schedule(coll: SyncColl, name: str) -> Document | None:
     return coll.find_one({"_id": name})
 
 
-def insert_schedule(coll: SyncColl, doc: Document) -> None:
-    coll.insert_one(doc)
+def insert_schedule(coll: SyncColl, doc: Document) -> bool:
+    """Insert a new schedule; False if one with its name was inserted meanwhile."""
+    try:
+        coll.insert_one(doc)
+    except DuplicateKeyError:
+        return False
+    return True
 
 
 def update_schedule(coll: SyncColl, name: str, version: object, update: Query) -> bool:
@@ -52,8 +58,12 @@ async def read_schedule_async(coll: AsyncColl, name: str) -> Document | None:
     return await coll.find_one({"_id": name})
 
 
-async def insert_schedule_async(coll: AsyncColl, doc: Document) -> None:
-    await coll.insert_one(doc)
+async def insert_schedule_async(coll: AsyncColl, doc: Document) -> bool:
+    try:
+        await coll.insert_one(doc)
+    except DuplicateKeyError:
+        return False
+    return True
 
 
 async def update_schedule_async(coll: AsyncColl, name: str, version: object, update: Query) -> bool:
