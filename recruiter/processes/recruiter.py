@@ -183,12 +183,13 @@ class RecruiterProcess(LeaderProcess):
         async def wait(timeout_s: float) -> bool:
             """The doorbell, or the next due slot if it comes first (a timer, not a poll)."""
             due_in = self.firer.wake_in_s(self.clock.now())
-            if due_in is not None and due_in < timeout_s + doorbell.max_await_ms / 1000:
-                rang = await doorbell.wait(due_in) if due_in > 0.1 else False
-                if not rang:
-                    await self.leadership.sleep(max(0.0, self.firer.wake_in_s(self.clock.now()) or 0.0))
-            else:
+            bell_s = doorbell.max_await_ms / 1000  # a doorbell wait may last this much longer than asked
+            if due_in is None or due_in >= timeout_s + bell_s:
                 rang = await doorbell.wait(timeout_s)
+            else:
+                rang = await doorbell.wait(due_in - bell_s) if due_in > bell_s else False
+                if not rang:
+                    await self.leadership.sleep(self.firer.wake_in_s(self.clock.now()) or 0.0)
             if doorbell.take("schedules"):
                 self.firer.changed()
             return rang
