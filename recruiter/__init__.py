@@ -9,9 +9,11 @@ Producers enqueue :class:`Workable` jobs through :class:`Recruiter` (sync) or
 from recruiter.domain.cancel import CancelResult
 from recruiter.domain.job import JobBuilder, JobRefused
 from recruiter.domain.resubmit import ResubmitRefused, Resubmitted
+from recruiter.domain.schedules import ScheduleRefused
 from recruiter.domain.workable import JobContext, Workable
 from recruiter.producer.client import AsyncRecruiter, Recruiter
 from recruiter.producer.handles import AsyncJobHandle, JobFailed, JobHandle, JobNotFound
+from recruiter.producer.schedules import ScheduleView
 from recruiter.store.connection import DEFAULT_URI, ConnectionProblem
 
 __all__ = [
@@ -29,6 +31,8 @@ __all__ = [
     "Recruiter",
     "ResubmitRefused",
     "Resubmitted",
+    "ScheduleRefused",
+    "ScheduleView",
     "Workable",
 ]
 __version__ = "0.1.0"

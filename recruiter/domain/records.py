@@ -1,4 +1,4 @@
-"""The shapes of the documents in the five collections, as TypedDicts.
+"""The shapes of the documents in the collections, as TypedDicts.
 
 A TypedDict here describes a document AFTER :mod:`recruiter.domain.documents`
 has checked it: the store reads a raw ``Mapping[str, object]`` (:data:`Raw`),
@@ -24,7 +24,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from bson import ObjectId
 
@@ -128,6 +128,11 @@ class OnWorkerDoc(TypedDict, total=False):
     deadline: datetime
 
 
+class ScheduleRefDoc(TypedDict):
+    name: str
+    slot: datetime
+
+
 class JobFields(TypedDict):
     """What a job document holds in ``scheduled`` and in ``archived`` alike."""
 
@@ -161,6 +166,8 @@ class JobFields(TypedDict):
     # A job aimed at one worker (recruiter.domain.placement): its ``group`` is that worker's
     # reserved group; this holds the worker id, the group it was enqueued in, its deadline.
     on_worker: NotRequired[OnWorkerDoc]
+    # An occurrence of a periodic job (recruiter.domain.schedules): its schedule and slot.
+    schedule: NotRequired[ScheduleRefDoc]
 
 
 class JobDoc(JobFields):
@@ -290,3 +297,49 @@ class HeartbeatDoc(TypedDict):
     # The reserved group of the jobs aimed at this slot's process (recruiter.domain.placement):
     # the cleaner archives them ``worker-gone`` when it removes the last slot as dead.
     worker_group: NotRequired[str]
+
+
+class CatchUpDoc(TypedDict):
+    mode: Literal["none", "all", "within"]
+    limit: int
+    within_s: float | None
+
+
+class LastFireDoc(TypedDict):
+    slot: datetime
+    job: JobId
+    at: datetime
+
+
+class LastSkipDoc(TypedDict):
+    slot: datetime
+    reason: Literal["overlap", "catch-up"]
+    at: datetime
+
+
+class ScheduleDoc(TypedDict):
+    """A document of ``schedules`` (recruiter.domain.schedules), ``_id`` the schedule's name.
+
+    Exactly one of ``cron`` and ``every_s`` is set; ``job`` is a built job document without
+    ``_id``, ``created_at``, ``scheduled_at`` and ``unique`` (each occurrence gets its own).
+    ``next_fire_at`` (the next slot with its jitter) is null while paused."""
+
+    _id: str
+    cron: str | None
+    every_s: float | None
+    tz: str
+    job: dict[str, Any]
+    overlap: Literal["skip", "allow"]
+    catch_up: CatchUpDoc
+    jitter_s: float
+    paused: bool
+    version: str
+    created_at: datetime
+    updated_at: datetime
+    declared_at: datetime
+    next_fire_at: datetime | None
+    next_slot: datetime | None
+    last_fire: LastFireDoc | None
+    skipped: int
+    last_skip: LastSkipDoc | None
+    run_now: datetime | None

@@ -45,6 +45,7 @@ from recruiter.domain.documents import Malformed, WarnOnce, check_job, entry_pro
 from recruiter.domain.liveness import is_fresh, missed_beats
 from recruiter.domain.quarantine import log_quarantined
 from recruiter.domain.selection import DEFAULT_SCHEME, Assignment, CountingScheme, FreeWorker
+from recruiter.processes.firing import ScheduleFirer
 from recruiter.processes.leadership import Fault, LeaderProcess, Leadership, Pace, leader_owner, no_fault
 from recruiter.processes.logs import AfterCommit
 from recruiter.processes.reading import CandidateReader
@@ -141,6 +142,7 @@ class RecruiterProcess(LeaderProcess):
         self.reader = CandidateReader(self.c)
         self.sweeper = Sweeper(self.c)
         self.warned = WarnOnce()
+        self.firer = ScheduleFirer(db, self.warned, self.events)
         self._handed_out: dict[object, Document] = {}
 
     async def run(self) -> None:
@@ -173,16 +175,41 @@ class RecruiterProcess(LeaderProcess):
         async def one_round() -> bool:
             nonlocal needs_rollback
             self.sweeper.start(self.config.sweep_interval_s)
+            fired = await self.fire_schedules()
             report = await self.fenced_round(rollback=needs_rollback)
             needs_rollback = False
-            return report.busy
+            return report.busy or fired > 0
 
+        async def wait(timeout_s: float) -> bool:
+            """The doorbell, or the next due slot if it comes first (a timer, not a poll)."""
+            due_in = self.firer.wake_in_s(self.clock.now())
+            bell_s = doorbell.max_await_ms / 1000  # a doorbell wait may last this much longer than asked
+            if due_in is None or due_in >= timeout_s + bell_s:
+                rang = await doorbell.wait(timeout_s)
+            else:
+                rang = await doorbell.wait(due_in - bell_s) if due_in > bell_s else False
+                if not rang:
+                    await self.leadership.sleep(self.firer.wake_in_s(self.clock.now()) or 0.0)
+            if doorbell.take("schedules"):
+                self.firer.changed()
+            return rang
+
+        self.firer.changed()
         try:
             await self.leadership.units(one_round, Pace(self.config.backoff_from_s, self.config.backoff_to_s),
-                                        name="round", wait=doorbell.wait)
+                                        name="round", wait=wait)
         finally:
             await self.sweeper.stop()
             await doorbell.close()
+
+    async def fire_schedules(self) -> int:
+        """Fire the periodic jobs due now, in their own fenced transaction (:mod:`recruiter.processes.firing`)."""
+        now = self.clock.now()
+        if not self.firer.due(now):
+            return 0
+        with self.events.held():
+            fired = await self.firer.fire(self.leadership, now)
+        return fired
 
     async def fenced_round(self, *, rollback: bool = False) -> RoundReport:
         """One round: its reads first, outside any transaction, then (after releasing

@@ -25,7 +25,7 @@ the job's id and follows the job: its state, its result, ``wait()``.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from bson import ObjectId
 
@@ -38,6 +38,7 @@ from recruiter.domain.unique import Unique
 from recruiter.domain.workable import Workable
 from recruiter.producer import handles
 from recruiter.producer.handles import AsyncJobHandle, JobHandle, JobNotFound
+from recruiter.producer.schedules import Options, ScheduleView, schedule, schedule_async
 from recruiter.producer.unique import enqueue_unique, enqueue_unique_async
 from recruiter.producer.waiting import Streams
 from recruiter.store.cancel import cancel_job, cancel_job_async
@@ -294,6 +295,15 @@ class Recruiter:
         """
         return cancel_job(self.db, _job_id(job_id), self.clock.now(), reason)
 
+    def schedule(self, name: str, *, job: JobBuilder | Workable, cron: str | None = None,
+                 every: timedelta | str | None = None, tz: str = "UTC", overlap: str = "skip",
+                 catch_up: str | timedelta = "none", jitter: timedelta | str | None = None) -> ScheduleView:
+        """Declare the periodic job ``name`` (an upsert: see :mod:`recruiter.producer.schedules`):
+        ``cron`` (in ``tz``) or ``every`` (a ``timedelta`` or ``"15m"``); ``overlap`` ``"skip"`` or
+        ``"allow"``; ``catch_up`` ``"none"``, ``"all"`` or a ``timedelta`` (within); ``jitter``.
+        Raises :class:`~recruiter.domain.schedules.ScheduleRefused` (one line, nothing stored)."""
+        return schedule(self, name, job, Options(cron, every, tz, overlap, catch_up, jitter))
+
     def close(self) -> None:
         if self._owns_client:
             self.client.close()
@@ -401,6 +411,12 @@ class AsyncRecruiter:
     async def cancel(self, job_id: ObjectId | str, reason: str | None = None) -> CancelResult:
         """Cancel a job; see :meth:`Recruiter.cancel`."""
         return await cancel_job_async(self.db, _job_id(job_id), self.clock.now(), reason)
+
+    async def schedule(self, name: str, *, job: JobBuilder | Workable, cron: str | None = None,
+                       every: timedelta | str | None = None, tz: str = "UTC", overlap: str = "skip",
+                       catch_up: str | timedelta = "none", jitter: timedelta | str | None = None) -> ScheduleView:
+        """:meth:`Recruiter.schedule` for asyncio code."""
+        return await schedule_async(self, name, job, Options(cron, every, tz, overlap, catch_up, jitter))
 
     async def close(self) -> None:
         if self._owns_client:

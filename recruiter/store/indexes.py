@@ -12,7 +12,7 @@ import structlog
 from pymongo import ASCENDING, DESCENDING, IndexModel
 from pymongo.errors import OperationFailure
 
-from recruiter.store.layout import ARCHIVED, HEARTBEATS, ROSTER, SCHEDULED, UNIQUE_KEYS
+from recruiter.store.layout import ARCHIVED, HEARTBEATS, ROSTER, SCHEDULED, SCHEDULES, UNIQUE_KEYS
 
 log = structlog.get_logger("recruiter.store")
 
@@ -60,6 +60,13 @@ INDEXES: dict[str, list[IndexModel]] = {
         # Reservations whose period is over are taken over by the next enqueue anyway; where
         # the server runs TTL monitors, they are also removed. Forever ones have no `until`.
         IndexModel([("until", ASCENDING)], name="expiry", expireAfterSeconds=0),
+    ],
+    SCHEDULES: [
+        # The leader: due schedules (next_fire_at <= now), the earliest next fire (its wake-up
+        # timer), and those needing a next fire time (null: paused or resumed).
+        IndexModel([("next_fire_at", ASCENDING)], name="next_fire"),
+        # The leader: schedules asked to run now (recruiter schedules run-now).
+        IndexModel([("run_now", ASCENDING)], name="run_now", partialFilterExpression={"run_now": {"$type": "date"}}),
     ],
     ROSTER: [
         # Recruiter: available workers and workers holding an outcome.

@@ -221,8 +221,15 @@ def doorbell_pipeline() -> list[Query]:
             {"ns.coll": "roster", "operationType": "update",
              "updateDescription.updatedFields.outcome": {"$exists": True}},
             {"ns.coll": "roster", "operationType": "replace", "fullDocument.outcome": {"$exists": True}},
+            # A schedule declared, edited, paused, resumed, removed or asked to run now: the
+            # leader reads its next fire time again (its own firing writes do not ring).
+            {"ns.coll": "schedules", "operationType": {"$in": ["insert", "replace", "delete"]}},
+            {"ns.coll": "schedules", "operationType": "update", "$or": [
+                {"updateDescription.updatedFields.declared_at": {"$exists": True}},
+                {"updateDescription.updatedFields.paused": {"$exists": True}},
+                {"updateDescription.updatedFields.run_now": {"$type": "date"}}]},
         ]}},
-        {"$project": {"operationType": 1}},
+        {"$project": {"operationType": 1, "ns": 1}},
     ]
 
 
@@ -241,6 +248,13 @@ class Doorbell:
         self.max_await_ms = max(1, int(max_await_s * 1000))
         self.stream: Stream | None = None
         self.supported = True
+        self.heard: set[str] = set()  # collections whose events rang since the last take()
+
+    def take(self, collection: str) -> bool:
+        """Whether an event of ``collection`` rang since the last call."""
+        heard = collection in self.heard
+        self.heard.discard(collection)
+        return heard
 
     async def open(self) -> None:
         """Open the stream, unless the server has shown it has no change streams."""
@@ -269,7 +283,10 @@ class Doorbell:
         while loop.time() < deadline:
             try:
                 asked_at = loop.time()
-                if await self.stream.try_next() is not None:
+                event = await self.stream.try_next()
+                if event is not None:
+                    ns = event.get("ns")
+                    self.heard.add(str(ns.get("coll")) if isinstance(ns, dict) else "")
                     return True
                 streak = streak + 1 if loop.time() - asked_at < QUICK_EMPTY_S else 0
                 await asyncio.sleep(quick_empty_pause(streak))

@@ -33,7 +33,7 @@ def readme_files() -> dict[str, str]:
 def test_readme_names_its_example_files() -> None:
     assert set(readme_files()) == {"jobs.py", "enqueue.py", "enqueue_async.py", "enqueue_tenants.py", "follow.py",
                                    "follow_async.py", "welcome.py", "unique.py", "test_send_invoice.py",
-                                   "placement.py"}
+                                   "placement.py", "schedule.py"}
 
 
 def test_readme_examples_run_as_written(processes: Processes, db: Any, db_uri: str, tmp_path: Path) -> None:
@@ -64,6 +64,7 @@ def test_readme_examples_run_as_written(processes: Processes, db: Any, db_uri: s
         check_the_first_50(db)
         follow_jobs(tmp_path, env, db)
         unique_jobs(tmp_path, env, db)
+        periodic_jobs(tmp_path, env, db)
         # placement.py needs the worker it names, and a cleaner for its deadline.
         for name, command in [("billing-1", ["worker", "start", "--group", "billing", "--id", "billing-1",
                                              *FAST_WORKER]),
@@ -120,6 +121,20 @@ def follow_jobs(tmp_path: Path, env: dict[str, str], db: Any) -> None:
     assert lines[0] == "{'sent': 'INV-400'}"
     assert sorted(line.split()[-1] for line in lines[1:4]) == ["'INV-401'}", "'INV-402'}", "'INV-403'}"]
     assert lines[4] == str([{"sent": f"INV-{n}"} for n in range(401, 404)])
+
+
+def periodic_jobs(tmp_path: Path, env: dict[str, str], db: Any) -> None:
+    """The README's schedule.py: declared (twice: the second call changes nothing), one refused."""
+    for change in ("created", "unchanged"):
+        result = subprocess.run([sys.executable, "schedule.py"], cwd=tmp_path, env=env, capture_output=True,
+                                text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.splitlines() == [
+            f"{change} 03:00",
+            "schedule 'broken': invalid cron expression '0 25 * * *': Bad hour; nothing was stored"]
+    assert sorted(d["_id"] for d in db.schedules.find()) == ["nightly-invoices", "sync-prices"]
+    assert db.schedules.find_one({"_id": "sync-prices"})["catch_up"] == {"mode": "within", "limit": 10,
+                                                                        "within_s": 3600.0}
 
 
 def unique_jobs(tmp_path: Path, env: dict[str, str], db: Any) -> None:

@@ -1,0 +1,171 @@
+"""The leader fires the due slots of periodic jobs (:mod:`recruiter.domain.schedules`).
+
+Firing runs in its own small transaction, fenced by the leader's lease like a
+round's writes (:meth:`recruiter.processes.leadership.Leadership.fenced`), just
+before a round: for every due schedule it reads (in the transaction) whether the
+previous occurrence is unfinished and whether each slot's key is reserved
+already, then moves the schedule past the slots (conditional on the
+``next_slot``, ``version`` and ``run_now`` read) and inserts each occurrence
+with its ``unique_keys`` reservation (scope ``forever``). Its own transaction,
+not the round's: a round's transaction is aborted whole by a conflict with a
+worker's outcome, and a schedule upserted meanwhile would then abort the
+round's assignments too; and reading the reservation first means a duplicate
+key (which aborts a transaction on the server) is never written.
+
+Invariant: a slot fires at most once, whatever happens: the reservation of its
+key and its job are committed together with the schedule moving past it, by
+the lease holder only; a failover, two recruiters, or a firing repeated after a
+crash find the key reserved (or the schedule moved on) and fire nothing. A
+malformed schedule document is skipped with one warning and never fired.
+
+Waking: the leader keeps the earliest ``next_fire_at`` in memory (:attr:`ScheduleFirer.due_at`)
+and sleeps until then; a change to ``schedules`` (the doorbell's change stream)
+makes it read again, and so does ``REFRESH_S`` passing (a safety net where
+the server has no change streams). It never reads schedules once a second.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import structlog
+from bson import ObjectId
+
+from recruiter.domain.documents import WarnOnce, check_job
+from recruiter.domain.records import Query
+from recruiter.domain.schedules import (
+    EPOCH,
+    Definition,
+    definition_of,
+    fire_at,
+    next_slot,
+    occurrence,
+    plan_firing,
+    run_now_key,
+    slot_key,
+)
+from recruiter.domain.unique import Scope, Unique
+from recruiter.processes.leadership import Leadership
+from recruiter.processes.logs import AfterCommit
+from recruiter.store import schedules
+from recruiter.store.layout import AsyncDb, Document
+
+log = structlog.get_logger("recruiter.schedules")
+
+# Schedules fired per transaction; more due ones are fired by the next.
+BATCH = 50
+# The longest the leader goes without reading the earliest next fire time.
+REFRESH_S = 60.0
+
+
+class ScheduleFirer:
+    """Fires due schedules and knows when the next one is due."""
+
+    def __init__(self, db: AsyncDb, warned: WarnOnce, events: AfterCommit) -> None:
+        self.db = db
+        self.warned = warned
+        self.events = events
+        self.due_at: datetime | None = None
+        self.read_at: datetime | None = None  # None: read again before anything else
+
+    def changed(self) -> None:
+        self.read_at = None
+
+    def due(self, now: datetime) -> bool:
+        if self.read_at is None or now - self.read_at >= timedelta(seconds=REFRESH_S):
+            return True
+        return self.due_at is not None and self.due_at <= now
+
+    def wake_in_s(self, now: datetime) -> float | None:
+        """Seconds until the next due slot (or the next safety read)."""
+        if self.read_at is None:
+            return 0.0
+        refresh = (self.read_at + timedelta(seconds=REFRESH_S) - now).total_seconds()
+        if self.due_at is None:
+            return max(0.0, refresh)
+        return max(0.0, min(refresh, (self.due_at - now).total_seconds()))
+
+    async def fire(self, leadership: Leadership, now: datetime) -> int:
+        """Fire what is due at ``now`` in one fenced transaction; how many occurrences."""
+        docs = await schedules.read_due(self.db, now, BATCH)
+        work = [(d, defn) for d in docs if (defn := self._definition(d)) is not None]
+        fired = 0
+        if work:
+            async with leadership.fenced() as inside:
+                db = inside.scheduled.database
+                for doc, defn in work:
+                    fired += await self._fire_one(db, doc, defn, now)
+        self.due_at = now if len(docs) >= BATCH else await schedules.earliest_fire_at(self.db, now)
+        self.read_at = now
+        return fired
+
+    def _definition(self, doc: Document) -> Definition | None:
+        defn = definition_of(doc)
+        if not isinstance(defn, str):
+            sample = occurrence(defn.job, defn.name, EPOCH, "check", ObjectId(), EPOCH)
+            bad = check_job(sample)
+            if bad is None:
+                return defn
+            defn = f"job: {bad.reason}"
+        if self.warned.first(("schedule", doc.get("_id")), defn):
+            log.warning("schedule.malformed", schedule=str(doc.get("_id"))[:100], reason=defn,
+                        detail="this schedule is not fired until it is fixed or declared again")
+        return None
+
+    async def _fire_one(self, db: AsyncDb, doc: Document, defn: Definition, now: datetime) -> int:
+        """The writes of one schedule, inside the transaction; how many occurrences it fired."""
+        update: dict[str, Any] = {}
+        fired: list[tuple[datetime, str]] = []  # slot (or run-now time), key
+        first = doc.get("next_slot")
+        if doc.get("paused") is not True:
+            if not isinstance(first, datetime) or not isinstance(doc.get("next_fire_at"), datetime):
+                slot = next_slot(defn, now)  # resumed, or edited: from now on, nothing caught up
+                update["$set"] = {"next_slot": slot, "next_fire_at": fire_at(defn, slot)}
+            else:
+                await self._plan(db, doc, defn, first, now, update, fired)
+        asked = doc.get("run_now")
+        if isinstance(asked, datetime):
+            fired.append((asked, run_now_key(defn.name, asked)))
+            update.setdefault("$set", {})["run_now"] = None
+        jobs = await self._occurrences(db, defn, fired, now)
+        if jobs:
+            slot, job_id, _ = jobs[-1]
+            update.setdefault("$set", {})["last_fire"] = {"slot": slot, "job": job_id, "at": now}
+        if not update:
+            return 0
+        read: Query = {"version": doc.get("version"), "next_slot": first, "run_now": asked}
+        if not await schedules.record_firing(db, defn.name, read, update):
+            self.changed()  # changed since it was read: read again, fire nothing now
+            return 0
+        for slot, job_id, occ in jobs:
+            await schedules.insert_occurrence(db, occ, Unique(occ["unique"]["key"], Scope.FOREVER)
+                                              .reservation(job_id, now))
+            self.events.info("schedule.fired", schedule=defn.name, slot=slot.isoformat(), job_id=str(job_id))
+        return len(jobs)
+
+    async def _plan(self, db: AsyncDb, doc: Document, defn: Definition, first: datetime, now: datetime,
+                    update: dict[str, Any], fired: list[tuple[datetime, str]]) -> None:
+        last = doc.get("last_fire")
+        last_job = last.get("job") if isinstance(last, dict) else None
+        running = defn.overlap == "skip" and last_job is not None and await schedules.is_unfinished(db, last_job)
+        plan = plan_firing(defn, first, now, running)
+        fired.extend((s, slot_key(defn.name, s)) for s in plan.fire)
+        update["$set"] = {"next_slot": plan.next_slot, "next_fire_at": fire_at(defn, plan.next_slot)}
+        if plan.skip:
+            slot, reason = plan.skip[-1]
+            update["$set"]["last_skip"] = {"slot": slot, "reason": reason, "at": now}
+            update["$inc"] = {"skipped": len(plan.skip) + plan.more_skipped}
+            self.events.info("schedule.skipped", schedule=defn.name, slots=len(plan.skip), reason=reason)
+
+    async def _occurrences(self, db: AsyncDb, defn: Definition, fired: list[tuple[datetime, str]],
+                           now: datetime) -> list[tuple[datetime, ObjectId, Document]]:
+        """The occurrences to insert: those whose key is not reserved yet (fired already)."""
+        out = []
+        for slot, key in fired:
+            if await schedules.is_reserved(db, key):
+                continue
+            job_id = ObjectId()
+            occ = occurrence(defn.job, defn.name, slot, key, job_id, now)
+            out.append((slot, job_id, occ))
+        return out

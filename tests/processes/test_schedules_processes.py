@@ -1,0 +1,107 @@
+"""Periodic jobs with the real processes (issue 15, items 2 and 3).
+
+- Two ``recruiter start`` processes, a worker and a cleaner; an every-second schedule
+  for ``RUN_S`` seconds; the leader is SIGKILLed twice (a new recruiter is started
+  each time, so two keep running). Every slot fired exactly once, except the slots
+  a ``none`` catch-up skips after each failover, which are counted in the
+  schedule's ``skipped``; no slot fired twice (read from ``archived`` plus
+  ``scheduled``).
+- ``overlap="skip"``: a job longer than its interval skips the slots while it runs;
+  the skips are in the schedule document (``skipped``, ``last_skip``), and no
+  occurrence was fired before the previous one had finished.
+"""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import time
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+from recruiter import Recruiter
+from tests.conftest import wait_for
+from tests.processes.conftest import Proc, Processes
+from tests.workables import Record
+
+RUN_S = 60.0
+TICK = timedelta(seconds=1)
+
+
+def leader(processes: Processes, db: Any) -> Proc | None:
+    lease = db.metadata.find_one({"_id": "recruiter"}) or {}
+    owner = str(lease.get("owner", "")).split(":")
+    return next((p for p in processes.started if p.name == "recruiter" and p.popen.poll() is None
+                 and len(owner) > 1 and owner[1] == str(p.pid)), None)
+
+
+def pause(db: Any, name: str) -> None:
+    db.schedules.update_one({"_id": name}, {"$set": {"paused": True, "next_fire_at": None}})
+
+
+def fired(db: Any, name: str) -> list[Any]:
+    """Every occurrence's slot, from archived and scheduled (a slot fired twice shows twice)."""
+    query = {"schedule.name": name}
+    return [d["schedule"]["slot"] for coll in (db.archived, db.scheduled) for d in coll.find(query, {"schedule": 1})]
+
+
+def test_every_slot_fires_once_across_two_leader_kills(processes: Processes, db_uri: str, db: Any) -> None:
+    with Recruiter.connect(db_uri) as rec:
+        rec.schedule("tick", every="1s", overlap="allow", catch_up="none", job=Record(db_uri, 1).as_job_of(rec))
+    first_slot = db.schedules.find_one({"_id": "tick"})["next_slot"]
+    processes.recruiter()
+    processes.recruiter()
+    processes.worker("--concurrency", "2")
+    processes.cleaner()
+    started = time.monotonic()
+    for kill_at in (RUN_S / 3, 2 * RUN_S / 3):
+        wait_for(lambda at=kill_at: time.monotonic() - started >= at, timeout_s=RUN_S, interval_s=0.2)
+        victim = wait_for(lambda: leader(processes, db), timeout_s=20)
+        victim.signal(signal.SIGKILL)
+        victim.wait(10)
+        processes.recruiter()  # two recruiters again
+    wait_for(lambda: time.monotonic() - started >= RUN_S, timeout_s=RUN_S, interval_s=0.2)
+    pause(db, "tick")
+    wait_for(lambda: db.scheduled.count_documents({"schedule.name": "tick"}) == 0, timeout_s=60)
+
+    schedule = db.schedules.find_one({"_id": "tick"})
+    slots = fired(db, "tick")
+    twice = [s for s, n in Counter(slots).items() if n > 1]
+    assert twice == [], f"slots fired twice: {twice}"
+    expected = []
+    slot = first_slot
+    while slot < schedule["next_slot"]:
+        expected.append(slot)
+        slot += TICK
+    missing = sorted(set(expected) - set(slots))
+    assert set(slots) <= set(expected)
+    assert len(expected) >= RUN_S - 5
+    assert len(missing) == schedule["skipped"], (missing, schedule)
+    assert schedule["skipped"] == 0 or schedule["last_skip"]["reason"] == "catch-up"
+    # Only the failover windows (about a lease's ttl each) skip slots, not steady running.
+    assert len(missing) <= 2 * 8, missing
+    assert db.archived.count_documents({"schedule.name": "tick", "why": "done"}) == len(slots)
+    late = sorted((d["created_at"] - d["schedule"]["slot"]).total_seconds()
+                  for d in db.archived.find({"schedule.name": "tick"}))
+    print(f"slots={len(expected)} fired={len(slots)} skipped={len(missing)} "
+          f"fired late by: median {late[len(late) // 2]:.3f}s, max {late[-1]:.3f}s")
+
+
+def test_overlap_skip_skips_slots_while_the_previous_runs(processes: Processes, db_uri: str, db: Any) -> None:
+    with Recruiter.connect(db_uri) as rec:
+        rec.schedule("slow", every="1s", job=Record(db_uri, 1, sleep_s=2.5).as_job_of(rec))  # overlap="skip"
+    processes.recruiter()
+    processes.worker("--concurrency", "3")
+    processes.cleaner()
+    wait_for(lambda: db.archived.count_documents({"schedule.name": "slow"}) >= 2, timeout_s=60)
+    pause(db, "slow")
+    wait_for(lambda: db.scheduled.count_documents({"schedule.name": "slow"}) == 0, timeout_s=30)
+
+    schedule = db.schedules.find_one({"_id": "slow"})
+    assert schedule["skipped"] >= 2
+    assert schedule["last_skip"]["reason"] == "overlap"
+    jobs = list(db.archived.find({"schedule.name": "slow"}).sort("schedule.slot", 1))
+    assert len({j["schedule"]["slot"] for j in jobs}) == len(jobs)
+    for previous, nxt in itertools.pairwise(jobs):
+        assert nxt["created_at"] >= previous["archived_at"]  # never fired while the previous ran
