@@ -34,6 +34,13 @@ def _catch_up(view: ScheduleView) -> str:
     return str(mode)
 
 
+def _policy(policy: object) -> str:
+    """``recruiter.retry:RetryManyTimes {"times": 3, "wait": 300.0}``, or the stored value as JSON."""
+    if isinstance(policy, Mapping) and isinstance(policy.get("class"), str):
+        return f"{policy['class']} {json.dumps(plain(policy.get('parameters')))}"
+    return json.dumps(plain(policy))
+
+
 def _next(view: ScheduleView) -> str:
     return "paused" if view.paused else _time(view.next_fire_at)
 
@@ -104,7 +111,7 @@ def render_show(view: ScheduleView, jobs: Mapping[object, JobView], stale: bool)
         f"parameters {json.dumps(plain(workable.get('parameters')) if isinstance(workable, Mapping) else None)}",
         f"group      {plain(job.get('group')) or MISSING}",
         f"tenant     {plain(job.get('tenant')) or MISSING}",
-        f"policy     {json.dumps(plain(job.get('retry_policy')))}",
+        f"policy     {_policy(job.get('retry_policy'))}",
         f"overlap    {view.overlap}",
         f"catch-up   {_catch_up(view)}",
         f"jitter     {view.jitter_s:g}s",

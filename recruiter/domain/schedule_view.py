@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 from recruiter.domain import checks
+from recruiter.domain.durations import format_duration
 from recruiter.domain.following import JobView
 from recruiter.domain.records import Raw
 
@@ -119,10 +120,16 @@ class ScheduleView:
         return self.problem is not None
 
     def rule(self) -> str:
-        """``cron 0 3 * * * Europe/Rome`` or ``every 900s UTC``."""
+        """``cron 0 3 * * * Europe/Rome`` or ``every 15m UTC``."""
         if self.cron is not None:
             return f"cron {self.cron} {self.tz}"
-        return f"every {self.every_s:g}s {self.tz}" if self.every_s is not None else "-"
+        if self.every_s is None:
+            return "-"
+        try:
+            every = format_duration(timedelta(seconds=self.every_s))
+        except OverflowError:  # checked positive and finite, but beyond what a timedelta holds
+            every = f"{self.every_s:g}s"
+        return f"every {every} {self.tz}"
 
 
 def name_of(doc: Raw) -> str:

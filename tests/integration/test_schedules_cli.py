@@ -115,7 +115,7 @@ def test_list_shows_rule_fires_outcomes_and_malformed(populated: dict[str, Any],
     assert set(by_name) == {"bad-types", "bare", "both-rules", "busy", "fresh", "hourly", "nightly", "old-report"}
     assert "cron 0 3 * * * Europe/Rome" in by_name["nightly"]
     assert "  done" in by_name["nightly"]
-    assert "every 3600s UTC" in by_name["hourly"]
+    assert "every 1h UTC" in by_name["hourly"]
     assert "tried-too-many-times" in by_name["hourly"]
     assert by_name["hourly"].split()[-1] == "4"  # skipped
     assert "running" in by_name["busy"]
@@ -185,7 +185,7 @@ def test_show_everything(populated: dict[str, Any], db_uri: str, now: datetime) 
     result = cli("show", "hourly", db_uri=db_uri)
     assert result.exit_code == 0, result.output
     text = result.stdout
-    for fragment in ("schedule   hourly", "rule       every 3600s UTC", "class      tests.workables:Record",
+    for fragment in ("schedule   hourly", "rule       every 1h UTC", "class      tests.workables:Record",
                      "group      reports", "tenant     acme", "overlap    skip", "catch-up   none",
                      "jitter     0s", "version    v1", f"declared   {now.isoformat()}",
                      f"next slot  {(now + timedelta(hours=5)).isoformat()}",
