@@ -117,13 +117,12 @@ def schedules_pause(name: str, target: str) -> None:
 @click.argument("name")
 @target_option
 def schedules_resume(name: str, target: str) -> None:
-    """Resume a paused schedule: the recruiter computes its next fire at its next round.
+    """Resume a paused schedule: the recruiter computes its next fire from now, at its next round.
 
-    Slots that passed while it was paused count as missed: its catch-up option decides
-    which of them fire (none, the default: only the latest).
+    The slots that passed while it was paused are not caught up.
     """
     with_database(target, lambda db, now: _report(
-        resume_schedule(db, name, now), name, f"resumed {name}: the recruiter computes its next fire",
+        resume_schedule(db, name), name, f"resumed {name}: the recruiter computes its next fire from now",
         f"{name} was not paused"))
 
 

@@ -33,7 +33,7 @@ ROSTER = "roster"
 HEARTBEATS = "heartbeats"
 METADATA = "metadata"
 UNIQUE_KEYS = "unique_keys"  # key reservations of unique jobs with a period or forever (domain/unique.py)
-SCHEDULES = "schedules"  # periodic jobs, one document per schedule, _id = its name
+SCHEDULES = "schedules"  # periodic jobs, one document per schedule (domain/schedules.py)
 
 @dataclass(frozen=True)
 class Collections:

@@ -72,12 +72,12 @@ def pause_schedule(db: SyncDb, name: str) -> Change:
     return _change(db, name, r.matched_count)
 
 
-def resume_schedule(db: SyncDb, name: str, now: datetime) -> Change:
-    """``paused: false`` and ``next_fire_at`` now: the recruiter's next round finds it due and
-    computes the next slot from ``next_slot`` and ``last_fire`` (a due ``next_fire_at`` with
-    no due slot only recomputes ``next_fire_at``)."""
+def resume_schedule(db: SyncDb, name: str) -> Change:
+    """``paused: false``, ``next_fire_at`` still null: the recruiter reads a schedule not paused
+    without a next fire time as one to compute, and computes its next slot from now (the slots
+    that passed while it was paused are not caught up)."""
     r = db[SCHEDULES].update_one({"_id": {"$eq": name}, "paused": True},
-                                 {"$set": {"paused": False, "next_fire_at": now}})
+                                 {"$set": {"paused": False, "next_fire_at": None}})
     return _change(db, name, r.matched_count)
 
 

@@ -229,16 +229,12 @@ def test_pause_and_resume(populated: dict[str, Any], db: Any, db_uri: str) -> No
     assert again.stdout.strip() == "nightly was already paused"
     assert db.schedules.find_one({"_id": "nightly"}) == after
 
-    asked_at = datetime.now(UTC)
     resumed = cli("resume", "nightly", db_uri=db_uri)
     assert resumed.exit_code == 0
-    assert resumed.stdout.strip().startswith("resumed nightly")
+    assert resumed.stdout.strip() == "resumed nightly: the recruiter computes its next fire from now"
     doc = db.schedules.find_one({"_id": "nightly"})
-    assert doc["paused"] is False
-    assert doc["next_slot"] == before["next_slot"]
-    # Due now on the server's clock: the recruiter's next round recomputes the next fire.
-    assert abs(doc["next_fire_at"] - asked_at) < timedelta(seconds=5)
-    assert doc == {**before, "next_fire_at": doc["next_fire_at"]}
+    # No next fire time and not paused: the recruiter's next round computes it from now.
+    assert doc == {**before, "next_fire_at": None}
     not_paused = cli("resume", "nightly", db_uri=db_uri)
     assert not_paused.exit_code == 0
     assert not_paused.stdout.strip() == "nightly was not paused"
