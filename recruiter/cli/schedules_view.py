@@ -14,7 +14,7 @@ from typing import Any
 
 from recruiter.cli.jobs_view import MISSING, plain
 from recruiter.domain.following import JobView
-from recruiter.domain.schedule_view import ScheduleView, outcome_of
+from recruiter.domain.schedule_view import StoredSchedule, outcome_of
 
 
 def _time(value: datetime | None) -> str:
@@ -25,7 +25,7 @@ def _iso(value: datetime | None) -> str:
     return value.isoformat() if value is not None else MISSING
 
 
-def _catch_up(view: ScheduleView) -> str:
+def _catch_up(view: StoredSchedule) -> str:
     mode = view.catch_up.get("mode")
     if mode == "all":
         return f"all (at most {plain(view.catch_up.get('limit'))})"
@@ -41,11 +41,11 @@ def _policy(policy: object) -> str:
     return json.dumps(plain(policy))
 
 
-def _next(view: ScheduleView) -> str:
+def _next(view: StoredSchedule) -> str:
     return "paused" if view.paused else _time(view.next_fire_at)
 
 
-def row_json(view: ScheduleView, jobs: Mapping[object, JobView], stale: bool) -> dict[str, Any]:
+def row_json(view: StoredSchedule, jobs: Mapping[object, JobView], stale: bool) -> dict[str, Any]:
     """One schedule of ``schedules list --json``."""
     if view.malformed:
         return {"name": view.name, "malformed": view.problem}
@@ -60,7 +60,7 @@ def row_json(view: ScheduleView, jobs: Mapping[object, JobView], stale: bool) ->
     }
 
 
-def render_table(views: Sequence[ScheduleView], jobs: Mapping[object, JobView], stale: set[str]) -> str:
+def render_table(views: Sequence[StoredSchedule], jobs: Mapping[object, JobView], stale: set[str]) -> str:
     """``schedules list``: one line per schedule; a malformed one says why instead."""
     header = ("name", "rule", "next fire (UTC)", "last slot (UTC)", "last fired (UTC)", "last outcome", "skipped",
               "")
@@ -79,7 +79,7 @@ def render_table(views: Sequence[ScheduleView], jobs: Mapping[object, JobView], 
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
 
-def show_json(view: ScheduleView, jobs: Mapping[object, JobView], stale: bool) -> dict[str, Any]:
+def show_json(view: StoredSchedule, jobs: Mapping[object, JobView], stale: bool) -> dict[str, Any]:
     """``schedules show --json``: the schedule whole."""
     if view.malformed:
         return {"name": view.name, "malformed": view.problem, "document": plain(view.document)}
@@ -95,7 +95,7 @@ def show_json(view: ScheduleView, jobs: Mapping[object, JobView], stale: bool) -
     }
 
 
-def render_show(view: ScheduleView, jobs: Mapping[object, JobView], stale: bool) -> str:
+def render_show(view: StoredSchedule, jobs: Mapping[object, JobView], stale: bool) -> str:
     """``schedules show``: the definition, the job it enqueues, its options and its firing so far."""
     if view.malformed:
         return "\n".join([f"schedule   {view.name}", f"malformed  {view.problem}",

@@ -4,7 +4,7 @@ The ``schedules`` document (one per schedule, ``_id`` = its name) is written by
 ``rec.schedule`` and by the recruiter's firing, and edited by the CLI; mongosh or
 an older version may have written anything. :func:`read_schedule` checks it
 field by field: a document that does not follow the shape is a
-:class:`ScheduleView` with ``problem`` set (one line: the first field that is
+:class:`StoredSchedule` with ``problem`` set (one line: the first field that is
 wrong, and how), and whatever could be read still shown.
 
 Stale: a schedule whose ``declared_at`` is older than the newest ``declared_at``
@@ -90,7 +90,7 @@ class LastSkip:
 
 
 @dataclass(frozen=True)
-class ScheduleView:
+class StoredSchedule:
     """One schedule; when ``problem`` is set the document is malformed and only ``name`` is sure."""
 
     name: str
@@ -138,22 +138,22 @@ def name_of(doc: Raw) -> str:
     return value if isinstance(value, str) else repr(value)
 
 
-def read_schedule(doc: Raw) -> ScheduleView:
+def read_schedule(doc: Raw) -> StoredSchedule:
     """The view of a stored ``schedules`` document (malformed: ``problem`` says why)."""
     try:
         problem = schedule_problem(doc)
     except Exception as exc:  # noqa: BLE001 - a document must never make the listing raise
         problem = f"cannot be checked ({type(exc).__name__})"
     if problem is not None:
-        return ScheduleView(name=name_of(doc), problem=problem, document=doc)
+        return StoredSchedule(name=name_of(doc), problem=problem, document=doc)
     return _checked_view(cast(Mapping[str, Any], doc))
 
 
-def _checked_view(doc: Mapping[str, Any]) -> ScheduleView:
+def _checked_view(doc: Mapping[str, Any]) -> StoredSchedule:
     """The view of a document :func:`schedule_problem` found well-formed."""
     last_fire, last_skip = doc.get("last_fire"), doc.get("last_skip")
     every = doc.get("every_s")
-    return ScheduleView(
+    return StoredSchedule(
         name=doc["_id"], cron=doc.get("cron"), every_s=float(every) if every is not None else None, tz=doc["tz"],
         paused=doc.get("paused", False), overlap=doc.get("overlap", "skip"),
         catch_up=doc.get("catch_up") or {"mode": "none"}, jitter_s=float(doc.get("jitter_s", 0.0)),
@@ -166,7 +166,7 @@ def _checked_view(doc: Mapping[str, Any]) -> ScheduleView:
     )
 
 
-def stale_names(views: Iterable[ScheduleView], after: timedelta) -> set[str]:
+def stale_names(views: Iterable[StoredSchedule], after: timedelta) -> set[str]:
     """The schedules declared more than ``after`` before the newest declaration of any of them.
 
     A malformed document has no ``declared_at`` that can be trusted: it is never stale
@@ -179,7 +179,7 @@ def stale_names(views: Iterable[ScheduleView], after: timedelta) -> set[str]:
     return {name for name, at in declared.items() if newest - at > after}
 
 
-def outcome_of(view: ScheduleView, jobs: Mapping[object, JobView]) -> str:
+def outcome_of(view: StoredSchedule, jobs: Mapping[object, JobView]) -> str:
     """The last fire's outcome: the archived ``why``, or the state of a job still waiting or running."""
     if view.last_fire is None:
         return "-"
@@ -189,6 +189,6 @@ def outcome_of(view: ScheduleView, jobs: Mapping[object, JobView]) -> str:
     return job.why or "?" if job.state == "archived" else job.state
 
 
-def last_jobs(views: Iterable[ScheduleView]) -> list[object]:
+def last_jobs(views: Iterable[StoredSchedule]) -> list[object]:
     """The ids of the last fired job of each schedule (for one batched read)."""
     return list(dict.fromkeys(v.last_fire.job for v in views if v.last_fire is not None))
