@@ -7,7 +7,8 @@ the MongoDB URI comes from ``--target``, ``RECRUITER_MONGODB_URI`` or ``MONGODB_
 
 Invariant: this module only assembles the command groups; each group lives in
 its own module (:mod:`~recruiter.cli.processes`, :mod:`~recruiter.cli.admin`, :mod:`~recruiter.cli.jobs`,
-:mod:`~recruiter.cli.pause`, :mod:`~recruiter.cli.embedded`), the shared options
+:mod:`~recruiter.cli.pause`, :mod:`~recruiter.cli.embedded`,
+:mod:`~recruiter.cli.schedules`), the shared options
 in :mod:`~recruiter.cli.options`.
 """
 
@@ -21,6 +22,7 @@ from recruiter.cli.jobs import jobs_group
 from recruiter.cli.options import CONTEXT
 from recruiter.cli.pause import groups_group, tenants_group
 from recruiter.cli.processes import cleaner_group, start_recruiter, worker_group
+from recruiter.cli.schedules import schedules_group
 
 
 @click.group(context_settings=CONTEXT)
@@ -30,7 +32,7 @@ def main() -> None:
 
 
 for _command in (start_recruiter, worker_group, cleaner_group, embedded_group, status, workers_group, jobs_group,
-                 groups_group, tenants_group):
+                 groups_group, tenants_group, schedules_group):
     main.add_command(_command)
 
 

@@ -34,6 +34,16 @@ from recruiter.store.indexes import ensure_indexes, ensure_indexes_sync
 from recruiter.store.layout import AsyncClient, AsyncDb, Collections, Document, SyncClient, SyncCollections, SyncDb
 from recruiter.store.metadata import read_leases, read_paused, switch_paused, unused_names
 from recruiter.store.roster import entries_by_id, entries_summary, longest_heartbeat_interval, request_stop
+from recruiter.store.schedule_admin import (
+    Change,
+    pause_schedule,
+    read_last_jobs,
+    read_schedule,
+    read_schedules,
+    remove_schedule,
+    request_run_now,
+    resume_schedule,
+)
 from recruiter.store.scheduled import count_by_status
 from recruiter.store.wakeup import Wake
 
@@ -42,6 +52,7 @@ __all__ = [
     "URI_ENVVARS",
     "AsyncClient",
     "AsyncDb",
+    "Change",
     "Collections",
     "ConnectionProblem",
     "Document",
@@ -72,11 +83,18 @@ __all__ = [
     "list_jobs",
     "longest_heartbeat_interval",
     "parse_target",
+    "pause_schedule",
     "read_job_documents",
+    "read_last_jobs",
     "read_leases",
     "read_paused",
     "read_retry_originals",
+    "read_schedule",
+    "read_schedules",
+    "remove_schedule",
+    "request_run_now",
     "request_stop",
+    "resume_schedule",
     "switch_paused",
     "sync_client",
     "unused_names",
