@@ -118,7 +118,10 @@ class ScheduleFirer:
         update: dict[str, Any] = {}
         fired: list[tuple[datetime, str]] = []  # slot (or run-now time), key
         first = doc.get("next_slot")
-        if doc.get("paused") is not True:
+        if doc.get("paused") is True:
+            if doc.get("next_fire_at") is not None:  # paused by hand (mongosh) with a time left
+                update["$set"] = {"next_fire_at": None}
+        else:
             if not isinstance(first, datetime) or not isinstance(doc.get("next_fire_at"), datetime):
                 slot = next_slot(defn, now)  # resumed, or edited: from now on, nothing caught up
                 update["$set"] = {"next_slot": slot, "next_fire_at": fire_at(defn, slot)}
@@ -134,7 +137,9 @@ class ScheduleFirer:
             update.setdefault("$set", {})["last_fire"] = {"slot": slot, "job": job_id, "at": now}
         if not update:
             return 0
-        read: Query = {"version": doc.get("version"), "next_slot": first, "run_now": asked}
+        # Still as read: not edited, moved on, asked to run now, paused or resumed since.
+        read: Query = {"version": doc.get("version"), "next_slot": first, "run_now": asked,
+                       "paused": doc.get("paused")}
         if not await schedules.record_firing(db, defn.name, read, update):
             self.changed()  # changed since it was read: read again, fire nothing now
             return 0

@@ -180,6 +180,30 @@ def test_run_now_fires_one_extra_and_clears(db_uri: str) -> None:
     run(db_uri, scenario)
 
 
+def test_a_schedule_paused_while_read_is_not_moved_on_and_a_hand_paused_one_loses_its_time(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        await h.producer.schedule("tick", every="1m", job=Record(db_uri, 1).as_job_of(h.producer), overlap="allow")
+        h.clock.advance(timedelta(minutes=1))
+        # Paused by hand in mongosh, its next fire time left in place: nothing fires, the time is cleared.
+        await h.db.schedules.update_one({"_id": "tick"}, {"$set": {"paused": True}})
+        assert await fire(h) == 0
+        sched = await h.db.schedules.find_one({"_id": "tick"})
+        assert sched["next_fire_at"] is None
+        assert sched["paused"] is True
+        assert await occurrences(h) == []
+        # A firing that read the schedule before a pause does not write its next time back over it.
+        read = {**sched, "paused": False, "next_fire_at": sched["next_slot"]}
+        defn = h.recruiter.firer._definition(read)
+        assert defn is not None
+        assert await h.recruiter.firer._fire_one(h.db, read, defn, h.clock.now()) == 0
+        after = await h.db.schedules.find_one({"_id": "tick"})
+        assert after["paused"] is True
+        assert after["next_fire_at"] is None
+        assert await occurrences(h) == []
+
+    run(db_uri, scenario)
+
+
 def test_malformed_schedules_are_skipped_with_one_warning(db_uri: str) -> None:
     async def scenario(h: Harness) -> None:
         await h.producer.schedule("good", every="1m", job=Record(db_uri, 1).as_job_of(h.producer))
