@@ -29,14 +29,23 @@ from datetime import datetime, timedelta
 
 from bson import ObjectId
 
-from recruiter.domain.cancel import CancelResult, parse_job_id
-from recruiter.domain.clock import Clock, SystemClock, utc
-from recruiter.domain.following import JobView, view_of
+from recruiter.domain.cancel import CancelResult
+from recruiter.domain.clock import Clock, SystemClock
 from recruiter.domain.job import JobBuilder, JobRefused, as_builder
 from recruiter.domain.resubmit import Resubmitted
-from recruiter.domain.unique import Unique
 from recruiter.domain.workable import Workable
 from recruiter.producer import handles
+from recruiter.producer.building import (
+    Built,
+    as_job_id,
+    built_batch,
+    built_of,
+    enqueued_view,
+    limit_from_hello,
+    no_unique_in_session,
+    one_write,
+    resubmit_time,
+)
 from recruiter.producer.handles import AsyncJobHandle, JobHandle, JobNotFound
 from recruiter.producer.schedules import Options, ScheduleView, schedule, schedule_async
 from recruiter.producer.unique import enqueue_unique, enqueue_unique_async
@@ -71,71 +80,16 @@ from recruiter.store.scheduled import insert_job, insert_job_async, insert_jobs,
 from recruiter.store.unique import insert_unordered, insert_unordered_async
 
 
-def _job_id(job_id: ObjectId | str) -> ObjectId:
-    """A plain ObjectId from an id, a handle or the id's 24 hex digits (ValueError in one line)."""
-    return ObjectId(job_id.binary) if isinstance(job_id, ObjectId) else parse_job_id(job_id)
-
-
-def _at(at: object) -> datetime | None:
-    """A resubmit's time, checked: None or a datetime (naive ones are UTC)."""
-    if at is None:
-        return None
-    if not isinstance(at, datetime):
-        raise ValueError(f"resubmit needs at=None or a datetime, got {at!r:.60}")
-    return utc(at)
-
-
-def _enqueued_view(doc: Document, now: datetime) -> JobView:
-    """The view of a job just enqueued, from its document (no read). The view keeps the
-    document it was built from: this one without the job's parameters, which may be big."""
-    slim = {**doc, "workable": {"class": doc["workable"]["class"]}}
-    view = view_of(doc["_id"], slim, None, None, now)
-    assert view is not None
-    return view
-
-
 def _handle(recruiter: Recruiter, doc: Document) -> JobHandle:
-    return JobHandle(doc["_id"], _enqueued_view(doc, recruiter.clock.now()), recruiter)
+    return JobHandle(doc["_id"], enqueued_view(doc, recruiter.clock.now()), recruiter)
 
 
 def _async_handle(recruiter: AsyncRecruiter, doc: Document) -> AsyncJobHandle:
-    return AsyncJobHandle(doc["_id"], _enqueued_view(doc, recruiter.clock.now()), recruiter)
-
-
-# Used when the server's hello does not give a usable maxBsonObjectSize (16 MiB, MongoDB's limit).
-DEFAULT_MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
-
-
-def limit_from_hello(reply: object) -> int:
-    """The document size limit a ``hello`` reply states (checked: it is server input)."""
-    value = reply.get("maxBsonObjectSize") if isinstance(reply, dict) else None
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    return DEFAULT_MAX_DOCUMENT_BYTES
-
-
-Built = tuple[Document, Unique | None]  # a job's document, and its unique key if it has one
-
-
-def _built(builder: JobBuilder, now: datetime, max_bytes: int) -> Built:
-    return builder.build(now, max_bytes), builder.unique_spec()
+    return AsyncJobHandle(doc["_id"], enqueued_view(doc, recruiter.clock.now()), recruiter)
 
 
 def _document(recruiter: Recruiter | AsyncRecruiter, item: JobBuilder | Workable, max_bytes: int) -> Built:
-    return _built(as_builder(item, recruiter), recruiter.clock.now(), max_bytes)
-
-
-def _documents(recruiter: Recruiter | AsyncRecruiter, items: list[JobBuilder | Workable],
-               max_bytes: int) -> list[Built]:
-    """Every item's document, or :class:`JobRefused` naming the first bad item."""
-    now = recruiter.clock.now()
-    docs = []
-    for index, item in enumerate(items):
-        try:
-            docs.append(_built(as_builder(item, recruiter), now, max_bytes))
-        except JobRefused as exc:
-            raise JobRefused(f"item {index} of {len(items)}: {exc}; nothing was written") from None
-    return docs
+    return built_of(as_builder(item, recruiter), recruiter.clock.now(), max_bytes)
 
 
 def _check_session(recruiter: Recruiter | AsyncRecruiter, session: object) -> None:
@@ -144,20 +98,6 @@ def _check_session(recruiter: Recruiter | AsyncRecruiter, session: object) -> No
         problem = session_problem(recruiter.client, session)
         if problem:
             raise JobRefused(f"{problem}; nothing was written")
-
-
-def _no_unique_in_session(built: list[Built]) -> None:
-    """A unique key's conflict handling runs transactions of its own: not inside the caller's."""
-    if any(spec is not None for _, spec in built):
-        raise JobRefused("a job with a unique key cannot be enqueued in your session's transaction "
-                         "(its conflict handling needs transactions of its own); nothing was written")
-
-
-def _one_write(built: list[Built]) -> tuple[list[Document], list[int]]:
-    """The documents a batch writes in its one round trip (all but the unique jobs that reserve
-    their key, which take a transaction each), and the positions of those that reserve."""
-    return ([d for d, spec in built if spec is None or not spec.reserves],
-            [i for i, (_, spec) in enumerate(built) if spec is not None and spec.reserves])
 
 
 def _resubmit_not_found(job_id: ObjectId) -> JobNotFound:
@@ -228,7 +168,7 @@ class Recruiter:
         _check_session(self, session)
         doc, spec = _document(self, item, self.max_document_bytes())
         if session is not None:
-            _no_unique_in_session([(doc, spec)])
+            no_unique_in_session([(doc, spec)])
         if spec is not None:
             return enqueue_unique(self, doc, spec, lambda d: _handle(self, d))
         insert_job(self.collections.scheduled, doc, session)
@@ -245,14 +185,14 @@ class Recruiter:
         batch = list(items)
         if not batch:
             return []
-        built = _documents(self, batch, self.max_document_bytes())
+        built = built_batch(self, batch, self.max_document_bytes())
         if session is not None:
-            _no_unique_in_session(built)
+            no_unique_in_session(built)
         if all(spec is None for _, spec in built):
             insert_jobs(self.collections.scheduled, [d for d, _ in built], session)
             return [_handle(self, d) for d, _ in built]
         # Unique items: one unordered insert, then the refused and the reserving ones one by one.
-        docs, later = _one_write(built)
+        docs, later = one_write(built)
         refused = {id(docs[i]) for i in insert_unordered(self.collections.scheduled, docs)}
         return [enqueue_unique(self, d, spec, lambda d: _handle(self, d))
                 if spec is not None and (id(d) in refused or i in later) else _handle(self, d)
@@ -264,7 +204,7 @@ class Recruiter:
         Raises :class:`~recruiter.JobNotFound` for an id of no job and ValueError for
         a malformed one (one line each).
         """
-        job_id = _job_id(job_id)
+        job_id = as_job_id(job_id)
         return JobHandle(job_id, handles.read_view(self, job_id), self)
 
     def wait_all(self, jobs: Iterable[JobHandle], timeout: float | None = None, *,
@@ -284,7 +224,7 @@ class Recruiter:
         archived job (``recruiter jobs retry`` copies one) and :class:`~recruiter.JobNotFound`.
         """
         try:
-            return resubmit_job(self.collections, _job_id(job_id), _at(at), self.clock.now())
+            return resubmit_job(self.collections, as_job_id(job_id), resubmit_time(at), self.clock.now())
         except NoSuchJob as exc:
             raise _resubmit_not_found(exc.args[0]) from None
 
@@ -293,7 +233,7 @@ class Recruiter:
 
         See :mod:`recruiter.domain.cancel` for what happens in each state of the job.
         """
-        return cancel_job(self.db, _job_id(job_id), self.clock.now(), reason)
+        return cancel_job(self.db, as_job_id(job_id), self.clock.now(), reason)
 
     def schedule(self, name: str, *, job: JobBuilder | Workable, cron: str | None = None,
                  every: timedelta | str | None = None, tz: str = "UTC", overlap: str = "skip",
@@ -361,7 +301,7 @@ class AsyncRecruiter:
         _check_session(self, session)
         doc, spec = _document(self, item, await self.max_document_bytes())
         if session is not None:
-            _no_unique_in_session([(doc, spec)])
+            no_unique_in_session([(doc, spec)])
         if spec is not None:
             return await enqueue_unique_async(self, doc, spec, lambda d: _async_handle(self, d))
         await insert_job_async(self.collections.scheduled, doc, session)
@@ -374,13 +314,13 @@ class AsyncRecruiter:
         batch = list(items)
         if not batch:
             return []
-        built = _documents(self, batch, await self.max_document_bytes())
+        built = built_batch(self, batch, await self.max_document_bytes())
         if session is not None:
-            _no_unique_in_session(built)
+            no_unique_in_session(built)
         if all(spec is None for _, spec in built):
             await insert_jobs_async(self.collections.scheduled, [d for d, _ in built], session)
             return [_async_handle(self, d) for d, _ in built]
-        docs, later = _one_write(built)
+        docs, later = one_write(built)
         refused = {id(docs[i]) for i in await insert_unordered_async(self.collections.scheduled, docs)}
         return [await enqueue_unique_async(self, d, spec, lambda d: _async_handle(self, d))
                 if spec is not None and (id(d) in refused or i in later) else _async_handle(self, d)
@@ -388,7 +328,7 @@ class AsyncRecruiter:
 
     async def job(self, job_id: ObjectId | str) -> AsyncJobHandle:
         """The handle of an existing job; see :meth:`Recruiter.job`."""
-        job_id = _job_id(job_id)
+        job_id = as_job_id(job_id)
         return AsyncJobHandle(job_id, await handles.read_view_async(self, job_id), self)
 
     async def wait_all(self, jobs: Iterable[AsyncJobHandle], timeout: float | None = None, *,  # noqa: ASYNC109
@@ -404,13 +344,13 @@ class AsyncRecruiter:
     async def resubmit(self, job_id: ObjectId | str, at: datetime | None = None) -> Resubmitted:
         """Run a job (once more) at ``at``; see :meth:`Recruiter.resubmit`."""
         try:
-            return await resubmit_job_async(self.collections, _job_id(job_id), _at(at), self.clock.now())
+            return await resubmit_job_async(self.collections, as_job_id(job_id), resubmit_time(at), self.clock.now())
         except NoSuchJob as exc:
             raise _resubmit_not_found(exc.args[0]) from None
 
     async def cancel(self, job_id: ObjectId | str, reason: str | None = None) -> CancelResult:
         """Cancel a job; see :meth:`Recruiter.cancel`."""
-        return await cancel_job_async(self.db, _job_id(job_id), self.clock.now(), reason)
+        return await cancel_job_async(self.db, as_job_id(job_id), self.clock.now(), reason)
 
     async def schedule(self, name: str, *, job: JobBuilder | Workable, cron: str | None = None,
                        every: timedelta | str | None = None, tz: str = "UTC", overlap: str = "skip",
