@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from pymongo import MongoClient
 from pymongo.uri_parser import parse_uri
 
@@ -25,6 +26,16 @@ from recruiter.processes.embedded import free_port
 from recruiter.store.connection import ConnectionProblem, with_database
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _structlog_as_it_was() -> Iterator[None]:
+    """Each test starts with the structlog configuration the session had: a command run in
+    the test's process (click's CliRunner) configures logging for the whole process, with
+    a level filter that would silently drop the debug events a later test captures."""
+    config = structlog.get_config()
+    yield
+    structlog.configure(**config)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
