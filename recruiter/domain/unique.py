@@ -42,9 +42,12 @@ unless it is a non-empty string of at most ``MAX_KEY_CHARS`` characters.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+
+from bson import ObjectId
 
 from recruiter.domain.records import Query, UniqueDoc
 
@@ -127,6 +130,18 @@ def key_of(doc: object) -> str | None:
     field = doc.get("unique") if isinstance(doc, dict) else None
     key = field.get("key") if isinstance(field, dict) else None
     return key if isinstance(key, str) else None
+
+
+def reservation_problem(reservation: Mapping[str, object]) -> str | None:
+    """Why a stored ``unique_keys`` document is not a reservation this code wrote (its ``job``
+    an ObjectId, its ``until`` a date or absent), or None. Such a document cannot tell who
+    holds the key, so a producer refuses the key rather than guess (it might run a job twice)."""
+    job, until = reservation.get("job"), reservation.get("until")
+    if not isinstance(job, ObjectId):
+        return f"job: expected an ObjectId, got {type(job).__name__}"
+    if until is not None and not isinstance(until, datetime):
+        return f"until: expected a date or nothing, got {type(until).__name__}"
+    return None
 
 
 def reservation_free(now: datetime) -> Query:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from bson import ObjectId
 
 from recruiter.domain.following import JobView
+from recruiter.domain.job import JobRefused
 from recruiter.domain.resubmit import ResubmitRefused
 from recruiter.domain.unique import OnConflict, Unique
 from recruiter.producer.handles import AsyncJobHandle, JobHandle, JobNotFound
@@ -41,6 +42,12 @@ def _gone(job_id: ObjectId) -> JobView:
 def _take_over(spec: Unique, job_id: ObjectId) -> dict[str, object] | None:
     """The reservation's take-over condition once its job has finished (None: the key is free)."""
     return {"job": job_id} if spec.reserves else None
+
+
+def _malformed(spec: Unique, problem: str) -> JobRefused:
+    return JobRefused(f"unique key {spec.key!r}: its reservation in unique_keys is malformed ({problem}), so "
+                      "who holds the key is unknown; nothing was written (if no job holds it, remove the "
+                      f"reservation: db.unique_keys.deleteOne({{_id: {spec.key!r}}}))")
 
 
 def _exhausted(spec: Unique) -> RuntimeError:
@@ -64,6 +71,8 @@ def enqueue_unique(rec: Recruiter, doc: Document, spec: Unique, fresh: Callable[
         if held is None:
             return fresh(doc)
         take_over = None
+        if held.problem is not None:
+            raise _malformed(spec, held.problem)
         if held.job is None:
             continue
         if spec.on_conflict is OnConflict.EXISTING:
@@ -95,6 +104,8 @@ async def enqueue_unique_async(rec: AsyncRecruiter, doc: Document, spec: Unique,
         if held is None:
             return fresh(doc)
         take_over = None
+        if held.problem is not None:
+            raise _malformed(spec, held.problem)
         if held.job is None:
             continue
         if spec.on_conflict is OnConflict.EXISTING:

@@ -20,7 +20,7 @@ from pymongo.errors import BulkWriteError, OperationFailure
 from pymongo.synchronous.client_session import ClientSession
 
 from recruiter.domain.records import Query, Raw
-from recruiter.domain.unique import Unique, reservation_free
+from recruiter.domain.unique import Unique, reservation_free, reservation_problem
 from recruiter.store.layout import SCHEDULED, UNIQUE_KEYS, AsyncColl, AsyncDb, Document, SyncColl, SyncDb
 
 DUPLICATE_KEY = 11000
@@ -28,9 +28,11 @@ DUPLICATE_KEY = 11000
 
 @dataclass(frozen=True)
 class Held:
-    """The key is held: by ``job`` (None: by a job that ended since; try again)."""
+    """The key is held: by ``job`` (None: by a job that ended since; try again), or by a
+    reservation that is malformed (``problem``: which field, in one line)."""
 
     job: ObjectId | None
+    problem: str | None = None
 
 
 def _duplicate(exc: OperationFailure) -> bool:
@@ -40,6 +42,9 @@ def _duplicate(exc: OperationFailure) -> bool:
 def _holder(reservation: Raw | None, unfinished: Raw | None, now: datetime) -> Held:
     """Who holds a key: a live reservation's job, else the unfinished job with the key."""
     if reservation is not None:
+        problem = reservation_problem(reservation)
+        if problem is not None:
+            return Held(None, problem)
         until, job = reservation.get("until"), reservation.get("job")
         live = not isinstance(until, datetime) or until >= now
         if live and isinstance(job, ObjectId):

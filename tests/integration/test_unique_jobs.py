@@ -240,3 +240,18 @@ def test_the_sync_enqueue_many_takes_keys_that_reserve_too(db_uri: str) -> None:
         assert again[1] == first[0]
         assert rec.db.scheduled.count_documents({}) == 4
         assert {d["_id"] for d in rec.db.unique_keys.find()} == {"f", "p"}
+
+
+@pytest.mark.parametrize("reservation", [{"job": "not-an-id"}, {"job": None}, {"job": ObjectId(), "until": "never"}])
+def test_a_malformed_reservation_refuses_its_key_in_one_line_and_writes_nothing(
+        db_uri: str, db: Any, reservation: dict[str, Any]) -> None:
+    db.unique_keys.insert_one({"_id": "hand-made", **reservation})
+    with Recruiter.connect(db_uri) as rec:
+        for scope in ("forever", timedelta(hours=1)):
+            with pytest.raises(JobRefused) as refused:
+                Record(db_uri, 1).as_job_of(rec).unique("hand-made", scope=scope).enqueue()
+            assert "reservation in unique_keys is malformed" in str(refused.value)
+            assert "\n" not in str(refused.value)
+        assert db.scheduled.count_documents({}) == 0
+        assert db.unique_keys.find_one({"_id": "hand-made"}) == {"_id": "hand-made", **reservation}
+        assert Record(db_uri, 1).as_job_of(rec).unique("another", scope="forever").enqueue().existed is False
