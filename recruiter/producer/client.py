@@ -100,10 +100,6 @@ def _check_session(recruiter: Recruiter | AsyncRecruiter, session: object) -> No
             raise JobRefused(f"{problem}; nothing was written")
 
 
-def _resubmit_not_found(job_id: ObjectId) -> JobNotFound:
-    return JobNotFound(job_id)
-
-
 class Recruiter:
     """Producer handle for synchronous code.
 
@@ -226,7 +222,7 @@ class Recruiter:
         try:
             return resubmit_job(self.collections, as_job_id(job_id), resubmit_time(at), self.clock.now())
         except NoSuchJob as exc:
-            raise _resubmit_not_found(exc.args[0]) from None
+            raise JobNotFound(exc.args[0]) from None
 
     def cancel(self, job_id: ObjectId | str, reason: str | None = None) -> CancelResult:
         """Cancel a job: archived with ``why: "cancelled"``; a worker running it halts it.
@@ -346,7 +342,7 @@ class AsyncRecruiter:
         try:
             return await resubmit_job_async(self.collections, as_job_id(job_id), resubmit_time(at), self.clock.now())
         except NoSuchJob as exc:
-            raise _resubmit_not_found(exc.args[0]) from None
+            raise JobNotFound(exc.args[0]) from None
 
     async def cancel(self, job_id: ObjectId | str, reason: str | None = None) -> CancelResult:
         """Cancel a job; see :meth:`Recruiter.cancel`."""
