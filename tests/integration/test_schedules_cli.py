@@ -24,6 +24,7 @@ from recruiter.cli.main import main
 from recruiter.domain.job import JobOptions, build_job_document
 from recruiter.store.monitoring import STATS_ENVVAR
 from tests.conftest import REPO
+from tests.integration.test_jobs_listing import one_line_error
 from tests.workables import Record
 
 MALFORMED = "malformed: "
@@ -31,14 +32,6 @@ MALFORMED = "malformed: "
 
 def cli(*args: str, db_uri: str) -> Result:
     return CliRunner().invoke(main, ["schedules", *args, "--target", db_uri], catch_exceptions=False)
-
-
-def one_line_error(result: Result, code: int, *fragments: str) -> None:
-    assert result.exit_code == code, (result.stdout, result.stderr)
-    lines = [line for line in result.stderr.splitlines() if line.startswith("Error")]
-    assert len(lines) == 1, result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], result.stderr
 
 
 def job_template(db_uri: str, now: datetime) -> dict[str, Any]:

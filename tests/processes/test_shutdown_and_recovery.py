@@ -73,9 +73,9 @@ def test_sigterm_waits_for_the_grace_period_then_gives_the_job_back(
     assert [e["outcome"] for e in doc["executions"]] == ["interrupted", "done"]
 
 
-def test_a_second_signal_forces_the_stop_at_once(processes: Processes, db: Any, db_uri: str) -> None:
-    with Recruiter.connect(db_uri) as rec:
-        job_id = AsyncWaitForRelease(db_uri, "never").as_job_of(rec).enqueue()
+def force_stop_while_running(processes: Processes, db: Any, job_id: object) -> None:
+    """Run ``job_id`` on a worker with a long grace period, then stop it twice: the second
+    signal forces the stop while the job runs; the worker exits 0."""
     processes.recruiter()
     worker = processes.worker("--id", "impatient", "--grace-period", "10m")
     started(db, job_id)
@@ -83,6 +83,12 @@ def test_a_second_signal_forces_the_stop_at_once(processes: Processes, db: Any, 
     wait_for(lambda: "worker.stopping" in worker.log(), timeout_s=30, message="the graceful stop")
     worker.signal(signal.SIGTERM)
     assert worker.wait(30) == 0
+
+
+def test_a_second_signal_forces_the_stop_at_once(processes: Processes, db: Any, db_uri: str) -> None:
+    with Recruiter.connect(db_uri) as rec:
+        job_id = AsyncWaitForRelease(db_uri, "never").as_job_of(rec).enqueue()
+    force_stop_while_running(processes, db, job_id)
     job = wait_for(lambda: (j := db.scheduled.find_one({"_id": job_id})) and not j["locked"] and j,
                    timeout_s=30, message="the job back in the queue")
     assert job["attempts"] == 0
@@ -95,13 +101,7 @@ def test_a_forced_stop_archives_a_running_at_most_once_job_instead_of_giving_it_
         processes: Processes, db: Any, db_uri: str) -> None:
     with Recruiter.connect(db_uri) as rec:
         job_id = AsyncWaitForRelease(db_uri, "never").as_job_of(rec).at_most_once().enqueue()
-    processes.recruiter()
-    worker = processes.worker("--id", "impatient", "--grace-period", "10m")
-    started(db, job_id)
-    worker.signal(signal.SIGTERM)
-    wait_for(lambda: "worker.stopping" in worker.log(), timeout_s=30, message="the graceful stop")
-    worker.signal(signal.SIGTERM)
-    assert worker.wait(30) == 0
+    force_stop_while_running(processes, db, job_id)
     archived = wait_for(lambda: db.archived.find_one({"_id": job_id}), timeout_s=30, message="the job archived")
     assert archived["why"] == "interrupted", "an at_most_once job that started is never given back to run again"
     assert "at_most_once" in archived["reason"]
