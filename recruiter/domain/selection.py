@@ -21,6 +21,13 @@ the assignments and the new cursor. The policy, level by level:
 The turns go on until no group has both a job left and a free worker that
 takes it, so no worker is left idle while a job of its groups waits.
 
+Look-ahead (:mod:`recruiter.domain.lanes`) changes none of the above: a free
+worker may be a lane of a busy slot (``depth`` > 0), and a turn's job goes to
+a lane that would start it now before any deeper lane, then to the most
+specific worker. So the order in which jobs are served is the same with or
+without look-ahead, and a job taken at depth d starts after at most d jobs
+of its slot.
+
 A job aimed at one worker is in that worker's reserved group (``@worker:ID``,
 :mod:`recruiter.domain.placement`), which only that worker's slots name: ``*``
 takes any group but those, so such a job is never given to another worker.
@@ -54,6 +61,9 @@ LOW = 2
 class FreeWorker:
     id: str
     groups: tuple[str, ...]
+    # How many jobs this lane's runner holds before this lane's job would start
+    # (recruiter.domain.lanes): 0 for an idle slot, more for a look-ahead lane.
+    depth: int = 0
 
     @property
     def takes_any(self) -> bool:
@@ -65,9 +75,10 @@ class FreeWorker:
         return group in self.groups or (self.takes_any and not is_worker_group(group))
 
     @property
-    def specificity(self) -> tuple[bool, int]:
-        """Sort key: the worker that can do the least goes first."""
-        return self.takes_any, len(self.groups)
+    def specificity(self) -> tuple[int, bool, int]:
+        """Sort key: a lane that would start the job now first (``depth``), then the worker
+        that can do the least."""
+        return self.depth, self.takes_any, len(self.groups)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,92 @@
+"""Look-ahead: a worker slot holds its next jobs while it runs the current one (pure, no I/O).
+
+``worker start --prefetch N`` gives each slot N + 1 roster entries, its
+*lanes*: lane 0 has the slot's id (``W`` or ``W-0``), lane k the id ``W~k``.
+Each lane is an ordinary roster entry (one assignment, one outcome, one
+heartbeat document), so the recruiter's round, the cleaner, cancel and every
+fence treat it as they treat any worker. The slot (its *runner*) runs its lanes'
+jobs one at a time, in the order they came; when it records the outcome of one
+it starts the next at once, with no round between them.
+
+The round gives each free lane a *depth*: how many jobs its runner holds
+before that lane's job would start (:func:`depths`). Lanes of idle runners
+have depth 0, and the selection gives a job to a lane of depth 0 before any
+deeper one (:class:`recruiter.domain.selection.FreeWorker`). An assignment of
+depth above 0 is *ahead*: the recruiter writes ``ahead: true`` in the entry with
+it.
+
+Invariants:
+
+1. A worker starts an ahead job only after a write that sets ``started`` (the
+   job's lock token) in that lane's entry, fenced by the entry's session and
+   assignment; that write rides in the same command as the outcome of the job
+   before it, so it costs no round trip of its own. So an ahead job whose entry
+   has no ``started`` for its lock token provably never started
+   (:func:`held_ahead`): when its worker dies, is stopped or the job is
+   cancelled, it goes back with its attempt given back and no crash, and it
+   does not count as an unproven return (even ``at_most_once``).
+2. The selection's fairness is unchanged: the order in which groups, tenants,
+   priorities and jobs are served is the one :mod:`recruiter.domain.selection`
+   gives without look-ahead; look-ahead only decides which lane takes a job. A
+   job taken at depth d starts after at most d jobs of its runner end: with
+   ``--prefetch N``, at most N (each bounded by its own timeout, if any).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+
+from recruiter.domain.records import Raw
+
+LANE_SEPARATOR = "~"
+MAX_PREFETCH = 16
+
+
+def lane_ids(slot_id: str, prefetch: int) -> list[str]:
+    """The roster entry ids of one slot's lanes: the slot's own id, then ``<slot id>~k``."""
+    return [slot_id, *(f"{slot_id}{LANE_SEPARATOR}{k}" for k in range(1, prefetch + 1))]
+
+
+def runner_of(entry: Mapping[str, object]) -> object:
+    """The slot that runs ``entry``'s jobs (an entry of an older worker is its own runner)."""
+    runner = entry.get("runner")
+    return runner if isinstance(runner, str) and runner else entry.get("_id")
+
+
+def lanes_of(entry: Mapping[str, object]) -> int:
+    """How many lanes ``entry``'s runner has (1 for an entry of an older worker)."""
+    lanes = entry.get("lanes")
+    return lanes if isinstance(lanes, int) and not isinstance(lanes, bool) and 1 <= lanes <= MAX_PREFETCH + 1 else 1
+
+
+def depths(free: Sequence[Mapping[str, object]], unheld: Iterable[Mapping[str, object]]) -> dict[object, int]:
+    """The depth of each ``free`` lane, by ``_id``.
+
+    ``unheld`` are every entry of the round that holds no job to run (available,
+    or holding an outcome: its job is done), ``free`` those of them that may be
+    given work, in the order they should be (oldest available first). A runner
+    holds ``lanes - unheld`` jobs; its k-th free lane (from 0) has depth
+    ``held + k``.
+    """
+    unheld_by_runner = Counter(runner_of(e) for e in unheld)
+    seen: Counter[object] = Counter()
+    out: dict[object, int] = {}
+    for e in free:
+        runner = runner_of(e)
+        held = max(0, lanes_of(e) - max(unheld_by_runner[runner], seen[runner] + 1))
+        out[e["_id"]] = held + seen[runner]
+        seen[runner] += 1
+    return out
+
+
+def held_ahead(job: Raw, entry: Raw | None) -> bool:
+    """Whether ``job`` was handed to ``entry`` ahead and provably never started (invariant 1):
+    the entry still holds it, says ``ahead``, and has no ``started`` for its lock token."""
+    if entry is None or entry.get("ahead") is not True:
+        return False
+    assigned = entry.get("assigned_to")
+    if not isinstance(assigned, Mapping) or assigned.get(entry.get("_id")) != job.get("_id"):
+        return False
+    token = job.get("lock_token")
+    return token is not None and entry.get("started") != token
