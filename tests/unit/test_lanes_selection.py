@@ -46,7 +46,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recruiter.domain.lanes import MAX_PREFETCH, depths, held_ahead, lane_ids, lanes_of, runner_of
+from recruiter.domain.lanes import (
+    MAX_PREFETCH,
+    depths,
+    held_ahead,
+    is_ahead,
+    lane_ids,
+    lanes_of,
+    needs_mark,
+    runner_of,
+)
 from recruiter.domain.placement import is_worker_group, worker_group
 from recruiter.domain.selection import ANY_GROUP, Candidate, CountingScheme, Cursor, FreeWorker, select
 from tests.unit.test_candidates import FakeCollection
@@ -306,26 +315,44 @@ JOB = {"_id": "j", "lock_token": "t1"}
 
 
 def ahead_entry(**fields: Any) -> dict[str, Any]:
-    return {"_id": "w~1", "ahead": True, "assigned_to": {"w~1": "j"}, **fields}
+    """The entry of lane ``w~1`` holding JOB, handed out ahead: ``ahead`` names its lock token."""
+    return {"_id": "w~1", "ahead": "t1", "assigned_to": {"w~1": "j"}, **fields}
 
 
 def test_held_ahead_when_the_entry_holds_it_ahead_and_never_started_it() -> None:
     assert held_ahead(JOB, ahead_entry())
     assert held_ahead(JOB, ahead_entry(started="t0")), "started for an earlier job of the lane"
+    assert needs_mark(ahead_entry(), JOB)
 
 
 @pytest.mark.parametrize(("job", "entry", "why"), [
     (JOB, None, "no entry"),
     (JOB, ahead_entry(ahead=False), "not ahead"),
     (JOB, {k: v for k, v in ahead_entry().items() if k != "ahead"}, "no ahead field"),
-    (JOB, ahead_entry(ahead="true"), "ahead not a boolean"),
-    (JOB, ahead_entry(ahead=1), "ahead 1 is not True"),
+    (JOB, ahead_entry(ahead=True), "ahead names no token"),
+    (JOB, ahead_entry(ahead="t0"), "ahead for an earlier job of the lane"),
     (JOB, ahead_entry(assigned_to=None), "no assignment"),
     (JOB, ahead_entry(assigned_to=["j"]), "assignment not a map"),
     (JOB, ahead_entry(assigned_to={"w~1": "other"}), "holds another job"),
     (JOB, ahead_entry(assigned_to={"w": "j"}), "another lane's key"),
     ({"_id": "j"}, ahead_entry(), "the job has no lock token"),
+    ({"_id": "j", "lock_token": None}, ahead_entry(ahead=None), "no token on either side"),
     (JOB, ahead_entry(started="t1"), "started with this job's token"),
 ])
 def test_not_held_ahead(job: dict[str, Any], entry: dict[str, Any] | None, why: str) -> None:
     assert not held_ahead(job, entry), why
+
+
+@pytest.mark.parametrize(("entry", "job", "needed"), [
+    (ahead_entry(), JOB, True),
+    (ahead_entry(started="t1"), JOB, False),
+    (ahead_entry(started="t0"), JOB, True),
+    (ahead_entry(ahead=False), JOB, False),
+    (ahead_entry(ahead="t0"), JOB, False),
+    (ahead_entry(), "j", False),  # a reference, not a copy: no token to compare
+    (ahead_entry(), {"_id": "j"}, False),
+])
+def test_a_worker_marks_only_an_ahead_job_not_marked_yet(entry: dict[str, Any], job: Any, needed: bool) -> None:
+    assert needs_mark(entry, job) is needed
+    assert is_ahead(entry.get("ahead"), job if isinstance(job, dict) else None) is (entry.get("ahead") == "t1"
+                                                                                    and job == JOB)
