@@ -163,3 +163,27 @@ def test_a_forced_stop_gives_both_back_without_an_attempt(processes: Processes, 
     assert again["why"] == "done"
     assert again["attempts"] == 1
     assert [e["outcome"] for e in again["executions"]] == ["interrupted", "done"]
+
+
+@pytest.mark.xfail(strict=True, reason="the runner starts one round's jobs in the order they reach the worker "
+                   "(lane id order), not in depth order: a depth-0 job waits behind ahead ones (lead to fix)")
+def test_jobs_handed_to_an_idle_slot_together_start_in_the_order_served(
+        processes: Processes, db: Any, db_uri: str) -> None:
+    """The waiting bound (tests/unit/test_lanes_selection.py): a job taken at depth d starts
+    after the d jobs of its slot before it, so jobs of one group and tenant handed out in one
+    round start in FIFO order, the first at once."""
+    processes.recruiter()
+    processes.worker("--id", "solo", "--prefetch", "2")
+    idle = {"runner": "solo", "available": True}
+    # Batches of different sizes, so that the lanes' order of availability (which decides
+    # their depths) is not the order of their ids.
+    for batch, size in enumerate([2, 3, 1, 3, 2, 3]):
+        wait_for(lambda: db.roster.count_documents(idle) == 3, timeout_s=30, message="the three lanes idle")
+        with Recruiter.connect(db_uri) as rec:
+            ids = [h.id for h in rec.enqueue_many(Record(db_uri, n=10 * batch + i).as_job_of(rec) for i in range(size))]
+        wait_for(lambda: db.archived.count_documents({"_id": {"$in": ids}, "why": "done"}) == size,  # noqa: B023
+                 timeout_s=30,
+                 message=f"batch {batch} done")
+        starts = sorted(db.ledger.find({"job": {"$in": [str(i) for i in ids]}, "event": "start"}),
+                        key=lambda e: e["at"])
+        assert [e["job"] for e in starts] == [str(i) for i in ids], f"batch {batch}: not started in FIFO order"
