@@ -102,6 +102,25 @@ def test_an_ahead_job_of_a_sigkilled_worker_runs_once_elsewhere_without_an_attem
     assert rerun["crashes"] == 1, "the running job of the killed worker is a crash, as without look-ahead"
 
 
+def test_a_worker_restarted_with_its_id_gives_its_ahead_job_back_without_an_attempt(
+        processes: Processes, db: Any, db_uri: str) -> None:
+    """Restart recovery (no cleaner): the new process with the same ``--id`` takes over the
+    lanes; the ``at_most_once`` job the old one held ahead is returned, not archived crashed."""
+    worker, blocked, ahead = one_blocked_one_ahead(processes, db, db_uri, at_most_once=True)
+    worker.signal(signal.SIGKILL)
+    worker.wait(10)
+    release(db_uri, "first")
+    again = processes.worker("--id", "first", "--prefetch", "1")
+    doc = wait_for(lambda: db.archived.find_one({"_id": ahead}), timeout_s=60, message="the ahead job archived")
+    assert (doc["why"], doc["attempts"], doc.get("crashes", 0), doc.get("unproven_returns", 0)) == ("done", 1, 0, 0)
+    assert doc["last_return"]["proven"] is True
+    assert "was restarted" in doc["last_return"]["reason"], doc["last_return"]
+    starts = list(db.ledger.find({"job": str(ahead), "event": "start"}))
+    assert [(e["worker"] in lane_ids("first", 1), e["pid"]) for e in starts] == [(True, again.pid)]
+    rerun = wait_for(lambda: db.archived.find_one({"_id": blocked}), timeout_s=60, message="the blocked job archived")
+    assert (rerun["why"], rerun["crashes"]) == ("done", 1)
+
+
 def lanes_of_second(db: Any, job_id: object) -> str:
     """The lane of worker ``second`` that ran ``job_id`` (either of its two)."""
     start = wait_for(lambda: db.ledger.find_one({"job": str(job_id), "event": "start"}), timeout_s=60,
@@ -182,8 +201,8 @@ def test_jobs_handed_to_an_idle_slot_together_start_in_the_order_served(
         with Recruiter.connect(db_uri) as rec:
             ids = [h.id for h in rec.enqueue_many(Record(db_uri, n=10 * batch + i).as_job_of(rec) for i in range(size))]
         wait_for(lambda: db.archived.count_documents({"_id": {"$in": ids}, "why": "done"}) == size,  # noqa: B023
-                 timeout_s=30,
-                 message=f"batch {batch} done")
+                 timeout_s=30, message=f"batch {batch} done")
         starts = sorted(db.ledger.find({"job": {"$in": [str(i) for i in ids]}, "event": "start"}),
                         key=lambda e: e["at"])
-        assert [e["job"] for e in starts] == [str(i) for i in ids], f"batch {batch}: not started in FIFO order"
+        assert [e["job"] for e in starts] == [str(i) for i in ids], \
+            f"batch {batch} {[str(i)[-4:] for i in ids]} started as {[(e['job'][-4:], e['worker']) for e in starts]}"
