@@ -52,6 +52,12 @@ def lane_ids(slot_id: str, prefetch: int) -> list[str]:
     return [slot_id, *(f"{slot_id}{LANE_SEPARATOR}{k}" for k in range(1, prefetch + 1))]
 
 
+def slot_of(entry_id: str) -> str:
+    """The slot a roster entry id belongs to: the id without its lane (``W-0~1`` -> ``W-0``).
+    Worker ids cannot contain the separator, so this is exact."""
+    return entry_id.split(LANE_SEPARATOR, 1)[0]
+
+
 def runner_of(entry: Mapping[str, object]) -> object:
     """The slot that runs ``entry``'s jobs (an entry of an older worker is its own runner)."""
     runner = entry.get("runner")

@@ -17,6 +17,7 @@ from typing import Any, Literal, cast
 from bson import ObjectId
 
 from recruiter.domain.job import MAX_EXECUTIONS_KEPT, Status
+from recruiter.domain.lanes import slot_of
 from recruiter.domain.naming import qualified_name
 from recruiter.domain.records import DecisionDoc, Query, Raw
 from recruiter.domain.resubmit import due_at, late_flag_filter
@@ -70,7 +71,7 @@ class Execution:
         comes from the job, the rest from the caller."""
         return cls(
             attempt=int(cast("int", job.get("attempts", 1))) if attempt is _ATTEMPTS else cast("int", attempt),
-            kind=kind, worker=str(job.get("locked_by")), pid=pid, hostname=hostname,
+            kind=kind, worker=slot_of(str(job.get("locked_by"))), pid=pid, hostname=hostname,
             scheduled_at=cast("datetime | None", job.get("scheduled_at")), started_at=started_at,
             ended_at=ended_at, error_class=error_class, message=message, trace=trace,
             assigned_at=cast("datetime | None", job.get("locked_at")), logs=logs, logs_cut=logs_cut,
