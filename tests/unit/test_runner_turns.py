@@ -17,7 +17,8 @@ def test_the_first_turn_goes_at_once_and_the_next_only_when_it_leaves() -> None:
     first, second = turn("w", ahead=False), turn("w~1", ahead=True)
     runner.enter(first)
     runner.enter(second)
-    assert first.go.is_set() and not second.go.is_set()
+    assert first.go.is_set()
+    assert not second.go.is_set()
     assert runner.after(first) is second
     runner.leave(first)
     assert second.go.is_set()
@@ -33,7 +34,8 @@ def test_a_job_not_handed_out_ahead_goes_before_ahead_ones_still_waiting() -> No
     # The running turn keeps the runner; the depth-0 job goes next, then the held one.
     assert runner.queue == [running, idle_job, held]
     runner.leave(running)
-    assert idle_job.go.is_set() and not held.go.is_set()
+    assert idle_job.go.is_set()
+    assert not held.go.is_set()
 
 
 def test_an_ahead_turn_that_reaches_an_idle_runner_takes_it() -> None:
@@ -43,7 +45,8 @@ def test_an_ahead_turn_that_reaches_an_idle_runner_takes_it() -> None:
     assert held.go.is_set()
     late = turn("w", ahead=False)
     runner.enter(late)  # the held job already holds the runner: the late one waits
-    assert runner.queue == [held, late] and not late.go.is_set()
+    assert runner.queue == [held, late]
+    assert not late.go.is_set()
 
 
 def test_a_turn_that_leaves_while_waiting_hands_nothing_over() -> None:
@@ -52,6 +55,7 @@ def test_a_turn_that_leaves_while_waiting_hands_nothing_over() -> None:
     for t in (head, waiting, last):
         runner.enter(t)
     runner.leave(waiting)  # given back while it waited (a stop)
-    assert runner.queue == [head, last] and not last.go.is_set()
+    assert runner.queue == [head, last]
+    assert not last.go.is_set()
     runner.leave(head)
     assert last.go.is_set()
