@@ -24,7 +24,7 @@ def test_phases_are_summed_over_committed_rounds_only() -> None:
         stats.end(3, 2, idle=False)
     stats.begin()
     stats.mark("plan")
-    stats.end(idle=True)
+    stats.end(0, 0, idle=True)
     stats.begin()
     stats.mark("plan")
     stats.begin()  # the previous round raised before its end: unfinished, not counted
