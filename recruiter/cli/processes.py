@@ -27,6 +27,7 @@ from recruiter.cli.options import (
     seconds,
     valid,
 )
+from recruiter.domain.lanes import MAX_PREFETCH
 from recruiter.domain.naming import module_problem, modules_under
 from recruiter.domain.selection import CountingScheme
 from recruiter.processes import logs, runtime
@@ -106,6 +107,11 @@ def worker_group() -> None:
               show_envvar=True, help="Group to work on; repeat for several; '*' takes any group.")
 @click.option("--concurrency", envvar=env("CONCURRENCY"), type=click.IntRange(1, 1024), default=1,
               show_default=True, show_envvar=True, help="Workers in this process, each with its own roster entry.")
+@click.option("--prefetch", envvar=env("PREFETCH"), type=click.IntRange(0, MAX_PREFETCH), default=1,
+              show_default=True, show_envvar=True,
+              help="Jobs each worker may hold besides the one it runs, so it starts the next one as soon as it "
+                   "records an outcome; 0 takes one job at a time. A held job that never started goes back "
+                   "without counting an attempt if the worker dies or stops, or the job is cancelled.")
 @click.option("--id", "worker_id", envvar=env("WORKER_ID"), default=None, show_envvar=True,
               help="Worker id (default: a new ObjectId); with --concurrency N, ids are ID-0..ID-N-1.")
 @click.option("--heartbeat-interval", envvar=env("HEARTBEAT_INTERVAL"), type=DURATION, default="5s",
@@ -135,7 +141,8 @@ def worker_group() -> None:
 @click.option("--burst", envvar=env("BURST"), is_flag=True, default=False, show_envvar=True,
               help="Exit (status 0) once nothing is left for this worker: no job of its groups due now and none "
                    "assigned to it. Jobs due later are not waited for.")
-def start_worker(groups: tuple[str, ...], concurrency: int, worker_id: str | None, heartbeat_interval: timedelta,
+def start_worker(groups: tuple[str, ...], concurrency: int, prefetch: int, worker_id: str | None,
+                 heartbeat_interval: timedelta,
                  poll_from: timedelta, poll_to: timedelta, max_crashes: int, wake: str, import_path: tuple[str, ...],
                  preload: tuple[str, ...], allow_modules: tuple[str, ...], grace_period: timedelta,
                  memory_limit: int | None, burst: bool, common: Common) -> None:
@@ -155,7 +162,7 @@ def start_worker(groups: tuple[str, ...], concurrency: int, worker_id: str | Non
             raise click.ClickException(f"cannot preload {module!r}: {type(exc).__name__}: {exc}") from None
     groups = tuple(dict.fromkeys(g for spec in groups for g in spec.split(",") if g))
     config = valid(lambda: WorkerConfig(
-        groups=groups, concurrency=concurrency, worker_id=worker_id,
+        groups=groups, concurrency=concurrency, prefetch=prefetch, worker_id=worker_id,
         heartbeat_interval_s=seconds(heartbeat_interval), poll_from_s=seconds(poll_from),
         poll_to_s=seconds(poll_to), max_crashes=max_crashes, wake=Wake(wake), grace_period_s=seconds(grace_period),
         memory_limit_bytes=memory_limit, allowed_modules=allowed, burst=burst))

@@ -12,8 +12,10 @@ The round gives each free lane a *depth*: how many jobs its runner holds
 before that lane's job would start (:func:`depths`). Lanes of idle runners
 have depth 0, and the selection gives a job to a lane of depth 0 before any
 deeper one (:class:`recruiter.domain.selection.FreeWorker`). An assignment of
-depth above 0 is *ahead*: the recruiter writes ``ahead: true`` in the entry with
-it.
+depth above 0 is *ahead*: the recruiter writes ``ahead: <the job's lock token>``
+in the entry with it (``ahead: false`` otherwise). A token, not ``true``, so
+that each assignment changes the field and a change stream event always
+carries it.
 
 Invariants:
 
@@ -80,13 +82,28 @@ def depths(free: Sequence[Mapping[str, object]], unheld: Iterable[Mapping[str, o
     return out
 
 
+def is_ahead(ahead: object, job: Mapping[str, object] | None) -> bool:
+    """Whether an entry's ``ahead`` value says its job (``job``: the copy, or a reference) was
+    handed out ahead: it names that job's lock token."""
+    token = job.get("lock_token") if isinstance(job, Mapping) else None
+    return token is not None and ahead == token
+
+
 def held_ahead(job: Raw, entry: Raw | None) -> bool:
     """Whether ``job`` was handed to ``entry`` ahead and provably never started (invariant 1):
-    the entry still holds it, says ``ahead``, and has no ``started`` for its lock token."""
-    if entry is None or entry.get("ahead") is not True:
+    the entry still holds it, its ``ahead`` names this lock token, and it has no ``started``
+    for that token."""
+    if entry is None or not is_ahead(entry.get("ahead"), job):
         return False
     assigned = entry.get("assigned_to")
     if not isinstance(assigned, Mapping) or assigned.get(entry.get("_id")) != job.get("_id"):
         return False
-    token = job.get("lock_token")
-    return token is not None and entry.get("started") != token
+    return entry.get("started") != job.get("lock_token")
+
+
+def needs_mark(entry: Mapping[str, object], job: object) -> bool:
+    """Whether the job in a worker's own ``entry`` (``job``: its copy or reference) was handed out
+    ahead and is not marked started yet: the worker writes the mark before starting it."""
+    if not isinstance(job, Mapping) or not is_ahead(entry.get("ahead"), job):
+        return False
+    return entry.get("started") != job.get("lock_token")

@@ -26,7 +26,10 @@ Invariants:
    start a job (that would cost a write before each start), so two cases are
    treated as crashes all the same: an ``at_most_once`` job, and a job already
    returned ``MAX_UNPROVEN_RETURNS`` times (one that kills its worker before the
-   first beat would otherwise go round forever).
+   first beat would otherwise go round forever). A job handed out *ahead* to a
+   look-ahead lane and never marked started (:func:`recruiter.domain.lanes.held_ahead`)
+   is the exception: its worker wrote before starting it, so its return is proven
+   (not counted in ``unproven_returns``), ``at_most_once`` or not.
 3. An entry that holds an assignment, has missed its heartbeats (none for
    ``TAKE_BACK_BEATS`` of its intervals) and never showed that job started is taken back by the next round
    or cleaner pass, whichever comes first, without waiting for
@@ -47,6 +50,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, cast
 
 from recruiter.domain.job import Status
+from recruiter.domain.lanes import held_ahead
 from recruiter.domain.outcome import LOCK_FIELDS, crash_update
 from recruiter.domain.records import Query, Raw
 
@@ -109,35 +113,43 @@ def unproven_returns(job: Raw) -> int:
     return n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else MAX_UNPROVEN_RETURNS
 
 
-def rescue_kind(job: Raw, beat: Raw | None) -> Rescue:
-    """Returned or crashed: the decision of the module doc's invariant 2."""
-    if shown_started(job, beat) or job.get("at_most_once") or unproven_returns(job) >= MAX_UNPROVEN_RETURNS:
+def rescue_kind(job: Raw, beat: Raw | None, entry: Raw | None = None) -> Rescue:
+    """Returned or crashed: the decision of the module doc's invariant 2 (``entry`` is the
+    dead worker's roster entry, when known: it may prove the job never started)."""
+    if shown_started(job, beat):
+        return "crashed"
+    if held_ahead(job, entry):
+        return "returned"
+    if job.get("at_most_once") or unproven_returns(job) >= MAX_UNPROVEN_RETURNS:
         return "crashed"
     return "returned"
 
 
-def return_update(job: Raw, worker: Raw, now: datetime, reason: str) -> tuple[Query, Query]:
+def return_update(job: Raw, worker: Raw, now: datetime, reason: str, *, proven: bool = False) -> tuple[Query, Query]:
     """Filter and update that put back a job its dead worker never showed it started.
 
     The attempt the lock counted is given back and the job keeps its place in
     the queue (its ``scheduled_at``); no execution is recorded, as none is
     known to have happened. ``unproven_returns`` and ``last_return`` say what
-    happened.
+    happened; a ``proven`` return (a job held ahead, never started) is not counted in
+    ``unproven_returns``.
     """
     attempts = job.get("attempts", 1)
     attempts = max(0, attempts - 1) if isinstance(attempts, int) else 0
-    update = {
-        "$set": {
-            "locked": False,
-            "attempts": attempts,
-            "status": (Status.RETRYING if attempts > 0 else Status.QUEUED).value,
-            "unproven_returns": unproven_returns(job) + 1,
-            "last_return": {"worker": str(job.get("locked_by")), "pid": worker.get("pid"),
-                            "hostname": worker.get("hostname"), "assigned_at": job.get("locked_at"),
-                            "returned_at": now, "reason": reason},
-        },
-        "$unset": {f: "" for f in LOCK_FIELDS},
+    last_return: Query = {"worker": str(job.get("locked_by")), "pid": worker.get("pid"),
+                          "hostname": worker.get("hostname"), "assigned_at": job.get("locked_at"),
+                          "returned_at": now, "reason": reason}
+    set_: Query = {
+        "locked": False,
+        "attempts": attempts,
+        "status": (Status.RETRYING if attempts > 0 else Status.QUEUED).value,
+        "last_return": last_return,
     }
+    if proven:
+        last_return["proven"] = True
+    else:
+        set_["unproven_returns"] = unproven_returns(job) + 1
+    update: Query = {"$set": set_, "$unset": {f: "" for f in LOCK_FIELDS}}
     return {"_id": job["_id"], "lock_token": job.get("lock_token"), "locked": True}, update
 
 
@@ -145,8 +157,8 @@ def rescue_update(job: Raw, entry: Raw | None, beat: Raw | None,
                   now: datetime, reason: str) -> tuple[Rescue, tuple[Query, Query]]:
     """What to write for a job whose worker (roster ``entry``, heartbeat ``beat``) is dead."""
     worker = {**(entry or {}), **(beat or {})}
-    if rescue_kind(job, beat) == "returned":
-        return "returned", return_update(job, worker, now, reason)
+    if rescue_kind(job, beat, entry) == "returned":
+        return "returned", return_update(job, worker, now, reason, proven=held_ahead(job, entry))
     # crash_update (recruiter.domain.outcome) still reads plain dicts; it only reads them.
     return "crashed", crash_update(cast("dict[str, Any]", job), worker, now, reason)
 

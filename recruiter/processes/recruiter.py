@@ -42,6 +42,7 @@ import structlog
 
 from recruiter.domain.clock import Clock
 from recruiter.domain.documents import Malformed, WarnOnce, check_job, entry_problem
+from recruiter.domain.lanes import depths
 from recruiter.domain.liveness import is_fresh, missed_beats
 from recruiter.domain.quarantine import log_quarantined
 from recruiter.domain.selection import DEFAULT_SCHEME, Assignment, CountingScheme, FreeWorker
@@ -285,10 +286,14 @@ class RecruiterProcess(LeaderProcess):
             await self._live(plan, entries, [e for e in entries if e.get("available") and not e.get("stopping")
                                              and e.get("work_on")]),
             key=lambda e: (e.get("available_since") or now, e["_id"]),
-        )[: self.config.round_size]
+        )
+        # Lanes of idle slots first (recruiter.domain.lanes), then the longest available.
+        depth = depths(free, entries)
+        free = sorted(free, key=lambda e: depth[e["_id"]])[: self.config.round_size]
+        plan.ahead = {e["_id"] for e in free if depth[e["_id"]] > 0}
         plan.report.free_workers = len(free)
         if free:
-            workers = [FreeWorker(e["_id"], tuple(e["work_on"])) for e in free]
+            workers = [FreeWorker(e["_id"], tuple(e["work_on"]), depth[e["_id"]]) for e in free]
             picked = await self.reader.select(workers, now, self.lease.epoch, self.config.counting_scheme)
             plan.selection, plan.documents = picked.selection, picked.documents
             plan.cursor_write = self.reader.cursor_write(picked.selection.cursor)

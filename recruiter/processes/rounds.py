@@ -92,6 +92,8 @@ class RoundPlan:
     documents: dict[object, Document] = field(default_factory=dict)
     malformed: list[Malformed] = field(default_factory=list)  # jobs to quarantine (recruiter.quarantine)
     stranded: list[Stranded] = field(default_factory=list)
+    # Free lanes of busy slots (depth > 0, recruiter.domain.lanes): their jobs are handed out ahead.
+    ahead: set[str] = field(default_factory=set)
     # Filled by the writes, read once the round has committed.
     handed_out: dict[object, Document] = field(default_factory=dict)  # job id -> the copy its worker got
     quarantined: list[Malformed] = field(default_factory=list)  # those whose archived copy the round wrote
@@ -202,7 +204,7 @@ class RoundWrites:
         round_stats.mark("lock")
         self.check()
         copies = copies_to_send(locked)
-        assigned = await self.assign(c, locked, plan.now, copies)
+        assigned = await self.assign(c, locked, plan.now, copies, ahead=plan.ahead)
         # Only the copies are remembered: a big job is read again when its outcome comes back.
         plan.handed_out = handed_out(locked, copies, assigned)
         plan.report.assigned = len(assigned)
@@ -272,7 +274,8 @@ class RoundWrites:
         ]
 
     async def assign(self, c: Collections, locked: list[Locked], now: datetime,
-                     copies: list[Document] | None = None) -> set[str]:
+                     copies: list[Document] | None = None, *, ahead: set[str] | frozenset[str] = frozenset()
+                     ) -> set[str]:
         """Hand locked jobs to their workers with one update; roll back what did not land.
 
         ONE ``update_many`` over the chosen roster entries carries the round's
@@ -288,7 +291,8 @@ class RoundWrites:
         if not locked:
             return set()
         mapping = {lk.assignment.worker_id: lk.assignment.job_id for lk in locked}
-        picks = [{"w": lk.assignment.worker_id, "j": lk.assignment.job_id, "job": copy}
+        picks = [{"w": lk.assignment.worker_id, "j": lk.assignment.job_id, "job": copy,
+                  "a": lk.token if lk.assignment.worker_id in ahead else False}
                  for lk, copy in zip(locked, copies or copies_to_send(locked), strict=True)]
         if await roster.assign(c.roster, picks, now) == len(mapping):
             return set(mapping)

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from recruiter.domain.documents import Malformed, check_job
+from recruiter.domain.lanes import held_ahead
 from recruiter.domain.liveness import Rescue, Stranded, rescue_update, shown_started
 from recruiter.domain.quarantine import SWEEP_LIMIT, quarantine_copies
 from recruiter.domain.records import Raw
@@ -29,7 +30,8 @@ async def find_stranded(c: Collections, stale: Iterable[Raw]) -> list[Stranded]:
 
     Reads only when some heartbeat is stale: the entries that hold an
     assignment and no outcome, then their jobs. An ``at_most_once`` job is left
-    to the cleaner's ``--considered-dead-after`` (it may have started).
+    to the cleaner's ``--considered-dead-after`` (it may have started), unless it
+    was held ahead and never started (:func:`recruiter.domain.lanes.held_ahead`).
     """
     beats = {b["_id"]: b for b in stale}
     if not beats:
@@ -44,7 +46,8 @@ async def find_stranded(c: Collections, stale: Iterable[Raw]) -> list[Stranded]:
         return []
     jobs = await scheduled.read_locked(c.scheduled, list(held))
     return [Stranded(held[j["_id"]], j, beats[held[j["_id"]]["_id"]]) for j in jobs
-            if j.get("locked_by") == held[j["_id"]]["_id"] and not j.get("at_most_once")
+            if j.get("locked_by") == held[j["_id"]]["_id"]
+            and (not j.get("at_most_once") or held_ahead(j, held[j["_id"]]))
             and not shown_started(j, beats[held[j["_id"]]["_id"]])]
 
 

@@ -59,7 +59,8 @@ async def read_assignment(roster: AsyncColl, slot_id: str) -> Document | None:
     """What a slot reads to learn of its work: availability, assignment, job copy, session, stop."""
     return await roster.find_one(
         {"_id": slot_id},
-        {"available": 1, f"assigned_to.{slot_id}": 1, "job": 1, "session": 1, "stop_requested": 1})
+        {"available": 1, f"assigned_to.{slot_id}": 1, "job": 1, "session": 1, "stop_requested": 1,
+         "ahead": 1, "started": 1})
 
 
 async def record_outcome(roster: AsyncColl, slot_id: str, session: ObjectId, job_id: object,
@@ -73,6 +74,35 @@ async def record_outcome(roster: AsyncColl, slot_id: str, session: ObjectId, job
         {"$set": {"outcome": outcome, "available": not stopping, "stopping": stopping, "available_since": now},
          "$unset": {"assigned_to": "", "job": ""}},
     )
+    return result.matched_count > 0
+
+
+async def record_outcome_and_mark(roster: AsyncColl, slot_id: str, session: ObjectId, job_id: object,
+                                  outcome: Query, *, stopping: bool, now: datetime,
+                                  mark: tuple[str, ObjectId, object, object]) -> tuple[bool, bool]:
+    """:func:`record_outcome`, and in the same command the ``started`` mark of the next job
+    (``mark``: its lane, that lane's session, the job id, its lock token; see
+    :func:`mark_started`): one round trip. Whether each is known to have landed: when only one
+    of the two matched, neither is (the caller finds out, or writes again: both are idempotent)."""
+    lane, lane_session, next_id, token = mark
+    result = await roster.bulk_write([
+        UpdateOne({**entry_as_read(slot_id, session), f"assigned_to.{slot_id}": job_id},
+                  {"$set": {"outcome": outcome, "available": not stopping, "stopping": stopping,
+                            "available_since": now},
+                   "$unset": {"assigned_to": "", "job": ""}}),
+        UpdateOne({**entry_as_read(lane, lane_session), f"assigned_to.{lane}": next_id},
+                  {"$set": {"started": token}}),
+    ], ordered=True)
+    both = result.matched_count == 2
+    return both, both
+
+
+async def mark_started(roster: AsyncColl, slot_id: str, session: ObjectId, job_id: object, token: object) -> bool:
+    """Record in the slot's entry that it starts the job it was handed ahead (``started``: its
+    lock token), fenced by the session and the assignment; False if that matched nothing (the
+    job was taken away, or the worker declared dead or replaced)."""
+    result = await roster.update_one({**entry_as_read(slot_id, session), f"assigned_to.{slot_id}": job_id},
+                                     {"$set": {"started": token}})
     return result.matched_count > 0
 
 
@@ -105,17 +135,17 @@ async def release_entry(roster: AsyncColl, slot_id: str, session: ObjectId, now:
     return result.matched_count > 0
 
 
-async def step_down(roster: AsyncColl, slot_id: str, session: ObjectId, timeout_s: float) -> object:
-    """Stop an available entry from being given work; if it is not available, the job
-    assigned to it meanwhile (or None). Bounded by ``timeout_s``."""
+async def step_down(roster: AsyncColl, slot_id: str, session: ObjectId, timeout_s: float) -> Document | None:
+    """Stop an available entry from being given work; if it is not available, what it holds
+    (its assignment, job copy, ``ahead`` and ``started``), else None. Bounded by ``timeout_s``."""
     with pymongo.timeout(timeout_s):
         result = await roster.update_one({**entry_as_read(slot_id, session), "available": True},
                                          {"$set": {"stopping": True, "available": False}})
         if result.matched_count:
             return None
-        doc = await roster.find_one(entry_as_read(slot_id, session), {f"assigned_to.{slot_id}": 1})
-    assigned = (doc or {}).get("assigned_to")
-    return assigned.get(slot_id) if isinstance(assigned, dict) else None
+        doc: Document | None = await roster.find_one(
+            entry_as_read(slot_id, session), {f"assigned_to.{slot_id}": 1, "job": 1, "ahead": 1, "started": 1})
+    return doc
 
 
 async def delete_own_entry(roster: AsyncColl, slot_id: str, session: ObjectId, timeout_s: float) -> bool:
@@ -153,7 +183,8 @@ async def clear_outcomes(roster: AsyncColl, outcomes: Sequence[tuple[object, obj
 
 
 async def assign(roster: AsyncColl, picks: Sequence[Mapping[str, object]], now: datetime) -> int:
-    """Hand each pick (``{w: worker id, j: job id, job: copy or reference}``) to its entry, if still
+    """Hand each pick (``{w: worker id, j: job id, job: copy or reference, a: lock token if
+    handed out ahead, else false}``) to its entry, if still
     available and not stopping, with ONE ``update_many``: an update pipeline keeps in each entry
     only its own part (recruiter.processes.rounds.RoundWrites.assign); how many entries took theirs."""
     own_pick = {"$arrayElemAt": [
@@ -164,8 +195,8 @@ async def assign(roster: AsyncColl, picks: Sequence[Mapping[str, object]], now: 
             {"$set": {"_pick": own_pick}},
             {"$set": {"available": False, "assigned_since": now,
                       "assigned_to": {"$arrayToObject": [[{"k": "$_pick.w", "v": "$_pick.j"}]]},
-                      "job": "$_pick.job"}},
-            {"$unset": ["_pick", "outcome"]},
+                      "job": "$_pick.job", "ahead": "$_pick.a"}},
+            {"$unset": ["_pick", "outcome", "started"]},
         ],
     )
     return int(result.modified_count)
@@ -204,7 +235,7 @@ async def delete_dead_entry(roster: AsyncColl, entry: Mapping[str, object], *, b
 
 
 # What find_stranded needs of an entry.
-ENTRY_FIELDS = {"session": 1, "assigned_to": 1, "pid": 1, "hostname": 1}
+ENTRY_FIELDS = {"session": 1, "assigned_to": 1, "pid": 1, "hostname": 1, "ahead": 1, "started": 1}
 
 
 async def read_assigned_entries(roster: AsyncColl, ids: Sequence[object]) -> list[Document]:
@@ -236,8 +267,9 @@ def names_group(roster: SyncColl, group: str) -> bool:
 
 
 def _ids_filter(ids: list[str]) -> Query:
-    """Entries named by ``ids``; ``W`` also names the slots ``W-0``, ``W-1``… of ``--concurrency``."""
-    return {"_id": {"$in": [re.compile(rf"^{re.escape(i)}(-\d+)?$") for i in ids]}}
+    """Entries named by ``ids``; ``W`` also names the slots ``W-0``, ``W-1``… of ``--concurrency``
+    and the look-ahead lanes ``W~1``, ``W-0~1``… of ``--prefetch``."""
+    return {"_id": {"$in": [re.compile(rf"^{re.escape(i)}(-\d+)?(~\d+)?$") for i in ids]}}
 
 
 def request_stop(roster: SyncColl, ids: list[str] | None) -> list[str]:

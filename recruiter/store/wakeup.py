@@ -94,7 +94,9 @@ def watch_pipeline(slot_ids: list[str]) -> list[Query]:
             "operationType": 1,
             "documentKey": 1,
             "updateDescription.updatedFields.job": 1,
+            "updateDescription.updatedFields.ahead": 1,
             "fullDocument.job": 1,
+            "fullDocument.ahead": 1,
         }},
     ]
 
@@ -123,6 +125,17 @@ def job_of(event: Raw) -> Raw | None:
     return job if isinstance(job, dict) else None
 
 
+def ahead_of(event: Raw) -> object:
+    """The ``ahead`` value an event carries with its job (:mod:`recruiter.domain.lanes`): the
+    job's lock token when it was handed out ahead. An assignment that leaves ``ahead`` false,
+    as it was, is not in an update's fields: absent reads as false."""
+    if event.get("operationType") == "update":
+        fields = _field(_field(event, "updateDescription"), "updatedFields")
+    else:
+        fields = _field(event, "fullDocument")
+    return fields.get("ahead", False)
+
+
 def _field(doc: Raw, name: str) -> Raw:
     """``doc[name]`` if it is an embedded document, else an empty one."""
     value = doc.get(name)
@@ -132,8 +145,8 @@ def _field(doc: Raw, name: str) -> Raw:
 class RosterWatch:
     """Runs the change stream of one worker process and reports each event.
 
-    ``on_event(slot_id, job)`` is called for every matching event, with the job
-    copy or ``None`` (the slot should read its entry). ``on_open()`` is called
+    ``on_event(slot_id, job, ahead)`` is called for every matching event, with the job
+    copy or ``None`` (the slot should read its entry) and the entry's ``ahead``. ``on_open()`` is called
     each time a stream opens, before any of its events.
 
     The stream is read only while ``idle`` is set (some slot waits for work):
@@ -142,7 +155,7 @@ class RosterWatch:
     Events are kept by the server meanwhile, and read when it resumes.
     """
 
-    def __init__(self, roster: AsyncColl, slot_ids: list[str], on_event: Callable[[str, Raw | None], None],
+    def __init__(self, roster: AsyncColl, slot_ids: list[str], on_event: Callable[[str, Raw | None, object], None],
                  on_open: Callable[[], None], idle: asyncio.Event, *, max_await_s: float = 2.0,
                  retry_s: float = 1.0) -> None:
         self.roster = roster
@@ -187,7 +200,7 @@ class RosterWatch:
                         resume_after = stream.resume_token
                         if event is not None:
                             streak = 0
-                            self.on_event(event["documentKey"]["_id"], job_of(event))
+                            self.on_event(event["documentKey"]["_id"], job_of(event), ahead_of(event))
                         elif loop.time() - asked_at < QUICK_EMPTY_S:
                             streak += 1
                             await asyncio.sleep(quick_empty_pause(streak))

@@ -23,16 +23,18 @@ def test_job_of_reads_the_copy_from_updates_and_replaces() -> None:
     assert job_of({"operationType": "update", "updateDescription": {"updatedFields": {"stop_requested": True}}}) is None
 
 
-def test_watch_pipeline_is_limited_to_the_slots_and_keeps_only_the_job() -> None:
+def test_watch_pipeline_is_limited_to_the_slots_and_keeps_only_the_job_and_ahead() -> None:
     match, project = watch_pipeline(["a", "b"])
     assert match["$match"]["documentKey._id"] == {"$in": ["a", "b"]}
     watched = {next(k for k in c if k.startswith("updateDescription")) for c in match["$match"]["$or"]
                if c.get("operationType") == "update"}
     assert watched == {"updateDescription.updatedFields.job", "updateDescription.updatedFields.stop_requested",
                        "updateDescription.updatedFields.session"}
-    # The assigned_to map and the rest of the entry never travel in an event.
+    # The assigned_to map and the rest of the entry never travel in an event; ``ahead``
+    # (recruiter.domain.lanes) travels with the job.
     assert set(project["$project"]) == {"operationType", "documentKey", "updateDescription.updatedFields.job",
-                                        "fullDocument.job"}
+                                        "fullDocument.job", "updateDescription.updatedFields.ahead",
+                                        "fullDocument.ahead"}
 
 
 def test_doorbell_rings_for_enqueues_outcomes_new_workers_and_crash_unlocks() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from recruiter.domain.lanes import LANE_SEPARATOR, MAX_PREFETCH, lane_ids
 from recruiter.domain.naming import ANY_GROUP, module_problem, name_problem
 from recruiter.store.roster import new_worker_id
 from recruiter.store.wakeup import Wake
@@ -49,6 +50,9 @@ class WorkerConfig:
     # ``worker start --burst``: stop (exit status 0) once nothing is left for this worker: no
     # job locked by its slots, and no unlocked job of its groups due now (later ones are ignored).
     burst: bool = False
+    # ``worker start --prefetch N``: each slot holds up to N more jobs, in N look-ahead lanes
+    # (recruiter.domain.lanes), while it runs one. 0: one job at a time, handed out when free.
+    prefetch: int = 0
 
     def __post_init__(self) -> None:
         # The checks run in this order, so that the first problem is the one reported.
@@ -65,10 +69,14 @@ class WorkerConfig:
                 return problem
         if self.concurrency < 1:
             return "concurrency must be at least 1"
+        if not 0 <= self.prefetch <= MAX_PREFETCH:
+            return f"prefetch must be between 0 and {MAX_PREFETCH}"
         if self.worker_id is not None and (
-            not self.worker_id or "." in self.worker_id or self.worker_id.startswith("$")
+            not self.worker_id or "." in self.worker_id or LANE_SEPARATOR in self.worker_id
+            or self.worker_id.startswith("$")
         ):
-            return f"invalid worker id {self.worker_id!r}: it cannot be empty, contain '.' or start with '$'"
+            return (f"invalid worker id {self.worker_id!r}: it cannot be empty, contain '.' or "
+                    f"'{LANE_SEPARATOR}' or start with '$'")
         return None
 
     def _timing_problem(self) -> str | None:
@@ -90,6 +98,10 @@ class WorkerConfig:
             if problem:
                 return f"invalid allowed module: {problem}"
         return None
+
+    def lanes(self, slot_ids: list[str]) -> list[tuple[str, int, str]]:
+        """Every roster entry the process registers: (slot id, lane, entry id)."""
+        return [(slot, k, lane) for slot in slot_ids for k, lane in enumerate(lane_ids(slot, self.prefetch))]
 
     def slot_ids(self) -> list[str]:
         base = self.worker_id or new_worker_id()

@@ -23,12 +23,13 @@ import structlog
 from structlog.typing import FilteringBoundLogger
 
 from recruiter.domain.clock import Clock
+from recruiter.domain.lanes import needs_mark
 from recruiter.domain.liveness import date_or_none, heartbeat_document, rescue_update
 from recruiter.domain.outcome import Outcome, jobs_referenced_by
 from recruiter.domain.placement import worker_group
 from recruiter.domain.records import Query, Raw
 from recruiter.processes.worker.config import MISSED_BEATS_FOR_RESTART, WorkerConfig
-from recruiter.processes.worker.state import Shutdown, Slot, SlotPhase
+from recruiter.processes.worker.state import Shutdown, Slot, SlotPhase, Turn
 from recruiter.store import archived, heartbeats, roster, scheduled
 from recruiter.store.connection import StoreError, first_line
 from recruiter.store.layout import Collections, Document
@@ -71,8 +72,9 @@ class RosterEntries:
         self.hostname = hostname
 
     def process_id(self, slot: Slot) -> str:
-        """The id the process was started with (``--id``): its slots are ``ID`` or ``ID-0``, ``ID-1``..."""
-        return slot.id if self.config.concurrency == 1 else slot.id.rsplit("-", 1)[0]
+        """The id the process was started with (``--id``): its slots are ``ID`` or ``ID-0``, ``ID-1``...
+        (and their look-ahead lanes ``ID~1``, ``ID-0~1``..., :mod:`recruiter.domain.lanes`)."""
+        return slot.runner_id if self.config.concurrency == 1 else slot.runner_id.rsplit("-", 1)[0]
 
     def document(self, slot: Slot, now: datetime) -> Query:
         """A fresh entry for ``slot``, available from ``now``. It also takes the reserved group
@@ -87,6 +89,9 @@ class RosterEntries:
             "hostname": self.hostname,
             "session": slot.session,
             "heartbeat_interval_s": self.config.heartbeat_interval_s,
+            "runner": slot.runner_id,
+            "lane": slot.lane,
+            "lanes": slot.lanes,
         }
 
     # -- register -------------------------------------------------------------------
@@ -153,18 +158,29 @@ class RosterEntries:
 
     # -- record an outcome ------------------------------------------------------------
 
-    async def record(self, slot: Slot, outcome: Outcome, bound: FilteringBoundLogger) -> None:
+    async def record(self, slot: Slot, outcome: Outcome, bound: FilteringBoundLogger,
+                     mark: Turn | None = None) -> bool:
         """Write the outcome into our roster entry and become available (unless stopping), in one write.
 
+        With ``mark`` (the next job of this slot, handed out ahead), the same command
+        writes that job's ``started`` mark; whether the mark is known to be written.
         Fenced by our session and the assignment; retries on connection errors:
         a lost outcome would leave the job locked.
         """
         stopping = self.shutdown.stopping.is_set()
         backoff = self.config.poll_from_s
+        marked = False
         while True:
             try:
-                written = await roster.record_outcome(self.c.roster, slot.id, slot.session, outcome.job_id,
-                                                      outcome.to_document(), stopping=stopping, now=self.clock.now())
+                if mark is None:
+                    written = await roster.record_outcome(self.c.roster, slot.id, slot.session, outcome.job_id,
+                                                          outcome.to_document(), stopping=stopping,
+                                                          now=self.clock.now())
+                else:
+                    written, marked = await roster.record_outcome_and_mark(
+                        self.c.roster, slot.id, slot.session, outcome.job_id, outcome.to_document(),
+                        stopping=stopping, now=self.clock.now(),
+                        mark=(mark.lane.id, mark.lane.session, mark.job_id, mark.token))
                 break
             except StoreError as exc:
                 bound.warning("outcome.write_failed", error=first_line(exc))
@@ -177,6 +193,18 @@ class RosterEntries:
                 bound.warning("job.outcome_refused", error=first_line(exc),
                               detail="the outcome write matched nothing, and why could not be read")
                 await self.release(slot)
+        return marked
+
+    async def mark_started(self, slot: Slot, job_id: object, token: object) -> bool:
+        """Write the ``started`` mark of a job handed out ahead, before starting it; False if the
+        job was taken away (or this worker declared dead or replaced): it must not start."""
+        try:
+            return await roster.mark_started(self.c.roster, slot.id, slot.session, job_id, token)
+        except StoreError as exc:
+            log.warning("job.mark_failed", worker_id=slot.id, job_id=str(job_id), error=first_line(exc),
+                        detail="not started; the slot reads its entry again")
+            slot.inbox.must_poll = True
+            return False
 
     async def _write_refused(self, slot: Slot, outcome: Outcome, bound: FilteringBoundLogger) -> None:
         """The outcome write matched nothing: find out why, and log what truly happened.
@@ -226,9 +254,17 @@ class RosterEntries:
                                           stopping=self.shutdown.stopping.is_set(), assignment=job_id):
             await self.release(slot)  # the assignment itself is gone (cancelled)
 
-    async def step_down(self, slot: Slot) -> object:
-        """Take no more work; the job assigned meanwhile, if any, to do before leaving."""
-        return await roster.step_down(self.c.roster, slot.id, slot.session, self.config.deregister_wait_s)
+    async def step_down(self, slot: Slot) -> tuple[object, Raw | None, bool] | None:
+        """Take no more work; the job assigned meanwhile, if any, to do (or give back) before
+        leaving: its id, its copy, and whether it was handed out ahead and not marked started."""
+        held = await roster.step_down(self.c.roster, slot.id, slot.session, self.config.deregister_wait_s)
+        assigned = (held or {}).get("assigned_to")
+        job_id = assigned.get(slot.id) if isinstance(assigned, dict) else None
+        if held is None or job_id is None:
+            return None
+        job = held.get("job")
+        job = job if isinstance(job, dict) else None
+        return job_id, job, needs_mark(held, job)
 
     async def leave(self, slot: Slot, deadline: float) -> None:
         """Delete our entry (and heartbeat) once it holds no outcome the recruiter has yet to apply.

@@ -16,6 +16,7 @@ import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from recruiter.domain.lanes import is_ahead
 from recruiter.domain.records import Raw
 
 
@@ -25,16 +26,18 @@ class Inbox:
 
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     delivered: Raw | None = None  # a job copy a change stream event carried
+    delivered_ahead: object = False  # the entry's ``ahead`` that came with it (recruiter.domain.lanes)
     must_poll: bool = True  # read our entry before waiting again
     last_token: object = None  # lock token of the last job run, so a late event is not run twice
     waiting: bool = False  # waiting for an assignment
 
-    def take(self) -> tuple[object, Raw | None]:
-        """The delivered copy, emptied from the inbox, and its job id (None if that job ran already)."""
+    def take(self) -> tuple[object, Raw | None, bool]:
+        """The delivered copy, emptied from the inbox, its job id (None if that job ran already),
+        and whether it was handed out ahead (:func:`recruiter.domain.lanes.is_ahead`)."""
         job, self.delivered = self.delivered, None
         if job is None or job.get("lock_token") == self.last_token:
-            return None, job
-        return job.get("_id"), job
+            return None, job, False
+        return job.get("_id"), job, is_ahead(self.delivered_ahead, job)
 
     def pending(self, streaming: bool) -> bool:
         """Whether there is something to do before waiting: a copy, or a read the stream asked for."""
@@ -48,13 +51,14 @@ class Inboxes:
         self.by_id = dict(inboxes)
         self.idle = asyncio.Event()  # some slot is waiting for work
 
-    def delivered(self, slot_id: str, job: Raw | None) -> None:
-        """A change stream event for ``slot_id``, with the job copy it carried, if any."""
+    def delivered(self, slot_id: str, job: Raw | None, ahead: object = False) -> None:
+        """A change stream event for ``slot_id``, with the job copy it carried, if any, and the
+        entry's ``ahead``."""
         inbox = self.by_id.get(slot_id)
         if inbox is None:
             return
         if isinstance(job, dict) and job.get("lock_token") != inbox.last_token:
-            inbox.delivered = job
+            inbox.delivered, inbox.delivered_ahead = job, ahead
         else:
             # No job (e.g. the assignment was cancelled): a copy delivered earlier and
             # not started yet is no longer to be trusted; read the entry instead.

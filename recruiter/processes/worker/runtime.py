@@ -55,7 +55,7 @@ from recruiter.processes.worker.executor import Executor
 from recruiter.processes.worker.heartbeat import JOB_TAKEN_AWAY, HeartbeatThread, SlotView, beat, slot_views
 from recruiter.processes.worker.inbox import Inboxes
 from recruiter.processes.worker.slots import SlotLoop
-from recruiter.processes.worker.state import JobState, Running, Shutdown, Slot, SlotPhase
+from recruiter.processes.worker.state import JobState, Runner, Running, Shutdown, Slot, SlotPhase
 from recruiter.store import metadata, scheduled
 from recruiter.store.connection import StoreError, first_line
 from recruiter.store.layout import AsyncDb, Collections, SyncCollections, SyncDb
@@ -94,7 +94,10 @@ class WorkerProcess:
         self.config = config
         self.pid = os.getpid()
         self.hostname = socket.gethostname()
-        self.slots = [Slot(i) for i in config.slot_ids()]
+        # One runner per slot; each runs the jobs of its lanes (prefetch + 1 roster entries).
+        self.runners = {i: Runner(i, config.prefetch + 1) for i in config.slot_ids()}
+        self.slots = [Slot(entry_id, runner=self.runners[slot_id], lane=k)
+                      for slot_id, k, entry_id in config.lanes(list(self.runners))]
         self.shutdown = Shutdown()
         self.exit_code = 0
         self.exit_now = exit_now

@@ -22,13 +22,15 @@ import structlog
 from structlog.typing import FilteringBoundLogger
 
 from recruiter.domain.clock import Clock
+from recruiter.domain.lanes import needs_mark
 from recruiter.domain.outcome import Outcome
 from recruiter.domain.records import Raw
+from recruiter.domain.retry import RetryAt
 from recruiter.processes.worker.config import WorkerConfig
 from recruiter.processes.worker.entry import RosterEntries
 from recruiter.processes.worker.executor import Executor
 from recruiter.processes.worker.inbox import Inboxes
-from recruiter.processes.worker.state import JobState, Running, Shutdown, Slot, SlotPhase
+from recruiter.processes.worker.state import JobState, Runner, Running, Shutdown, Slot, SlotPhase, Turn
 from recruiter.store import roster, scheduled
 from recruiter.store.connection import StoreError, first_line
 from recruiter.store.layout import Collections, Document
@@ -68,11 +70,11 @@ class SlotLoop:
         while not self._ended(slot):
             streaming = self.streaming()
             try:
-                job_id, job = await self._next(slot, streaming)
+                job_id, job, ahead = await self._next(slot, streaming)
                 if job_id is not None:
                     # Until the outcome is written the assignment stays in our entry,
                     # so after a database error the next poll finds it again.
-                    await self.work(slot, job_id, job)
+                    await self.work(slot, job_id, job, ahead=ahead)
                     backoff = self.config.poll_from_s
                     continue
             except StoreError as exc:
@@ -90,14 +92,14 @@ class SlotLoop:
             backoff = min(backoff * 2, self.config.poll_to_s)
         await self.deregister(slot)
 
-    async def _next(self, slot: Slot, streaming: bool) -> tuple[object, Raw | None]:
-        """The job to run next (id and copy): one an event delivered, or one our entry names."""
+    async def _next(self, slot: Slot, streaming: bool) -> tuple[object, Raw | None, bool]:
+        """The job to run next (id, copy, handed out ahead): one an event delivered, or one our entry names."""
         if slot.inbox.delivered is not None:
             return slot.inbox.take()
         if slot.inbox.must_poll or not streaming:
             slot.inbox.must_poll = False
             return await self.fetch(slot)
-        return None, None
+        return None, None, False
 
     async def register(self, slot: Slot) -> None:
         await self.entries.register(slot)
@@ -106,42 +108,92 @@ class SlotLoop:
         """Read our own roster entry; return the id of the job assigned to us, if any."""
         return (await self.fetch(slot))[0]
 
-    async def fetch(self, slot: Slot) -> tuple[object, Raw | None]:
-        """Read our own roster entry; return the job assigned to us (id and copy), if any."""
+    async def fetch(self, slot: Slot) -> tuple[object, Raw | None, bool]:
+        """Read our own roster entry; return the job assigned to us (id, copy, and whether it
+        was handed out ahead and not marked started yet), if any."""
         doc = await roster.read_assignment(self.c.roster, slot.id)
         if doc is None:
             log.warning("worker.lost_registration", worker_id=slot.id,
                         detail="the cleaner removed this worker (missed heartbeats); registering again")
             await self.register(slot)
-            return None, None
+            return None, None, False
         if doc.get("session") != slot.session:
             log.error("worker.replaced", worker_id=slot.id,
                       detail="another process took over this worker id (this one was taken for dead); "
                              "this slot stops")
             slot.phase = SlotPhase.REPLACED
-            return None, None
+            return None, None, False
         if doc.get("stop_requested") and not self.shutdown.stopping.is_set():
             log.info("worker.stop_requested", worker_id=slot.id)
             self.stop_process()
         if doc.get("available"):
-            return None, None
+            return None, None, False
         assigned = doc.get("assigned_to")
         job_id = assigned.get(slot.id) if isinstance(assigned, dict) else None
         if job_id is None and not self.shutdown.stopping.is_set():
             # Not available and nothing assigned: the job was cancelled before this
             # slot started it (recruiter.cancel).
             await self.entries.release(slot)
-        return job_id, doc.get("job")
+        job = doc.get("job")
+        return job_id, job, needs_mark(doc, job)
 
-    async def work(self, slot: Slot, job_id: object, job: Raw | None = None) -> None:
+    async def work(self, slot: Slot, job_id: object, job: Raw | None = None, *, ahead: bool = False) -> None:
         """Run the job assigned to ``slot``: from the copy the assignment carried, or read
-        by ``_id`` (no copy, or only a reference to a job too big to copy)."""
+        by ``_id`` (no copy, or only a reference to a job too big to copy).
+
+        The slot's lanes take turns (:class:`~recruiter.processes.worker.state.Runner`): the
+        job waits for the one before it. A job handed out ``ahead`` starts only once its
+        ``started`` mark is written (by the outcome write of the job before it, or now); a
+        stop that comes first gives it back unstarted, its attempt not counted."""
         found: Document | None = job if isinstance(job, dict) and is_copy(job) and job.get("_id") == job_id else None
         if found is None:
             found = await scheduled.read_job(self.c.scheduled, job_id)
         if not found or found.get("locked") is not True or found.get("locked_by") != slot.id:
             await self.entries.drop_stale(slot, job_id)
             return
+        runner = slot.runner or Runner(slot.id)
+        turn = Turn(slot, job_id, found.get("lock_token"), ahead)
+        runner.enter(turn)
+        try:
+            if not await self._await_turn(turn):
+                await self.give_back(slot, found)
+            elif not turn.ahead or turn.marked or await self.entries.mark_started(slot, job_id, turn.token):
+                await self._run(slot, runner, turn, found)
+            else:
+                log.info("job.not_started", worker_id=slot.id, job_id=str(job_id),
+                         detail="handed out ahead, and taken away before it started")
+                await self.entries.release(slot)
+        finally:
+            runner.leave(turn)
+
+    async def _await_turn(self, turn: Turn) -> bool:
+        """Wait for the runner; False when a stop came first for a job held ahead and not
+        marked started (it is then given back rather than run)."""
+        stopping = self.shutdown.stopping
+        while not turn.go.is_set():
+            if stopping.is_set() and turn.ahead and not turn.marked:
+                return False
+            waits = [asyncio.ensure_future(turn.go.wait()), asyncio.ensure_future(stopping.wait())]
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
+        return not (stopping.is_set() and turn.ahead and not turn.marked)
+
+    async def give_back(self, slot: Slot, job: Document) -> None:
+        """Give back a job held ahead that never started (the worker stops): back in the queue
+        at once, its attempt not counted, no execution recorded."""
+        bound = log.bind(worker_id=slot.id, job_id=str(job["_id"]), group=str(job.get("group"))[:100])
+        bound.info("job.given_back", detail="held ahead and not started; the worker is stopping")
+        attempt = job.get("attempts")
+        outcome = Outcome(job["_id"], job["lock_token"], attempt if isinstance(attempt, int) else 0,
+                          executed=False, decision=RetryAt(self.clock.now()))
+        await self.entries.record(slot, outcome, bound)
+
+    async def _run(self, slot: Slot, runner: Runner, turn: Turn, found: Document) -> None:
+        """Run the job of ``turn`` (the runner is its), and record its outcome."""
+        job_id = turn.job_id
         bound = log.bind(worker_id=slot.id, job_id=str(job_id), group=str(found.get("group"))[:100],
                          attempt=found.get("attempts"))
         slot.running = Running(job_id, self.clock.now(), token=found.get("lock_token"))
@@ -153,19 +205,27 @@ class SlotLoop:
             # and the recruiter hands this worker nothing more.
             self.after_job(bound)
             if outcome is not None:
-                await self.record(slot, outcome, bound)
+                await self.record(slot, outcome, bound, then=runner.after(turn))
             else:
                 await self.entries.release(slot)
         finally:
             slot.running = None
 
-    async def record(self, slot: Slot, outcome: Outcome, bound: FilteringBoundLogger) -> None:
-        """Record the outcome of the slot's job, unless the job was halted (then only be available again)."""
+    async def record(self, slot: Slot, outcome: Outcome, bound: FilteringBoundLogger,
+                     then: Turn | None = None) -> None:
+        """Record the outcome of the slot's job, unless the job was halted (then only be available again).
+
+        ``then`` is the turn that runs next on this slot: if it was handed out ahead, its
+        ``started`` mark rides in the same command."""
         if slot.running is not None and not slot.running.move(JobState.RECORDING):
             bound.warning("job.outcome_discarded", reason="halted")
             await self.entries.release(slot)
             return
-        await self.entries.record(slot, outcome, bound)
+        mark = then if then is not None and then.ahead and not then.marked and not self.shutdown.stopping.is_set() \
+            else None
+        marked = await self.entries.record(slot, outcome, bound, mark=mark)
+        if mark is not None:
+            mark.marked = marked
 
     async def deregister(self, slot: Slot) -> None:
         """Leave the roster without losing an assignment or an unapplied outcome.
@@ -180,12 +240,14 @@ class SlotLoop:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.deregister_wait_s
         try:
-            job_id = await self.entries.step_down(slot)
-            if job_id is not None:
-                # Assigned while we were deciding to stop: do it (or, forced, give it back), then leave.
-                await self.work(slot, job_id)
+            held = await self.entries.step_down(slot)
+            if held is not None:
+                # Assigned while we were deciding to stop: do it (or, forced or held ahead,
+                # give it back), then leave.
+                await self.work(slot, held[0], held[1], ahead=held[2])
                 deadline = loop.time() + self.config.deregister_wait_s
             await self.entries.leave(slot, deadline)
         except StoreError as exc:
             log.warning("worker.deregister_failed", worker_id=slot.id, error=first_line(exc),
                         detail="the cleaner removes this entry once it stops heartbeating")
+

@@ -98,12 +98,66 @@ class SlotPhase(enum.Enum):
 
 
 @dataclass
+class Turn:
+    """A lane's job waiting for its runner (:class:`Runner`), then running."""
+
+    lane: Slot
+    job_id: object
+    token: object  # the job's lock token
+    ahead: bool  # handed out ahead: its ``started`` mark is written before it starts
+    marked: bool = False  # that mark is known to be written
+    go: asyncio.Event = field(default_factory=asyncio.Event)  # set when the runner is this turn's
+
+
+@dataclass
+class Runner:
+    """One slot of the process: it runs the jobs of its lanes (its roster entries,
+    :mod:`recruiter.domain.lanes`) one at a time, in the order they came.
+
+    The turn at the head of ``queue`` holds the runner; when it leaves, the next one
+    goes at once (no round trip in between).
+    """
+
+    id: str  # the slot's id, which lane 0 has
+    lanes: int = 1
+    queue: list[Turn] = field(default_factory=list)
+
+    def enter(self, turn: Turn) -> None:
+        self.queue.append(turn)
+        if self.queue[0] is turn:
+            turn.go.set()
+
+    def leave(self, turn: Turn) -> None:
+        if turn in self.queue:
+            self.queue.remove(turn)
+        if self.queue:
+            self.queue[0].go.set()
+
+    def after(self, turn: Turn) -> Turn | None:
+        """The turn that goes when ``turn`` leaves, if one waits."""
+        waiting = [t for t in self.queue if t is not turn]
+        return waiting[0] if waiting else None
+
+
+@dataclass
 class Slot:
+    """One roster entry of the process: a slot's lane (lane 0 has the slot's id)."""
+
     id: str
     session: Session = field(default_factory=new_session)
     running: Running | None = None
     phase: SlotPhase = SlotPhase.ACTIVE
     inbox: Inbox = field(default_factory=Inbox)
+    runner: Runner | None = None  # None: its own runner (a slot without look-ahead)
+    lane: int = 0
+
+    @property
+    def runner_id(self) -> str:
+        return self.runner.id if self.runner is not None else self.id
+
+    @property
+    def lanes(self) -> int:
+        return self.runner.lanes if self.runner is not None else 1
 
     @property
     def replaced(self) -> bool:
