@@ -142,9 +142,9 @@ def run(server: Server, layout: Layout, work_dir: Path, prefetch_args: list[str]
             fleet.product("worker", "worker", "start", "--group", GROUP, "--import-path", str(REPO),
                           "--concurrency", str(layout.concurrency), "--heartbeat-interval", HEARTBEAT,
                           *prefetch_args)
-        _wait(fleet, lambda: all(p.stats_path.exists() for p in fleet.procs) and rounds_path.exists()
-              and observer["roster"].count_documents({}) >= layout.slots, 120, "the slots to register")
         lanes = 1 + int(prefetch_args[1]) if prefetch_args else 1
+        _wait(fleet, lambda: all(p.stats_path.exists() for p in fleet.procs) and rounds_path.exists()
+              and observer["roster"].count_documents({}) >= layout.slots * lanes, 120, "the slots to register")
         low = layout.slots * lanes + max(50, layout.slots)
         cpu = _CpuClock(fleet, server.pid)
         rounds: list[dict[str, Any]] = []

@@ -250,7 +250,8 @@ def scenario(server: Server, design: Design, workers: int, sizes: Sizes, work_di
         if design.is_v1:
             s.wait(lambda: all(f.exists() for f in ready), 60, "the v1 workers")
         else:
-            s.wait(lambda: observer["roster"].count_documents({}) >= workers, 60, "the workers to register")
+            entries = workers * design.lanes  # one roster entry per lane
+            s.wait(lambda: observer["roster"].count_documents({}) >= entries, 60, "the workers to register")
         yield s
     finally:
         fleet.stop()
