@@ -164,7 +164,7 @@ def run(server: Server, layout: Layout, work_dir: Path, prefetch_args: list[str]
                            archived=lambda: int(observer["archived"].estimated_document_count()),
                            flush=flush, check=fleet.check_alive, what="capacity")
         measured = steady.measure(feed, steady.Plan(low, low + max(100, 2 * layout.slots), layout.warm_up_s,
-                                                    layout.window_s), on_window=at_window)
+                                                    layout.window_s), on_window=at_window, drain=False)
         before, after = measured.pop("before"), measured.pop("after")
         phase = {k: difference(after[k], before.get(k, after[k])) for k in after}
         jobs = measured["jobs"]

@@ -48,9 +48,11 @@ class Feed:
     what: str
 
 
-def measure(feed: Feed, plan: Plan, on_window: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Feed, warm up, measure one window, drain. ``on_window('start'|'end')`` runs right after
-    each end's reading (the capacity mode reads the recruiter's round timings there)."""
+def measure(feed: Feed, plan: Plan, on_window: Callable[[str], None] | None = None, *,
+            drain: bool = True) -> dict[str, Any]:
+    """Feed, warm up, measure one window, drain (unless the processes are stopped next, ``drain=False``).
+    ``on_window('start'|'end')`` runs right after each end's reading (the capacity mode reads the
+    recruiter's round timings there)."""
     base = feed.archived()
     enqueued = 0
 
@@ -80,7 +82,8 @@ def measure(feed: Feed, plan: Plan, on_window: Callable[[str], None] | None = No
     s1 = feed.flush()
     if on_window:
         on_window("end")
-    _drain(feed, base, enqueued)
+    if drain:
+        _drain(feed, base, enqueued)
     jobs = a1 - a0
     seconds = t1 - t0
     return {"jobs": jobs, "seconds": seconds, "jobs_per_s": jobs / seconds, "warm_up_s": t0 - started,
