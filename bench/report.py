@@ -215,6 +215,8 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
     middle.set(title="100 ms jobs, steady window", xlabel="workers", ylabel="jobs/s", xscale="log")
     right.set(title="Ready-to-start latency, idle workers", xlabel="workers", ylabel="ms", xscale="log",
               yscale="log")
+    for ax in (left, middle):
+        ax.set_ylim(bottom=0)
     for ax in (left, middle, right):
         ax.set_xticks(counts_all, [str(c) for c in counts_all])
         ax.grid(True, alpha=0.3)
