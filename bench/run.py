@@ -119,8 +119,9 @@ def main(workers_spec: str | None, quick: bool, window_s: float | None, warm_up_
     work_dir.mkdir()
     begun = time.perf_counter()
     with running_server() as server:
-        click.echo(f"bench: {server.description}; designs {', '.join(d.name for d in chosen) or 'none'}; "
-                   f"workers {','.join(map(str, workers))}{' (quick)' if quick else ''}", err=True)
+        what = (f"designs {', '.join(d.name for d in chosen)}; workers {','.join(map(str, workers))}" if chosen
+                else "capacity only" if only_capacity else "backlog series only")
+        click.echo(f"bench: {server.description}; {what}{' (quick)' if quick else ''}", err=True)
         reference_uri = server.database_uri(f"bench_reference_{os.getpid()}")
         reference = {"raw": raw_rates(reference_uri, sizes.raw_ops),
                      "notification": notification_latency(reference_uri, sizes.notify_samples)}

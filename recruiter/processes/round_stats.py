@@ -1,9 +1,10 @@
 """Where a recruiter round's time goes, for the benchmarks (``RECRUITER_ROUND_STATS=<path>``).
 
 When the variable is set, the recruiter process times each round by phase
-(:data:`PHASES`: the reads, then inside the fenced transaction its start and
-fence write, the outcomes applied, the cursor saved, the locks, the
-assignment, the outcomes cleared, the commit) and writes the totals as JSON to
+(:data:`PHASES`: ``plan``, the reads; ``fence``, the lease's renewal when due,
+the transaction's start and its fence write; then in the transaction ``apply``,
+stranded jobs taken back and outcomes applied; ``cursor``; ``lock``; ``assign``;
+``clear``, the outcomes no assignment cleared; ``commit``) and writes the totals as JSON to
 ``<path>``: every second (atomically, through a rename), on ``SIGUSR2`` (as
 :mod:`recruiter.store.monitoring` does) and at exit.
 
