@@ -46,6 +46,9 @@ class Duration(click.ParamType):  # type: ignore[type-arg]
 
     name = "duration"
 
+    def __init__(self, *, zero: bool = False) -> None:
+        self.zero = zero  # whether 0s is allowed
+
     def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> timedelta:
         if isinstance(value, timedelta):
             return value
@@ -53,7 +56,7 @@ class Duration(click.ParamType):  # type: ignore[type-arg]
             td = parse_duration(str(value))
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
-        if td <= timedelta():
+        if td < timedelta() or (td == timedelta() and not self.zero):
             self.fail(f"{value!r} must be longer than zero", param, ctx)
         return td
 
@@ -87,6 +90,7 @@ class Scheme(click.ParamType):  # type: ignore[type-arg]
 
 
 DURATION = Duration()
+DURATION_OR_ZERO = Duration(zero=True)
 SIZE = Size()
 SCHEME = Scheme()
 

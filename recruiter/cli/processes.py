@@ -17,6 +17,7 @@ import click
 from recruiter.cli.options import (
     CONTEXT,
     DURATION,
+    DURATION_OR_ZERO,
     SCHEME,
     SIZE,
     Common,
@@ -86,13 +87,18 @@ def run_process(common: Common, app_name: str, make: Make, check: Check | None =
 @click.option("--sweep-interval", envvar=env("SWEEP_INTERVAL"), type=DURATION, default="60s", show_default=True,
               show_envvar=True, help="How often the leader looks for malformed jobs that no round reads "
                                      "(at least 20 times as long as a look takes).")
+@click.option("--coalesce", envvar=env("COALESCE"), type=DURATION_OR_ZERO, default="0s", show_default=True,
+              show_envvar=True, help="Least time between the starts of two rounds woken by outcomes, so that one "
+                                     "round serves the outcomes of many workers (enqueues are not delayed).")
 def start_recruiter(backoff_from: timedelta, backoff_to: timedelta, round_size: int, lease_ttl: timedelta,
-                    counting_scheme: CountingScheme, sweep_interval: timedelta, common: Common) -> None:
+                    counting_scheme: CountingScheme, sweep_interval: timedelta, coalesce: timedelta,
+                    common: Common) -> None:
     """Run the recruiter (one leads; others stand by)."""
     config = valid(lambda: RecruiterConfig(round_size=round_size, backoff_from_s=seconds(backoff_from),
                                             backoff_to_s=seconds(backoff_to), lease_ttl_s=seconds(lease_ttl),
                                             counting_scheme=counting_scheme,
-                                            sweep_interval_s=seconds(sweep_interval)))
+                                            sweep_interval_s=seconds(sweep_interval),
+                                            coalesce_s=seconds(coalesce)))
     run_process(common, "recruiter", lambda db, clock: RecruiterProcess(db, clock, config))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import TypedDict
 
+from recruiter.domain.lanes import lane_of, runner_of
 from recruiter.domain.liveness import is_fresh
 from recruiter.store import (
     Document,
@@ -61,7 +62,10 @@ def collect_status(target: Target) -> Status:
         c = SyncCollections.of(client[target.database])
         scheduled = count_by_status(c.scheduled)
         archived = count_by_why(c.archived)
-        workers = entries_summary(c.roster)
+        entries = entries_summary(c.roster)
+        # A worker slot is counted once, whatever its look-ahead lanes (recruiter.domain.lanes).
+        workers = [e for e in entries if lane_of(e) == 0]
+        taking = {runner_of(e) for e in entries if e.get("available")}
         beats = heartbeats_by_worker(c.heartbeats, {"session": 1, "fresh_until": 1})
         clock = ServerClock()
         clock.calibrate_sync(client)
@@ -78,7 +82,7 @@ def collect_status(target: Target) -> Status:
         "archived": dict(sorted(archived.items(), key=lambda kv: str(kv[0]))),
         "workers": {
             "total": len(workers),
-            "available": sum(1 for w in workers if w.get("available")),
+            "available": sum(1 for w in workers if runner_of(w) in taking),
             "missed_heartbeats": len(workers) - live,
             "by_group": _by_group(workers),
         },

@@ -27,11 +27,13 @@ Invariants:
    (:func:`held_ahead`): when its worker dies, is stopped or the job is
    cancelled, it goes back with its attempt given back and no crash, and it
    does not count as an unproven return (even ``at_most_once``).
-2. The selection's fairness is unchanged: the order in which groups, tenants,
-   priorities and jobs are served is the one :mod:`recruiter.domain.selection`
-   gives without look-ahead; look-ahead only decides which lane takes a job. A
-   job taken at depth d starts after at most d jobs of its runner end: with
-   ``--prefetch N``, at most N (each bounded by its own timeout, if any).
+2. Fairness within the look-ahead: lanes of depth 0 (idle slots) get exactly
+   what the selection would give them without look-ahead; within each group the
+   tenants, priorities and FIFO order are served as without it. What deeper
+   lanes add is more turns in the same round, for the groups they take. A job
+   taken ahead starts after at most N jobs of its slot end (``--prefetch N``;
+   each bounded by its own timeout, if any); the slot runs a job handed to it
+   at depth 0 before the ones it holds ahead.
 """
 
 from __future__ import annotations
@@ -56,6 +58,12 @@ def runner_of(entry: Mapping[str, object]) -> object:
     return runner if isinstance(runner, str) and runner else entry.get("_id")
 
 
+def lane_of(entry: Mapping[str, object]) -> int:
+    """Which lane of its slot ``entry`` is (0 for an entry of an older worker)."""
+    lane = entry.get("lane")
+    return lane if isinstance(lane, int) and not isinstance(lane, bool) and lane >= 0 else 0
+
+
 def lanes_of(entry: Mapping[str, object]) -> int:
     """How many lanes ``entry``'s runner has (1 for an entry of an older worker)."""
     lanes = entry.get("lanes")
@@ -67,18 +75,21 @@ def depths(free: Sequence[Mapping[str, object]], unheld: Iterable[Mapping[str, o
 
     ``unheld`` are every entry of the round that holds no job to run (available,
     or holding an outcome: its job is done), ``free`` those of them that may be
-    given work, in the order they should be (oldest available first). A runner
-    holds ``lanes - unheld`` jobs; its k-th free lane (from 0) has depth
-    ``held + k``.
+    given work. A runner holds ``lanes - unheld`` jobs (a lane the round does not
+    see, e.g. one still registering, counts as holding one: the safe side); its
+    k-th free lane in lane order (from 0) has depth ``held + k``. Lane order is
+    also the order in which one assignment's events reach the worker (the
+    server updates entries in ``_id`` order, and ``W`` < ``W~1`` < ``W~2``).
     """
     unheld_by_runner = Counter(runner_of(e) for e in unheld)
-    seen: Counter[object] = Counter()
-    out: dict[object, int] = {}
+    by_runner: dict[object, list[Mapping[str, object]]] = {}
     for e in free:
-        runner = runner_of(e)
-        held = max(0, lanes_of(e) - max(unheld_by_runner[runner], seen[runner] + 1))
-        out[e["_id"]] = held + seen[runner]
-        seen[runner] += 1
+        by_runner.setdefault(runner_of(e), []).append(e)
+    out: dict[object, int] = {}
+    for runner, lanes in by_runner.items():
+        held = max(0, lanes_of(lanes[0]) - max(unheld_by_runner[runner], len(lanes)))
+        for k, e in enumerate(sorted(lanes, key=lane_of)):
+            out[e["_id"]] = held + k
     return out
 
 

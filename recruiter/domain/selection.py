@@ -21,12 +21,11 @@ the assignments and the new cursor. The policy, level by level:
 The turns go on until no group has both a job left and a free worker that
 takes it, so no worker is left idle while a job of its groups waits.
 
-Look-ahead (:mod:`recruiter.domain.lanes`) changes none of the above: a free
-worker may be a lane of a busy slot (``depth`` > 0), and a turn's job goes to
-a lane that would start it now before any deeper lane, then to the most
-specific worker. So the order in which jobs are served is the same with or
-without look-ahead, and a job taken at depth d starts after at most d jobs
-of its slot.
+Look-ahead (:mod:`recruiter.domain.lanes`): a free worker may be a lane of a
+busy slot (``depth`` > 0), and a turn's job goes to a lane that would start it
+now before any deeper lane, then to the most specific worker. So idle slots
+get what they would get without look-ahead; deeper lanes only add turns to the
+round, for the groups they take (see the bound in :mod:`recruiter.domain.lanes`).
 
 A job aimed at one worker is in that worker's reserved group (``@worker:ID``,
 :mod:`recruiter.domain.placement`), which only that worker's slots name: ``*``

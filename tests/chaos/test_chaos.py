@@ -16,6 +16,10 @@ write must show no job executed by two workers at the same time and none
 executed more often than its attempts allow (each resubmit applied allows one
 run more).
 
+The workers run with ``--prefetch 2`` (``RECRUITER_CHAOS_PREFETCH``): each holds up to
+two jobs ahead of the one it runs, so kills, stops and cancels also hit jobs handed out
+ahead, which must go back without counting an attempt (:mod:`recruiter.domain.lanes`).
+
 ``RECRUITER_CHAOS_SECONDS`` (or ``--chaos-seconds``) sets how long the killing
 goes on: CI uses the short default; run it for minutes with e.g.
 ``RECRUITER_CHAOS_SECONDS=300 bin/test tests/chaos -s``.
@@ -47,8 +51,9 @@ from tests.processes.conftest import Proc, Processes
 MAX_CRASHES = 3
 GROUPS = {"a": ["a1", "a2", "a3", "a4"], "b": ["b1", "b2", "b3", "b4"]}
 RECRUITER = ["--backoff-from", "20ms", "--backoff-to", "200ms", "--lease-ttl", "2s"]
+PREFETCH = int(os.environ.get("RECRUITER_CHAOS_PREFETCH", "2"))
 WORKER = ["--heartbeat-interval", "300ms", "--poll-from", "10ms", "--poll-to", "100ms", "--grace-period", "2s",
-          "--max-crashes", str(MAX_CRASHES)]
+          "--max-crashes", str(MAX_CRASHES), "--prefetch", str(PREFETCH)]
 CLEANER = ["--considered-dead-after", "5s", "--heartbeat-interval", "300ms", "--interval", "200ms",
            "--lease-ttl", "2s"]
 # Retries allowed to jobs that should succeed: crashes and kills count as attempts.
@@ -306,7 +311,7 @@ def test_chaos(db: Any, db_uri: str, tmp_path: Path, request: pytest.FixtureRequ
     count = int(os.environ.get("RECRUITER_CHAOS_JOBS", "1000"))
     seed = int(os.environ.get("RECRUITER_CHAOS_SEED", str(random.randrange(1 << 30))))
     rng = random.Random(seed)
-    print(f"\nchaos: seed {seed}, {seconds:g}s of kills, {count} jobs")
+    print(f"\nchaos: seed {seed}, {seconds:g}s of kills, {count} jobs, workers with --prefetch {PREFETCH}")
     kinds = enqueue(db_uri, rng, count)
     processes = Processes(db_uri, tmp_path)
     roles = [Role("recruiter", ["start", *RECRUITER]) for _ in range(2)]
@@ -327,7 +332,7 @@ def test_chaos(db: Any, db_uri: str, tmp_path: Path, request: pytest.FixtureRequ
             chaos.restart_exited()
             live = all(r.proc is not None and r.proc.popen.poll() is None for r in roles)
             return (live and db.archived.count_documents({}) >= 20
-                    and db.roster.count_documents({}) >= len(GROUPS) * 4)
+                    and db.roster.count_documents({}) >= len(GROUPS) * 4 * (PREFETCH + 1))
 
         wait_for(up_and_flowing, timeout_s=120, interval_s=0.2, message="all processes up and jobs flowing")
         archived_before = db.archived.count_documents({})
@@ -379,6 +384,9 @@ def test_chaos(db: Any, db_uri: str, tmp_path: Path, request: pytest.FixtureRequ
     print(f"chaos: checked {len(archived)} jobs archived once ({dict(whys)}), {runs_total} executions "
           f"in the ledger with no overlap, {crashes} crashes and {interrupted_total} interrupted attempts "
           f"within their limits; kinds {dict(Counter(kinds.values()))}; cancels {dict(asked.cancels)}")
+    proven = sum(1 for d in archived.values() if (d.get("last_return") or {}).get("proven"))
+    print(f"chaos: --prefetch {PREFETCH}: {proven} jobs last given back held ahead and never started "
+          f"(no attempt counted), {sum(d.get('unproven_returns', 0) for d in archived.values())} unproven returns")
     resubmitted = sum(d.get("resubmits", 0) for d in archived.values())
     print(f"chaos: resubmits asked {dict(asked.resubmits)}, {resubmitted} applied after an attempt; "
           f"unique keys enqueued again {dict(asked.uniques)}; "

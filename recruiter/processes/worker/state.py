@@ -123,7 +123,12 @@ class Runner:
     queue: list[Turn] = field(default_factory=list)
 
     def enter(self, turn: Turn) -> None:
-        self.queue.append(turn)
+        """Queue ``turn``: after the others, except that a job not handed out ahead goes
+        before the ahead ones still waiting (it was handed to this slot as idle)."""
+        at = len(self.queue)
+        if not turn.ahead:
+            at = next((i for i, t in enumerate(self.queue) if t.ahead and not t.go.is_set()), at)
+        self.queue.insert(at, turn)
         if self.queue[0] is turn:
             turn.go.set()
 
