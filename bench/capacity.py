@@ -125,7 +125,8 @@ class _CpuClock:
         return {k: (b[k] - a.get(k, 0.0)) / (t1 - t0) for k in b}
 
 
-def run(server: Server, layout: Layout, work_dir: Path, prefetch_args: list[str]) -> dict[str, Any]:
+def run(server: Server, layout: Layout, work_dir: Path, prefetch_args: list[str],
+        recruiter_args: tuple[str, ...] = ()) -> dict[str, Any]:
     """The capacity scenario on a fresh database; figures as a dict (see the module doc)."""
     database = f"bench_capacity_{os.getpid()}"
     uri = server.database_uri(database)
@@ -136,7 +137,8 @@ def run(server: Server, layout: Layout, work_dir: Path, prefetch_args: list[str]
     fleet = Fleet(uri, work_dir)
     rounds_path = work_dir / "recruiter.rounds.json"
     try:
-        recruiter = fleet.product("recruiter", "start", extra_env={ROUND_STATS_ENVVAR: str(rounds_path)})
+        recruiter = fleet.product("recruiter", "start", *recruiter_args,
+                                  extra_env={ROUND_STATS_ENVVAR: str(rounds_path)})
         fleet.product("cleaner", "cleaner", "start")
         for _ in range(layout.processes):
             fleet.product("worker", "worker", "start", "--group", GROUP, "--import-path", str(REPO),
@@ -206,10 +208,12 @@ def table(c: dict[str, Any]) -> str:
     return "\n".join([
         "",
         f"capacity of one leader: {c['processes']} worker processes x --concurrency {c['concurrency']} = "
-        f"{c['slots']} slots ({c['lanes']} lane(s) each), no-op jobs, steady window {c['seconds']:.1f} s",
+        f"{c['slots']} slots ({c['lanes']} lane(s) each), no-op jobs, steady window {c['seconds']:.1f} s"
+        + (f"; recruiter start {' '.join(c['recruiter_args'])}" if c.get("recruiter_args") else ""),
         f"  {c['jobs_per_s']:.1f} jobs/s; {c['rounds_per_s'] or 0:.2f} rounds/s; "
         f"{c['assigned_per_round'] or 0:.1f} jobs assigned and {c['applied_per_round'] or 0:.1f} outcomes "
-        f"applied per round; a round {c['round_ms'] or 0:.1f} ms; leader busy {100 * (c['leader_busy'] or 0):.0f}%",
+        f"applied per round; a round {c['round_ms'] or 0:.1f} ms; leader busy "
+        f"{100 * min(1.0, c['leader_busy'] or 0):.0f}% (in rounds or their reads)",
         f"  round's time: {phases}",
         f"  recruiter round trips per round {rt or 0:.1f}; all processes {c['round_trips_per_job'] or 0:.2f} "
         f"round trips per job ({c['empty_getmores_per_job'] or 0:.2f} of them empty getMore replies); "

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import read_stats, totals
-from recruiter.processes.round_stats import ROUND_STATS_ENVVAR
 from recruiter.store.monitoring import STATS_ENVVAR
 
 REPO = Path(__file__).resolve().parent.parent
@@ -73,12 +72,11 @@ class Fleet:
         n = sum(p.kind == kind for p in self.procs)
         stats_path = self.work_dir / f"{kind}-{n}.stats.json"
         log_path = self.work_dir / f"{kind}-{n}.log"
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-               STATS_ENVVAR: str(stats_path)}
-        # The bench's own settings only: nothing from the caller's environment changes a process's options.
-        for var in ("RECRUITER_MONGODB_URI", "MONGODB_URI", "RECRUITER_PREFETCH", "RECRUITER_CONCURRENCY",
-                    ROUND_STATS_ENVVAR):
-            env.pop(var, None)
+        # The bench's own settings only: no RECRUITER_* variable of the caller's environment (a target,
+        # --prefetch, --coalesce...) changes a process's options.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RECRUITER_") and k != "MONGODB_URI"}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+        env[STATS_ENVVAR] = str(stats_path)
         env.update(extra_env or {})
         with open(log_path, "wb") as out:
             popen = subprocess.Popen([sys.executable, *argv], stdout=out, stderr=subprocess.STDOUT,

@@ -27,9 +27,10 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shlex
 import shutil
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -96,11 +97,15 @@ def parse_counts(value: str) -> list[int]:
 @click.option("--capacity-layout", "layout_spec", default=None, envvar="RECRUITER_BENCH_CAPACITY_LAYOUT",
               show_envvar=True, help="Worker processes x --concurrency of the capacity mode (default 8x25; "
                                      "--quick: 2x3); 'none' skips it.")
+@click.option("--recruiter-args", default="", envvar="RECRUITER_BENCH_RECRUITER_ARGS", show_envvar=True,
+              help="More options for every `recruiter start` of the run, e.g. '--coalesce 20ms' (a change measured "
+                   "beside the default: run twice).")
 @click.option("--capacity", "only_capacity", is_flag=True, envvar="RECRUITER_BENCH_CAPACITY", show_envvar=True,
               help="Run the capacity of one leader alone (no designs, no backlog series).")
 def main(workers_spec: str | None, quick: bool, window_s: float | None, warm_up_s: float | None,
          latency_samples: int | None, designs: str | None, output: Path, publish: bool, no_plot: bool,
-         backlogs_spec: str | None, only_backlog: bool, layout_spec: str | None, only_capacity: bool) -> None:
+         backlogs_spec: str | None, only_backlog: bool, recruiter_args: str, layout_spec: str | None,
+         only_capacity: bool) -> None:
     """Benchmark the recruiter against the v1 baseline; print tables, write JSON and a PNG."""
     os.environ.pop(STATS_ENVVAR, None)  # the bench counts its own commands on its producer only
     if only_backlog and only_capacity:
@@ -112,7 +117,9 @@ def main(workers_spec: str | None, quick: bool, window_s: float | None, warm_up_
         if layout_spec else (capacity.QUICK if quick else capacity.FULL)
     if only_capacity and layout is None:
         raise click.BadParameter("--capacity with --capacity-layout none leaves nothing to run")
-    chosen = [] if only_backlog or only_capacity else _chosen_designs(designs)
+    extra = tuple(shlex.split(recruiter_args))
+    chosen = [] if only_backlog or only_capacity else [replace(d, recruiter_args=extra)
+                                                       for d in _chosen_designs(designs)]
     output.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     work_dir = output / f"{stamp}-work"
@@ -129,7 +136,7 @@ def main(workers_spec: str | None, quick: bool, window_s: float | None, warm_up_
         results = _run_designs(server, chosen, workers, sizes, work_dir)
         capacity_result = None
         if layout is not None and not only_backlog:
-            capacity_result = _run_capacity(server, layout, work_dir, chosen)
+            capacity_result = _run_capacity(server, layout, work_dir, extra)
         run_backlog = run_backlog and not only_capacity
         backlog_result = _run_backlog(server, backlog_plan, work_dir) if run_backlog else None
         server_description = server.description
@@ -190,7 +197,8 @@ def _chosen_designs(designs: str | None) -> list[Design]:
     return chosen
 
 
-def _run_capacity(server: Server, layout: capacity.Layout, work_dir: Path, chosen: list[Design]) -> dict[str, Any]:
+def _run_capacity(server: Server, layout: capacity.Layout, work_dir: Path,
+                  recruiter_args: tuple[str, ...]) -> dict[str, Any]:
     """The capacity of one leader, with the product's default look-ahead."""
     default = next((d for d in available_designs() if not d.is_v1), Design("recruiter-prefetch0"))
     click.echo(f"bench: capacity of one leader, {layout.processes} x {layout.concurrency} slots "
@@ -198,10 +206,11 @@ def _run_capacity(server: Server, layout: capacity.Layout, work_dir: Path, chose
     capacity_dir = work_dir / "capacity"
     capacity_dir.mkdir()
     try:
-        result = capacity.run(server, layout, capacity_dir, default.worker_args())
+        result = capacity.run(server, layout, capacity_dir, default.worker_args(), recruiter_args)
     except RuntimeError as exc:
         raise click.ClickException(f"{exc} (process logs in {capacity_dir})") from None
     result["design"] = default.name
+    result["recruiter_args"] = list(recruiter_args)
     return result
 
 

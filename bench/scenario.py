@@ -43,6 +43,7 @@ POLL_TO_S = 0.5
 class Design:
     name: str
     prefetch: int | None = None  # the product worker's --prefetch, None: not passed (a product without it)
+    recruiter_args: tuple[str, ...] = ()  # more options of `recruiter start` (bin/bench --recruiter-args)
 
     @property
     def is_v1(self) -> bool:
@@ -239,7 +240,7 @@ def scenario(server: Server, design: Design, workers: int, sizes: Sizes, work_di
                                        "--poll-from", POLL_FROM, "--poll-to", POLL_TO, "--ready-file", str(flag)])
         else:
             ready = []
-            fleet.product("recruiter", "start")
+            fleet.product("recruiter", "start", *design.recruiter_args)
             fleet.product("cleaner", "cleaner", "start")
             for _ in range(workers):
                 fleet.product("worker", "worker", "start", "--group", GROUP, "--import-path", str(REPO),
