@@ -178,6 +178,7 @@ def run(server: Server, layout: Layout, work_dir: Path, prefetch_args: list[str]
             "lanes": lanes, **measured, **round_figures,
             "recruiter_round_trips_per_round": recruiter_rt / round_figures["rounds"] if round_figures["rounds"]
             else None,
+            "recruiter_per_round": _per_round(phase["recruiter"], round_figures["rounds"]),
             "round_trips_per_job": everything["round_trips"] / jobs if jobs else None,
             "empty_getmores_per_job": everything["empty_getmores"] / jobs if jobs else None,
             "cpu": cpu.shares(),
@@ -189,6 +190,14 @@ def run(server: Server, layout: Layout, work_dir: Path, prefetch_args: list[str]
         observer_client.close()
 
 
+def _per_round(recruiter: dict[str, Any], rounds: int) -> dict[str, Any]:
+    """The recruiter's commands (by ``command:collection``) and bytes per committed round."""
+    if not rounds:
+        return {}
+    return {"commands": {k.lstrip("@"): v / rounds for k, v in recruiter["commands"].items() if k.startswith("@")},
+            "request_bytes": recruiter["request_bytes"] / rounds, "reply_bytes": recruiter["reply_bytes"] / rounds}
+
+
 def _wait(fleet: Fleet, condition: Any, timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
@@ -196,6 +205,14 @@ def _wait(fleet: Fleet, condition: Any, timeout_s: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"capacity: timed out after {timeout_s:.0f}s waiting for {what}")
         time.sleep(0.05)
+
+
+def _commands(per_round: dict[str, Any]) -> str:
+    if not per_round:
+        return "-"
+    top = sorted(per_round["commands"].items(), key=lambda kv: -kv[1])
+    return (", ".join(f"{k} {v:.1f}" for k, v in top) + f"; {per_round['request_bytes'] / 1024:.0f} KiB sent, "
+            f"{per_round['reply_bytes'] / 1024:.0f} KiB received")
 
 
 def table(c: dict[str, Any]) -> str:
@@ -219,4 +236,5 @@ def table(c: dict[str, Any]) -> str:
         f"round trips per job ({c['empty_getmores_per_job'] or 0:.2f} of them empty getMore replies); "
         f"backlog never below {c['min_outstanding']} outstanding (low {c['low']})",
         f"  CPU in the window (cores): {cpu}",
+        f"  recruiter per round: {_commands(c.get('recruiter_per_round') or {})}",
     ])
