@@ -77,7 +77,9 @@ def _state(entry: Document, beat: Document) -> str:
     if beat.get("working"):
         return "working"
     if not entry.get("available"):
-        return "assigned"
+        ahead = entry.get("ahead")
+        # A job handed out ahead that its slot has not started yet (recruiter.domain.lanes).
+        return "held" if ahead and entry.get("started") != ahead else "assigned"
     return "idle"
 
 

@@ -184,8 +184,6 @@ def test_a_forced_stop_gives_both_back_without_an_attempt(processes: Processes, 
     assert [e["outcome"] for e in again["executions"]] == ["interrupted", "done"]
 
 
-@pytest.mark.xfail(strict=True, reason="the runner starts one round's jobs in the order they reach the worker "
-                   "(lane id order), not in depth order: a depth-0 job waits behind ahead ones (lead to fix)")
 def test_jobs_handed_to_an_idle_slot_together_start_in_the_order_served(
         processes: Processes, db: Any, db_uri: str) -> None:
     """The waiting bound (tests/unit/test_lanes_selection.py): a job taken at depth d starts

@@ -52,6 +52,7 @@ from recruiter.domain.lanes import (
     held_ahead,
     is_ahead,
     lane_ids,
+    lane_of,
     lanes_of,
     needs_mark,
     runner_of,
@@ -241,8 +242,8 @@ def test_a_runners_free_lanes_get_the_depths_after_what_it_holds(roster: Any) ->
     for runner in {runner_of(e) for e in entries}:
         mine = [e for e in entries if runner_of(e) == runner]
         held = len(mine) - sum(1 for e in unheld if runner_of(e) == runner)
-        in_order = [got[e["_id"]] for e in free if runner_of(e) == runner]
-        assert in_order == list(range(held, held + len(in_order))), "distinct depths held..held+k-1, in order"
+        in_order = [got[e["_id"]] for e in sorted((e for e in free if runner_of(e) == runner), key=lane_of)]
+        assert in_order == list(range(held, held + len(in_order))), "distinct depths held..held+k-1, in lane order"
         assert all(d <= lanes_of(mine[0]) - 1 for d in in_order), "never deeper than --prefetch"
         if held == 0 and in_order:
             assert in_order[0] == 0, "an idle runner's first free lane has depth 0"

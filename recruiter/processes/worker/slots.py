@@ -200,7 +200,9 @@ class SlotLoop:
         slot.inbox.last_token = found.get("lock_token")
         self.started()
         try:
-            outcome = await self.executor.outcome(slot.id, slot.running, found, bound, forced=self.shutdown.forced)
+            # The job sees its slot's id (a look-ahead lane is not a worker of its own).
+            outcome = await self.executor.outcome(slot.runner_id, slot.running, found, bound,
+                                                  forced=self.shutdown.forced)
             # Checked before the outcome is written, so that write already says "stopping"
             # and the recruiter hands this worker nothing more.
             self.after_job(bound)
