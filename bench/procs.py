@@ -24,6 +24,17 @@ REPO = Path(__file__).resolve().parent.parent
 LOG_ARGS = ["--log-format", "json", "--log-level", "warning"]
 
 
+def cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU time of a process so far, from /proc (Linux), in seconds."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass
 class Proc:
     kind: str
@@ -34,6 +45,9 @@ class Proc:
     @property
     def pid(self) -> int:
         return self.popen.pid
+
+    def cpu_s(self) -> float | None:
+        return cpu_seconds(self.pid)
 
     def rss_kib(self) -> int | None:
         """Resident memory from /proc (Linux), in KiB."""
@@ -54,14 +68,16 @@ class Fleet:
     work_dir: Path
     procs: list[Proc] = field(default_factory=list)
 
-    def start(self, kind: str, argv: list[str]) -> Proc:
+    def start(self, kind: str, argv: list[str], extra_env: dict[str, str] | None = None) -> Proc:
         n = sum(p.kind == kind for p in self.procs)
         stats_path = self.work_dir / f"{kind}-{n}.stats.json"
         log_path = self.work_dir / f"{kind}-{n}.log"
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-               STATS_ENVVAR: str(stats_path)}
-        for var in ("RECRUITER_MONGODB_URI", "MONGODB_URI"):
-            env.pop(var, None)
+        # The bench's own settings only: no RECRUITER_* variable of the caller's environment (a target,
+        # --prefetch, --coalesce...) changes a process's options.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RECRUITER_") and k != "MONGODB_URI"}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+        env[STATS_ENVVAR] = str(stats_path)
+        env.update(extra_env or {})
         with open(log_path, "wb") as out:
             popen = subprocess.Popen([sys.executable, *argv], stdout=out, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, cwd=REPO, env=env)
@@ -69,8 +85,8 @@ class Fleet:
         self.procs.append(proc)
         return proc
 
-    def product(self, kind: str, *args: str) -> Proc:
-        return self.start(kind, ["-m", "recruiter.cli", *args, "--target", self.uri, *LOG_ARGS])
+    def product(self, kind: str, *args: str, extra_env: dict[str, str] | None = None) -> Proc:
+        return self.start(kind, ["-m", "recruiter.cli", *args, "--target", self.uri, *LOG_ARGS], extra_env)
 
     def of_kind(self, kind: str) -> list[Proc]:
         return [p for p in self.procs if p.kind == kind]

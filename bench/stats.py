@@ -44,7 +44,8 @@ def read_stats(path: Path) -> dict[str, Any] | None:
 def totals(snapshots: Iterable[dict[str, Any] | None]) -> dict[str, Any]:
     """Sum stats snapshots of several processes: round trips and bytes, by class and by command."""
     out: dict[str, Any] = {"round_trips": 0, "reads": 0, "writes": 0, "other": 0, "empty_reads": 0,
-                           "empty_writes": 0, "request_bytes": 0, "reply_bytes": 0, "commands": {}}
+                           "empty_writes": 0, "empty_getmores": 0, "heartbeat_writes": 0, "heartbeat_reads": 0,
+                           "request_bytes": 0, "reply_bytes": 0, "commands": {}}
     for snap in snapshots:
         if not snap:
             continue
@@ -54,11 +55,15 @@ def totals(snapshots: Iterable[dict[str, Any] | None]) -> dict[str, Any]:
             out[kind] += tally["count"]
             if kind != "other":
                 out[f"empty_{kind}"] += tally.get("empty", 0)
+            if name == "getMore":  # the change streams' replies that carried no event
+                out["empty_getmores"] += tally.get("empty", 0)
             out["request_bytes"] += tally["request_bytes"]
             out["reply_bytes"] += tally["reply_bytes"]
             out["commands"][name] = out["commands"].get(name, 0) + tally["count"]
         for target, tally in snap.get("targets", {}).items():
             key = f"@{target}"
+            if target.endswith(":heartbeats") and (kind := classify(target.split(":", 1)[0])) != "other":
+                out[f"heartbeat_{kind}"] += tally["count"]
             out["commands"][key] = out["commands"].get(key, 0) + tally["count"]
     return out
 
@@ -74,4 +79,5 @@ def per_job(delta: dict[str, Any], jobs: float) -> dict[str, Any]:
     if jobs <= 0:
         return {}
     return {k: delta[k] / jobs for k in ("round_trips", "reads", "writes", "other", "empty_reads", "empty_writes",
-                                         "request_bytes", "reply_bytes")}
+                                         "empty_getmores", "heartbeat_writes", "heartbeat_reads", "request_bytes",
+                                         "reply_bytes")}

@@ -46,6 +46,7 @@ from recruiter.domain.lanes import depths
 from recruiter.domain.liveness import is_fresh, missed_beats
 from recruiter.domain.quarantine import log_quarantined
 from recruiter.domain.selection import DEFAULT_SCHEME, Assignment, CountingScheme, FreeWorker
+from recruiter.processes import round_stats
 from recruiter.processes.firing import ScheduleFirer
 from recruiter.processes.leadership import Fault, LeaderProcess, Leadership, Pace, leader_owner, no_fault
 from recruiter.processes.logs import AfterCommit
@@ -236,16 +237,22 @@ class RecruiterProcess(LeaderProcess):
         on ``available``), so reads made just before are safe to act on.
         Raises :class:`LostLease` with nothing written when the lease is no longer ours.
         """
+        round_stats.begin()
         plan = await self.leadership.keeping(self.plan())
+        round_stats.mark("plan")
         if not rollback and plan.idle:
+            round_stats.end(idle=True)
             return plan.report
         await self.leadership.keep()  # the reads may have been long (a leader's first round): renew before writing
         with self.events.held():
             async with self.leadership.fenced() as inside:
+                round_stats.mark("fence")
                 if rollback:
                     await self.writes.rollback_unassigned(inside)
                 report = await self.carry_out(inside, plan)
                 self.fault("round.before_commit")
+            round_stats.mark("commit")
+        round_stats.end(report.assigned, report.applied)
         self._remember(plan)  # committed
         return report
 

@@ -38,6 +38,7 @@ from recruiter.domain.liveness import Rescue, Stranded
 from recruiter.domain.outcome import jobs_referenced_by
 from recruiter.domain.records import Query
 from recruiter.domain.selection import Assignment, Selection
+from recruiter.processes import round_stats
 from recruiter.processes.applying import apply_sorted, sort_outcomes
 from recruiter.processes.logs import AfterCommit
 from recruiter.processes.upkeep import quarantine, take_back
@@ -185,10 +186,14 @@ class RoundWrites:
         if applicable:
             self.check()
             report.applied = await self.apply_outcomes(c, applicable, plan.now, plan.outcome_jobs, clear=False)
+        round_stats.mark("apply")
         await self.save_cursor(c, plan.cursor_write)
+        round_stats.mark("cursor")
         assigned = await self.hand_out(c, plan, epoch) if plan.selection and plan.selection.assignments else set()
+        round_stats.mark("assign")
         # The assignment removed the outcomes of the workers it reached; clear the others.
         await clear_outcomes(c, [e for e in plan.outcomes if e["_id"] not in assigned])
+        round_stats.mark("clear")
         return report
 
     async def hand_out(self, c: Collections, plan: RoundPlan, epoch: int | None) -> set[str]:
@@ -196,6 +201,7 @@ class RoundWrites:
         assert plan.selection is not None
         self.check()
         locked = await self.lock(c, plan.selection.assignments, plan.now, epoch, plan.documents)
+        round_stats.mark("lock")
         self.check()
         copies = copies_to_send(locked)
         assigned = await self.assign(c, locked, plan.now, copies, ahead=plan.ahead)

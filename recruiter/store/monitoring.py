@@ -6,7 +6,9 @@ listener. It counts round trips (commands started), the bytes of each command
 sent and reply received (their BSON size), and the replies that found nothing
 (idle polls), per command name and per ``command:collection``. It writes the
 totals as JSON to ``<path>`` every second (atomically, through a rename), at
-exit, and on ``SIGUSR2`` so a reader can ask for figures as of now.
+exit, and on ``SIGUSR2`` so a reader can ask for figures as of now
+(:func:`on_flush`: one handler per process, shared with the recruiter's round
+timings, :mod:`recruiter.processes.round_stats`).
 
 Only application commands are counted: PyMongo's server monitoring
 (heartbeat ``hello``s on their own connections) and connection handshakes are
@@ -24,7 +26,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import bson
@@ -145,6 +147,28 @@ class _StatsFile:
 
 _process_stats: CommandStats | None = None
 _setup_lock = threading.Lock()
+_flush_callbacks: list[Callable[[], None]] = []
+_flush_lock = threading.Lock()
+_flush_installed = False
+
+
+def on_flush(callback: Callable[[], None]) -> None:
+    """Call ``callback`` on ``SIGUSR2`` (a reader asking for figures as of now).
+
+    One handler serves every callback of the process; it is installed with the first
+    callback when that comes from the main thread (Python runs signal handlers there).
+    A callback must only wake its writer: the interrupted code may hold any lock."""
+    global _flush_installed
+    with _flush_lock:
+        _flush_callbacks.append(callback)
+        if not _flush_installed and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGUSR2, _flush_all)
+            _flush_installed = True
+
+
+def _flush_all(_signum: int, _frame: object) -> None:
+    for callback in tuple(_flush_callbacks):
+        callback()
 
 
 def listeners() -> list[monitoring.CommandListener]:
@@ -162,9 +186,7 @@ def process_stats(path: str) -> CommandStats:
         if _process_stats is None:
             stats = CommandStats()
             writer = _StatsFile(stats, path)
-            if threading.current_thread() is threading.main_thread():
-                # The handler only wakes the writer thread: it takes no lock the interrupted code may hold.
-                signal.signal(signal.SIGUSR2, lambda _signum, _frame: writer.wake.set())
+            on_flush(writer.wake.set)
             threading.Thread(target=writer.loop, name="command-stats", daemon=True).start()
             atexit.register(writer.write)
             _process_stats = stats

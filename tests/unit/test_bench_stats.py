@@ -43,3 +43,16 @@ def test_difference_and_per_job() -> None:
     assert d["commands"] == {"find": 6, "update": 3, "@find:roster": 6}
     assert per_job(d, 3)["reads"] == 2
     assert per_job(d, 0) == {}
+
+
+def test_empty_getmores_and_heartbeats_are_counted_apart() -> None:
+    s = {"commands": {"getMore": {"count": 10, "empty": 7, "request_bytes": 0, "reply_bytes": 0},
+                      "find": {"count": 5, "empty": 2, "request_bytes": 0, "reply_bytes": 0},
+                      "update": {"count": 6, "empty": 0, "request_bytes": 0, "reply_bytes": 0}},
+         "targets": {"getMore": {"count": 10}, "find:heartbeats": {"count": 1}, "find:roster": {"count": 4},
+                     "update:heartbeats": {"count": 2}, "update:roster": {"count": 4}}}
+    t = totals([s])
+    assert t["empty_getmores"] == 7  # an empty find is an idle poll, not an empty getMore
+    assert t["empty_reads"] == 9
+    assert (t["heartbeat_reads"], t["heartbeat_writes"]) == (1, 2)
+    assert per_job(t, 2)["empty_getmores"] == 3.5

@@ -1,0 +1,73 @@
+"""The recruiter's round timings (recruiter.processes.round_stats): phases summed per committed
+round, idle and unfinished rounds kept apart, nothing recorded when the variable is unset."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from pathlib import Path
+
+from recruiter.processes import round_stats
+from recruiter.processes.round_stats import PHASES, RoundStats, _StatsFile
+from recruiter.store.monitoring import on_flush
+from tests.conftest import wait_for
+
+
+def test_phases_are_summed_over_committed_rounds_only() -> None:
+    stats = RoundStats()
+    for _ in range(2):
+        stats.begin()
+        for phase in PHASES:
+            stats.mark(phase)
+        stats.end(3, 2, idle=False)
+    stats.begin()
+    stats.mark("plan")
+    stats.end(0, 0, idle=True)
+    stats.begin()
+    stats.mark("plan")
+    stats.begin()  # the previous round raised before its end: unfinished, not counted
+    stats.mark("plan")
+    stats.end(1, 0, idle=False)
+    snap = stats.snapshot()
+    assert (snap["rounds"], snap["idle_rounds"], snap["unfinished"]) == (3, 1, 1)
+    assert (snap["assigned"], snap["applied"]) == (7, 4)
+    seconds = snap["seconds"]
+    assert isinstance(seconds, dict)
+    assert set(seconds) == set(PHASES)
+    assert all(v >= 0 for v in seconds.values())
+    assert snap["max_round_s"] > 0
+
+
+def test_a_mark_outside_a_round_is_ignored() -> None:
+    stats = RoundStats()
+    stats.mark("lock")
+    stats.end(5, 5, idle=False)
+    assert stats.snapshot()["rounds"] == 0
+    assert stats.snapshot()["seconds"] == dict.fromkeys(PHASES, 0.0)
+
+
+def test_unset_variable_records_nothing() -> None:
+    assert os.environ.get(round_stats.ROUND_STATS_ENVVAR) is None
+    assert round_stats._stats is None
+    round_stats.begin()
+    round_stats.mark("plan")
+    round_stats.end(1, 1)
+    assert round_stats._stats is None
+
+
+def test_the_file_holds_the_totals_and_sigusr2_wakes_every_writer(tmp_path: Path) -> None:
+    path = tmp_path / "rounds.json"
+    stats = RoundStats()
+    stats.begin()
+    stats.mark("plan")
+    stats.end(4, 0, idle=False)
+    _StatsFile(stats, str(path)).write()
+    assert json.loads(path.read_text())["assigned"] == 4
+    # The command stats and the round timings share the process's one SIGUSR2 handler.
+    first, second = threading.Event(), threading.Event()
+    on_flush(first.set)
+    on_flush(second.set)
+    os.kill(os.getpid(), signal.SIGUSR2)
+    wait_for(lambda: first.is_set() and second.is_set(), timeout_s=5)
