@@ -15,6 +15,7 @@ import click
 from recruiter.cli.options import target_option, with_database
 from recruiter.cli.status import collect_status, render_status
 from recruiter.cli.workers import describe_workers, render_workers
+from recruiter.domain.lanes import slot_of
 from recruiter.store import (
     ConnectionProblem,
     SyncCollections,
@@ -67,7 +68,8 @@ def workers_stop(ids: tuple[str, ...], all_: bool, target: str) -> None:
         raise click.UsageError("give worker ids or --all (not both)")
 
     def stop(db: SyncDb, _now: datetime) -> None:
-        asked = request_stop(SyncCollections.of(db).roster, None if all_ else list(ids))
+        # Each roster entry is asked; a slot's look-ahead lanes are named once, as the slot.
+        asked = sorted({slot_of(i) for i in request_stop(SyncCollections.of(db).roster, None if all_ else list(ids))})
         if not asked:
             raise click.ClickException(f"no worker in the roster matches {', '.join(ids) or 'anything'}")
         click.echo(f"asked {len(asked)} worker(s) to stop: {', '.join(asked)}")

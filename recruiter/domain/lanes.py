@@ -27,7 +27,13 @@ Invariants:
    (:func:`held_ahead`): when its worker dies, is stopped or the job is
    cancelled, it goes back with its attempt given back and no crash, and it
    does not count as an unproven return (even ``at_most_once``).
-2. Fairness within the look-ahead: lanes of depth 0 (idle slots) get exactly
+2. A busy slot is topped up (a job handed to it ahead) only while its jobs last
+   longer than a hand-off takes (:func:`worth_topping_up`): a job that ends
+   before the next one could reach its slot leaves the slot idle anyway, and
+   the held job then costs a write of its own. A slot of such short jobs is
+   given work when it is idle, up to N + 1 jobs at once, which it runs back to
+   back.
+3. Fairness within the look-ahead: lanes of depth 0 (idle slots) get exactly
    what the selection would give them without look-ahead; within each group the
    tenants, priorities and FIFO order are served as without it. What deeper
    lanes add is more turns in the same round, for the groups they take. A job
@@ -40,6 +46,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 
 from recruiter.domain.records import Raw
 
@@ -106,6 +113,14 @@ def is_ahead(ahead: object, job: Mapping[str, object] | None) -> bool:
     return token is not None and ahead == token
 
 
+def holding(unheld: Iterable[Mapping[str, object]]) -> set[object]:
+    """The runners that hold a job, given every entry of the round that holds none: those
+    with fewer such entries than lanes."""
+    seen = Counter(runner_of(e) for e in unheld)
+    lanes = {runner_of(e): lanes_of(e) for e in unheld}
+    return {r for r, n in seen.items() if n < lanes[r]}
+
+
 def held_ahead(job: Raw, entry: Raw | None) -> bool:
     """Whether ``job`` was handed to ``entry`` ahead and provably never started (invariant 1):
     the entry still holds it, its ``ahead`` names this lock token, and it has no ``started``
@@ -124,3 +139,22 @@ def needs_mark(entry: Mapping[str, object], job: object) -> bool:
     if not isinstance(job, Mapping) or not is_ahead(entry.get("ahead"), job):
         return False
     return entry.get("started") != job.get("lock_token")
+
+
+def run_seconds(outcome: Mapping[str, object]) -> float | None:
+    """How long the attempt an ``outcome`` reports ran, by its execution's dates (None if not known)."""
+    execution = outcome.get("execution")
+    if not isinstance(execution, Mapping):
+        return None
+    started, ended = execution.get("started_at"), execution.get("ended_at")
+    if not isinstance(started, datetime) or not isinstance(ended, datetime):
+        return None
+    return max(0.0, (ended - started).total_seconds())
+
+
+def worth_topping_up(last_run_s: float | None, handoff_s: float) -> bool:
+    """Whether to hand a job ahead to a busy slot whose last job ran ``last_run_s`` (None: not
+    known yet), when a hand-off (a round, then its event) takes about ``handoff_s``: only if its
+    jobs outlast a hand-off, so that the held job reaches the slot before it is idle
+    (invariant 2)."""
+    return last_run_s is None or last_run_s >= handoff_s

@@ -42,7 +42,7 @@ import structlog
 
 from recruiter.domain.clock import Clock
 from recruiter.domain.documents import Malformed, WarnOnce, check_job, entry_problem
-from recruiter.domain.lanes import depths
+from recruiter.domain.lanes import depths, holding, run_seconds, runner_of, worth_topping_up
 from recruiter.domain.liveness import is_fresh, missed_beats
 from recruiter.domain.quarantine import log_quarantined
 from recruiter.domain.selection import DEFAULT_SCHEME, Assignment, CountingScheme, FreeWorker
@@ -63,6 +63,8 @@ log = structlog.get_logger("recruiter.recruiter")
 # The leader remembers the jobs it handed out until their outcomes come back;
 # past this many (outcomes that never came: workers that died) it starts afresh.
 MAX_HANDED_OUT = 10_000
+# The longest a round leaves the outcome of a slot that still holds a job for a later round.
+DEFER_LIMIT_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,10 @@ class RecruiterProcess(LeaderProcess):
         self.warned = WarnOnce()
         self.firer = ScheduleFirer(db, self.warned, self.events)
         self._handed_out: dict[object, Document] = {}
+        # Look-ahead (recruiter.domain.lanes): how long each slot's last job ran, and how long a
+        # round takes (a moving average), to top up only slots whose jobs outlast a hand-off.
+        self._last_run_s: dict[object, float] = {}
+        self._round_s = 0.0
 
     async def run(self) -> None:
         """Wait for the lease, lead while holding it, stand by again when it is lost.
@@ -238,6 +244,7 @@ class RecruiterProcess(LeaderProcess):
         Raises :class:`LostLease` with nothing written when the lease is no longer ours.
         """
         round_stats.begin()
+        began = asyncio.get_running_loop().time()
         plan = await self.leadership.keeping(self.plan())
         round_stats.mark("plan")
         if not rollback and plan.idle:
@@ -254,6 +261,8 @@ class RecruiterProcess(LeaderProcess):
             round_stats.mark("commit")
         round_stats.end(report.assigned, report.applied)
         self._remember(plan)  # committed
+        took = asyncio.get_running_loop().time() - began
+        self._round_s = took if not self._round_s else 0.8 * self._round_s + 0.2 * took
         return report
 
     async def round(self) -> RoundReport:
@@ -299,9 +308,14 @@ class RecruiterProcess(LeaderProcess):
                                              and e.get("work_on")]),
             key=lambda e: (e.get("available_since") or now, e["_id"]),
         )
-        # Lanes of idle slots first (recruiter.domain.lanes), then the longest available.
+        # Lanes of idle slots first (recruiter.domain.lanes), then the longest available; a busy
+        # slot is topped up only if its jobs outlast a hand-off.
+        self._note_run_times(plan.outcomes)
         depth = depths(free, entries)
-        free = sorted(free, key=lambda e: depth[e["_id"]])[: self.config.round_size]
+        idle = {runner_of(e) for e in free if depth[e["_id"]] == 0}
+        free = sorted((e for e in free if runner_of(e) in idle
+                       or worth_topping_up(self._last_run_s.get(runner_of(e)), self._round_s)),
+                      key=lambda e: depth[e["_id"]])[: self.config.round_size]
         plan.ahead = {e["_id"] for e in free if depth[e["_id"]] > 0}
         plan.report.free_workers = len(free)
         if free:
@@ -310,7 +324,33 @@ class RecruiterProcess(LeaderProcess):
             plan.selection, plan.documents = picked.selection, picked.documents
             plan.cursor_write = self.reader.cursor_write(picked.selection.cursor)
             plan.malformed += picked.malformed
+        self._defer_lone_outcomes(plan, holding(entries))
         return plan
+
+    def _defer_lone_outcomes(self, plan: RoundPlan, holding: set[object]) -> None:
+        """Leave a round's outcomes for a later round when applying them is all it would do and
+        each comes from a slot of short jobs that still holds one: that slot records another
+        outcome within about a hand-off, and one round then applies both and gives the slot
+        work (recruiter.domain.lanes, invariant 2). Never for longer than ``DEFER_LIMIT_S``."""
+        if (not plan.outcomes or plan.malformed or plan.stranded
+                or (plan.selection is not None and plan.selection.assignments)):
+            return
+        for e in plan.outcomes:
+            since = e.get("available_since")
+            if (runner_of(e) not in holding or e.get("stopping") or not isinstance(since, datetime)
+                    or (plan.now - since).total_seconds() > DEFER_LIMIT_S
+                    or worth_topping_up(self._last_run_s.get(runner_of(e)), self._round_s)):
+                return
+        plan.outcomes, plan.outcome_jobs = [], {}
+
+    def _note_run_times(self, outcomes: list[Document]) -> None:
+        """Remember how long each slot's last job ran (for :func:`recruiter.domain.lanes.worth_topping_up`)."""
+        if len(self._last_run_s) > MAX_HANDED_OUT:
+            self._last_run_s.clear()
+        for e in outcomes:
+            ran = run_seconds(e["outcome"])
+            if ran is not None:
+                self._last_run_s[runner_of(e)] = ran
 
     async def _read_outcome_jobs(self, plan: RoundPlan) -> None:
         """The jobs the plan's outcomes name: the copies this leader handed out, else read."""

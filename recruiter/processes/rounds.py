@@ -209,7 +209,8 @@ class RoundWrites:
         plan.handed_out = handed_out(locked, copies, assigned)
         plan.report.assigned = len(assigned)
         if assigned:
-            self.events.debug("round.assigned", assigned=len(assigned), free_workers=plan.report.free_workers)
+            self.events.debug("round.assigned", assigned=len(assigned), free_workers=plan.report.free_workers,
+                              ahead=len(plan.ahead & assigned))
         return assigned
 
     async def save_cursor(self, c: Collections, write: CursorWrite | None) -> None:

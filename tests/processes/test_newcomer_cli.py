@@ -134,7 +134,8 @@ def test_a_server_started_by_embedded_is_logged_and_kept_until_stopped(tmp_path:
     stopped = False
     try:
         with Recruiter.connect(uri) as rec:
-            wait_for(lambda: rec.db.roster.count_documents({}) == 1, timeout_s=60, message="the worker registered")
+            wait_for(lambda: rec.db.roster.count_documents({}) == 2, timeout_s=60,
+                     message="the worker registered (its entry and its look-ahead lane)")
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(20) == 0
         lines = [json.loads(line) for line in (worker.stdout.read() if worker.stdout else "").splitlines()
@@ -221,12 +222,12 @@ def test_a_name_used_by_a_job_or_a_worker_pauses_without_force(db: Any, db_uri: 
 
 def test_a_clean_stop_logs_no_fence(processes: Processes, db: Any) -> None:
     worker = processes.worker("--concurrency", "4", "--heartbeat-interval", "20ms")
-    wait_for(lambda: db.roster.count_documents({}) == 4, message="four roster entries")
+    wait_for(lambda: db.roster.count_documents({}) == 8, message="eight roster entries: four slots and their lanes")
     time.sleep(0.2)  # some heartbeats beforehand, as in a real run
     worker.signal(signal.SIGTERM)
     assert worker.wait(20) == 0
     log = worker.log()
-    assert log.count("worker.deregistered") == 4, log[-3000:]
+    assert log.count("worker.deregistered") == 8, log[-3000:]  # 4 slots, each with its look-ahead lane
     assert "heartbeat.fenced" not in log, log[-3000:]
     assert "declared dead" not in log, log[-3000:]
     assert db.roster.count_documents({}) == 0

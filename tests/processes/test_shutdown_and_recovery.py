@@ -112,11 +112,12 @@ def test_a_forced_stop_archives_a_running_at_most_once_job_instead_of_giving_it_
 
 def test_workers_list_and_stop(processes: Processes, db: Any, db_uri: str) -> None:
     worker = processes.worker("--id", "remote", "--concurrency", "2")
-    wait_for(lambda: db.roster.count_documents({}) == 2, message="two roster entries")
+    wait_for(lambda: db.roster.count_documents({}) == 4, message="four roster entries: two slots and their lanes")
     listing = cli(db_uri, "workers", "list")
     assert listing.returncode == 0, listing.stderr
     assert "remote-0" in listing.stdout
     assert "remote-1" in listing.stdout
+    assert "remote-1~1" in listing.stdout
     assert "idle" in listing.stdout
 
     unknown = cli(db_uri, "workers", "stop", "nobody")
@@ -125,7 +126,7 @@ def test_workers_list_and_stop(processes: Processes, db: Any, db_uri: str) -> No
     assert "nobody" in unknown.stderr
     stop = cli(db_uri, "workers", "stop", "remote")
     assert stop.returncode == 0
-    assert "remote-0, remote-1" in stop.stdout
+    assert "asked 2 worker(s) to stop: remote-0, remote-1\n" == stop.stdout  # its lanes are asked too
     assert worker.wait(30) == 0
     assert db.roster.count_documents({}) == 0
 
@@ -174,7 +175,8 @@ def test_a_worker_over_its_memory_limit_is_replaced_by_its_supervisor(
     wait_for(lambda: supervisor.log().count("supervisor.replacing_worker") >= 3, timeout_s=30,
              message="the supervisor replacing its worker")
     assert "worker.memory_limit" in supervisor.log()
-    wait_for(lambda: supervisor.log().count("worker.registered") >= 4, timeout_s=30,
+    # Each worker process registers its slot and the slot's look-ahead lane.
+    wait_for(lambda: supervisor.log().count("worker.registered") >= 8, timeout_s=30,
              message="the fourth worker to be up")
     supervisor.signal(signal.SIGTERM)
     assert supervisor.wait(30) == 0

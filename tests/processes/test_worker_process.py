@@ -22,9 +22,10 @@ def test_concurrency_runs_n_workers_with_their_own_roster_entries(
         processes: Processes, db: Any, db_uri: str) -> None:
     processes.recruiter()
     worker = processes.worker("--id", "multi", "--concurrency", "3")
-    entries = wait_for(lambda: (docs := list(db.roster.find())) and len(docs) == 3 and docs,
-                       message="three roster entries")
-    assert {d["_id"] for d in entries} == {"multi-0", "multi-1", "multi-2"}
+    entries = wait_for(lambda: (docs := list(db.roster.find())) and len(docs) == 6 and docs,
+                       message="six roster entries: three slots, each with one look-ahead lane (--prefetch 1)")
+    assert {d["_id"] for d in entries} == {"multi-0", "multi-1", "multi-2", "multi-0~1", "multi-1~1", "multi-2~1"}
+    assert {d["runner"] for d in entries} == {"multi-0", "multi-1", "multi-2"}
     assert {d["pid"] for d in entries} == {worker.pid}
 
     with Recruiter.connect(db_uri) as rec:

@@ -157,7 +157,7 @@ class SlotLoop:
         try:
             if not await self._await_turn(turn):
                 await self.give_back(slot, found)
-            elif not turn.ahead or turn.marked or await self.entries.mark_started(slot, job_id, turn.token):
+            elif not turn.ahead or turn.marked or await self._mark_alone(slot, turn):
                 await self._run(slot, runner, turn, found)
             else:
                 log.info("job.not_started", worker_id=slot.id, job_id=str(job_id),
@@ -165,6 +165,13 @@ class SlotLoop:
                 await self.entries.release(slot)
         finally:
             runner.leave(turn)
+
+    async def _mark_alone(self, slot: Slot, turn: Turn) -> bool:
+        """Write the ``started`` mark of a job held ahead in a command of its own: the job reached
+        the slot after the outcome of the one before it was written (or that write's mark is not
+        known to have landed)."""
+        log.debug("job.mark_alone", worker_id=slot.id, job_id=str(turn.job_id))
+        return await self.entries.mark_started(slot, turn.job_id, turn.token)
 
     async def _await_turn(self, turn: Turn) -> bool:
         """Wait for the runner; False when a stop came first for a job held ahead and not
