@@ -63,6 +63,8 @@ log = structlog.get_logger("recruiter.recruiter")
 # The leader remembers the jobs it handed out until their outcomes come back;
 # past this many (outcomes that never came: workers that died) it starts afresh.
 MAX_HANDED_OUT = 10_000
+# The most a hand-off is taken to last when deciding whether to top up a busy slot.
+HANDOFF_CAP_S = 0.02
 # The longest a round leaves the outcome of a slot that still holds a job for a later round.
 DEFER_LIMIT_S = 0.5
 
@@ -314,7 +316,7 @@ class RecruiterProcess(LeaderProcess):
         depth = depths(free, entries)
         idle = {runner_of(e) for e in free if depth[e["_id"]] == 0}
         free = sorted((e for e in free if runner_of(e) in idle
-                       or worth_topping_up(self._last_run_s.get(runner_of(e)), self._round_s)),
+                       or worth_topping_up(self._last_run_s.get(runner_of(e)), self._handoff_s)),
                       key=lambda e: depth[e["_id"]])[: self.config.round_size]
         plan.ahead = {e["_id"] for e in free if depth[e["_id"]] > 0}
         plan.report.free_workers = len(free)
@@ -339,9 +341,16 @@ class RecruiterProcess(LeaderProcess):
             since = e.get("available_since")
             if (runner_of(e) not in holding or e.get("stopping") or not isinstance(since, datetime)
                     or (plan.now - since).total_seconds() > DEFER_LIMIT_S
-                    or worth_topping_up(self._last_run_s.get(runner_of(e)), self._round_s)):
+                    or worth_topping_up(self._last_run_s.get(runner_of(e)), self._handoff_s)):
                 return
         plan.outcomes, plan.outcome_jobs = [], {}
+
+    @property
+    def _handoff_s(self) -> float:
+        """About how long a job handed out now takes to reach its slot: the round's time, at most
+        ``HANDOFF_CAP_S`` (a round slowed down by a loaded server is mostly its reads, made before
+        the decision; and a held job that arrives late only costs its own ``started`` write)."""
+        return min(self._round_s, HANDOFF_CAP_S)
 
     def _note_run_times(self, outcomes: list[Document]) -> None:
         """Remember how long each slot's last job ran (for :func:`recruiter.domain.lanes.worth_topping_up`)."""

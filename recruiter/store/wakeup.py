@@ -60,6 +60,11 @@ QUICK_EMPTY_PACE_S = 0.005
 QUICK_EMPTY_PACE_CAP_S = 0.16
 
 
+# While every slot of a process runs a job, only look-ahead lanes wait: the stream is then
+# read at most this often (a held job need only arrive before the running one ends).
+BUSY_READ_PAUSE_S = 0.05
+
+
 def quick_empty_pause(streak: int) -> float:
     """Pause before the next getMore after ``streak`` quick empty batches in a row."""
     if streak <= 1:
@@ -149,7 +154,9 @@ class RosterWatch:
     copy or ``None`` (the slot should read its entry) and the entry's ``ahead``. ``on_open()`` is called
     each time a stream opens, before any of its events.
 
-    The stream is read only while ``idle`` is set (some slot waits for work):
+    The stream is read only while ``idle`` is set (some slot waits for work), and
+    at most every ``BUSY_READ_PAUSE_S`` while ``eager()`` says only look-ahead
+    lanes of busy slots wait (:mod:`recruiter.domain.lanes`):
     the recruiter assigns only available workers, so a process whose slots are
     all busy has nothing to hear, and sends no ``getMore`` until one is free.
     Events are kept by the server meanwhile, and read when it resumes.
@@ -157,7 +164,7 @@ class RosterWatch:
 
     def __init__(self, roster: AsyncColl, slot_ids: list[str], on_event: Callable[[str, Raw | None, object], None],
                  on_open: Callable[[], None], idle: asyncio.Event, *, max_await_s: float = 2.0,
-                 retry_s: float = 1.0) -> None:
+                 retry_s: float = 1.0, eager: Callable[[], bool] = lambda: True) -> None:
         self.roster = roster
         self.slot_ids = slot_ids
         self.on_event = on_event
@@ -165,6 +172,7 @@ class RosterWatch:
         self.idle = idle
         self.max_await_ms = int(max_await_s * 1000)
         self.retry_s = retry_s
+        self.eager = eager  # whether some slot waits with nothing to run (else only look-ahead lanes wait)
         self.streaming = asyncio.Event()
 
     async def supported(self) -> bool:
@@ -206,6 +214,8 @@ class RosterWatch:
                             await asyncio.sleep(quick_empty_pause(streak))
                         else:
                             streak = 0
+                        if not self.eager():
+                            await asyncio.sleep(BUSY_READ_PAUSE_S)
             except OperationFailure as exc:
                 # A resume token the server no longer has: start afresh (slots poll on open).
                 log.warning("wake.stream_failed", error=first_line(exc))

@@ -164,7 +164,8 @@ class WorkerProcess:
         if self.config.wake is Wake.POLL:
             return []
         watch = RosterWatch(self.c.roster, [s.id for s in self.slots], self.inboxes.delivered,
-                            self.inboxes.stream_opened, self.inboxes.idle, max_await_s=self.config.stream_await_s)
+                            self.inboxes.stream_opened, self.inboxes.idle, max_await_s=self.config.stream_await_s,
+                            eager=lambda: any(not r.queue for r in self.runners.values()))
         if self.config.wake is not Wake.CHANGE_STREAM and not await watch.supported():
             return []
         self.watch = watch
