@@ -126,7 +126,7 @@ def test_workers_list_and_stop(processes: Processes, db: Any, db_uri: str) -> No
     assert "nobody" in unknown.stderr
     stop = cli(db_uri, "workers", "stop", "remote")
     assert stop.returncode == 0
-    assert "asked 2 worker(s) to stop: remote-0, remote-1\n" == stop.stdout  # its lanes are asked too
+    assert stop.stdout == "asked 2 worker(s) to stop: remote-0, remote-1\n"  # its lanes are asked too
     assert worker.wait(30) == 0
     assert db.roster.count_documents({}) == 0
 
