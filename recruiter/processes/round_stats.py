@@ -17,15 +17,12 @@ round that fails between :func:`begin` and :func:`end` is counted as
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import json
 import os
 import threading
 import time
 from dataclasses import dataclass, field
 
-from recruiter.store.monitoring import on_flush
+from recruiter.store.monitoring import write_periodically
 
 ROUND_STATS_ENVVAR = "RECRUITER_ROUND_STATS"
 WRITE_INTERVAL_S = 1.0
@@ -88,26 +85,6 @@ class RoundStats:
                     "max_round_s": self.max_round_s}
 
 
-@dataclass
-class _StatsFile:
-    stats: RoundStats
-    path: str
-    wake: threading.Event = field(default_factory=threading.Event)
-
-    def write(self) -> None:
-        tmp = f"{self.path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as out:
-            json.dump(self.stats.snapshot(), out)
-        os.replace(tmp, self.path)
-
-    def loop(self) -> None:
-        while True:
-            with contextlib.suppress(OSError):
-                self.write()
-            self.wake.wait(WRITE_INTERVAL_S)
-            self.wake.clear()
-
-
 def _from_environment() -> RoundStats | None:
     path = os.environ.get(ROUND_STATS_ENVVAR)
     if not path:
@@ -119,10 +96,7 @@ def recording(path: str) -> RoundStats:
     """Start recording to ``path`` (a writer thread, a ``SIGUSR2`` flush, a last write at exit)."""
     global _stats
     stats = RoundStats()
-    writer = _StatsFile(stats, path)
-    on_flush(writer.wake.set)
-    threading.Thread(target=writer.loop, name="round-stats", daemon=True).start()
-    atexit.register(writer.write)
+    write_periodically(stats.snapshot, path, "round-stats")
     _stats = stats
     return stats
 

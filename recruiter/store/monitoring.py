@@ -125,14 +125,14 @@ class CommandStats(monitoring.CommandListener):
 
 @dataclass
 class _StatsFile:
-    stats: CommandStats
+    snapshot: Callable[[], dict[str, object]]
     path: str
     wake: threading.Event = field(default_factory=threading.Event)
 
     def write(self) -> None:
         tmp = f"{self.path}.{os.getpid()}.tmp"
         with open(tmp, "w") as out:
-            json.dump(self.stats.snapshot(), out)
+            json.dump(self.snapshot(), out)
         os.replace(tmp, self.path)
 
     def loop(self) -> None:
@@ -143,6 +143,16 @@ class _StatsFile:
                 self.write()
             self.wake.wait(WRITE_INTERVAL_S)
             self.wake.clear()
+
+
+def write_periodically(snapshot: Callable[[], dict[str, object]], path: str, name: str) -> None:
+    """Write ``snapshot()`` as JSON to ``path`` from a thread called ``name``: at once, then every
+    ``WRITE_INTERVAL_S``, on ``SIGUSR2`` (:func:`on_flush`) and at exit (the recruiter's round
+    timings use it too: :mod:`recruiter.processes.round_stats`)."""
+    writer = _StatsFile(snapshot, path)
+    on_flush(writer.wake.set)
+    threading.Thread(target=writer.loop, name=name, daemon=True).start()
+    atexit.register(writer.write)
 
 
 _process_stats: CommandStats | None = None
@@ -185,9 +195,6 @@ def process_stats(path: str) -> CommandStats:
     with _setup_lock:
         if _process_stats is None:
             stats = CommandStats()
-            writer = _StatsFile(stats, path)
-            on_flush(writer.wake.set)
-            threading.Thread(target=writer.loop, name="command-stats", daemon=True).start()
-            atexit.register(writer.write)
+            write_periodically(stats.snapshot, path, "command-stats")
             _process_stats = stats
         return _process_stats

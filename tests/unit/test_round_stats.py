@@ -10,8 +10,8 @@ import threading
 from pathlib import Path
 
 from recruiter.processes import round_stats
-from recruiter.processes.round_stats import PHASES, RoundStats, _StatsFile
-from recruiter.store.monitoring import on_flush
+from recruiter.processes.round_stats import PHASES, RoundStats
+from recruiter.store.monitoring import on_flush, write_periodically
 from tests.conftest import wait_for
 
 
@@ -63,8 +63,8 @@ def test_the_file_holds_the_totals_and_sigusr2_wakes_every_writer(tmp_path: Path
     stats.begin()
     stats.mark("plan")
     stats.end(4, 0, idle=False)
-    _StatsFile(stats, str(path)).write()
-    assert json.loads(path.read_text())["assigned"] == 4
+    write_periodically(stats.snapshot, str(path), "test-round-stats")  # writes at once, from its thread
+    wait_for(lambda: path.exists() and json.loads(path.read_text())["assigned"] == 4, timeout_s=5)
     # The command stats and the round timings share the process's one SIGUSR2 handler.
     first, second = threading.Event(), threading.Event()
     on_flush(first.set)
