@@ -42,7 +42,6 @@ import structlog
 
 from recruiter.domain.clock import Clock
 from recruiter.domain.documents import Malformed, WarnOnce, check_job, entry_problem
-from recruiter.domain.lanes import depths, holding, run_seconds, runner_of, worth_topping_up
 from recruiter.domain.liveness import is_fresh, missed_beats
 from recruiter.domain.quarantine import log_quarantined
 from recruiter.domain.selection import DEFAULT_SCHEME, Assignment, CountingScheme, FreeWorker
@@ -50,6 +49,7 @@ from recruiter.processes import round_stats
 from recruiter.processes.firing import ScheduleFirer
 from recruiter.processes.leadership import Fault, LeaderProcess, Leadership, Pace, leader_owner, no_fault
 from recruiter.processes.logs import AfterCommit
+from recruiter.processes.lookahead import LookAhead
 from recruiter.processes.reading import CandidateReader
 from recruiter.processes.rounds import Locked, RoundPlan, RoundReport, RoundWrites
 from recruiter.processes.upkeep import find_stranded, sweep
@@ -63,10 +63,6 @@ log = structlog.get_logger("recruiter.recruiter")
 # The leader remembers the jobs it handed out until their outcomes come back;
 # past this many (outcomes that never came: workers that died) it starts afresh.
 MAX_HANDED_OUT = 10_000
-# The most a hand-off is taken to last when deciding whether to top up a busy slot.
-HANDOFF_CAP_S = 0.02
-# The longest a round leaves the outcome of a slot that still holds a job for a later round.
-DEFER_LIMIT_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -156,10 +152,7 @@ class RecruiterProcess(LeaderProcess):
         self.warned = WarnOnce()
         self.firer = ScheduleFirer(db, self.warned, self.events)
         self._handed_out: dict[object, Document] = {}
-        # Look-ahead (recruiter.domain.lanes): how long each slot's last job ran, and how long a
-        # round takes (a moving average), to top up only slots whose jobs outlast a hand-off.
-        self._last_run_s: dict[object, float] = {}
-        self._round_s = 0.0
+        self.lookahead = LookAhead()  # the slots' job lengths and the rounds' time
 
     async def run(self) -> None:
         """Wait for the lease, lead while holding it, stand by again when it is lost.
@@ -264,7 +257,7 @@ class RecruiterProcess(LeaderProcess):
         round_stats.end(report.assigned, report.applied)
         self._remember(plan)  # committed
         took = asyncio.get_running_loop().time() - began
-        self._round_s = took if not self._round_s else 0.8 * self._round_s + 0.2 * took
+        self.lookahead.round_took(took)
         return report
 
     async def round(self) -> RoundReport:
@@ -312,12 +305,9 @@ class RecruiterProcess(LeaderProcess):
         )
         # Lanes of idle slots first (recruiter.domain.lanes), then the longest available; a busy
         # slot is topped up only if its jobs outlast a hand-off.
-        self._note_run_times(plan.outcomes)
-        depth = depths(free, entries)
-        idle = {runner_of(e) for e in free if depth[e["_id"]] == 0}
-        free = sorted((e for e in free if runner_of(e) in idle
-                       or worth_topping_up(self._last_run_s.get(runner_of(e)), self._handoff_s)),
-                      key=lambda e: depth[e["_id"]])[: self.config.round_size]
+        self.lookahead.note_run_times(plan.outcomes)
+        depth = self.lookahead.free_lanes(free, entries, self.config.round_size)
+        free = sorted((e for e in free if e["_id"] in depth), key=lambda e: depth[e["_id"]])
         plan.ahead = {e["_id"] for e in free if depth[e["_id"]] > 0}
         plan.report.free_workers = len(free)
         if free:
@@ -326,40 +316,8 @@ class RecruiterProcess(LeaderProcess):
             plan.selection, plan.documents = picked.selection, picked.documents
             plan.cursor_write = self.reader.cursor_write(picked.selection.cursor)
             plan.malformed += picked.malformed
-        self._defer_lone_outcomes(plan, holding(entries))
+        self.lookahead.defer_lone_outcomes(plan, entries)
         return plan
-
-    def _defer_lone_outcomes(self, plan: RoundPlan, holding: set[object]) -> None:
-        """Leave a round's outcomes for a later round when applying them is all it would do and
-        each comes from a slot of short jobs that still holds one: that slot records another
-        outcome within about a hand-off, and one round then applies both and gives the slot
-        work (recruiter.domain.lanes, invariant 2). Never for longer than ``DEFER_LIMIT_S``."""
-        if (not plan.outcomes or plan.malformed or plan.stranded
-                or (plan.selection is not None and plan.selection.assignments)):
-            return
-        for e in plan.outcomes:
-            since = e.get("available_since")
-            if (runner_of(e) not in holding or e.get("stopping") or not isinstance(since, datetime)
-                    or (plan.now - since).total_seconds() > DEFER_LIMIT_S
-                    or worth_topping_up(self._last_run_s.get(runner_of(e)), self._handoff_s)):
-                return
-        plan.outcomes, plan.outcome_jobs = [], {}
-
-    @property
-    def _handoff_s(self) -> float:
-        """About how long a job handed out now takes to reach its slot: the round's time, at most
-        ``HANDOFF_CAP_S`` (a round slowed down by a loaded server is mostly its reads, made before
-        the decision; and a held job that arrives late only costs its own ``started`` write)."""
-        return min(self._round_s, HANDOFF_CAP_S)
-
-    def _note_run_times(self, outcomes: list[Document]) -> None:
-        """Remember how long each slot's last job ran (for :func:`recruiter.domain.lanes.worth_topping_up`)."""
-        if len(self._last_run_s) > MAX_HANDED_OUT:
-            self._last_run_s.clear()
-        for e in outcomes:
-            ran = run_seconds(e["outcome"])
-            if ran is not None:
-                self._last_run_s[runner_of(e)] = ran
 
     async def _read_outcome_jobs(self, plan: RoundPlan) -> None:
         """The jobs the plan's outcomes name: the copies this leader handed out, else read."""
