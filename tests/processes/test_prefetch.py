@@ -114,7 +114,10 @@ def test_a_worker_restarted_with_its_id_gives_its_ahead_job_back_without_an_atte
     doc = wait_for(lambda: db.archived.find_one({"_id": ahead}), timeout_s=60, message="the ahead job archived")
     assert (doc["why"], doc["attempts"], doc.get("crashes", 0), doc.get("unproven_returns", 0)) == ("done", 1, 0, 0)
     assert doc["last_return"]["proven"] is True
-    assert "was restarted" in doc["last_return"]["reason"], doc["last_return"]
+    # Whoever came first gave it back: the restart's recovery, or a round taking back the lane of a
+    # worker silent for three heartbeat intervals (a slow start of the new process).
+    reason = doc["last_return"]["reason"]
+    assert "was restarted" in reason or "missed its heartbeats" in reason, doc["last_return"]
     starts = list(db.ledger.find({"job": str(ahead), "event": "start"}))
     assert [(e["worker"] in lane_ids("first", 1), e["pid"]) for e in starts] == [(True, again.pid)]
     rerun = wait_for(lambda: db.archived.find_one({"_id": blocked}), timeout_s=60, message="the blocked job archived")
