@@ -125,12 +125,12 @@ def held_ahead(job: Raw, entry: Raw | None) -> bool:
     """Whether ``job`` was handed to ``entry`` ahead and provably never started (invariant 1):
     the entry still holds it, its ``ahead`` names this lock token, and it has no ``started``
     for that token."""
-    if entry is None or not is_ahead(entry.get("ahead"), job):
+    if entry is None:
         return False
     assigned = entry.get("assigned_to")
     if not isinstance(assigned, Mapping) or assigned.get(entry.get("_id")) != job.get("_id"):
         return False
-    return entry.get("started") != job.get("lock_token")
+    return needs_mark(entry, job)
 
 
 def needs_mark(entry: Mapping[str, object], job: object) -> bool:
