@@ -57,15 +57,16 @@ class LookAhead:
     def worth_topping_up(self, entry: Document) -> bool:
         return worth_topping_up(self.last_run_s.get(runner_of(entry)), self.handoff_s)
 
-    def free_lanes(self, free: list[Document], entries: list[Document], limit: int) -> dict[object, int]:
-        """The lanes of ``free`` (in the order they should be served) that the round may give work,
-        at most ``limit``, each with its depth: lanes of idle slots first, then those of busy slots
-        whose jobs outlast a hand-off. ``entries`` are all the round's entries that hold no job."""
+    def free_lanes(self, free: list[Document], entries: list[Document],
+                   limit: int) -> list[tuple[Document, int]]:
+        """The lanes of ``free`` that the round may give work, at most ``limit``, each with its
+        depth, in the order they should be served: lanes of idle slots first, then those of busy
+        slots whose jobs outlast a hand-off. ``entries`` are all the round's entries that hold no job."""
         depth = depths(free, entries)
         idle = {runner_of(e) for e in free if depth[e["_id"]] == 0}
         kept = sorted((e for e in free if runner_of(e) in idle or self.worth_topping_up(e)),
                       key=lambda e: depth[e["_id"]])[:limit]
-        return {e["_id"]: depth[e["_id"]] for e in kept}
+        return [(e, depth[e["_id"]]) for e in kept]
 
     def defer_lone_outcomes(self, plan: RoundPlan, entries: list[Document]) -> None:
         """Leave a round's outcomes for a later round when applying them is all it would do and

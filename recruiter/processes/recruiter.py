@@ -306,12 +306,11 @@ class RecruiterProcess(LeaderProcess):
         # Lanes of idle slots first (recruiter.domain.lanes), then the longest available; a busy
         # slot is topped up only if its jobs outlast a hand-off.
         self.lookahead.note_run_times(plan.outcomes)
-        depth = self.lookahead.free_lanes(free, entries, self.config.round_size)
-        free = sorted((e for e in free if e["_id"] in depth), key=lambda e: depth[e["_id"]])
-        plan.ahead = {e["_id"] for e in free if depth[e["_id"]] > 0}
-        plan.report.free_workers = len(free)
-        if free:
-            workers = [FreeWorker(e["_id"], tuple(e["work_on"]), depth[e["_id"]]) for e in free]
+        lanes = self.lookahead.free_lanes(free, entries, self.config.round_size)
+        plan.ahead = {e["_id"] for e, d in lanes if d > 0}
+        plan.report.free_workers = len(lanes)
+        if lanes:
+            workers = [FreeWorker(e["_id"], tuple(e["work_on"]), d) for e, d in lanes]
             picked = await self.reader.select(workers, now, self.lease.epoch, self.config.counting_scheme)
             plan.selection, plan.documents = picked.selection, picked.documents
             plan.cursor_write = self.reader.cursor_write(picked.selection.cursor)
