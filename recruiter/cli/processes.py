@@ -45,9 +45,9 @@ from recruiter.store import (
     Target,
     Wake,
     describe,
+    heartbeat_client,
     longest_heartbeat_interval,
     parse_target,
-    sync_client,
 )
 
 
@@ -193,8 +193,8 @@ def run_worker(common: Common, config: WorkerConfig) -> None:
 
     def make(db: AsyncDb, clock: ServerClock) -> WorkerProcess:
         # The heartbeat thread has a client of its own, so a blocked event loop cannot hold it up.
-        heartbeat_client = sync_client(parse_target(common.target), app_name="recruiter-heartbeat")
-        return WorkerProcess(db, clock, config, heartbeat_db=heartbeat_client[db.name])
+        beats = heartbeat_client(parse_target(common.target), app_name="recruiter-heartbeat")
+        return WorkerProcess(db, clock, config, heartbeat_db=beats[db.name])
 
     run_process(common, "recruiter-worker", make)
 

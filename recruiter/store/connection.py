@@ -91,7 +91,7 @@ class _ClientOptions(TypedDict):
     w: str
 
 
-def _client_options(server_selection_timeout_s: float, app_name: str) -> _ClientOptions:
+def _client_options(server_selection_timeout_s: float, app_name: str, *, retry_writes: bool = True) -> _ClientOptions:
     return {
         "tz_aware": True,
         "serverSelectionTimeoutMS": int(server_selection_timeout_s * 1000),
@@ -99,7 +99,7 @@ def _client_options(server_selection_timeout_s: float, app_name: str) -> _Client
         # A date outside Python's range is read as bson.DatetimeMS, not raised as an error,
         # so one such document cannot stop a process (recruiter.domain.documents rejects it).
         "datetime_conversion": "DATETIME_AUTO",
-        "retryWrites": True,
+        "retryWrites": retry_writes,
         # An acknowledged job or outcome must survive a primary failover.
         "w": "majority",
     }
@@ -109,6 +109,20 @@ def sync_client(target: Target, *, app_name: str = "recruiter", server_selection
                 event_listeners: list[CommandListener] | None = None) -> SyncClient:
     return MongoClient(target.uri, event_listeners=[*(event_listeners or []), *monitoring.listeners()],
                        **_client_options(server_selection_timeout_s, app_name))
+
+
+def heartbeat_client(target: Target, *, app_name: str,
+                     event_listeners: list[CommandListener] | None = None) -> SyncClient:
+    """The client of a worker's heartbeat thread: a sync client whose writes are not retryable.
+
+    A beat sets the same fields whenever it is sent, and the next beat replaces a
+    lost one, so a driver retry buys nothing. A retryable write, though, costs the
+    server a record of it (mongod writes one to ``config.transactions``; SecantusDB keeps
+    them in memory and scans them on every retryable write), and beats are the most
+    frequent writes an idle deployment makes.
+    """
+    return MongoClient(target.uri, event_listeners=[*(event_listeners or []), *monitoring.listeners()],
+                       **_client_options(10.0, app_name, retry_writes=False))
 
 
 def async_client(target: Target, *, app_name: str = "recruiter", server_selection_timeout_s: float = 10.0,

@@ -40,7 +40,15 @@ from recruiter.domain.workable import Workable
 from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
 from recruiter.processes.worker.runtime import WorkerConfig, WorkerProcess
 from recruiter.producer.client import AsyncRecruiter
-from recruiter.store import ServerClock, async_client, ensure_indexes, metadata, parse_target, scheduled, sync_client
+from recruiter.store import (
+    ServerClock,
+    async_client,
+    ensure_indexes,
+    heartbeat_client,
+    metadata,
+    parse_target,
+    scheduled,
+)
 from recruiter.store import archived as archived_store
 from recruiter.store.layout import Collections
 from recruiter.testing.capture import installed_for_now
@@ -84,7 +92,7 @@ async def drain_async(uri: str, jobs: Iterable[Workable | JobBuilder] = (), *,
     ``concurrency`` slots until nothing is left, and return what they archived (see the module)."""
     target = parse_target(uri)
     client = async_client(target, app_name="recruiter-testing")
-    heartbeat_client = sync_client(target, app_name="recruiter-testing-heartbeat")
+    beats = heartbeat_client(target, app_name="recruiter-testing-heartbeat")
     try:
         db = client[target.database]
         await ensure_indexes(db)
@@ -96,13 +104,13 @@ async def drain_async(uri: str, jobs: Iterable[Workable | JobBuilder] = (), *,
         worker = WorkerProcess(db, clock, WorkerConfig(
             groups=tuple(groups), concurrency=concurrency, worker_id=f"{DRAIN_WORKER}-{ids[0] if ids else 'any'}",
             heartbeat_interval_s=1.0, poll_from_s=0.01, poll_to_s=0.1, max_crashes=max_crashes,
-            deregister_wait_s=5.0), heartbeat_db=heartbeat_client[target.database], exit_now=_cannot_exit)
+            deregister_wait_s=5.0), heartbeat_db=beats[target.database], exit_now=_cannot_exit)
         with installed_for_now():
             await _run_until_empty(recruiter, worker, ids, timeout_s)
         found = {d["_id"]: d for d in await archived_store.read_ran(
             Collections.of(db).archived, ids, [s.id for s in worker.slots])}
     finally:
-        heartbeat_client.close()
+        beats.close()
         await client.close()
     enqueued = tuple(found.pop(i) for i in ids)
     others = sorted(found.values(), key=lambda d: str(d.get("archived_at")))
