@@ -106,9 +106,9 @@ def _client_options(server_selection_timeout_s: float, app_name: str, *, retry_w
 
 
 def sync_client(target: Target, *, app_name: str = "recruiter", server_selection_timeout_s: float = 10.0,
-                event_listeners: list[CommandListener] | None = None) -> SyncClient:
+                event_listeners: list[CommandListener] | None = None, retry_writes: bool = True) -> SyncClient:
     return MongoClient(target.uri, event_listeners=[*(event_listeners or []), *monitoring.listeners()],
-                       **_client_options(server_selection_timeout_s, app_name))
+                       **_client_options(server_selection_timeout_s, app_name, retry_writes=retry_writes))
 
 
 def heartbeat_client(target: Target, *, app_name: str,
@@ -121,8 +121,7 @@ def heartbeat_client(target: Target, *, app_name: str,
     them in memory and scans them on every retryable write), and beats are the most
     frequent writes an idle deployment makes.
     """
-    return MongoClient(target.uri, event_listeners=[*(event_listeners or []), *monitoring.listeners()],
-                       **_client_options(10.0, app_name, retry_writes=False))
+    return sync_client(target, app_name=app_name, event_listeners=event_listeners, retry_writes=False)
 
 
 def async_client(target: Target, *, app_name: str = "recruiter", server_selection_timeout_s: float = 10.0,
