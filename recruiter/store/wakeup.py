@@ -311,6 +311,11 @@ class Doorbell:
                     ns = event.get("ns")
                     self.heard.add(str(ns.get("coll")) if isinstance(ns, dict) else "")
                     return True
+                if not self.stream.alive:  # ended by the server (a database dropped): the next wait opens another
+                    log.warning("doorbell.ended")
+                    await self.close()
+                    await asyncio.sleep(max(0.0, deadline - loop.time()))
+                    return False
                 streak = streak + 1 if loop.time() - asked_at < QUICK_EMPTY_S else 0
                 await asyncio.sleep(quick_empty_pause(streak))
             except PyMongoError as exc:

@@ -402,11 +402,39 @@ def test_a_wait_outlives_its_stream_killed_by_the_server(db_uri: str) -> None:
             assert killed["cursorsKilled"] == commands.cursor_ids[:1]
             await run_once(h, process, slot)
             assert await gathered == [1, 2]
-            # The driver resumes the stream (a second aggregate, after the last event seen); had it
-            # failed for good, the wait would have polled.
+            # The driver resumes the stream (a second aggregate, after the last event seen). If the
+            # kill met a getMore in flight, SecantusDB may answer it as an exhausted cursor; the
+            # driver then ends the stream without an error, and the wait polls (it used to hang).
             assert writes(commands) == ["insert"]
         finally:
             rec.close()
+
+    run(db_uri, scenario)
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_wait_outlives_its_stream_ended_by_the_server(db_uri: str, flavour: str) -> None:
+    """Dropping ``archived`` invalidates the stream: the driver then answers "no event" for
+    ever, without an error. The wait notices the stream is dead and polls."""
+    async def scenario(h: Harness) -> None:
+        process, slot = await h.worker("w1")
+        async with async_producer(h) as (arec, acommands):
+            before = await arec.enqueue(Record(h.db_uri, n=0))
+            await run_once(h, process, slot)  # archived exists, so its drop invalidates
+            assert (await before.wait(timeout=10)) == 0
+            with sync_producer(h) as (rec, scommands):
+                commands = scommands if flavour == "sync" else acommands
+                opened = streams_opened(commands)
+                if flavour == "sync":
+                    job = rec.enqueue(Record(h.db_uri, n=1))
+                    waited = asyncio.create_task(asyncio.to_thread(job.wait, 20))
+                else:
+                    ajob = await arec.enqueue(Record(h.db_uri, n=1))
+                    waited = asyncio.create_task(ajob.wait(timeout=20))
+                await wait_for_async(lambda: asyncio.sleep(0, streams_opened(commands) > opened), message="the stream")
+                await h.db.archived.drop()
+                await run_once(h, process, slot)
+                assert await waited == 1
 
     run(db_uri, scenario)
 
