@@ -93,6 +93,7 @@ def _phases(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     return {
         "rounds": rounds, "seconds": elapsed, "rounds_per_s": rounds / elapsed if elapsed else None,
         "idle_rounds": after["idle_rounds"] - before["idle_rounds"],
+        "idle_ms_per_round": _idle_ms(before, after),
         "unfinished_rounds": after["unfinished"] - before["unfinished"],
         "assigned_per_round": (after["assigned"] - before["assigned"]) / rounds if rounds else None,
         "applied_per_round": (after["applied"] - before["applied"]) / rounds if rounds else None,
@@ -101,6 +102,15 @@ def _phases(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
         "round_ms": 1000 * in_rounds / rounds if rounds else None,
         "leader_busy": busy / elapsed if elapsed else None,
     }
+
+
+def _idle_ms(before: dict[str, Any], after: dict[str, Any]) -> dict[str, float]:
+    """The reads of an idle round (one that found nothing to write), by phase, in ms."""
+    idle = after["idle_rounds"] - before["idle_rounds"]
+    if not idle:
+        return {}
+    was, now = before.get("idle_phases") or {}, after.get("idle_phases") or {}
+    return {p: 1000 * (now.get(p, 0.0) - was.get(p, 0.0)) / idle for p in PHASES if p in now}
 
 
 class _CpuClock:
@@ -232,6 +242,8 @@ def table(c: dict[str, Any]) -> str:
         f"applied per round; a round {c['round_ms'] or 0:.1f} ms; leader busy "
         f"{100 * min(1.0, c['leader_busy'] or 0):.0f}% (in rounds or their reads)",
         f"  round's time: {phases}",
+        f"  {c['idle_rounds']} idle rounds (reads that found nothing to write), each: "
+        + (", ".join(f"{p} {v:.1f} ms" for p, v in (c.get("idle_ms_per_round") or {}).items()) or "-"),
         f"  recruiter round trips per round {rt or 0:.1f}; all processes {c['round_trips_per_job'] or 0:.2f} "
         f"round trips per job ({c['empty_getmores_per_job'] or 0:.2f} of them empty getMore replies); "
         f"backlog never below {c['min_outstanding']} outstanding (low {c['low']})",

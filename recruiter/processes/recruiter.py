@@ -295,14 +295,17 @@ class RecruiterProcess(LeaderProcess):
         now = self.clock.now()
         plan = RoundPlan(now)
         entries = self._well_formed(await roster.read_round_entries(self.c.roster))
+        round_stats.mark("read_roster")
         plan.malformed = self.sweeper.take()
         plan.outcomes = [e for e in entries if e.get("outcome")]
         await self._read_outcome_jobs(plan)
+        round_stats.mark("read_jobs")
         free = sorted(
             await self._live(plan, entries, [e for e in entries if e.get("available") and not e.get("stopping")
                                              and e.get("work_on")]),
             key=lambda e: (e.get("available_since") or now, e["_id"]),
         )
+        round_stats.mark("read_beats")
         # Lanes of idle slots first (recruiter.domain.lanes), then the longest available; a busy
         # slot is topped up only if its jobs outlast a hand-off.
         self.lookahead.note_run_times(plan.outcomes)
@@ -311,7 +314,9 @@ class RecruiterProcess(LeaderProcess):
         plan.report.free_workers = len(lanes)
         if lanes:
             workers = [FreeWorker(e["_id"], tuple(e["work_on"]), d) for e, d in lanes]
+            round_stats.mark("plan")
             picked = await self.reader.select(workers, now, self.lease.epoch, self.config.counting_scheme)
+            round_stats.mark("read_candidates")
             plan.selection, plan.documents = picked.selection, picked.documents
             plan.cursor_write = self.reader.cursor_write(picked.selection.cursor)
             plan.malformed += picked.malformed

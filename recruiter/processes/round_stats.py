@@ -1,7 +1,11 @@
 """Where a recruiter round's time goes, for the benchmarks (``RECRUITER_ROUND_STATS=<path>``).
 
 When the variable is set, the recruiter process times each round by phase
-(:data:`PHASES`: ``plan``, the reads; ``fence``, the lease's renewal when due,
+(:data:`PHASES`: the reads, ``read_roster`` (the entries that are free or hold an
+outcome), ``read_jobs`` (the jobs outcomes name that this leader did not hand out),
+``read_beats`` (the free entries' heartbeats, and the stranded jobs of silent ones),
+``read_candidates`` (the jobs chosen from, :mod:`recruiter.store.readahead`) and
+``plan``, the choosing between them; ``fence``, the lease's renewal when due,
 the transaction's start and its fence write; then in the transaction ``apply``,
 stranded jobs taken back and outcomes applied; ``cursor``; ``lock``; ``assign``;
 ``clear``, the outcomes no assignment cleared; ``commit``) and writes the totals as JSON to
@@ -26,7 +30,8 @@ from recruiter.store.monitoring import write_periodically
 
 ROUND_STATS_ENVVAR = "RECRUITER_ROUND_STATS"
 WRITE_INTERVAL_S = 1.0
-PHASES = ("plan", "fence", "apply", "cursor", "lock", "assign", "clear", "commit")
+PHASES = ("read_roster", "read_jobs", "read_beats", "read_candidates", "plan",
+          "fence", "apply", "cursor", "lock", "assign", "clear", "commit")
 
 
 @dataclass
@@ -40,6 +45,7 @@ class RoundStats:
     applied: int = 0
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
     idle_seconds: float = 0.0  # the reads of idle rounds
+    idle_phases: dict[str, float] = field(default_factory=dict)  # those seconds by phase
     max_round_s: float = 0.0
     _current: dict[str, float] | None = None
     _began: float = 0.0
@@ -69,6 +75,8 @@ class RoundStats:
             if idle:
                 self.idle_rounds += 1
                 self.idle_seconds += took
+                for phase, seconds in current.items():
+                    self.idle_phases[phase] = self.idle_phases.get(phase, 0.0) + seconds
                 return
             self.rounds += 1
             self.assigned += assigned
@@ -82,6 +90,7 @@ class RoundStats:
             return {"pid": os.getpid(), "written_at": time.time(), "rounds": self.rounds,
                     "idle_rounds": self.idle_rounds, "unfinished": self.unfinished, "assigned": self.assigned,
                     "applied": self.applied, "seconds": dict(self.seconds), "idle_seconds": self.idle_seconds,
+                    "idle_phases": dict(self.idle_phases),
                     "max_round_s": self.max_round_s}
 
 

@@ -94,6 +94,10 @@ def test_quick_capacity_of_one_leader(server_uri: str, tmp_path: Path) -> None:
     assert c["rounds_per_s"] > 0
     assert 0 < c["assigned_per_round"] <= c["slots"] * c["lanes"]
     assert c["ms_per_round"]["plan"] > 0
+    # Every round reads the roster and the free entries' heartbeats; they are timed apart.
+    assert c["ms_per_round"]["read_roster"] > 0
+    assert c["ms_per_round"]["read_beats"] > 0
+    assert "read_roster" in c["idle_ms_per_round"] or c["idle_rounds"] == 0
     assert c["ms_per_round"]["commit"] > 0
     assert abs(sum(c["share"].values()) - 1) < 1e-6
     assert c["recruiter_round_trips_per_round"] > 0

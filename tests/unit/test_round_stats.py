@@ -23,6 +23,7 @@ def test_phases_are_summed_over_committed_rounds_only() -> None:
             stats.mark(phase)
         stats.end(3, 2, idle=False)
     stats.begin()
+    stats.mark("read_roster")
     stats.mark("plan")
     stats.end(0, 0, idle=True)
     stats.begin()
@@ -38,6 +39,10 @@ def test_phases_are_summed_over_committed_rounds_only() -> None:
     assert set(seconds) == set(PHASES)
     assert all(v >= 0 for v in seconds.values())
     assert snap["max_round_s"] > 0
+    idle_phases = snap["idle_phases"]
+    assert isinstance(idle_phases, dict)
+    assert set(idle_phases) == {"read_roster", "plan"}  # an idle round's phases are kept apart
+    assert sum(idle_phases.values()) <= snap["idle_seconds"]
 
 
 def test_a_mark_outside_a_round_is_ignored() -> None:
