@@ -22,7 +22,7 @@ from recruiter.domain.following import JobView, view_of
 from recruiter.domain.records import Query
 from recruiter.store.connection import first_line
 from recruiter.store.layout import Collections, Document, SyncCollections
-from recruiter.store.wakeup import CLOSE_TIMEOUT_S, STREAMS_UNSUPPORTED, Stream
+from recruiter.store.wakeup import CLOSE_TIMEOUT_S, STREAMS_UNSUPPORTED, Stream, unless_ended
 
 SyncStream = ChangeStream[Document]
 
@@ -137,23 +137,13 @@ async def open_finished_stream_async(c: Collections, job_ids: Sequence[object], 
 
 
 def next_finished(stream: SyncStream) -> object:
-    """The ``_id`` of the next job archived, or None if none was within the stream's wait.
-
-    Raises :class:`StreamEnded` once the server has ended the stream: the driver then
-    answers None for ever, which would leave a wait blind until its deadline.
-    """
-    return _checked(_job_id_of(stream.try_next()), stream.alive)
+    """The ``_id`` of the next job archived, or None if none was within the stream's wait;
+    :class:`recruiter.store.wakeup.StreamEnded` once the server has ended the stream."""
+    return _job_id_of(unless_ended(stream.try_next(), stream.alive))
 
 
 async def next_finished_async(stream: Stream) -> object:
-    return _checked(_job_id_of(await stream.try_next()), stream.alive)
-
-
-def _checked(job_id: object, alive: bool) -> object:
-    if job_id is None and not alive:
-        raise StreamEnded("the server ended the change stream on archived (collection dropped or renamed, "
-                          "or its cursor closed)")
-    return job_id
+    return _job_id_of(unless_ended(await stream.try_next(), stream.alive))
 
 
 def close_stream(stream: SyncStream) -> None:
@@ -163,12 +153,6 @@ def close_stream(stream: SyncStream) -> None:
             stream.close()
     except PyMongoError:
         pass
-
-
-class StreamEnded(PyMongoError):
-    """The server ended a change stream without an error the driver resumes from: an
-    invalidate (``archived`` dropped or renamed), or a cursor closed under a ``getMore``
-    that the server answered as exhausted rather than as killed."""
 
 
 class StreamsRefused(Exception):

@@ -306,16 +306,12 @@ class Doorbell:
         while loop.time() < deadline:
             try:
                 asked_at = loop.time()
-                event = await self.stream.try_next()
+                # A stream the server ended (a database dropped) fails as any other: the next wait opens another.
+                event = unless_ended(await self.stream.try_next(), self.stream.alive)
                 if event is not None:
                     ns = event.get("ns")
                     self.heard.add(str(ns.get("coll")) if isinstance(ns, dict) else "")
                     return True
-                if not self.stream.alive:  # ended by the server (a database dropped): the next wait opens another
-                    log.warning("doorbell.ended")
-                    await self.close()
-                    await asyncio.sleep(max(0.0, deadline - loop.time()))
-                    return False
                 streak = streak + 1 if loop.time() - asked_at < QUICK_EMPTY_S else 0
                 await asyncio.sleep(quick_empty_pause(streak))
             except PyMongoError as exc:
@@ -329,6 +325,22 @@ class Doorbell:
         if self.stream is not None:
             stream, self.stream = self.stream, None
             await close_quietly(stream)
+
+
+class StreamEnded(PyMongoError):
+    """The server ended a change stream without an error the driver resumes from: an
+    invalidate (its collection or database dropped or renamed), or a cursor closed under a
+    ``getMore`` that the server answered as exhausted rather than as killed. The driver
+    then answers "no event" for ever."""
+
+
+def unless_ended(event: Document | None, alive: bool) -> Document | None:
+    """``event`` (what ``try_next`` gave), or :class:`StreamEnded` when there was none
+    and the stream is no longer ``alive``."""
+    if event is None and not alive:
+        raise StreamEnded("the server ended the change stream (its collection or database dropped or renamed, "
+                          "or its cursor closed)")
+    return event
 
 
 CLOSE_TIMEOUT_S = 1.0
