@@ -266,6 +266,43 @@ def slot_key(name: str, slot: datetime) -> str:
     return f"{name}@{slot_iso(slot)}"
 
 
+# A fired slot's reservation is kept this long past the catch-up window: a margin for the
+# clocks of the processes that declare schedules (a re-declaration starts from the declaring
+# process's "now", so one whose clock is behind could otherwise reach back to a fired slot).
+RESERVATION_MARGIN = timedelta(hours=1)
+# Expired reservations a firing deletes at most, inside its transaction (a backlog left by an
+# older version, which kept them for ever, goes down by this much per firing).
+PRUNE_BATCH = 100
+
+
+def catch_up_window(defn: Definition) -> timedelta:
+    """How far back a firing may still reach: the slots ``catch_up`` could fire after a downtime."""
+    if defn.catch_up.mode == "within":
+        return timedelta(seconds=defn.catch_up.within_s or 0.0)
+    if defn.catch_up.mode == "all" and defn.every_s is not None:
+        return timedelta(seconds=defn.every_s * defn.catch_up.limit)
+    if defn.catch_up.mode == "all":
+        return timedelta(days=1)  # cron: slots are irregular; a day covers any limit of usual crons
+    return timedelta()
+
+
+def reservation_until(defn: Definition, slot: datetime) -> datetime:
+    """When a fired slot's reservation may go (``unique_keys.until``).
+
+    A slot is planned only while it is at or after the schedule's ``next_slot``, which moves
+    forward only, and a re-declaration restarts from its "now"; so once ``slot`` is older
+    than the catch-up window plus the jitter and :data:`RESERVATION_MARGIN`, no firing can
+    choose it again, and its reservation has nothing left to guard. Keeping each one that
+    long bounds their number per schedule, whatever the run time.
+    """
+    return slot + catch_up_window(defn) + timedelta(seconds=defn.jitter_s) + RESERVATION_MARGIN
+
+
+def slot_keys_range(name: str) -> tuple[str, str]:
+    """Bounds of the ``_id`` of every slot key of schedule ``name`` (``name@<ISO slot>``)."""
+    return f"{name}@0", f"{name}@:"
+
+
 def run_now_key(name: str, asked_at: datetime) -> str:
     return f"{name}@run-now:{slot_iso(asked_at)}"
 

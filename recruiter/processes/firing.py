@@ -36,12 +36,14 @@ from recruiter.domain.documents import WarnOnce, check_job
 from recruiter.domain.records import Query
 from recruiter.domain.schedules import (
     EPOCH,
+    PRUNE_BATCH,
     Definition,
     definition_of,
     fire_at,
     next_slot,
     occurrence,
     plan_firing,
+    reservation_until,
     run_now_key,
     slot_key,
 )
@@ -144,9 +146,12 @@ class ScheduleFirer:
             self.changed()  # changed since it was read: read again, fire nothing now
             return 0
         for slot, job_id, occ in jobs:
-            await schedules.insert_occurrence(db, occ, Unique(occ["unique"]["key"], Scope.FOREVER)
-                                              .reservation(job_id, now))
+            reservation = Unique(occ["unique"]["key"], Scope.FOREVER).reservation(job_id, now)
+            reservation["until"] = reservation_until(defn, slot)
+            await schedules.insert_occurrence(db, occ, reservation)
             self.events.info("schedule.fired", schedule=defn.name, slot=slot.isoformat(), job_id=str(job_id))
+        if jobs:
+            await schedules.prune_reservations(db, defn.name, now, PRUNE_BATCH)
         return len(jobs)
 
     async def _plan(self, db: AsyncDb, doc: Document, defn: Definition, first: datetime, now: datetime,

@@ -10,14 +10,15 @@ schedule has moved past it.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from pymongo import ASCENDING
 from pymongo.errors import DuplicateKeyError
 
 from recruiter.domain.records import Query
-from recruiter.store.layout import SCHEDULED, SCHEDULES, UNIQUE_KEYS, AsyncColl, AsyncDb, Document, SyncColl
+from recruiter.domain.schedules import slot_keys_range
+from recruiter.store.layout import ROSTER, SCHEDULED, SCHEDULES, UNIQUE_KEYS, AsyncColl, AsyncDb, Document, SyncColl
 
 # -- the producer's upsert (sync and asyncio) ------------------------------------------------
 
@@ -99,8 +100,15 @@ async def earliest_fire_at(db: AsyncDb, after: datetime) -> datetime | None:
 
 
 async def is_unfinished(db: AsyncDb, job_id: object) -> bool:
-    """Whether the job is still in ``scheduled`` (waiting or running)."""
-    return await db[SCHEDULED].find_one({"_id": job_id}, {"_id": 1}) is not None
+    """Whether the job has not ended: it is still in ``scheduled`` (waiting, running or
+    retrying) and no roster entry holds an outcome that archives it. An outcome a worker
+    recorded is applied (archived, deleted from ``scheduled``) by a later round, and firing
+    runs before the round, so a run that ended is never taken for one still going. An
+    outcome that retries the job leaves it unfinished, as it is once applied."""
+    if await db[SCHEDULED].find_one({"_id": job_id}, {"_id": 1}) is None:
+        return False
+    ended = {"outcome.job": job_id, "outcome.decision.archive": {"$exists": True}}
+    return await db[ROSTER].find_one(ended, {"_id": 1}) is None
 
 
 async def is_reserved(db: AsyncDb, key: str) -> bool:
@@ -110,9 +118,25 @@ async def is_reserved(db: AsyncDb, key: str) -> bool:
 
 
 async def insert_occurrence(db: AsyncDb, doc: Document, reservation: Document) -> None:
-    """An occurrence and its key's reservation (``unique_keys``, scope forever)."""
+    """An occurrence and its key's reservation (``unique_keys``, kept until its ``until``)."""
     await db[UNIQUE_KEYS].insert_one(reservation)
     await db[SCHEDULED].insert_one(doc)
+
+
+async def prune_reservations(db: AsyncDb, name: str, now: datetime, limit: int) -> int:
+    """Delete up to ``limit`` of schedule ``name``'s slot reservations that expired (or that an
+    older version kept for ever, with no ``until``, once older than a day); how many.
+
+    Served by the ``_id`` index: slot keys are ``name@<ISO 8601 slot>``, so a schedule's
+    lie in one ``_id`` range (run-now keys, ``name@run-now:…``, sort after it)."""
+    low, high = slot_keys_range(name)
+    old: Query = {"$or": [{"until": {"$lt": now}},
+                          {"until": {"$exists": False}, "created_at": {"$lt": now - timedelta(days=1)}}]}
+    ids = [d["_id"] async for d in db[UNIQUE_KEYS].find({"_id": {"$gt": low, "$lt": high}, **old},
+                                                         {"_id": 1}).limit(limit)]
+    if not ids:
+        return 0
+    return (await db[UNIQUE_KEYS].delete_many({"_id": {"$in": ids}, **old})).deleted_count
 
 
 async def record_firing(db: AsyncDb, name: str, read: Query, update: Query) -> bool:

@@ -21,7 +21,10 @@ from recruiter import Recruiter, ScheduleRefused
 from recruiter.domain.clock import ManualClock
 from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
 from tests.integration.test_processes_inproc import START, Harness, run, take_and_work
-from tests.workables import Record
+from bson import ObjectId
+
+from recruiter.retry import RetryManyTimes
+from tests.workables import AlwaysFails, Record
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -162,6 +165,68 @@ def test_overlap_skip_counts_slots_while_the_previous_runs(db_uri: str) -> None:
         assert await fire(h) == 1
         assert len(await occurrences(h)) == 1
         assert await h.db.archived.count_documents({}) == 1
+
+    run(db_uri, scenario)
+
+
+def test_an_outcome_recorded_but_not_applied_is_not_an_overlap(db_uri: str) -> None:
+    """Issue 22, item 1: the previous run ended (its outcome is in the worker's roster entry),
+    but no round has applied it yet (firing runs before the round): the next slot fires."""
+    async def scenario(h: Harness) -> None:
+        await h.producer.schedule("tick", every="1m", job=Record(db_uri, 1).as_job_of(h.producer))
+        h.clock.advance(timedelta(minutes=1))
+        assert await fire(h) == 1
+        process, slot = await h.worker("w1")
+        await h.round()
+        await take_and_work(process, slot)  # the outcome is recorded, not applied
+        assert await h.db.roster.count_documents({"outcome.job": {"$exists": True}}) == 1
+        h.clock.advance(timedelta(minutes=1))
+        assert await fire(h) == 1
+        sched = await h.db.schedules.find_one({"_id": "tick"})
+        assert sched["skipped"] == 0
+
+    run(db_uri, scenario)
+
+
+def test_a_retrying_occurrence_is_still_unfinished(db_uri: str) -> None:
+    """An outcome that retries the job leaves the occurrence unfinished, before and after it is applied."""
+    async def scenario(h: Harness) -> None:
+        job = AlwaysFails(db_uri).as_job_of(h.producer).retry_with(RetryManyTimes(3, timedelta(hours=1)))
+        await h.producer.schedule("tick", every="1m", job=job)
+        h.clock.advance(timedelta(minutes=1))
+        assert await fire(h) == 1
+        process, slot = await h.worker("w1")
+        await h.round()
+        await take_and_work(process, slot)
+        h.clock.advance(timedelta(minutes=1))
+        assert await fire(h) == 0
+        sched = await h.db.schedules.find_one({"_id": "tick"})
+        assert sched["last_skip"]["reason"] == "overlap"
+
+    run(db_uri, scenario)
+
+
+def test_slot_reservations_stay_bounded(db_uri: str) -> None:
+    """Issue 22, item 2: a fired slot's reservation expires past the catch-up window and is
+    deleted by a later firing (and by a TTL index on MongoDB), so their number stays bounded
+    whatever the run time; a legacy one with no ``until`` goes once a day old."""
+    async def scenario(h: Harness) -> None:
+        await h.producer.schedule("tick", every="1m", overlap="allow", job=Record(db_uri, 1).as_job_of(h.producer))
+        legacy = {"_id": "tick@2025-12-01T00:00:00.000Z", "job": ObjectId(), "created_at": START - timedelta(days=31)}
+        other = {"_id": "tock@2025-12-01T00:00:00.000Z", "job": ObjectId(), "created_at": START - timedelta(days=31)}
+        await h.db.unique_keys.insert_many([legacy, other])
+        counts = []
+        for _ in range(150):  # two and a half hours of slots
+            h.clock.advance(timedelta(minutes=1))
+            assert await fire(h) == 1
+            counts.append(await h.db.unique_keys.count_documents({"_id": {"$regex": "^tick@"}}))
+        assert await h.db.unique_keys.find_one({"_id": legacy["_id"]}) is None
+        assert await h.db.unique_keys.find_one({"_id": other["_id"]}) is not None  # another schedule's
+        # Kept: the margin (1 h) plus the slot itself, never more.
+        assert max(counts) <= 62, max(counts)
+        assert counts[-1] == counts[-30]
+        newest = await h.db.unique_keys.find_one({"_id": {"$regex": "^tick@"}}, sort=[("created_at", -1)])
+        assert newest["until"] > h.clock.now()
 
     run(db_uri, scenario)
 
