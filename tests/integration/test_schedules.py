@@ -15,15 +15,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from bson import ObjectId
 from structlog.testing import capture_logs
 
 from recruiter import Recruiter, ScheduleRefused
 from recruiter.domain.clock import ManualClock
 from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
-from tests.integration.test_processes_inproc import START, Harness, run, take_and_work
-from bson import ObjectId
-
 from recruiter.retry import RetryManyTimes
+from tests.integration.test_processes_inproc import START, Harness, run, take_and_work
 from tests.workables import AlwaysFails, Record
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
