@@ -15,7 +15,7 @@ import re
 from datetime import timedelta
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 
-__all__ = ["as_timedelta", "format_duration", "parse_duration"]
+__all__ = ["MAX_DURATION", "as_timedelta", "format_duration", "parse_duration"]
 
 _MICROSECONDS: dict[str, int] = {
     "w": 7 * 24 * 3600 * 1_000_000,
@@ -34,6 +34,11 @@ _BARE_NUMBER = re.compile(rf"{_NUMBER}", re.ASCII)
 _COMPONENT = re.compile(rf"({_NUMBER})(ms|w|d|h|m|s)", re.ASCII)
 
 _HINT = "use a number with a unit, like 200ms, 30s, 5m, 2h or 5d"
+# The longest duration accepted anywhere: a century. Longer ones mean nothing to a job queue,
+# and dates computed from them (``now - since``, ``slot + every``) would leave the range of
+# ``datetime`` (years 1 to 9999) and raise OverflowError deep inside a process.
+MAX_DURATION = timedelta(days=36_525)
+_TOO_LARGE = f"too large (at most {MAX_DURATION.days}d, a century)"
 
 
 def _invalid(text: str, hint: str = _HINT) -> ValueError:
@@ -76,11 +81,18 @@ def parse_duration(text: str) -> timedelta:
         if position != len(stripped) or last_rank < 0:
             raise _invalid(text)
 
+    return _bounded(total, text)
+
+
+def _bounded(microseconds: Decimal, text: str) -> timedelta:
+    """``microseconds`` as a timedelta, refused (one line) beyond :data:`MAX_DURATION`."""
     try:
-        microseconds = int(total.to_integral_value(rounding=ROUND_HALF_EVEN))
-        return timedelta(microseconds=microseconds)
+        result = timedelta(microseconds=int(microseconds.to_integral_value(rounding=ROUND_HALF_EVEN)))
     except (OverflowError, InvalidOperation):
-        raise _invalid(text, "too large") from None
+        raise _invalid(text, _TOO_LARGE) from None
+    if result > MAX_DURATION:
+        raise _invalid(text, _TOO_LARGE)
+    return result
 
 
 def format_duration(td: timedelta) -> str:
@@ -129,6 +141,8 @@ def as_timedelta(value: object, name: str) -> timedelta:
             raise ValueError(f"{name} must be a finite number of seconds, got {value!r}")
         if value < 0:
             raise ValueError(f"{name} must not be negative, got {value!r}")
+        if value > MAX_DURATION.total_seconds():
+            raise ValueError(f"{name} is {_TOO_LARGE}, got {value!r:.60}")
         result = timedelta(seconds=value)
     else:
         raise ValueError(
@@ -136,4 +150,6 @@ def as_timedelta(value: object, name: str) -> timedelta:
         )
     if result < timedelta(0):
         raise ValueError(f"{name} must not be negative, got {value!r}")
+    if result > MAX_DURATION:
+        raise ValueError(f"{name} is {_TOO_LARGE}, got {format_duration(result)}")
     return result

@@ -26,6 +26,7 @@ from recruiter.domain import checks
 from recruiter.domain.durations import format_duration
 from recruiter.domain.following import JobView
 from recruiter.domain.records import Raw
+from recruiter.domain.schedules import definition_of
 
 _LAST_FIRE = checks.fields({"slot": (True, checks.date), "job": (True, checks.job_id), "at": (True, checks.date)})
 _LAST_SKIP = checks.fields({"slot": (True, checks.date), "reason": (True, checks.text),
@@ -66,13 +67,20 @@ SPEC: checks.Spec = {
 
 
 def schedule_problem(doc: Raw) -> checks.Problem:
-    """What is wrong with a ``schedules`` document, in one line; None if it follows the shape."""
+    """What is wrong with a ``schedules`` document, in one line; None if the leader can fire it.
+
+    Every field's type and range (:data:`SPEC`), then the definition as the leader reads it
+    (:func:`recruiter.domain.schedules.definition_of`: a valid cron and time zone, intervals,
+    jitter and catch-up within their bounds). The leader fires only documents this passes,
+    and ``schedules list`` shows this same reason for the others.
+    """
     problem = checks.fields_problem(doc, SPEC)
     if problem:
         return problem
     if (doc.get("cron") is None) == (doc.get("every_s") is None):
         return "cron, every_s: expected exactly one of them"
-    return None
+    defn = definition_of(doc)
+    return defn if isinstance(defn, str) else None
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ again (:func:`definition_of`): a malformed one is a problem string, never an exc
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 from dataclasses import dataclass, field
@@ -43,13 +44,16 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-from recruiter.domain.durations import as_timedelta
+from recruiter.domain.durations import MAX_DURATION, as_timedelta
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_NAME_CHARS = 200
 MAX_CRON_CHARS = 200
 MIN_EVERY_S = 1.0
 DEFAULT_CATCH_UP_LIMIT = 10
+MAX_CATCH_UP_LIMIT = 1_000
+# A cron schedule's jitter must be shorter than the shortest gap among its next matches.
+GAPS_SAMPLED = 24
 # Counting the slots a long downtime missed stops here (a cron firing every second for days).
 MAX_SLOTS_SCANNED = 100_000
 OVERLAP = ("skip", "allow")
@@ -139,6 +143,16 @@ def check_every(every: object) -> float:
     return seconds
 
 
+def _shortest_cron_gap_s(expr: str, zone: ZoneInfo) -> float | None:
+    """The shortest gap between the next :data:`GAPS_SAMPLED` matches of a cron expression."""
+    try:
+        matches = CronSim(expr, datetime.now(zone))
+        times = [next(matches) for _ in range(GAPS_SAMPLED + 1)]
+    except (StopIteration, CronSimError):
+        return None
+    return min((b - a).total_seconds() for a, b in itertools.pairwise(times))
+
+
 def check_catch_up(catch_up: object) -> CatchUp:
     if catch_up in ("none", "all"):
         return CatchUp(str(catch_up))
@@ -174,8 +188,9 @@ def define(name: object, *, cron: object = None, every: object = None, tz: objec
     if overlap not in OVERLAP:
         raise ScheduleRefused(f"overlap must be 'skip' or 'allow', got {overlap!r:.60}")
     jitter_s = check_jitter(jitter)
-    if every_s is not None and jitter_s >= every_s:
-        raise ScheduleRefused(f"jitter ({jitter_s:g}s) must be shorter than the interval ({every_s:g}s)")
+    interval_s = every_s if every_s is not None else _shortest_cron_gap_s(str(expr), zone)
+    if jitter_s > 0 and interval_s is not None and jitter_s >= interval_s:
+        raise ScheduleRefused(f"jitter ({jitter_s:g}s) must be shorter than the interval ({interval_s:g}s)")
     return Definition(name, expr, every_s, str(tz), job, str(overlap), check_catch_up(catch_up), jitter_s)
 
 
@@ -188,16 +203,18 @@ def _catch_up_of(doc: object) -> CatchUp:
     if not isinstance(doc, dict) or doc.get("mode") not in CATCH_UP:
         raise ScheduleRefused(f"catch_up is malformed: {doc!r:.60}")
     limit = doc.get("limit", DEFAULT_CATCH_UP_LIMIT)
-    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-        raise ScheduleRefused(f"catch_up.limit must be a positive integer, got {limit!r:.60}")
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_CATCH_UP_LIMIT:
+        raise ScheduleRefused(f"catch_up.limit must be an integer from 1 to {MAX_CATCH_UP_LIMIT}, got {limit!r:.60}")
     within = _number(doc.get("within_s"))
-    if doc["mode"] == "within" and (within is None or within <= 0):
-        raise ScheduleRefused("catch_up.within_s must be a positive number")
+    if doc["mode"] == "within" and (within is None or not 0 < within <= MAX_DURATION.total_seconds()):
+        raise ScheduleRefused(f"catch_up.within_s must be a positive number of seconds up to a century, "
+                              f"got {doc.get('within_s')!r:.60}")
     return CatchUp(doc["mode"], limit, within)
 
 
 def definition_of(doc: object) -> Definition | str:
-    """The definition a ``schedules`` document holds, or what is wrong with it (untrusted input)."""
+    """The definition a ``schedules`` document holds, or what is wrong with it (untrusted input).
+    Its other fields' shape is :func:`recruiter.domain.schedule_view.schedule_problem`'s to check."""
     if not isinstance(doc, dict):
         return "not a document"
     try:

@@ -49,6 +49,7 @@ from enum import StrEnum
 
 from bson import ObjectId
 
+from recruiter.domain.durations import MAX_DURATION
 from recruiter.domain.records import Query, UniqueDoc
 
 
@@ -119,6 +120,8 @@ def unique(key: object, scope: object = "unfinished", on_conflict: object = "exi
     if isinstance(scope, timedelta):
         if scope <= timedelta():
             raise UniqueRefused(f"a unique period must be positive, got {scope}")
+        if scope > MAX_DURATION:
+            raise UniqueRefused(f"a unique period must be at most {MAX_DURATION.days}d (a century), got {scope.days}d")
         return Unique(key, Scope.PERIOD, scope.total_seconds(), conflict)
     if scope in (Scope.UNFINISHED.value, Scope.FOREVER.value):
         return Unique(key, Scope(str(scope)), None, conflict)

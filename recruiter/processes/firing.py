@@ -1,8 +1,8 @@
 """The leader fires the due slots of periodic jobs (:mod:`recruiter.domain.schedules`).
 
-Firing runs in its own small transaction, fenced by the leader's lease like a
-round's writes (:meth:`recruiter.processes.leadership.Leadership.fenced`), just
-before a round: for every due schedule it reads (in the transaction) whether the
+Each due schedule fires in its own small transaction, fenced by the leader's lease
+like a round's writes (:meth:`recruiter.processes.leadership.Leadership.fenced`), just
+before a round: it reads (in the transaction) whether the
 previous occurrence is unfinished and whether each slot's key is reserved
 already, then moves the schedule past the slots (conditional on the
 ``next_slot``, ``version`` and ``run_now`` read) and inserts each occurrence
@@ -16,7 +16,9 @@ Invariant: a slot fires at most once, whatever happens: the reservation of its
 key and its job are committed together with the schedule moving past it, by
 the lease holder only; a failover, two recruiters, or a firing repeated after a
 crash find the key reserved (or the schedule moved on) and fire nothing. A
-malformed schedule document is skipped with one warning and never fired.
+malformed schedule document (:func:`recruiter.domain.schedule_view.schedule_problem`:
+every field checked), or one whose firing fails, is set aside with one warning until
+the next safety read, and never stops another schedule or the round.
 
 Waking: the leader keeps the earliest ``next_fire_at`` in memory (:attr:`ScheduleFirer.due_at`)
 and sleeps until then; a change to ``schedules`` (the doorbell's change stream)
@@ -34,6 +36,7 @@ from bson import ObjectId
 
 from recruiter.domain.documents import WarnOnce, check_job
 from recruiter.domain.records import Query
+from recruiter.domain.schedule_view import schedule_problem
 from recruiter.domain.schedules import (
     EPOCH,
     PRUNE_BATCH,
@@ -48,10 +51,12 @@ from recruiter.domain.schedules import (
     slot_key,
 )
 from recruiter.domain.unique import Scope, Unique
-from recruiter.processes.leadership import Leadership
+from recruiter.processes.leadership import Leadership, LostLease
 from recruiter.processes.logs import AfterCommit
 from recruiter.store import schedules
+from recruiter.store.connection import StoreError, first_line
 from recruiter.store.layout import AsyncDb, Document
+from recruiter.store.transactions import is_conflict
 
 log = structlog.get_logger("recruiter.schedules")
 
@@ -70,6 +75,8 @@ class ScheduleFirer:
         self.events = events
         self.due_at: datetime | None = None
         self.read_at: datetime | None = None  # None: read again before anything else
+        # Schedules not fired until the next safety read (id: why): malformed, or a firing failed.
+        self.set_aside: dict[object, str] = {}
 
     def changed(self) -> None:
         self.read_at = None
@@ -89,21 +96,46 @@ class ScheduleFirer:
         return max(0.0, min(refresh, (self.due_at - now).total_seconds()))
 
     async def fire(self, leadership: Leadership, now: datetime) -> int:
-        """Fire what is due at ``now`` in one fenced transaction; how many occurrences."""
-        docs = await schedules.read_due(self.db, now, BATCH)
-        work = [(d, defn) for d in docs if (defn := self._definition(d)) is not None]
+        """Fire what is due at ``now``, each schedule in its own fenced transaction; how many
+        occurrences. A schedule that is malformed, or whose firing fails, is set aside (with
+        one warning) and the others fire: no document stops another schedule or the round."""
+        if self.read_at is None or now - self.read_at >= timedelta(seconds=REFRESH_S):
+            self.set_aside.clear()  # fixed documents are taken up again at the safety read
+        docs = await schedules.read_due(self.db, now, BATCH, exclude=list(self.set_aside))
         fired = 0
-        if work:
-            async with leadership.fenced() as inside:
-                db = inside.scheduled.database
-                for doc, defn in work:
-                    fired += await self._fire_one(db, doc, defn, now)
+        for doc in docs:
+            defn = self._definition(doc)
+            if defn is None:
+                self.set_aside[doc.get("_id")] = "malformed"
+                continue
+            fired += await self._fire_alone(leadership, doc, defn, now)
         self.due_at = now if len(docs) >= BATCH else await schedules.earliest_fire_at(self.db, now)
         self.read_at = now
         return fired
 
+    async def _fire_alone(self, leadership: Leadership, doc: Document, defn: Definition, now: datetime) -> int:
+        try:
+            with self.events.held():  # logged once this schedule's transaction committed
+                async with leadership.fenced() as inside:
+                    return await self._fire_one(inside.scheduled.database, doc, defn, now)
+        except LostLease:
+            raise
+        except StoreError as exc:
+            if is_conflict(exc):  # written meanwhile (declared, paused): read again next time
+                self.changed()
+                return 0
+            reason = f"firing failed: {first_line(exc)}"
+        except Exception as exc:  # noqa: BLE001 - one schedule's data must not stop the others or the round
+            reason = f"firing failed: {type(exc).__name__}: {str(exc)[:200]}"
+        self.set_aside[doc.get("_id")] = reason
+        if self.warned.first(("schedule", doc.get("_id")), reason):
+            log.warning("schedule.set_aside", schedule=str(doc.get("_id"))[:100], reason=reason,
+                        detail=f"not fired; read again within {REFRESH_S:g}s")
+        return 0
+
     def _definition(self, doc: Document) -> Definition | None:
-        defn = definition_of(doc)
+        problem = schedule_problem(doc)
+        defn = problem if problem is not None else definition_of(doc)
         if not isinstance(defn, str):
             sample = occurrence(defn.job, defn.name, EPOCH, "check", ObjectId(), EPOCH)
             bad = check_job(sample)
@@ -140,8 +172,10 @@ class ScheduleFirer:
         if not update:
             return 0
         # Still as read: not edited, moved on, asked to run now, paused or resumed since.
-        read: Query = {"version": doc.get("version"), "next_slot": first, "run_now": asked,
-                       "paused": doc.get("paused")}
+        # $eq: a stored value is matched as a value, never read as an operator ({"$ne": ...}).
+        read: Query = {"version": {"$eq": doc.get("version")}, "next_slot": {"$eq": first},
+                       "run_now": {"$eq": asked}, "paused": {"$eq": doc.get("paused")},
+                       "skipped": {"$eq": doc.get("skipped")}}
         if not await schedules.record_firing(db, defn.name, read, update):
             self.changed()  # changed since it was read: read again, fire nothing now
             return 0
@@ -165,7 +199,8 @@ class ScheduleFirer:
         if plan.skip:
             slot, reason = plan.skip[-1]
             update["$set"]["last_skip"] = {"slot": slot, "reason": reason, "at": now}
-            update["$inc"] = {"skipped": len(plan.skip) + plan.more_skipped}
+            # A $set of the count read (checked an integer), not an $inc: safe whatever is stored.
+            update["$set"]["skipped"] = int(doc.get("skipped") or 0) + len(plan.skip) + plan.more_skipped
             self.events.info("schedule.skipped", schedule=defn.name, slots=len(plan.skip), reason=reason)
 
     async def _occurrences(self, db: AsyncDb, defn: Definition, fired: list[tuple[datetime, str]],

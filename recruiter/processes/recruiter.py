@@ -222,9 +222,7 @@ class RecruiterProcess(LeaderProcess):
         now = self.clock.now()
         if not self.firer.due(now):
             return 0
-        with self.events.held():
-            fired = await self.firer.fire(self.leadership, now)
-        return fired
+        return await self.firer.fire(self.leadership, now)
 
     async def fenced_round(self, *, rollback: bool = False) -> RoundReport:
         """One round: its reads first, outside any transaction, then (after releasing

@@ -80,11 +80,14 @@ def _not_paused_without_time() -> Query:
     return {"next_fire_at": None, "paused": {"$ne": True}}
 
 
-async def read_due(db: AsyncDb, now: datetime, limit: int) -> list[Document]:
+async def read_due(db: AsyncDb, now: datetime, limit: int, exclude: list[object] | None = None) -> list[Document]:
     """Schedules due at ``now`` (index ``next_fire``), those asked to run now (``run_now``), and
-    those that need a next fire time."""
+    those that need a next fire time; not those of ``exclude`` (set aside by the leader)."""
     coll = db[SCHEDULES]
-    query = {"$or": [{"next_fire_at": {"$lte": now}}, {"run_now": {"$type": "date"}}, _not_paused_without_time()]}
+    query: Query = {"$or": [{"next_fire_at": {"$lte": now}}, {"run_now": {"$type": "date"}},
+                            _not_paused_without_time()]}
+    if exclude:
+        query["_id"] = {"$nin": exclude}
     return [d async for d in coll.find(query).limit(limit)]
 
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recruiter.domain.durations import format_duration, parse_duration
+from recruiter.domain.durations import MAX_DURATION, as_timedelta, format_duration, parse_duration
 
 
 @pytest.mark.parametrize(
@@ -118,7 +118,7 @@ def test_format_then_parse_round_trips_milliseconds(td: timedelta) -> None:
     assert parse_duration(f"  {text} ") == td
 
 
-@given(st.timedeltas(min_value=timedelta(0)))
+@given(st.timedeltas(min_value=timedelta(0), max_value=MAX_DURATION))
 def test_format_then_parse_round_trips_any_duration(td: timedelta) -> None:
     assert parse_duration(format_duration(td)) == td
 
@@ -142,3 +142,22 @@ def test_format_is_compact(td: timedelta) -> None:
 def test_compounds_add_up(hours: int, minutes: int, seconds: int) -> None:
     text = f"{hours}h{minutes}m{seconds}s"
     assert parse_duration(text) == timedelta(hours=hours, minutes=minutes, seconds=seconds)
+
+
+@given(st.timedeltas(min_value=MAX_DURATION + timedelta(microseconds=1)))
+def test_durations_beyond_a_century_are_refused_in_one_line(td: timedelta) -> None:
+    """Issue 22: a huge duration is one line, never an OverflowError later (``now - since``)."""
+    with pytest.raises(ValueError, match="too large") as caught:
+        parse_duration(format_duration(td))
+    assert "\n" not in str(caught.value)
+    with pytest.raises(ValueError, match="too large"):
+        as_timedelta(td, "every")
+    with pytest.raises(ValueError, match="too large"):
+        as_timedelta(td.total_seconds(), "every")
+
+
+def test_numbers_beyond_any_timedelta_are_refused_in_one_line() -> None:
+    with pytest.raises(ValueError, match="too large"):
+        as_timedelta(1e300, "every")
+    with pytest.raises(ValueError, match="too large"):
+        parse_duration("1000000d")

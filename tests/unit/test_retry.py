@@ -232,10 +232,11 @@ def test_retry_forever() -> None:
         assert policy.decide(failure(attempts), NOW) == RetryAt(NOW + timedelta(minutes=2))
 
 
-def test_far_future_saturates() -> None:
-    assert RetryForever(timedelta.max).decide(failure(), NOW) == RetryAt(
-        datetime.max.replace(tzinfo=UTC)
-    )
+def test_waits_beyond_a_century_are_refused_in_one_line() -> None:
+    """A wait no date can hold is refused when the policy is built (it used to saturate at
+    datetime.max; issue 22 bounds every duration at a century)."""
+    with pytest.raises(ValueError, match="too large"):
+        RetryForever(timedelta.max)
 
 
 # -- TimeTable ------------------------------------------------------------------
