@@ -85,8 +85,8 @@ def _switch(kind: str, names: tuple[str, ...], pause: bool | None, common: Commo
             if pause:
                 _check_used(db, kind, list(names), force)
             metadata = SyncCollections.of(db).metadata
-            paused = read_paused(metadata) if pause is None else switch_paused(
-                metadata, kind, list(names), pause)
+            before = read_paused(metadata)
+            paused = before if pause is None else switch_paused(metadata, kind, list(names), pause)
         finally:
             client.close()
     except ConnectionProblem as exc:
@@ -96,6 +96,9 @@ def _switch(kind: str, names: tuple[str, ...], pause: bool | None, common: Commo
             raise
         raise click.ClickException(describe(exc, target)) from None
     now = sorted(paused.groups if kind == "group" else paused.tenants)
+    idle = sorted(set(names) - set(before.groups if kind == "group" else before.tenants))
+    if pause is False and idle:
+        click.echo(f"not paused, nothing to resume: {', '.join(idle)}", err=True)
     if as_json:
         click.echo(json.dumps(now))
         return

@@ -24,6 +24,7 @@ from recruiter.domain.schedules import Definition, ScheduleRefused, define, fire
 from recruiter.domain.workable import Workable
 from recruiter.store.layout import SCHEDULES, Document
 from recruiter.store.schedules import (
+    ANY_VERSION,
     insert_schedule,
     insert_schedule_async,
     new_document,
@@ -98,29 +99,38 @@ _CHANGE = {"insert": "created", "update": "updated", "touch": "unchanged"}
 def schedule(rec: Recruiter, name: str, job: JobBuilder | Workable, o: Options) -> ScheduleView:
     defn = _definition(name, job, rec, o, rec.max_document_bytes())
     coll = rec.db[SCHEDULES]
-    for _ in range(ATTEMPTS):
+    for attempt in range(ATTEMPTS + 2):
         stored = read_schedule(coll, defn.name)
         kind, write = _decide(defn, stored, rec.clock.now())
-        # Declared at the same moment by another producer: read it again.
+        # Declared at the same moment by another producer: read it again. The last attempt
+        # writes whatever it read (the last declaration wins), so concurrent ones converge.
+        version = _condition(stored, attempt)
         if kind == "insert":
             if not insert_schedule(coll, write):
                 continue
-        elif not update_schedule(coll, defn.name, stored.get("version") if stored else None, write):
+        elif not update_schedule(coll, defn.name, version, write):
             continue
         return _view(defn, _CHANGE[kind], stored, write)
-    raise RuntimeError(f"schedule {name!r:.60} kept changing while it was declared; try again")
+    raise RuntimeError(f"schedule {name!r:.60} was removed and declared again while declared; try again")
+
+
+def _condition(stored: Document | None, attempt: int) -> object:
+    """The ``version`` an update is conditional on: the one read, or none on the last attempt."""
+    if attempt >= ATTEMPTS:
+        return ANY_VERSION
+    return stored.get("version") if stored else None
 
 
 async def schedule_async(rec: AsyncRecruiter, name: str, job: JobBuilder | Workable, o: Options) -> ScheduleView:
     defn = _definition(name, job, rec, o, await rec.max_document_bytes())
     coll = rec.db[SCHEDULES]
-    for _ in range(ATTEMPTS):
+    for attempt in range(ATTEMPTS + 2):
         stored = await read_schedule_async(coll, defn.name)
         kind, write = _decide(defn, stored, rec.clock.now())
         if kind == "insert":
             if not await insert_schedule_async(coll, write):
                 continue
-        elif not await update_schedule_async(coll, defn.name, stored.get("version") if stored else None, write):
+        elif not await update_schedule_async(coll, defn.name, _condition(stored, attempt), write):
             continue
         return _view(defn, _CHANGE[kind], stored, write)
-    raise RuntimeError(f"schedule {name!r:.60} kept changing while it was declared; try again")
+    raise RuntimeError(f"schedule {name!r:.60} was removed and declared again while declared; try again")

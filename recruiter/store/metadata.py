@@ -42,8 +42,10 @@ async def read_switches(metadata: AsyncColl) -> Document | None:
 def switch_paused(metadata: SyncColl, kind: str, names: list[str], pause: bool) -> Paused:
     """Pause or resume groups or tenants (``kind``: group | tenant); returns the switches now."""
     field = KINDS[kind]
-    op = {"$addToSet": {field: {"$each": names}}} if pause else {"$pull": {field: {"$in": names}}}
-    metadata.update_one({"_id": PAUSED_ID}, op, upsert=True)
+    if pause:
+        metadata.update_one({"_id": PAUSED_ID}, {"$addToSet": {field: {"$each": names}}}, upsert=True)
+    else:  # only where one of them is paused: resuming what is not paused writes nothing
+        metadata.update_one({"_id": PAUSED_ID, field: {"$in": names}}, {"$pull": {field: {"$in": names}}})
     return read_paused(metadata)
 
 

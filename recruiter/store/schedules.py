@@ -50,9 +50,17 @@ def insert_schedule(coll: SyncColl, doc: Document) -> bool:
     return True
 
 
+# ``version`` for an update that applies whatever version is stored (the last declaration wins).
+ANY_VERSION = object()
+
+
+def _as_read(name: str, version: object) -> Query:
+    return {"_id": name} if version is ANY_VERSION else {"_id": name, "version": {"$eq": version}}
+
+
 def update_schedule(coll: SyncColl, name: str, version: object, update: Query) -> bool:
-    """Apply ``update`` if the schedule still has ``version``; whether it did."""
-    return coll.update_one({"_id": name, "version": version}, update).matched_count == 1
+    """Apply ``update`` if the schedule still has ``version`` (any: :data:`ANY_VERSION`); whether it did."""
+    return coll.update_one(_as_read(name, version), update).matched_count == 1
 
 
 async def read_schedule_async(coll: AsyncColl, name: str) -> Document | None:
@@ -68,7 +76,7 @@ async def insert_schedule_async(coll: AsyncColl, doc: Document) -> bool:
 
 
 async def update_schedule_async(coll: AsyncColl, name: str, version: object, update: Query) -> bool:
-    return (await coll.update_one({"_id": name, "version": version}, update)).matched_count == 1
+    return (await coll.update_one(_as_read(name, version), update)).matched_count == 1
 
 
 # -- the leader's reads (outside its transaction) -----------------------------------------

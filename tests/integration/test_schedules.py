@@ -11,6 +11,7 @@ leader's firing, driven step by step with a manual clock (see ``test_processes_i
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,6 +21,7 @@ from structlog.testing import capture_logs
 
 from recruiter import Recruiter, ScheduleRefused
 from recruiter.domain.clock import ManualClock
+from recruiter.domain.schedule_view import read_schedule
 from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
 from recruiter.retry import RetryManyTimes
 from tests.integration.test_processes_inproc import START, Harness, run, take_and_work
@@ -76,6 +78,13 @@ def test_upsert_create_update_unchanged(db_uri: str, db: Any) -> None:
     ({"every": "1m", "overlap": "sometimes"}, "overlap must be"),
     ({"every": "1m", "catch_up": "some"}, "catch_up must be"),
     ({"every": "1m", "jitter": "2m"}, "jitter"),
+    # Issue 22: out of range values are one line, not an OverflowError.
+    ({"every": 1e300}, "too large"),
+    ({"every": timedelta(days=365 * 10_000)}, "too large"),
+    ({"every": "1000000d"}, "too large"),
+    ({"every": "1m", "jitter": 1e300}, "too large"),
+    ({"cron": "* * * * *", "jitter": "2h"}, "jitter (7200s) must be shorter than the interval (60s)"),
+    ({"every": "1m", "catch_up": timedelta(days=10**6)}, "catch_up must be"),
 ])
 def test_bad_definitions_are_one_line_and_store_nothing(db_uri: str, db: Any, kwargs: dict[str, Any],
                                                         says: str) -> None:
@@ -305,3 +314,37 @@ def test_a_second_recruiter_fires_nothing_twice(db_uri: str) -> None:
         assert len(await occurrences(h)) == 1
 
     run(db_uri, scenario)
+
+
+def test_concurrent_declarations_converge_without_an_error(db_uri: str, db: Any) -> None:
+    """Issue 22, item 4: producers declaring one schedule at once (here with two definitions,
+    as two releases would) never get an error; the last declaration wins. The old code
+    raised "kept changing while it was declared" 38 times in 320 declarations."""
+    errors: list[str] = []
+
+    def declare(i: int) -> None:
+        with Recruiter.connect(db_uri) as rec:
+            for k in range(40):
+                try:
+                    rec.schedule("s", every="1m" if (i + k) % 2 else "2m", job=Record(db_uri, 1).as_job_of(rec))
+                except Exception as exc:  # noqa: BLE001 - the test counts every error
+                    errors.append(repr(exc))
+
+    threads = [threading.Thread(target=declare, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []
+    doc = db.schedules.find_one({"_id": "s"})
+    assert doc["every_s"] in (60.0, 120.0)
+    assert read_schedule(doc).problem is None
+
+
+@pytest.mark.parametrize("scope", [timedelta(days=10**6), timedelta.max])
+def test_huge_unique_periods_are_one_line(db_uri: str, db: Any, scope: timedelta) -> None:
+    with Recruiter.connect(db_uri) as rec, pytest.raises(ValueError, match="at most 36525d") as info:
+        rec.enqueue(Record(db_uri, 1).as_job_of(rec).unique("k", scope=scope))
+    assert "\n" not in str(info.value)
+    assert db.scheduled.count_documents({}) == 0
+    assert db.unique_keys.count_documents({}) == 0

@@ -35,3 +35,26 @@ def test_bad_names_and_schemes_are_one_line() -> None:
     assert_one_line_error(run_cli("start", "--counting-scheme", "4", "--target", never), "invalid counting scheme")
     assert_one_line_error(run_cli("start", "--target", never, env={"RECRUITER_COUNTING_SCHEME": "0,0"}),
                           "counting scheme")
+
+
+def test_resuming_what_is_not_paused_writes_nothing(db: Any, db_uri: str) -> None:
+    """Issue 22, item 4: ``groups resume`` of a group never paused wrote a document; now it
+    writes nothing and says so in one line."""
+    for kind in ("groups", "tenants"):
+        out = run_cli(kind, "resume", "never-paused", "--target", db_uri)
+        assert out.returncode == 0, out.stderr
+        assert out.stderr.strip() == "not paused, nothing to resume: never-paused"
+        assert out.stdout.strip() == f"paused {kind}: none"
+    assert db.metadata.count_documents({}) == 0
+
+
+def test_durations_beyond_a_century_are_one_line_and_change_nothing(db: Any, db_uri: str) -> None:
+    """Issue 22, item 4: these printed an OverflowError traceback."""
+    with Recruiter.connect(db_uri) as rec:
+        rec.enqueue(Record(db_uri, n=1).as_job_of(rec))
+    before = list(db.scheduled.find())
+    assert_one_line_error(run_cli("jobs", "list", "--since", "1000000d", "--target", db_uri), "too large")
+    assert_one_line_error(run_cli("jobs", "retry", "--why", "done", "--since", "1000000d", "--target", db_uri),
+                          "too large")
+    assert list(db.scheduled.find()) == before
+    assert db.archived.count_documents({}) == 0
