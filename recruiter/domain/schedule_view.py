@@ -22,11 +22,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, cast
 
+from bson import ObjectId
+
 from recruiter.domain import checks
+from recruiter.domain.documents import check_job
 from recruiter.domain.durations import format_duration
 from recruiter.domain.following import JobView
 from recruiter.domain.records import Raw
-from recruiter.domain.schedules import definition_of
+from recruiter.domain.schedules import EPOCH, definition_of, occurrence
 
 _LAST_FIRE = checks.fields({"slot": (True, checks.date), "job": (True, checks.job_id), "at": (True, checks.date)})
 _LAST_SKIP = checks.fields({"slot": (True, checks.date), "reason": (True, checks.text),
@@ -80,7 +83,11 @@ def schedule_problem(doc: Raw) -> checks.Problem:
     if (doc.get("cron") is None) == (doc.get("every_s") is None):
         return "cron, every_s: expected exactly one of them"
     defn = definition_of(doc)
-    return defn if isinstance(defn, str) else None
+    if isinstance(defn, str):
+        return defn
+    # The job each occurrence would be: checked as the reader checks a job in ``scheduled``.
+    bad = check_job(occurrence(defn.job, defn.name, EPOCH, "check", ObjectId(), EPOCH))
+    return f"job: {bad.reason}" if bad is not None else None
 
 
 @dataclass(frozen=True)

@@ -34,11 +34,10 @@ from typing import Any
 import structlog
 from bson import ObjectId
 
-from recruiter.domain.documents import WarnOnce, check_job
+from recruiter.domain.documents import WarnOnce
 from recruiter.domain.records import Query
 from recruiter.domain.schedule_view import schedule_problem
 from recruiter.domain.schedules import (
-    EPOCH,
     PRUNE_BATCH,
     Definition,
     definition_of,
@@ -75,8 +74,9 @@ class ScheduleFirer:
         self.events = events
         self.due_at: datetime | None = None
         self.read_at: datetime | None = None  # None: read again before anything else
-        # Schedules not fired until the next safety read (id: why): malformed, or a firing failed.
-        self.set_aside: dict[object, str] = {}
+        # Schedules not fired until the next safety read: malformed, or a firing failed. Keyed
+        # by the id's repr (an ``_id`` written by hand may be a document, which is unhashable).
+        self.set_aside: dict[str, tuple[object, str]] = {}
 
     def changed(self) -> None:
         self.read_at = None
@@ -101,12 +101,12 @@ class ScheduleFirer:
         one warning) and the others fire: no document stops another schedule or the round."""
         if self.read_at is None or now - self.read_at >= timedelta(seconds=REFRESH_S):
             self.set_aside.clear()  # fixed documents are taken up again at the safety read
-        docs = await schedules.read_due(self.db, now, BATCH, exclude=list(self.set_aside))
+        docs = await schedules.read_due(self.db, now, BATCH, exclude=[i for i, _ in self.set_aside.values()])
         fired = 0
         for doc in docs:
             defn = self._definition(doc)
             if defn is None:
-                self.set_aside[doc.get("_id")] = "malformed"
+                self._set_aside(doc, "malformed")
                 continue
             fired += await self._fire_alone(leadership, doc, defn, now)
         self.due_at = now if len(docs) >= BATCH else await schedules.earliest_fire_at(self.db, now)
@@ -127,21 +127,21 @@ class ScheduleFirer:
             reason = f"firing failed: {first_line(exc)}"
         except Exception as exc:  # noqa: BLE001 - one schedule's data must not stop the others or the round
             reason = f"firing failed: {type(exc).__name__}: {str(exc)[:200]}"
-        self.set_aside[doc.get("_id")] = reason
+        self._set_aside(doc, reason)
         if self.warned.first(("schedule", doc.get("_id")), reason):
             log.warning("schedule.set_aside", schedule=str(doc.get("_id"))[:100], reason=reason,
                         detail=f"not fired; read again within {REFRESH_S:g}s")
         return 0
 
+    def _set_aside(self, doc: Document, reason: str) -> None:
+        self.set_aside[repr(doc.get("_id"))] = (doc.get("_id"), reason)
+
     def _definition(self, doc: Document) -> Definition | None:
+        """The definition of a document the reader finds well-formed; None (one warning) if not."""
         problem = schedule_problem(doc)
         defn = problem if problem is not None else definition_of(doc)
         if not isinstance(defn, str):
-            sample = occurrence(defn.job, defn.name, EPOCH, "check", ObjectId(), EPOCH)
-            bad = check_job(sample)
-            if bad is None:
-                return defn
-            defn = f"job: {bad.reason}"
+            return defn
         if self.warned.first(("schedule", doc.get("_id")), defn):
             log.warning("schedule.malformed", schedule=str(doc.get("_id"))[:100], reason=defn,
                         detail="this schedule is not fired until it is fixed or declared again")

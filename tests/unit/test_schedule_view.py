@@ -13,10 +13,15 @@ from recruiter.domain.following import JobView
 from recruiter.domain.schedule_view import last_jobs, outcome_of, read_schedule, stale_names
 
 NOW = datetime(2026, 11, 23, 3, 0, tzinfo=UTC)
+# A job as rec.schedule stores it (the reader checks the job each occurrence would be).
+JOB = {"done": False, "locked": False, "attempts": 0, "crashes": 0, "status": "queued", "group": "g", "tags": [],
+       "tenant": None, "priority": "low", "executions": [],
+       "workable": {"class": "tests.workables:Record", "parameters": {"ledger_uri": "x", "n": 1}, "method": "execute"},
+       "retry_policy": {"class": "recruiter.retry:DoNotDoItAgain", "parameters": {}}}
 
 
 def doc(**fields: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {"_id": "s", "cron": None, "every_s": 60, "tz": "UTC", "job": {"group": "g"},
+    base: dict[str, Any] = {"_id": "s", "cron": None, "every_s": 60, "tz": "UTC", "job": JOB,
                             "declared_at": NOW}
     base.update(fields)
     return {k: v for k, v in base.items() if v is not ...}
@@ -36,6 +41,7 @@ def doc(**fields: Any) -> dict[str, Any]:
     ({"catch_up": {"mode": "some"}}, "catch_up.mode: expected one of none, all, within, got 'some'"),
     ({"jitter_s": float("inf")}, "jitter_s: expected a number of seconds from 0, got infinity"),
     ({"overlap": None}, "overlap: expected one of skip, allow, got null"),
+    ({"job": {"group": "g"}}, "job: status: missing"),
 ])
 def test_malformed_documents_say_why(fields: dict[str, Any], reason: str) -> None:
     view = read_schedule(doc(**fields))
