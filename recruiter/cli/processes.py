@@ -138,12 +138,18 @@ def worker_group() -> None:
               help="Module to import at start, so a typo fails now rather than in every job.")
 @click.option("--allow-module", "allow_modules", envvar=env("ALLOW_MODULE"), multiple=True, show_envvar=True,
               metavar="PREFIX", help="Module (and its submodules) jobs may name, besides those under --import-path "
-                                     "and --preload; others are archived as malformed without being imported.")
+                                     "and --preload; others are given back for another worker without being imported "
+                                     "(see --give-back-for).")
 @click.option("--grace-period", envvar=env("GRACE_PERIOD"), type=DURATION, default="30s", show_default=True,
               show_envvar=True, help="After SIGTERM, how long running jobs may take before they are interrupted.")
 @click.option("--memory-limit", envvar=env("MEMORY_LIMIT"), type=SIZE, default=None, show_envvar=True,
               help="After a job, a worker over this resident size (e.g. 512MB) exits with status 75 and a "
                    "supervisor process starts a fresh one.")
+@click.option("--give-back-for", envvar=env("GIVE_BACK_FOR"), type=DURATION, default="1h", show_default=True,
+              show_envvar=True,
+              help="A job whose classes this worker cannot import, or may not (--allow-module), goes back "
+                   "unattempted for another worker (a rolling deploy); once refused for this long it is archived "
+                   "as unrunnable.")
 @click.option("--burst", envvar=env("BURST"), is_flag=True, default=False, show_envvar=True,
               help="Exit (status 0) once nothing is left for this worker: no job of its groups due now and none "
                    "assigned to it. Jobs due later are not waited for.")
@@ -151,12 +157,12 @@ def start_worker(groups: tuple[str, ...], concurrency: int, prefetch: int, worke
                  heartbeat_interval: timedelta,
                  poll_from: timedelta, poll_to: timedelta, max_crashes: int, wake: str, import_path: tuple[str, ...],
                  preload: tuple[str, ...], allow_modules: tuple[str, ...], grace_period: timedelta,
-                 memory_limit: int | None, burst: bool, common: Common) -> None:
+                 memory_limit: int | None, give_back_for: timedelta, burst: bool, common: Common) -> None:
     """Run workers for the given groups.
 
     Jobs may name only modules found under --import-path, those named by
     --preload and those under an --allow-module prefix; a job naming any other
-    is archived as malformed, and its module is never imported.
+    is given back for another worker, and its module is never imported.
     """
     for p in reversed(import_path):
         sys.path.insert(0, str(Path(p).resolve()))
@@ -171,7 +177,8 @@ def start_worker(groups: tuple[str, ...], concurrency: int, prefetch: int, worke
         groups=groups, concurrency=concurrency, prefetch=prefetch, worker_id=worker_id,
         heartbeat_interval_s=seconds(heartbeat_interval), poll_from_s=seconds(poll_from),
         poll_to_s=seconds(poll_to), max_crashes=max_crashes, wake=Wake(wake), grace_period_s=seconds(grace_period),
-        memory_limit_bytes=memory_limit, allowed_modules=allowed, burst=burst))
+        memory_limit_bytes=memory_limit, allowed_modules=allowed, burst=burst,
+        give_back_for_s=seconds(give_back_for)))
     if runtime.needs_supervisor(memory_limit):
         sys.exit(runtime.supervised(run_worker, common, config))
     run_worker(common, config)

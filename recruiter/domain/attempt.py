@@ -12,7 +12,7 @@ from datetime import datetime
 import bson
 from bson.errors import InvalidDocument
 
-from recruiter.domain.naming import AllowedModules, class_names, exception_lineage
+from recruiter.domain.naming import AllowedModules, UnknownClass, class_names, exception_lineage, import_qualified
 from recruiter.domain.outcome import CRASHED, CRASHED_TOO_MANY_TIMES
 from recruiter.domain.records import Raw
 from recruiter.domain.retry import Archive, Decision, Failure, MoveToGroup, RetryAt, policy_from_document
@@ -127,6 +127,21 @@ def import_refusal(job: Raw, allowed: AllowedModules) -> str | None:
         refusal = allowed.refusal(name)
         if refusal:
             return refusal
+    return None
+
+
+def import_problem(job: Raw) -> str | None:
+    """``cannot import …`` if a class the job names (its workable's, its retry policy's) cannot
+    be imported here: its module is missing (an older release) or lacks it. Imports them."""
+    workable = job.get("workable")
+    names = [workable.get("class") if isinstance(workable, dict) else None, *class_names(job.get("retry_policy"))]
+    for name in names:
+        try:
+            import_qualified(name)
+        except UnknownClass as exc:
+            return f"cannot import {name}: {exc}"[:500]
+        except Exception:  # noqa: BLE001 - the module's own code failed: the attempt, run, judges it
+            return None
     return None
 
 

@@ -44,6 +44,7 @@ from recruiter.domain.job import Priority, Status
 from recruiter.domain.naming import WORKER_GROUP_PREFIX
 from recruiter.domain.placement import is_worker_group
 from recruiter.domain.records import JobDoc
+from recruiter.domain.refusals import refused_by
 from recruiter.domain.selection import (
     ANY_GROUP,
     DEFAULT_SCHEME,
@@ -116,13 +117,15 @@ class Query:
         return f
 
 
-def candidate_from(doc: JobDoc) -> Candidate:
-    """The selection's view of a job (checked by recruiter.domain.documents.check_job)."""
+def candidate_from(doc: JobDoc, now: datetime | None = None) -> Candidate:
+    """The selection's view of a job (checked by recruiter.domain.documents.check_job) at ``now``
+    (which decides whether the processes that refused it may have it again)."""
     return Candidate(
         doc["_id"], doc["group"], doc["scheduled_at"],
         tenant=doc.get("tenant") or DEFAULT_TENANT,
         priority=doc.get("priority") or Priority.LOW.value,
         retrying=doc.get("status") == Status.RETRYING.value,
+        refused_by=refused_by(doc, now),
     )
 
 

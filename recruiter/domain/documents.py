@@ -109,6 +109,10 @@ JOB: dict[str, tuple[bool, Check]] = {
     "tags": (False, list_of(name)),
     "executions": (False, list_of(document)),
     "last_execution": (False, optional(fields(LAST_EXECUTION))),
+    # Workers that could not run it (recruiter.domain.refusals): the round $pushes to this list.
+    "refusals": (False, list_of(document)),
+    "first_refused_at": (False, date),
+    "refusals_until": (False, date),
 }
 # The lock of a locked job, as the recruiter wrote it.
 LOCK: dict[str, tuple[bool, Check]] = {
@@ -178,6 +182,9 @@ OUTCOME: dict[str, tuple[bool, Check]] = {
     "executed": (True, boolean),
     "decision": (True, _decision),
     "execution": (False, optional(document)),
+    # A worker that could not run the job gave it back (recruiter.domain.refusals).
+    "refusal": (False, optional(fields({"process": (True, text), "worker": (True, text), "reason": (True, text),
+                                        "at": (True, date), "until": (True, date)}))),
 }
 
 ENTRY: dict[str, tuple[bool, Check]] = {

@@ -20,6 +20,7 @@ from recruiter.domain.job import MAX_EXECUTIONS_KEPT, Status
 from recruiter.domain.lanes import slot_of
 from recruiter.domain.naming import qualified_name
 from recruiter.domain.records import DecisionDoc, Query, Raw
+from recruiter.domain.refusals import MAX_KEPT as MAX_REFUSALS_KEPT
 from recruiter.domain.resubmit import due_at, late_flag_filter
 from recruiter.domain.retry import Archive, Decision, MoveToGroup, RetryAt, WorkerCrashed
 
@@ -115,10 +116,12 @@ class Outcome:
     decision: Decision
     execution: Execution | None = None
     result: object = None
+    # The worker could not run the job: given back for another (recruiter.domain.refusals).
+    refusal: dict[str, object] | None = None
 
     def to_document(self) -> dict[str, object]:
         """An :class:`~recruiter.domain.records.OutcomeDoc`."""
-        return {
+        doc = {
             "job": self.job_id,
             "token": self.token,
             "attempt": self.attempt,
@@ -127,6 +130,9 @@ class Outcome:
             "execution": self.execution.to_document() if self.execution else None,
             "result": self.result,
         }
+        if self.refusal is not None:
+            doc["refusal"] = self.refusal
+        return doc
 
 
 def decision_to_document(decision: Decision) -> DecisionDoc:
@@ -264,6 +270,12 @@ def reschedule_update(job: Raw, outcome_doc: Raw) -> tuple[Query, Query]:
     }
     if not outcome_doc["executed"]:
         update["$inc"] = {"attempts": -1}
+    refusal = outcome_doc.get("refusal")
+    if isinstance(refusal, dict):  # checked by documents.OUTCOME
+        entry = {k: refusal[k] for k in ("process", "worker", "reason", "at")}
+        update["$push"] = {"refusals": {"$each": [entry], "$slice": -MAX_REFUSALS_KEPT}}
+        update["$min"] = {"first_refused_at": refusal["at"]}
+        set_["refusals_until"] = refusal["until"]
     # A job resubmitted meanwhile is not matched: the round reads it again (resubmit_update).
     return {"_id": job["_id"], "lock_token": outcome_doc["token"], **late_flag_filter()}, update
 

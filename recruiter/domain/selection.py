@@ -63,6 +63,13 @@ class FreeWorker:
     # How many jobs this lane's runner holds before this lane's job would start
     # (recruiter.domain.lanes): 0 for an idle slot, more for a look-ahead lane.
     depth: int = 0
+    # The worker process the lane belongs to (its registration token; the id if unknown): a
+    # job is never given to a process that refused it (recruiter.domain.refusals).
+    process: str = ""
+
+    @property
+    def process_key(self) -> str:
+        return self.process or self.id
 
     @property
     def takes_any(self) -> bool:
@@ -88,6 +95,7 @@ class Candidate:
     tenant: str = DEFAULT_TENANT
     priority: str = Priority.LOW.value
     retrying: bool = False
+    refused_by: frozenset[str] = frozenset()  # processes that could not run it (recruiter.domain.refusals)
 
     @property
     def stream(self) -> int:
@@ -257,7 +265,10 @@ class _Round:
             if job is None:
                 self.empty_groups.add(group)
                 continue
-            worker = min((w for w in self.free if w.takes(group)), key=lambda w: w.specificity)
+            able = [w for w in self.free if w.takes(group) and w.process_key not in job.refused_by]
+            if not able:
+                continue  # only processes that refused it are free: left for another worker
+            worker = min(able, key=lambda w: w.specificity)
             self.free.remove(worker)
             assignments.append(Assignment(worker.id, job.id))
             self.last_group = group

@@ -99,7 +99,8 @@ class CandidateReader:
         for _ in range(3):
             paused = self.paused
             # A worker does not take a paused group; '*' workers' reads leave paused groups out.
-            usable = [FreeWorker(w.id, tuple(g for g in w.groups if g not in paused.groups)) for w in workers]
+            usable = [FreeWorker(w.id, tuple(g for g in w.groups if g not in paused.groups), process=w.process)
+                      for w in workers]
             plan = plan_round(usable, self.cursor, now, scheme)
             queries = next(plan)
             rows = await self._read(picked, queries, now, paused, with_switches=True)
@@ -141,7 +142,7 @@ class CandidateReader:
                 if (m := check_job(doc)) is not None:
                     picked.malformed.append(m)  # never a candidate; the round quarantines it
                     continue
-                rows[i].append(candidate_from(cast(JobDoc, doc)))
+                rows[i].append(candidate_from(cast(JobDoc, doc), now))
                 picked.documents[doc["_id"]] = doc
         return rows
 

@@ -311,7 +311,8 @@ class RecruiterProcess(LeaderProcess):
         plan.ahead = {e["_id"] for e, d in lanes if d > 0}
         plan.report.free_workers = len(lanes)
         if lanes:
-            workers = [FreeWorker(e["_id"], tuple(e["work_on"]), d) for e, d in lanes]
+            workers = [FreeWorker(e["_id"], tuple(e["work_on"]), d, process=str(e.get("process") or e["_id"]))
+                       for e, d in lanes]
             round_stats.mark("plan")
             picked = await self.reader.select(workers, now, self.lease.epoch, self.config.counting_scheme)
             round_stats.mark("read_candidates")

@@ -483,7 +483,7 @@ def test_failing_job_is_retried_with_growing_delays_then_archived(db_uri: str) -
     run(db_uri, scenario)
 
 
-def test_import_failure_and_broken_constructor_are_failed_attempts(db_uri: str) -> None:
+def test_a_broken_constructor_is_a_failed_attempt_and_an_unknown_class_is_given_back(db_uri: str) -> None:
     async def scenario(h: Harness) -> None:
         missing = await Record(h.db_uri).as_job_of(h.producer).retry_with(RetryManyTimes(times=1)).enqueue()
         await h.db.scheduled.update_one({"_id": missing}, {"$set": {"workable.class": "nonexistent.module:X"}})
@@ -511,22 +511,42 @@ def test_import_failure_and_broken_constructor_are_failed_attempts(db_uri: str) 
         assert "tests/workables.py" in last["trace"]
         assert "in __init__" in last["trace"]
 
-        # The unknown class: RetryManyTimes(times=1) retries it once, at once (the next round).
-        assert (await h.round()).assigned == 1
+        # The unknown class is not the job's failure (issue 22: a rolling deploy): given back
+        # unattempted, never to the same process again, and archived "unrunnable" (attempts 0)
+        # once no worker could run it for --give-back-for (one hour by default).
         job = await h.job(missing)
         assert job is not None
-        assert job["attempts"] == 2
-        assert job["status"] == "assigned"
-        assert job["last_execution"]["class"] == "recruiter.naming:UnknownClass"
-        assert "nonexistent.module" in job["last_execution"]["message"]
+        assert job["attempts"] == 0
+        assert job["status"] == "retrying"
+        assert job.get("executions", []) == []
+        (refusal,) = job["refusals"]
+        assert "nonexistent.module" in refusal["reason"]
+        first = refusal["worker"]
+        h.clock.advance(timedelta(seconds=2))
+        assert (await h.round()).assigned == 1
+        other = w2 if first == "w1" else w1
+        assert (await h.roster(other.slots[0].id)).get("assigned_to")
+        await take_and_work(other, other.slots[0])
+        await h.round()
+        job = await h.job(missing)
+        assert {r["worker"] for r in job["refusals"]} == {"w1", "w2"}
+        h.clock.advance(timedelta(minutes=5))
+        await w1.heartbeat()
+        await w2.heartbeat()
+        assert (await h.round()).assigned == 0  # both processes refused it: it waits for another
+        h.clock.advance(timedelta(hours=1))
+        await w1.heartbeat()
+        await w2.heartbeat()
+        assert (await h.round()).assigned == 1  # the limit passed: anyone may take it, and archives it
         holder = w1 if (await h.roster("w1")).get("assigned_to") else w2
         await take_and_work(holder, holder.slots[0])
         await h.round()
         archived = await h.archived(missing)
         assert archived is not None
-        assert archived["why"] == "tried-too-many-times"
-        assert archived["attempts"] == 2
-        assert [e["class"] for e in archived["executions"]] == ["recruiter.naming:UnknownClass"] * 2
+        assert archived["why"] == "unrunnable"
+        assert archived["attempts"] == 0
+        assert "nonexistent.module" in archived["reason"]
+        assert archived["executions"] == []
         for worker_id in ("w1", "w2"):
             entry = await h.roster(worker_id)
             assert entry is not None

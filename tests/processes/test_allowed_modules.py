@@ -1,4 +1,5 @@
-"""A worker imports only modules on its allow-list; a job naming any other is archived unimported.
+"""A worker imports only modules on its allow-list; a job naming any other is given back unimported
+(for a worker that may run it), and archived ``unrunnable`` once refused for ``--give-back-for``.
 
 The module the jobs name here is importable by the worker (it is on its
 ``PYTHONPATH``) and its top-level code writes a marker file, so the marker's
@@ -64,29 +65,32 @@ def _jobs(db: Any, db_uri: str, group: str) -> dict[str, Any]:
     return jobs
 
 
-def test_a_job_naming_a_module_outside_the_allow_list_is_archived_malformed_unimported(
+def test_a_job_naming_a_module_outside_the_allow_list_is_given_back_unimported(
         processes: Processes, db: Any, db_uri: str, tmp_path: Path) -> None:
     code_dir, marker = _marker_module(tmp_path)
     path_env = {"PYTHONPATH": os.pathsep.join([str(REPO), str(code_dir)])}
     jobs = _jobs(db, db_uri, "guarded")
     processes.recruiter()
     worker = processes.start("worker", "worker", "start", *FAST_WORKER, "--group", "guarded", "--id", "guard",
-                             env=path_env)
+                             "--give-back-for", "3s", env=path_env)
 
-    wait_for(lambda: db.archived.count_documents({}) == 3, timeout_s=30, message="the three jobs archived")
+    # Given back, unattempted, with the refusal on the job; then archived once refused for 3 s.
+    wait_for(lambda: db.scheduled.count_documents({"refusals.worker": "guard"}) == 2, timeout_s=30,
+             message="the two jobs given back")
+    wait_for(lambda: db.archived.count_documents({}) == 3, timeout_s=60, message="the three jobs archived")
     for name in ("workable", "policy"):
         doc = db.archived.find_one({"_id": jobs[name]["_id"]})
-        assert doc["why"] == "malformed"
-        assert doc["reason"].startswith("class not allowed: marked_jobs")
+        assert doc["why"] == "unrunnable"
+        assert "class not allowed: marked_jobs" in doc["reason"]
         assert "'marked_jobs' is not in the worker's allowed modules" in doc["reason"]
-        assert doc["attempts"] == 0  # the attempt was not run, so it does not count
-        assert doc["last_execution"]["outcome"] == "refused"
-        assert doc["last_execution"]["message"] == doc["reason"]
+        assert doc["attempts"] == 0  # never run, so no attempt counts
+        assert doc["executions"] == []
+        assert {r["worker"] for r in doc["refusals"]} == {"guard"}
     assert db.archived.find_one({"_id": jobs["good"]["_id"]})["why"] == "done"
     assert not marker.exists(), "the worker imported a module outside its allow-list"
     assert worker.popen.poll() is None, "the worker stopped"
     assert db.scheduled.count_documents({}) == 0
-    assert '"job.refused"' in worker.log()
+    assert '"job.given_back"' in worker.log()
     assert "class not allowed: marked_jobs:Job" in worker.log()
 
     # The same module allowed by --allow-module is imported and run: the marker would have told.
@@ -109,13 +113,14 @@ def test_the_allow_list_comes_from_the_import_path_preload_and_allow_module(
     db.scheduled.insert_one(near_miss)
     processes.recruiter()
     worker = processes.worker("--group", "scanned", "--import-path", ".", "--import-path", str(code_dir),
-                              "--preload", "tests.workables", "--allow-module", "examples.demo")
-    wait_for(lambda: db.archived.count_documents({}) == 4, timeout_s=30, message="the four jobs archived")
+                              "--preload", "tests.workables", "--allow-module", "examples.demo",
+                              "--give-back-for", "2s")
+    wait_for(lambda: db.archived.count_documents({}) == 4, timeout_s=60, message="the four jobs archived")
     assert db.archived.find_one({"_id": jobs["workable"]["_id"]})["why"] == "done"
     assert marker.exists()
     near = db.archived.find_one({"_id": near_miss["_id"]})
-    assert near["why"] == "malformed"
-    assert near["reason"].startswith("class not allowed: testsuite.workables:Record (module 'testsuite.workables'")
+    assert near["why"] == "unrunnable"
+    assert "class not allowed: testsuite.workables:Record (module 'testsuite.workables'" in near["reason"]
     allowed_line = next(line for line in worker.log().splitlines() if "worker.allowed_modules" in line)
     for module in ("marked_jobs", "tests", "tests.workables", "examples.demo", "recruiter"):
         assert f'"{module}"' in allowed_line

@@ -53,6 +53,9 @@ class WorkerConfig:
     # ``worker start --prefetch N``: each slot holds up to N more jobs, in N look-ahead lanes
     # (recruiter.domain.lanes), while it runs one. 0: one job at a time, handed out when free.
     prefetch: int = 0
+    # ``worker start --give-back-for``: a job this worker cannot import (or may not) is given
+    # back for another worker until it has been refused this long (recruiter.domain.refusals).
+    give_back_for_s: float = 3600.0
 
     def __post_init__(self) -> None:
         # The checks run in this order, so that the first problem is the one reported.
@@ -69,6 +72,8 @@ class WorkerConfig:
                 return problem
         if self.concurrency < 1:
             return "concurrency must be at least 1"
+        if not self.give_back_for_s > 0:
+            return "give-back-for must be positive"
         if not 0 <= self.prefetch <= MAX_PREFETCH:
             return f"prefetch must be between 0 and {MAX_PREFETCH}"
         if self.worker_id is not None and (

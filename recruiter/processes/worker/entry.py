@@ -62,8 +62,9 @@ class RosterEntries:
     """The roster entries of one process's slots (``pid`` on ``hostname``)."""
 
     def __init__(self, c: Collections, clock: Clock, config: WorkerConfig, shutdown: Shutdown, *,
-                 pid: int, hostname: str) -> None:
+                 pid: int, hostname: str, process: str = "") -> None:
         """``shutdown`` is read at each write: an entry written while stopping is not available."""
+        self.process = process
         self.c = c
         self.shutdown = shutdown
         self.clock = clock
@@ -92,6 +93,7 @@ class RosterEntries:
             "runner": slot.runner_id,
             "lane": slot.lane,
             "lanes": slot.lanes,
+            "process": self.process or slot.runner_id,
         }
 
     # -- register -------------------------------------------------------------------

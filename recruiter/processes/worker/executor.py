@@ -27,13 +27,22 @@ from typing import cast
 
 from structlog.typing import FilteringBoundLogger
 
-from recruiter.domain.attempt import describe_exception, failure_of, import_refusal, judge, judge_crash, storable_result
+from recruiter.domain.attempt import (
+    describe_exception,
+    failure_of,
+    import_problem,
+    import_refusal,
+    judge,
+    judge_crash,
+    storable_result,
+)
 from recruiter.domain.clock import Clock
 from recruiter.domain.documents import job_problem
 from recruiter.domain.naming import AllowedModules
-from recruiter.domain.outcome import DONE, INTERRUPTED, MALFORMED, Execution, Kind, Outcome, describe_decision
+from recruiter.domain.outcome import DONE, INTERRUPTED, Execution, Kind, Outcome, describe_decision
 from recruiter.domain.placement import declared_group
 from recruiter.domain.quarantine import malformed_outcome
+from recruiter.domain.refusals import DEFAULT_GIVE_BACK_FOR, decide_refusal, refusal_document
 from recruiter.domain.retry import Archive, Decision, RetryAt
 from recruiter.domain.workable import JobContext, ProgressSink, accepts_context, workable_from_document
 from recruiter.processes.worker.capture import LogBuffer, capturing, ensure_installed
@@ -61,8 +70,12 @@ class Executor:
     """Turns jobs into outcomes for the slots of one process (``pid`` on ``hostname``)."""
 
     def __init__(self, clock: Clock, *, max_crashes: int, allowed: AllowedModules | None, pid: int,
-                 hostname: str, abandon_thread: Callable[[], None]) -> None:
-        """``abandon_thread`` is called for an interrupted job left running in its thread."""
+                 hostname: str, abandon_thread: Callable[[], None], process: str = "",
+                 give_back_for_s: float = DEFAULT_GIVE_BACK_FOR.total_seconds()) -> None:
+        """``abandon_thread`` is called for an interrupted job left running in its thread;
+        ``process`` is this process's registration token (recruiter.domain.refusals)."""
+        self.process = process
+        self.give_back_for = timedelta(seconds=give_back_for_s)
         self.clock = clock
         self.max_crashes = max_crashes
         self.allowed = allowed
@@ -114,7 +127,7 @@ class Executor:
         it ran, so there is nothing this worker may record.
         """
         now = self.clock.now()
-        settled = self._refused(job, now, bound) or self._crash_judged(job, now, bound)
+        settled = self._cannot_run(slot_id, job, now, bound) or self._crash_judged(job, now, bound)
         if settled is not None:
             return settled
         try:
@@ -181,18 +194,21 @@ class Executor:
         bound.info("job.crash_judged", decision=describe_decision(verdict))
         return Outcome(job["_id"], job["lock_token"], int(job.get("attempts", 1)), executed=False, decision=verdict)
 
-    def _refused(self, job: Document, now: datetime, bound: FilteringBoundLogger) -> Outcome | None:
-        """The outcome of a job naming a module outside the allowed ones: archived ``malformed``, unrun.
-
-        Decided on the names alone, so the module is never imported.
-        """
-        refusal = None if self.allowed is None else import_refusal(job, self.allowed)
-        if refusal is None:
+    def _cannot_run(self, slot_id: str, job: Document, now: datetime, bound: FilteringBoundLogger) -> Outcome | None:
+        """The outcome of a job whose classes this process may not import (outside the allowed
+        modules: decided on the names, never imported) or cannot (not in this release): given
+        back unattempted for another worker, or archived ``unrunnable`` once refused for
+        ``give_back_for`` (:mod:`recruiter.domain.refusals`). None: it can run here."""
+        reason = None if self.allowed is None else import_refusal(job, self.allowed)
+        reason = reason or import_problem(job)
+        if reason is None:
             return None
-        bound.warning("job.refused", why=MALFORMED, reason=refusal)
-        execution = self._execution(job, "refused", now, now, message=refusal)
-        return Outcome(job["_id"], job["lock_token"], execution.attempt, executed=False,
-                       decision=Archive(MALFORMED, refusal), execution=execution)
+        decision, until = decide_refusal(job, reason, now, self.give_back_for)
+        bound.warning("job.given_back", reason=reason, decision=describe_decision(decision),
+                      detail="this worker cannot run it; no attempt is counted")
+        refusal = {**refusal_document(self.process or slot_id, slot_id, reason, now), "until": until}
+        return Outcome(job["_id"], job["lock_token"], int(job.get("attempts", 1)), executed=False,
+                       decision=decision, refusal=refusal)
 
     def _execution(self, job: Document, kind: Kind, started_at: datetime, ended_at: datetime,
                    cls: str | None = None, message: str | None = None, trace: str | None = None,

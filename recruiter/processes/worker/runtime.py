@@ -40,6 +40,7 @@ import socket
 from collections.abc import Callable
 
 import structlog
+from bson import ObjectId
 from structlog.typing import FilteringBoundLogger
 
 from recruiter.domain.clock import Clock
@@ -108,9 +109,14 @@ class WorkerProcess:
                                           lambda: slot_views(self.slots), self._lost_from_thread)
         self.watch: RosterWatch | None = None
         allowed = None if config.allowed_modules is None else AllowedModules(config.allowed_modules)
-        self.entries = RosterEntries(self.c, clock, config, self.shutdown, pid=self.pid, hostname=self.hostname)
+        # This process's registration: a job it cannot run is never handed to it again
+        # (recruiter.domain.refusals); a restarted process (a new release) gets a new one.
+        self.process_token = str(ObjectId())
+        self.entries = RosterEntries(self.c, clock, config, self.shutdown, pid=self.pid, hostname=self.hostname,
+                                     process=self.process_token)
         self.executor = Executor(clock, max_crashes=config.max_crashes, allowed=allowed, pid=self.pid,
-                                 hostname=self.hostname, abandon_thread=self._abandon_thread)
+                                 hostname=self.hostname, abandon_thread=self._abandon_thread,
+                                 process=self.process_token, give_back_for_s=config.give_back_for_s)
         self.slot_loop = SlotLoop(self.c, clock, config, self.shutdown, entries=self.entries,
                                   executor=self.executor, inboxes=self.inboxes, streaming=self._streaming,
                                   stop_process=self.stop, started=self.heartbeats.nudge,
