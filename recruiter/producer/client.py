@@ -24,7 +24,7 @@ the job's id and follows the job: its state, its result, ``wait()``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 
 from bson import ObjectId
@@ -50,6 +50,7 @@ from recruiter.producer.handles import AsyncJobHandle, JobHandle, JobNotFound
 from recruiter.producer.schedules import Options, ScheduleView, schedule, schedule_async
 from recruiter.producer.unique import enqueue_unique, enqueue_unique_async
 from recruiter.producer.waiting import Streams
+from recruiter.store.batches import BatchRefused, insert_batch, insert_batch_async
 from recruiter.store.cancel import cancel_job, cancel_job_async
 from recruiter.store.clock import ServerClock
 from recruiter.store.connection import (
@@ -76,7 +77,7 @@ from recruiter.store.layout import (
     SyncCollections,
 )
 from recruiter.store.resubmit import NoSuchJob, resubmit_job, resubmit_job_async
-from recruiter.store.scheduled import insert_job, insert_job_async, insert_jobs, insert_jobs_async
+from recruiter.store.scheduled import insert_job, insert_job_async
 from recruiter.store.unique import insert_unordered, insert_unordered_async
 
 
@@ -185,7 +186,7 @@ class Recruiter:
         if session is not None:
             no_unique_in_session(built)
         if all(spec is None for _, spec in built):
-            insert_jobs(self.collections.scheduled, [d for d, _ in built], session)
+            _all_or_nothing(lambda: insert_batch(self.collections.scheduled, [d for d, _ in built], session))
             return [_handle(self, d) for d, _ in built]
         # Unique items: one unordered insert, then the refused and the reserving ones one by one.
         docs, later = one_write(built)
@@ -314,7 +315,10 @@ class AsyncRecruiter:
         if session is not None:
             no_unique_in_session(built)
         if all(spec is None for _, spec in built):
-            await insert_jobs_async(self.collections.scheduled, [d for d, _ in built], session)
+            try:
+                await insert_batch_async(self.collections.scheduled, [d for d, _ in built], session)
+            except BatchRefused as exc:
+                raise JobRefused(str(exc)) from None
             return [_async_handle(self, d) for d, _ in built]
         docs, later = one_write(built)
         refused = {id(docs[i]) for i in await insert_unordered_async(self.collections.scheduled, docs)}
@@ -363,3 +367,11 @@ class AsyncRecruiter:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _all_or_nothing(write: Callable[[], None]) -> None:
+    """Run a batch's write; the server refusing an item is a one-line :class:`JobRefused`."""
+    try:
+        write()
+    except BatchRefused as exc:
+        raise JobRefused(str(exc)) from None

@@ -277,3 +277,51 @@ def test_schedule_in_and_timeouts_at_their_bounds_are_accepted(db_uri: str, db: 
         in_a_minute = rec.enqueue(Record(db_uri).as_job_of(rec).with_timeout(timedelta(minutes=1)))
     assert db.scheduled.count_documents({}) == 3
     assert db.scheduled.find_one({"_id": in_a_minute})["timeout_s"] == 60.0
+
+
+def _refuse_item_five(db: Any, db_uri: str, how: str) -> None:
+    """Make the server (not the producer's checks) refuse the job whose ``n`` is 5."""
+    if how == "duplicate key":
+        db.scheduled.create_index("workable.parameters.n", unique=True, name="test_unique_n",
+                                  partialFilterExpression={"workable.parameters.n": {"$type": "number"}})
+        with Recruiter.connect(db_uri) as rec:
+            rec.enqueue(Record(db_uri, n=5))
+    else:  # a validator, kept beside the collection's own
+        current = db.command("listCollections", filter={"name": "scheduled"})["cursor"]["firstBatch"][0]
+        schema = current["options"]["validator"]["$jsonSchema"]
+        not_five = {"bsonType": "object", "properties": {"parameters": {
+            "bsonType": "object", "properties": {"n": {"not": {"enum": [5]}}}}}}
+        schema = {**schema, "properties": {**schema["properties"], "workable": not_five}}
+        db.command("collMod", "scheduled", validator={"$jsonSchema": schema}, validationLevel="strict")
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("how", ["duplicate key", "validator"])
+def test_enqueue_many_refused_by_the_server_at_item_5_of_10_writes_nothing(db_uri: str, db: Any, mode: str,
+                                                                          how: str) -> None:
+    """Issue 21, item 3: an ordered insert without a transaction left items 1 to 4 written."""
+    items = [Record(db_uri, n=n) for n in range(1, 11)]
+    if mode == "sync":
+        with Recruiter.connect(db_uri) as rec:  # connect() sets the collection's own validator
+            _refuse_item_five(db, db_uri, how)
+            before = sorted(d["_id"] for d in db.scheduled.find({}, {"_id": 1}))
+            with pytest.raises(JobRefused) as info:
+                rec.enqueue_many(items)
+    else:
+        async def scenario() -> list[Any]:
+            async with await AsyncRecruiter.connect(db_uri) as rec:
+                _refuse_item_five(db, db_uri, how)
+                ids = sorted(d["_id"] for d in db.scheduled.find({}, {"_id": 1}))
+                with pytest.raises(JobRefused) as caught:
+                    await rec.enqueue_many(items)
+                infos.append(caught)
+                return ids
+
+        infos: list[Any] = []
+        before = asyncio.run(scenario())
+        info = infos[0]
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith("item 5 of 10: refused by the server")
+    assert message.endswith("nothing was written")
+    assert sorted(d["_id"] for d in db.scheduled.find({}, {"_id": 1})) == before
