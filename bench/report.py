@@ -1,7 +1,7 @@
 """Turning a benchmark result document into the table, the targets of issue 14 and a plot.
 
-``python -m bench.report docs/bench.json`` prints the README's tables (markdown)
-from a result document, so the README can be regenerated from the committed JSON.
+``python -m bench.report docs/bench.json`` prints docs/benchmarks.md's tables (markdown)
+from a result document, so those tables can be regenerated from the committed JSON.
 """
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ def target_table(rows_: list[dict[str, Any]]) -> str:
 
 
 def markdown(doc: dict[str, Any]) -> str:
-    """The README's tables: the figures, the targets (met / missed), the capacity of one leader."""
+    """docs/benchmarks.md's tables: the figures, the targets (met / missed), the capacity of one leader."""
     table_rows = rows(doc)
     lines = ["| " + " | ".join(table_rows[0]) + " |", "|" + "---|" * len(table_rows[0])]
     lines += ["| " + " | ".join(r) + " |" for r in table_rows[1:]]
@@ -231,5 +231,5 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        raise SystemExit("usage: python -m bench.report RESULT.json   (prints the README's markdown tables)")
+        raise SystemExit("usage: python -m bench.report RESULT.json   (prints docs/benchmarks.md's markdown tables)")
     print(markdown(json.loads(Path(sys.argv[1]).read_text())))

@@ -9,7 +9,7 @@ keeps a record of every retryable write for 30 minutes and scans them all on
 each retryable write (sorting them once there are more than 10 000), so a
 server that has served a few minutes of process tests writes 10 to 30 times
 slower than a fresh one. Shared by the whole suite, that made later tests
-time out on a slower machine; see README, "Known gaps of the embedded server".
+time out on a slower machine; see docs/operations/embedded-server.md, "Known gaps".
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""The README's examples run as written: its Python files, enqueued, then run by
-``recruiter start`` and ``worker start --group billing`` from ``bin/``."""
+"""The examples of the README and of the guides (docs/guide/*.md) run as written: their Python
+files, enqueued, then run by ``recruiter start`` and ``worker start --group billing`` from ``bin/``
+(and ``worker start --id billing-1`` and ``cleaner start`` for placement.py), as each page says."""
 
 from __future__ import annotations
 
@@ -18,22 +19,44 @@ from tests.processes.conftest import FAST_RECRUITER, FAST_WORKER, Processes
 FENCE = "`" * 3
 
 
+PAGES = [REPO / "README.md", *sorted((REPO / "docs" / "guide").glob("*.md"))]
+
+
+def python_blocks(page: Path) -> list[str]:
+    return re.findall(FENCE + r"python\n(.*?)" + FENCE, page.read_text(), flags=re.S)
+
+
 def readme_files() -> dict[str, str]:
-    """Python blocks of the README that start with a ``# name.py`` comment."""
-    text = (REPO / "README.md").read_text()
-    blocks = re.findall(FENCE + r"python\n(.*?)" + FENCE, text, flags=re.S)
-    files = {}
-    for block in blocks:
-        first = block.splitlines()[0]
-        if re.fullmatch(r"# \w+\.py", first):
-            files[first[2:]] = block
+    """Python blocks of the README and the guides that start with a ``# name.py`` comment.
+
+    A file shown on two pages (``jobs.py``) must be the same on both."""
+    files: dict[str, str] = {}
+    for page in PAGES:
+        for block in python_blocks(page):
+            first = block.splitlines()[0]
+            if re.fullmatch(r"# \w+\.py", first):
+                assert files.setdefault(first[2:], block) == block, f"{first[2:]} differs in {page.name}"
     return files
 
 
 def test_readme_names_its_example_files() -> None:
-    assert set(readme_files()) == {"jobs.py", "enqueue.py", "enqueue_async.py", "enqueue_tenants.py", "follow.py",
-                                   "follow_async.py", "welcome.py", "unique.py", "test_send_invoice.py",
+    assert set(readme_files()) == {"jobs.py", "enqueue.py", "result.py", "enqueue_async.py", "enqueue_tenants.py",
+                                   "follow.py", "follow_async.py", "welcome.py", "unique.py", "test_send_invoice.py",
                                    "placement.py", "schedule.py"}
+
+
+def test_every_python_block_of_the_guides_is_run() -> None:
+    """Each Python block is a named file this module runs, or the one block
+    tests/unit/test_readme_progress.py runs (progress-and-logs.md)."""
+    unnamed = [(page.name, block.splitlines()[0]) for page in PAGES for block in python_blocks(page)
+               if not re.fullmatch(r"# \w+\.py", block.splitlines()[0])]
+    assert unnamed == [("progress-and-logs.md", "import logging")]
+
+
+def test_every_guide_says_what_its_examples_need() -> None:
+    for page in PAGES[1:]:
+        if python_blocks(page):
+            assert "**Needs:**" in page.read_text(), f"{page.name} does not say which processes its examples need"
 
 
 def test_readme_examples_run_as_written(processes: Processes, db: Any, db_uri: str, tmp_path: Path) -> None:
@@ -41,12 +64,15 @@ def test_readme_examples_run_as_written(processes: Processes, db: Any, db_uri: s
         (tmp_path / name).write_text(source)
     env = {**os.environ, "PYTHONPATH": str(REPO), "MONGODB_URI": db_uri}
     env.pop("RECRUITER_MONGODB_URI", None)
+    ran = {}
     for script in ("enqueue.py", "enqueue_async.py", "enqueue_tenants.py"):
         result = subprocess.run([sys.executable, script], cwd=tmp_path, env=env, capture_output=True, text=True,
                                 timeout=60)
         assert result.returncode == 0, result.stderr
+        ran[script] = result.stdout
     assert db.scheduled.count_documents({}) == 50
     assert db.scheduled.count_documents({"group": "billing"}) == 50
+    assert "enqueued 19 jobs" in ran["enqueue.py"]
 
     # The commands exactly as the README writes them, from bin/ on the PATH.
     path_env = {**env, "PATH": f"{REPO / 'bin'}{os.pathsep}{env['PATH']}", "RECRUITER_LOG_FORMAT": "json"}
@@ -62,6 +88,9 @@ def test_readme_examples_run_as_written(processes: Processes, db: Any, db_uri: s
         wait_for(lambda: db.archived.count_documents({}) == 50, timeout_s=90, message="the README's 50 jobs")
         assert db.archived.count_documents({"why": "done"}) == 50
         check_the_first_50(db)
+        result = subprocess.run([sys.executable, "result.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                                timeout=120)
+        assert (result.returncode, result.stdout) == (0, "{'sent': 'INV-42'}\n"), result.stderr
         follow_jobs(tmp_path, env, db)
         unique_jobs(tmp_path, env, db)
         periodic_jobs(tmp_path, env, db)

@@ -2,13 +2,13 @@
 
 A copy of the checkout (its files, without ``.venv`` or caches) is the current
 directory, with the README's ``jobs.py`` and ``enqueue.py`` saved in it, as the
-README says. The block is taken from the README itself, so the test fails when
+README says, and its ``result.py``. The block is taken from the README itself, so the test fails when
 the README drifts; its one change is the port of the URI (a free one instead of
 27017, which the machine may be using). The block runs under ``bash -e``: it
 creates the virtualenv, installs the package from the copy (pip's cache and
 configured index, so it works offline where the index is local), starts the
 embedded server, the recruiter, two workers and the cleaner in the background,
-enqueues and prints the status; the test then waits for every job to be archived
+enqueues, waits for one job's result and prints the status; the test then waits for every job to be archived
 and stops the processes the block left running.
 
 Select it alone with ``bin/test -m fresh_venv``; it takes about a minute.
@@ -38,6 +38,7 @@ COPY_IGNORES = shutil.ignore_patterns(".git", ".venv", ".demo", "__pycache__", "
                                       ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", "results",
                                       "node_modules")
 JOBS_IN_ENQUEUE_PY = 19  # INV-1, INV-2 and INV-3..INV-19
+JOBS_OF_THE_BLOCK = JOBS_IN_ENQUEUE_PY + 1  # and result.py's INV-42
 
 
 def running_it_block() -> str:
@@ -52,7 +53,8 @@ def running_it_block() -> str:
 def test_the_running_it_block_installs_and_names_the_commands() -> None:
     block = running_it_block()
     for command in ("pip install '.[embedded]'", "recruiter embedded start &", "recruiter start &",
-                    "worker start --group billing &", "cleaner start &", "python enqueue.py"):
+                    "worker start --group billing &", "cleaner start &", "python enqueue.py",
+                    "python result.py"):
         assert command in block, command
     assert block.count("localhost:27017") == 1
 
@@ -60,7 +62,7 @@ def test_the_running_it_block_installs_and_names_the_commands() -> None:
 def test_running_it_verbatim_in_a_fresh_virtualenv(tmp_path: Path) -> None:
     checkout = tmp_path / "recruiter"
     shutil.copytree(REPO, checkout, ignore=COPY_IGNORES)
-    for name in ("jobs.py", "enqueue.py"):
+    for name in ("jobs.py", "enqueue.py", "result.py"):
         (checkout / name).write_text(readme_files()[name])
     port = free_port()
     script = running_it_block().replace("localhost:27017", f"localhost:{port}")
@@ -84,13 +86,14 @@ def test_running_it_verbatim_in_a_fresh_virtualenv(tmp_path: Path) -> None:
             assert usage.stdout.startswith(f"Usage: {name} start [OPTIONS]"), usage.stdout[:200] + usage.stderr
         assert (installed / "recruiter").exists()
         db = client["recruiter"]
-        wait_for(lambda: db.archived.count_documents({"why": "done"}) == JOBS_IN_ENQUEUE_PY, timeout_s=120,
-                 message=f"the README's {JOBS_IN_ENQUEUE_PY} jobs archived")
+        wait_for(lambda: db.archived.count_documents({"why": "done"}) == JOBS_OF_THE_BLOCK, timeout_s=120,
+                 message=f"the README's {JOBS_OF_THE_BLOCK} jobs archived")
         assert db.scheduled.count_documents({}) == 0
         log = log_path.read_text()
         assert f"enqueued {JOBS_IN_ENQUEUE_PY} jobs" in log
+        assert "{'sent': 'INV-42'}" in log  # result.py waited for its job's result
         assert "Traceback" not in log, log[-4000:]
-        print(f"README block: installed, ran and archived {JOBS_IN_ENQUEUE_PY} jobs in "
+        print(f"README block: installed, ran and archived {JOBS_OF_THE_BLOCK} jobs in "
               f"{time.monotonic() - started:.0f}s")
     finally:
         client.close()

@@ -1,5 +1,5 @@
-"""The README's "Progress and logs" example runs as written: its progress is reported and
-what it logs is captured."""
+"""The "Progress and logs" guide's example (docs/guide/progress-and-logs.md) runs as written:
+its progress is reported and what it logs is captured."""
 
 from __future__ import annotations
 
@@ -12,16 +12,15 @@ from tests.conftest import REPO
 
 
 def section_code() -> str:
-    text = (REPO / "README.md").read_text()
-    section = text.split("## Progress and logs\n", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    text = (REPO / "docs" / "guide" / "progress-and-logs.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
     assert len(blocks) == 1
     return str(blocks[0])
 
 
 def test_the_progress_and_logs_example_runs_as_written() -> None:
     module = types.ModuleType("readme_jobs")
-    exec(compile(section_code(), "README.md", "exec"), module.__dict__)
+    exec(compile(section_code(), "progress-and-logs.md", "exec"), module.__dict__)
     said: list[tuple[float | None, str | None]] = []
     ctx = JobContext("j", 1, "w", "g", reporter=lambda v, m: said.append((v, m)))
     ensure_installed()
