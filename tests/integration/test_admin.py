@@ -79,10 +79,13 @@ def test_status_counts_equal_the_collections(db: Any, admin: Admin, jobs: dict[s
     assert dict(s.archived) == dict(Counter(d["why"] for d in db.archived.find()))
     assert (s.workers.total, s.workers.available, s.workers.missed_heartbeats) == (2, 1, 1)
     assert dict(s.workers.by_group) == {"billing": 1, "mail": 2}
-    assert s.leases["recruiter"].held and s.leases["recruiter"].epoch == 7
-    assert not s.leases["cleaner"].held and s.leases["cleaner"].owner == "host:2"
+    assert s.leases["recruiter"].held
+    assert s.leases["recruiter"].epoch == 7
+    assert not s.leases["cleaner"].held
+    assert s.leases["cleaner"].owner == "host:2"
     assert {lease.name for lease in admin.leases()} == {"recruiter", "cleaner"}
-    assert s.paused.groups == () and s.paused.tenants == ()
+    assert s.paused.groups == ()
+    assert s.paused.tenants == ()
 
 
 def test_workers_are_judged_by_their_own_heartbeat(db: Any, admin: Admin, now: datetime) -> None:
@@ -92,7 +95,8 @@ def test_workers_are_judged_by_their_own_heartbeat(db: Any, admin: Admin, now: d
     assert set(views) == {"w-a", "w-b"}
     assert (views["w-a"].state, views["w-a"].live, views["w-a"].groups) == ("idle", True, ("mail",))
     assert (views["w-b"].state, views["w-b"].live) == ("stopping", False)
-    assert views["w-a"].last_seen_s is not None and views["w-a"].last_seen_s >= 2.0
+    assert views["w-a"].last_seen_s is not None
+    assert views["w-a"].last_seen_s >= 2.0
     assert admin.stop_workers(["w-a"]) == ["w-a"]
     assert db.roster.find_one({"_id": "w-a"})["stop_requested"]
 
@@ -115,7 +119,8 @@ def test_jobs_page_through_every_state_newest_first(admin: Admin, jobs: dict[str
 
 def test_show_one_job_and_an_unknown_one(admin: Admin, jobs: dict[str, Any]) -> None:
     view = admin.job(str(jobs["failed"][0]["_id"]))
-    assert view is not None and (view.state, view.why) == ("archived", "tried-too-many-times")
+    assert view is not None
+    assert (view.state, view.why) == ("archived", "tried-too-many-times")
     assert admin.job(ObjectId()) is None
     with pytest.raises(ValueError, match="is not a job id"):
         admin.job("nope")
@@ -124,7 +129,7 @@ def test_show_one_job_and_an_unknown_one(admin: Admin, jobs: dict[str, Any]) -> 
 def test_retry_by_ids_is_all_or_nothing(db: Any, admin: Admin, jobs: dict[str, Any]) -> None:
     before = snapshot(db)
     bad = [jobs["failed"][0]["_id"], jobs["queued"][0]["_id"]]
-    with pytest.raises(RetryRefusedAll, match="is not archived .* nothing was retried"):
+    with pytest.raises(RetryRefusedAll, match=r"is not archived .* nothing was retried"):
         admin.retry(bad)
     with pytest.raises(RetryRefusedAll, match="no archived job"):
         admin.retry([jobs["failed"][0]["_id"], ObjectId()])
@@ -169,11 +174,13 @@ def test_schedules_through_the_python_api(db_uri: str, db: Any) -> None:
     with Recruiter.connect(db_uri) as rec:
         rec.schedule("nightly", job=Record(db_uri, n=1), cron="0 2 * * *")
         listing = rec.admin.schedules()
-        assert [s.name for s in listing.schedules] == ["nightly"] and not listing.stale
+        assert [s.name for s in listing.schedules] == ["nightly"]
+        assert not listing.stale
         assert rec.admin.pause_schedule("nightly") is Change.DONE
         assert rec.admin.pause_schedule("nightly") is Change.ALREADY
         detail = rec.admin.schedule("nightly")
-        assert detail is not None and detail.schedule.paused
+        assert detail is not None
+        assert detail.schedule.paused
         assert rec.admin.run_schedule_now("nightly") is Change.DONE
         assert rec.admin.schedule("nightly").schedule.run_now is not None  # type: ignore[union-attr]
         assert rec.admin.resume_schedule("missing") is Change.UNKNOWN
