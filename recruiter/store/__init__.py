@@ -34,6 +34,7 @@ from recruiter.store.history import Page, archived_with_why, insert_jobs, list_j
 from recruiter.store.indexes import ensure_indexes, ensure_indexes_sync
 from recruiter.store.layout import AsyncClient, AsyncDb, Collections, Document, SyncClient, SyncCollections, SyncDb
 from recruiter.store.metadata import read_leases, read_paused, switch_paused, unused_names
+from recruiter.store.monitoring import CommandStats
 from recruiter.store.roster import entries_by_id, entries_summary, longest_heartbeat_interval, request_stop
 from recruiter.store.schedule_admin import (
     Change,
@@ -55,6 +56,7 @@ __all__ = [
     "AsyncDb",
     "Change",
     "Collections",
+    "CommandStats",
     "ConnectionProblem",
     "Document",
     "JobDocuments",

@@ -30,8 +30,9 @@ def test_each_process_calls_its_subscribers_and_survives_a_failing_one(
         ids = [rec.enqueue(Record(db_uri, n=i)) for i in range(3)] + [rec.enqueue(AlwaysFails(db_uri))]
     recruiter = processes.start("recruiter", "start", "--backoff-from", "20ms", "--backoff-to", "200ms",
                                 *EXPLODE, *RECORD, env={RECORD_ENVVAR: str(files["recruiter"])})
-    worker = processes.start("worker", "worker", "start", "--id", "w", "--prefetch", "0", "--heartbeat-interval", "300ms",
-                             *RECORD, *EXPLODE, env={RECORD_ENVVAR: str(files["worker"])})
+    worker = processes.start("worker", "worker", "start", "--id", "w", "--prefetch", "0",
+                             "--heartbeat-interval", "300ms", *RECORD, *EXPLODE,
+                             env={RECORD_ENVVAR: str(files["worker"])})
     processes.start("cleaner", "cleaner", "start", "--interval", "200ms", *RECORD,
                     env={RECORD_ENVVAR: str(files["cleaner"])})
 
