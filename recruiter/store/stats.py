@@ -1,5 +1,9 @@
 """The reads of ``recruiter stats`` (:mod:`recruiter.admin.stats`): depth by group and tenant, the
-recent history, each one aggregation or read named by its index.
+recent history, each one aggregation or read served by an index (``candidates`` for ``scheduled``:
+``locked`` then the fields grouped and ``scheduled_at``; ``retention`` for ``archived``: the
+``archived_at`` range). They name no hint: the planner has one index to pick for each, and on
+the embedded server a hint turned the ``archived_at`` range into a scan of the whole index
+(0.7 s instead of 0.01 s for the last minute of 30 000 archived jobs).
 
 Invariant: the cost is bounded by what is returned, not by the backlog's documents:
 the depth aggregations group the keys of the ``candidates`` index (their fields are
@@ -18,8 +22,6 @@ from datetime import datetime
 from recruiter.domain.records import Query
 from recruiter.store.layout import Document, SyncColl
 
-CANDIDATES = "candidates"
-RETENTION = "retention"
 DEPTH_KEY = {"group": "$group", "tenant": "$tenant", "status": "$status"}
 
 
@@ -30,14 +32,13 @@ def waiting_depth(scheduled: SyncColl, now: datetime, *, due: bool) -> list[Docu
     return list(scheduled.aggregate([
         {"$match": {"locked": False, "scheduled_at": when}},
         {"$group": {"_id": DEPTH_KEY, "n": {"$sum": 1}, "oldest": {"$min": "$scheduled_at"}}},
-    ], hint=CANDIDATES))
+    ]))
 
 
 def locked_jobs(scheduled: SyncColl) -> list[Document]:
     """The jobs locked for a worker (assigned or running: at most one per worker lane), their
     group, tenant and lock token only."""
-    return list(scheduled.find({"locked": True}, {"group": 1, "tenant": 1, "lock_token": 1, "locked_by": 1},
-                               hint=CANDIDATES))
+    return list(scheduled.find({"locked": True}, {"group": 1, "tenant": 1, "lock_token": 1, "locked_by": 1}))
 
 
 def archived_counts(archived: SyncColl, since: datetime, until: datetime) -> list[Document]:
@@ -45,7 +46,7 @@ def archived_counts(archived: SyncColl, since: datetime, until: datetime) -> lis
     return list(archived.aggregate([
         {"$match": {"archived_at": {"$gte": since, "$lt": until}}},
         {"$group": {"_id": {"group": "$group", "tenant": "$tenant", "why": "$why"}, "n": {"$sum": 1}}},
-    ], hint=RETENTION))
+    ]))
 
 
 def archived_times(archived: SyncColl, since: datetime, until: datetime, limit: int) -> list[Document]:
@@ -55,6 +56,5 @@ def archived_times(archived: SyncColl, since: datetime, until: datetime, limit: 
         {"archived_at": {"$gte": since, "$lt": until}},
         {"_id": 0, "group": 1, "tenant": 1, "last_execution.scheduled_at": 1, "last_execution.started_at": 1,
          "last_execution.ended_at": 1},
-        hint=RETENTION,
     ).sort("archived_at", -1).limit(limit)
     return list(cursor)
