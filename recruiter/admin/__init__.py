@@ -14,12 +14,15 @@ offers it as ``rec.admin``), above the store.
 from recruiter.admin.api import Admin
 from recruiter.admin.jobs import Retried, RetriedJob, RetryRefusedAll
 from recruiter.admin.schedules import ScheduleDetail, ScheduleListing
+from recruiter.admin.stats import Depth, GroupStats, Stats, TenantStats, Window, WorkerFigures
 from recruiter.admin.status import LeaseView, PausedNames, Status, WorkerCounts
 from recruiter.admin.switches import Switched, UnusedNames
 from recruiter.admin.workers import ProgressView, WorkerView
 
 __all__ = [
     "Admin",
+    "Depth",
+    "GroupStats",
     "LeaseView",
     "PausedNames",
     "ProgressView",
@@ -28,9 +31,13 @@ __all__ = [
     "RetryRefusedAll",
     "ScheduleDetail",
     "ScheduleListing",
+    "Stats",
     "Status",
     "Switched",
+    "TenantStats",
     "UnusedNames",
+    "Window",
     "WorkerCounts",
+    "WorkerFigures",
     "WorkerView",
 ]

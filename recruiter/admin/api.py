@@ -15,6 +15,7 @@ from bson import ObjectId
 
 from recruiter.admin import jobs as _jobs
 from recruiter.admin import schedules as _schedules
+from recruiter.admin import stats as _stats
 from recruiter.admin import status as _status
 from recruiter.admin import switches as _switches
 from recruiter.admin import workers as _workers
@@ -46,6 +47,11 @@ class Admin:
 
     def status(self) -> _status.Status:
         return _status.status(self.db, self.now())
+
+    def stats(self) -> _stats.Stats:
+        """Depth per group and tenant, recent throughput, failures and latency, workers, leases
+        (``recruiter stats``, :mod:`recruiter.admin.stats`)."""
+        return _stats.stats(self.db, self.now())
 
     def workers(self) -> list[_workers.WorkerView]:
         return _workers.workers(self.db, self.now())

@@ -84,6 +84,9 @@ def test_status_counts_equal_the_collections(db: Any, admin: Admin, jobs: dict[s
     assert not s.leases["cleaner"].held
     assert s.leases["cleaner"].owner == "host:2"
     assert {lease.name for lease in admin.leases()} == {"recruiter", "cleaner"}
+    st = admin.stats()  # recruiter stats, through the same object
+    assert sum(g.depth.ready + g.depth.delayed for g in st.groups) == db.scheduled.count_documents({})
+    assert sum(g.windows[-1].archived for g in st.groups) == 4  # done in the last hour; failed 90 minutes ago
     assert s.paused.groups == ()
     assert s.paused.tenants == ()
 
