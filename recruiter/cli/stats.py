@@ -28,6 +28,7 @@ from recruiter.store import (
 )
 
 WINDOW_NAMES = {60: "1m", 300: "5m", 3600: "1h"}
+pause = time.sleep  # between two refreshes of --watch (tests replace it)
 
 
 @click.command("stats")
@@ -56,7 +57,7 @@ def stats_command(as_json: bool, watch: bool, interval: timedelta, target: str) 
                 _print(figures, cost, as_json, watch)
                 if not watch:
                     return
-                time.sleep(interval.total_seconds())
+                pause(interval.total_seconds())
         except StoreError as exc:
             raise click.ClickException(describe(exc, t)) from None
         except KeyboardInterrupt:

@@ -174,3 +174,23 @@ def test_the_command_prints_the_figures_and_its_bounded_cost(db: Any, db_uri: st
     assert text.exit_code == 0
     assert "group / tenant" in text.stdout
     assert "round trips" in text.stdout
+
+
+def test_watch_prints_one_json_line_per_refresh_until_interrupted(db: Any, db_uri: str,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    ensure_indexes_sync(db)
+    naps: list[float] = []
+
+    def nap(seconds: float) -> None:
+        naps.append(seconds)
+        if len(naps) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr("recruiter.cli.stats.pause", nap)
+    out = CliRunner().invoke(main, ["stats", "--watch", "--json", "--interval", "500ms", "--target", db_uri],
+                             catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.splitlines()
+    assert len(lines) == 2
+    assert all(json.loads(line)["groups"] == [] for line in lines)
+    assert naps == [0.5, 0.5]
