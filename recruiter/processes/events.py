@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 from collections.abc import Callable, Iterable
-from datetime import datetime
 from typing import Any
 
 import structlog
@@ -145,8 +144,3 @@ def _log_archived(e: JobArchived) -> None:
     else:
         log.info("job.archived", job_id=str(e.job_id), why=e.why, attempts=e.attempts, group=e.group)
 
-
-def seconds_between(start: datetime | None, end: datetime | None) -> float | None:
-    if start is None or end is None:
-        return None
-    return (end - start).total_seconds()

@@ -38,96 +38,6 @@ PHASES = ("read_roster", "read_jobs", "read_beats", "read_candidates", "plan",
           "fence", "apply", "cursor", "lock", "assign", "clear", "commit")
 
 
-@dataclass
-class RoundStats:
-    """Totals over the rounds of one process; safe to snapshot from another thread."""
-
-    rounds: int = 0  # rounds that committed writes
-    idle_rounds: int = 0  # rounds whose reads found nothing to write
-    unfinished: int = 0  # rounds begun that raised (a conflict, a lost lease): not in the totals
-    assigned: int = 0
-    applied: int = 0
-    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
-    idle_seconds: float = 0.0  # the reads of idle rounds
-    idle_phases: dict[str, float] = field(default_factory=dict)  # those seconds by phase
-    max_round_s: float = 0.0
-    _current: dict[str, float] | None = None
-    _began: float = 0.0
-    _last: float = 0.0
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def __call__(self, event: Event) -> None:
-        """The subscriber: the round events add to the totals."""
-        if isinstance(event, RoundCommitted):
-            self.add(event.phases, event.duration_s, event.assigned, event.applied, idle=False)
-        elif isinstance(event, RoundIdle):
-            self.add(event.phases, event.duration_s, 0, 0, idle=True)
-        elif isinstance(event, RoundAbandoned):
-            with self._lock:
-                self.unfinished += 1
-
-    def begin(self) -> None:
-        now = time.perf_counter()
-        if self._current is not None:
-            with self._lock:
-                self.unfinished += 1
-        self._current, self._began, self._last = {}, now, now
-
-    def mark(self, phase: str) -> None:
-        """The time since the last mark (or :meth:`begin`) goes to ``phase``."""
-        if self._current is None:
-            return  # a round driven without begin (tests' unfenced rounds)
-        now = time.perf_counter()
-        self._current[phase] = self._current.get(phase, 0.0) + now - self._last
-        self._last = now
-
-    def end(self, assigned: int, applied: int, *, idle: bool) -> None:
-        current, self._current = self._current, None
-        if current is None:
-            return
-        self.add(current, time.perf_counter() - self._began, assigned, applied, idle=idle)
-
-    def add(self, phases: Mapping[str, float], took: float, assigned: int, applied: int, *, idle: bool) -> None:
-        """A finished round: committed, or (``idle``) whose reads found nothing to write."""
-        current = phases
-        with self._lock:
-            if idle:
-                self.idle_rounds += 1
-                self.idle_seconds += took
-                for phase, seconds in current.items():
-                    self.idle_phases[phase] = self.idle_phases.get(phase, 0.0) + seconds
-                return
-            self.rounds += 1
-            self.assigned += assigned
-            self.applied += applied
-            self.max_round_s = max(self.max_round_s, took)
-            for phase, seconds in current.items():
-                self.seconds[phase] = self.seconds.get(phase, 0.0) + seconds
-
-    def snapshot(self) -> dict[str, object]:
-        with self._lock:
-            return {"pid": os.getpid(), "written_at": time.time(), "rounds": self.rounds,
-                    "idle_rounds": self.idle_rounds, "unfinished": self.unfinished, "assigned": self.assigned,
-                    "applied": self.applied, "seconds": dict(self.seconds), "idle_seconds": self.idle_seconds,
-                    "idle_phases": dict(self.idle_phases),
-                    "max_round_s": self.max_round_s}
-
-
-def recording(path: str) -> RoundStats:
-    """A subscriber recording to ``path`` (a writer thread, a ``SIGUSR2`` flush, a last write at exit).
-
-    Made at the process's edge (:class:`recruiter.processes.runtime.Instruments`), in the main thread."""
-    stats = RoundStats()
-    write_periodically(stats.snapshot, path, "round-stats")
-    return stats
-
-
-def from_environment() -> RoundStats | None:
-    """The subscriber ``RECRUITER_ROUND_STATS=<path>`` asks for, or None."""
-    path = os.environ.get(ROUND_STATS_ENVVAR)
-    return recording(path) if path else None
-
-
 class RoundTimer:
     """The clock of one recruiter's rounds: :meth:`begin`, a :meth:`mark` after each phase, :meth:`finish`.
 
@@ -163,3 +73,85 @@ class RoundTimer:
 
     def abandon(self) -> None:
         self._current = None
+
+
+@dataclass
+class RoundStats:
+    """Totals over the rounds of one process; safe to snapshot from another thread."""
+
+    rounds: int = 0  # rounds that committed writes
+    idle_rounds: int = 0  # rounds whose reads found nothing to write
+    unfinished: int = 0  # rounds begun that raised (a conflict, a lost lease): not in the totals
+    assigned: int = 0
+    applied: int = 0
+    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
+    idle_seconds: float = 0.0  # the reads of idle rounds
+    idle_phases: dict[str, float] = field(default_factory=dict)  # those seconds by phase
+    max_round_s: float = 0.0
+    _timer: RoundTimer = field(default_factory=RoundTimer)  # begin/mark/end, for a round timed here
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, event: Event) -> None:
+        """The subscriber: the round events add to the totals."""
+        if isinstance(event, RoundCommitted):
+            self.add(event.phases, event.duration_s, event.assigned, event.applied, idle=False)
+        elif isinstance(event, RoundIdle):
+            self.add(event.phases, event.duration_s, 0, 0, idle=True)
+        elif isinstance(event, RoundAbandoned):
+            with self._lock:
+                self.unfinished += 1
+
+    def begin(self) -> None:
+        if self._timer.running:
+            with self._lock:
+                self.unfinished += 1
+        self._timer.begin()
+
+    def mark(self, phase: str) -> None:
+        """The time since the last mark (or :meth:`begin`) goes to ``phase``."""
+        self._timer.mark(phase)
+
+    def end(self, assigned: int, applied: int, *, idle: bool) -> None:
+        if not self._timer.running:
+            return
+        phases, took = self._timer.finish()
+        self.add(phases, took, assigned, applied, idle=idle)
+
+    def add(self, phases: Mapping[str, float], took: float, assigned: int, applied: int, *, idle: bool) -> None:
+        """A finished round: committed, or (``idle``) whose reads found nothing to write."""
+        with self._lock:
+            if idle:
+                self.idle_rounds += 1
+                self.idle_seconds += took
+                for phase, seconds in phases.items():
+                    self.idle_phases[phase] = self.idle_phases.get(phase, 0.0) + seconds
+                return
+            self.rounds += 1
+            self.assigned += assigned
+            self.applied += applied
+            self.max_round_s = max(self.max_round_s, took)
+            for phase, seconds in phases.items():
+                self.seconds[phase] = self.seconds.get(phase, 0.0) + seconds
+
+    def snapshot(self) -> dict[str, object]:
+        with self._lock:
+            return {"pid": os.getpid(), "written_at": time.time(), "rounds": self.rounds,
+                    "idle_rounds": self.idle_rounds, "unfinished": self.unfinished, "assigned": self.assigned,
+                    "applied": self.applied, "seconds": dict(self.seconds), "idle_seconds": self.idle_seconds,
+                    "idle_phases": dict(self.idle_phases),
+                    "max_round_s": self.max_round_s}
+
+
+def recording(path: str) -> RoundStats:
+    """A subscriber recording to ``path`` (a writer thread, a ``SIGUSR2`` flush, a last write at exit).
+
+    Made at the process's edge (:class:`recruiter.processes.runtime.Instruments`), in the main thread."""
+    stats = RoundStats()
+    write_periodically(stats.snapshot, path, "round-stats")
+    return stats
+
+
+def from_environment() -> RoundStats | None:
+    """The subscriber ``RECRUITER_ROUND_STATS=<path>`` asks for, or None."""
+    path = os.environ.get(ROUND_STATS_ENVVAR)
+    return recording(path) if path else None
