@@ -17,7 +17,15 @@ from recruiter.cli.options import Common, common_options, connect_target
 from recruiter.domain import control
 from recruiter.domain.naming import name_problem
 from recruiter.processes import logs
-from recruiter.store import ConnectionProblem, StoreError, SyncDb, Target, describe, sync_client
+from recruiter.store import (
+    ConnectionProblem,
+    StoreError,
+    SyncDb,
+    Target,
+    command_listeners,
+    describe,
+    sync_client,
+)
 
 
 @click.group("groups")
@@ -69,7 +77,7 @@ def _switch(kind: str, names: tuple[str, ...], pause: bool | None, common: Commo
     target: Target | None = None
     try:
         target = connect_target(common)
-        client = sync_client(target, app_name="recruiter-cli")
+        client = sync_client(target, app_name="recruiter-cli", event_listeners=command_listeners())
         try:
             db = client[target.database]
             paused = _apply(db, kind, names, pause, force)

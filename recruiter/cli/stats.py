@@ -21,6 +21,7 @@ from recruiter.store import (
     ConnectionProblem,
     ServerClock,
     StoreError,
+    command_listeners,
     describe,
     parse_target,
     sync_client,
@@ -45,7 +46,7 @@ def stats_command(as_json: bool, watch: bool, interval: timedelta, target: str) 
         wait_until_reachable(t, timeout_s=5.0)
         counter = CommandStats()
         client = sync_client(t, app_name="recruiter-stats", server_selection_timeout_s=5.0,
-                             event_listeners=[counter])
+                             event_listeners=[counter, *command_listeners()])
         try:
             while True:
                 before = _totals(counter)
