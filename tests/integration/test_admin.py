@@ -171,6 +171,10 @@ def test_pause_switches_refuse_unused_names_and_write_nothing(db: Any, admin: Ad
     assert admin.status().paused.groups == ("mail",)
     assert admin.resume("group", ["mail"]).paused.groups == ()
     assert admin.paused().tenants == ("nobody",)
+    before = snapshot(db)
+    idle = admin.resume("group", ["mail", "billing"])  # neither is paused: nothing written, and said
+    assert idle.not_paused == ("billing", "mail")
+    assert snapshot(db) == before
 
 
 def test_schedules_through_the_python_api(db_uri: str, db: Any) -> None:
