@@ -31,6 +31,7 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from recruiter.domain.durations import parse_duration
 from recruiter.domain.workable import workable_from_document
+from recruiter.store import monitoring
 from recruiter.store.clock import ServerClock
 from recruiter.store.connection import first_line, parse_target, sync_client
 from recruiter.store.layout import SyncCollections
@@ -118,7 +119,7 @@ def main() -> None:
 def worker(target: str, group: str, poll_from: str, poll_to: str, ready_file: Path | None) -> None:
     """Run one v1 worker until SIGTERM (it finishes the job in hand)."""
     parsed = parse_target(target)
-    client = sync_client(parsed, app_name="bench-v1-worker")
+    client = sync_client(parsed, app_name="bench-v1-worker", event_listeners=monitoring.listeners())
     try:
         clock = ServerClock()
         clock.calibrate_sync(client)

@@ -1,6 +1,6 @@
 """The operator's commands: ``status`` and ``workers list|stop`` (``jobs ...`` is in :mod:`recruiter.cli.jobs`).
 
-Invariant: each command connects, reads or writes through :mod:`recruiter.store`
+Invariant: each command connects, reads or writes through :mod:`recruiter.admin`
 with the server's time, and prints; a server that does not answer, or refuses,
 is one line on stderr and exit 1.
 """
@@ -12,18 +12,12 @@ from datetime import datetime
 
 import click
 
+from recruiter.admin.status import status as read_status
+from recruiter.admin.workers import stop_workers
 from recruiter.cli.options import target_option, with_database
-from recruiter.cli.status import collect_status, render_status
+from recruiter.cli.status import figures_of, render_status
 from recruiter.cli.workers import describe_workers, render_workers
-from recruiter.domain.lanes import slot_of
-from recruiter.store import (
-    ConnectionProblem,
-    SyncCollections,
-    SyncDb,
-    parse_target,
-    request_stop,
-    wait_until_reachable,
-)
+from recruiter.store import SyncDb
 
 
 @click.command("status")
@@ -31,13 +25,7 @@ from recruiter.store import (
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def status(target: str, as_json: bool) -> None:
     """Counts of queued, running and archived jobs, and the roster."""
-    try:
-        t = parse_target(target)
-        wait_until_reachable(t, timeout_s=5.0)
-        figures = collect_status(t)
-    except ConnectionProblem as exc:
-        raise click.ClickException(str(exc)) from None
-    click.echo(render_status(figures, as_json))
+    with_database(target, lambda db, now: click.echo(render_status(figures_of(read_status(db, now)), as_json)))
 
 
 @click.group("workers")
@@ -68,8 +56,7 @@ def workers_stop(ids: tuple[str, ...], all_: bool, target: str) -> None:
         raise click.UsageError("give worker ids or --all (not both)")
 
     def stop(db: SyncDb, _now: datetime) -> None:
-        # Each roster entry is asked; a slot's look-ahead lanes are named once, as the slot.
-        asked = sorted({slot_of(i) for i in request_stop(SyncCollections.of(db).roster, None if all_ else list(ids))})
+        asked = stop_workers(db, None if all_ else list(ids))
         if not asked:
             raise click.ClickException(f"no worker in the roster matches {', '.join(ids) or 'anything'}")
         click.echo(f"asked {len(asked)} worker(s) to stop: {', '.join(asked)}")

@@ -4,7 +4,8 @@ Invariant: every argument is checked before the database is touched (a
 malformed id, an unknown state, a bad page token or a contradictory filter is
 one line and exit 2), and a command that writes (``retry``, ``cancel``) checks
 every job it names before it writes anything: one bad id and nothing changes.
-Reads and writes go through :mod:`recruiter.store`, judged on the server's clock.
+Reads and writes go through the read model (:mod:`recruiter.admin.jobs`), judged on the
+server's clock; this module parses and prints.
 """
 
 from __future__ import annotations
@@ -16,27 +17,23 @@ from datetime import UTC, datetime, timedelta
 
 import click
 
+from recruiter.admin.jobs import (
+    Retried,
+    RetryRefusedAll,
+    cancel_jobs,
+    list_jobs,
+    retry_archived,
+    retry_jobs,
+    show_job,
+)
 from recruiter.cli.jobs_view import plain, render_show, render_table, row_json, show_json
 from recruiter.cli.options import DURATION, target_option, with_database
 from recruiter.domain.cancel import ALREADY_ARCHIVED, FINISHING, NOT_FOUND, parse_job_id
 from recruiter.domain.following import STATES
 from recruiter.domain.listing import EARLIEST, JobFilter, decode_page_key, encode_page_key, parse_states
-from recruiter.domain.records import JobDoc
-from recruiter.domain.requeue import RetryRefused, retry_copy
-from recruiter.store import (
-    SyncCollections,
-    SyncDb,
-    archived_with_why,
-    cancel_job,
-    ensure_indexes_sync,
-    insert_jobs,
-    list_jobs,
-    read_job_documents,
-    read_retry_originals,
-)
+from recruiter.store import SyncDb
 
 MAX_PAGE = 1000
-INSERT_BATCH = 500
 
 
 class IsoDate(click.ParamType):  # type: ignore[type-arg]
@@ -111,8 +108,7 @@ def jobs_list(states: tuple[str, ...], group: str | None, tenant: str | None, cl
                 tag=tag)
         except ValueError as exc:  # --since reaches back to after --until
             raise click.UsageError(str(exc)) from None
-        ensure_indexes_sync(db)  # every read names its index; a database no process of this version opened lacks them
-        page = list_jobs(SyncCollections.of(db), f, page_key, limit, now)
+        page = list_jobs(db, f, page_key, limit, now)
         if as_json:
             click.echo(json.dumps([row_json(v) for v in page.views], indent=2))
         else:
@@ -159,7 +155,7 @@ def jobs_show(job_id: str, as_json: bool, target: str) -> None:
     (parsed,) = _job_ids([job_id])
 
     def show(db: SyncDb, now: datetime) -> None:
-        view = read_job_documents(SyncCollections.of(db), parsed).view(now)
+        view = show_job(db, parsed, now)
         if view is None:
             raise click.ClickException(f"no job {job_id} (neither waiting nor archived)")
         click.echo(json.dumps(show_json(view), indent=2) if as_json else render_show(view))
@@ -189,61 +185,28 @@ def jobs_retry(ids: tuple[str, ...], why: str | None, since: timedelta | None, g
         raise click.UsageError("give job ids or --why (not both)")
     if ids and (since is not None or group is not None or limit is not None):
         raise click.UsageError("--since, --group and --limit go with --why")
-    job_ids = list(dict.fromkeys(_job_ids(ids)))  # an id given twice is retried once
+    job_ids = _job_ids(ids)
 
     def retry(db: SyncDb, now: datetime) -> None:
-        c = SyncCollections.of(db)
-        skipped: list[str] = []
-        if why is None:
-            copies = _copies_of_ids(c, job_ids, now)
-        else:
-            ensure_indexes_sync(db)  # served by by_why (see jobs list)
-            copies, skipped = _copies_by_why(c, why, now - since if since else EARLIEST,
-                                             group, limit, now)
-        for start in range(0, len(copies), INSERT_BATCH):
-            insert_jobs(c, copies[start:start + INSERT_BATCH])
-        _print_retried(copies, skipped, as_json)
+        try:
+            retried = retry_jobs(db, job_ids, now) if why is None else retry_archived(
+                db, why, now - since if since else EARLIEST, group, limit, now)
+        except RetryRefusedAll as exc:
+            raise click.ClickException(str(exc)) from None
+        _print_retried(retried, as_json)
 
     with_database(target, retry)
 
 
-def _copies_of_ids(c: SyncCollections, job_ids: list[object], now: datetime) -> list[JobDoc]:
-    archived, waiting = read_retry_originals(c, job_ids, now)
-    copies = []
-    for job_id in job_ids:
-        if job_id in waiting:
-            raise click.ClickException(f"{job_id} is not archived (it is {waiting[job_id].state}); "
-                                       "only archived jobs can be retried; nothing was retried")
-        if job_id not in archived:
-            raise click.ClickException(f"no archived job {job_id}; nothing was retried")
-        try:
-            copies.append(retry_copy(archived[job_id], now))
-        except RetryRefused as exc:
-            raise click.ClickException(f"{exc}; nothing was retried") from None
-    return copies
-
-
-def _copies_by_why(c: SyncCollections, why: str, since: datetime, group: str | None, limit: int | None,
-                   now: datetime) -> tuple[list[JobDoc], list[str]]:
-    copies: list[JobDoc] = []
-    skipped: list[str] = []
-    for doc in archived_with_why(c, why, since, group, limit):
-        try:
-            copies.append(retry_copy(doc, now))
-        except RetryRefused as exc:
-            skipped.append(str(exc))
-    return copies, skipped
-
-
-def _print_retried(copies: list[JobDoc], skipped: list[str], as_json: bool) -> None:
+def _print_retried(retried: Retried, as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps({"retried": [{"id": plain(d["_id"]), "retry_of": plain(d.get("retry_of"))}
-                                           for d in copies], "skipped": skipped}, indent=2))
+        click.echo(json.dumps({"retried": [{"id": plain(d.id), "retry_of": plain(d.retry_of)}
+                                           for d in retried.jobs], "skipped": list(retried.skipped)}, indent=2))
     else:
-        for d in copies:
-            click.echo(f"{plain(d['_id'])}  retry of {plain(d.get('retry_of'))}")
-        click.echo(f"retried {len(copies)} job(s)")
-    for reason in skipped:
+        for d in retried.jobs:
+            click.echo(f"{plain(d.id)}  retry of {plain(d.retry_of)}")
+        click.echo(f"retried {len(retried.jobs)} job(s)")
+    for reason in retried.skipped:
         click.echo(f"skipped {reason}", err=True)
 
 
@@ -267,7 +230,7 @@ def jobs_cancel(ids: tuple[str, ...], reason: str | None, target: str) -> None:
 
     def cancel(db: SyncDb, now: datetime) -> None:
         try:
-            results = [cancel_job(db, job_id, now, reason) for job_id in job_ids]
+            results = cancel_jobs(db, job_ids, now, reason)
         except RuntimeError as exc:  # the job kept changing under the cancel
             raise click.ClickException(str(exc)) from None
         for r in results:

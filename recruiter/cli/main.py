@@ -23,6 +23,7 @@ from recruiter.cli.options import CONTEXT
 from recruiter.cli.pause import groups_group, tenants_group
 from recruiter.cli.processes import cleaner_group, start_recruiter, worker_group
 from recruiter.cli.schedules import schedules_group
+from recruiter.cli.stats import stats_command
 
 
 @click.group(context_settings=CONTEXT)
@@ -32,7 +33,7 @@ def main() -> None:
 
 
 for _command in (start_recruiter, worker_group, cleaner_group, embedded_group, status, workers_group, jobs_group,
-                 groups_group, tenants_group, schedules_group):
+                 groups_group, tenants_group, schedules_group, stats_command):
     main.add_command(_command)
 
 

@@ -29,6 +29,7 @@ from recruiter.store import (
     StoreError,
     SyncDb,
     Target,
+    command_listeners,
     describe,
     parse_target,
     sync_client,
@@ -179,7 +180,8 @@ def with_database(target_uri: str, action: Callable[[SyncDb, datetime], None]) -
     try:
         t = parse_target(target_uri)
         wait_until_reachable(t, timeout_s=5.0)
-        client = sync_client(t, app_name="recruiter-admin", server_selection_timeout_s=5.0)
+        client = sync_client(t, app_name="recruiter-admin", server_selection_timeout_s=5.0,
+                             event_listeners=command_listeners())  # RECRUITER_COMMAND_STATS, if set
         try:
             clock = ServerClock()
             clock.calibrate_sync(client)

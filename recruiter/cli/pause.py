@@ -11,6 +11,8 @@ import json
 
 import click
 
+from recruiter.admin import switches
+from recruiter.admin.status import PausedNames
 from recruiter.cli.options import Common, common_options, connect_target
 from recruiter.domain import control
 from recruiter.domain.naming import name_problem
@@ -18,15 +20,11 @@ from recruiter.processes import logs
 from recruiter.store import (
     ConnectionProblem,
     StoreError,
-    SyncCollections,
     SyncDb,
     Target,
+    command_listeners,
     describe,
-    ensure_indexes_sync,
-    read_paused,
-    switch_paused,
     sync_client,
-    unused_names,
 )
 
 
@@ -79,14 +77,10 @@ def _switch(kind: str, names: tuple[str, ...], pause: bool | None, common: Commo
     target: Target | None = None
     try:
         target = connect_target(common)
-        client = sync_client(target, app_name="recruiter-cli")
+        client = sync_client(target, app_name="recruiter-cli", event_listeners=command_listeners())
         try:
             db = client[target.database]
-            if pause:
-                _check_used(db, kind, list(names), force)
-            metadata = SyncCollections.of(db).metadata
-            before = read_paused(metadata)
-            paused = before if pause is None else switch_paused(metadata, kind, list(names), pause)
+            paused = _apply(db, kind, names, pause, force)
         finally:
             client.close()
     except ConnectionProblem as exc:
@@ -95,27 +89,30 @@ def _switch(kind: str, names: tuple[str, ...], pause: bool | None, common: Commo
         if common.debug or target is None:
             raise
         raise click.ClickException(describe(exc, target)) from None
-    now = sorted(paused.groups if kind == "group" else paused.tenants)
-    idle = sorted(set(names) - set(before.groups if kind == "group" else before.tenants))
-    if pause is False and idle:
-        click.echo(f"not paused, nothing to resume: {', '.join(idle)}", err=True)
+    now = list(paused.groups if kind == "group" else paused.tenants)
     if as_json:
         click.echo(json.dumps(now))
         return
     click.echo(f"paused {control.KINDS[kind]}: " + (", ".join(now) if now else "none"))
 
 
-def _check_used(db: SyncDb, kind: str, names: list[str], force: bool) -> None:
-    """Refuse (or, with ``force``, warn about) pausing names that no job or worker has used."""
-    ensure_indexes_sync(db)  # the checks are served by indexes; a fresh database has none yet
-    unused = unused_names(db, kind, names)
-    if not unused:
-        return
-    listed = ", ".join(repr(n) for n in unused)
-    what = f"no job or worker has ever used the {kind}{'s' if len(unused) > 1 else ''} {listed}"
-    if not force:
-        raise click.ClickException(f"{what} (a typo?); nothing was paused. Pause anyway with --force")
-    click.echo(f"Warning: {what}; pausing anyway (--force)", err=True)
+def _apply(db: SyncDb, kind: str, names: tuple[str, ...], pause: bool | None, force: bool) -> PausedNames:
+    """The read model's switch (:mod:`recruiter.admin.switches`); pausing names that no job or worker has
+    used is refused, or with ``force`` warned about."""
+    if pause is None:
+        return switches.paused(db)
+    if not pause:
+        done = switches.resume(db, kind, names)
+        if done.not_paused:
+            click.echo(f"not paused, nothing to resume: {', '.join(done.not_paused)}", err=True)
+        return done.paused
+    try:
+        done = switches.pause(db, kind, names, force=force)
+    except switches.UnusedNames as exc:
+        raise click.ClickException(f"{exc} (a typo?); nothing was paused. Pause anyway with --force") from None
+    if done.unused:
+        click.echo(f"Warning: {switches.describe_unused(kind, done.unused)}; pausing anyway (--force)", err=True)
+    return done.paused
 
 
 _switch_commands(groups_group, "group")

@@ -9,6 +9,7 @@ the traceback only at ``--log-level debug``.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from recruiter.cli.options import (
     DURATION_OR_ZERO,
     SCHEME,
     SIZE,
+    Command,
     Common,
     common_options,
     connect_target,
@@ -34,7 +36,7 @@ from recruiter.domain.selection import CountingScheme
 from recruiter.processes import logs, runtime
 from recruiter.processes.cleaner import CleanerConfig, CleanerProcess
 from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
-from recruiter.processes.runtime import Check, Make
+from recruiter.processes.runtime import Check, Instruments, Process
 from recruiter.processes.worker.runtime import WorkerConfig, WorkerIdTaken, WorkerProcess
 from recruiter.store import (
     AsyncDb,
@@ -50,16 +52,30 @@ from recruiter.store import (
     parse_target,
 )
 
+MakeObserved = Callable[[AsyncDb, ServerClock, Instruments], Process]
 
-def run_process(common: Common, app_name: str, make: Make, check: Check | None = None) -> None:
-    """Connect, build the process with ``make(db, clock)`` and run it until a signal stops it.
 
-    ``check(db)``, if given, runs first and may refuse to start (click.UsageError)."""
+def subscriber_option(fn: Command) -> Command:
+    """``--subscriber MODULE:CALLABLE`` (repeatable): a function called with each event of the process."""
+    return click.option("--subscriber", "subscribers", envvar=env("SUBSCRIBER"), multiple=True, show_envvar=True,
+                        metavar="MODULE:CALLABLE",
+                        help="Call this function with each event of the process (job finished, archived, lease "
+                             "won...; see docs/operations/read-model-and-events.md); repeat for several.")(fn)
+
+
+def run_process(common: Common, app_name: str, make: MakeObserved, check: Check | None = None,
+                subscribers: tuple[str, ...] = ()) -> None:
+    """Connect, build the process with ``make(db, clock, instruments)`` and run it until a signal stops it.
+
+    ``check(db)``, if given, runs first and may refuse to start (click.UsageError); a
+    subscriber that cannot be loaded is a usage error."""
     logs.configure(common.log_level, common.log_format)
+    instruments = valid(lambda: runtime.Instruments.build(subscribers))
     target: Target | None = None
     try:
         target = connect_target(common)
-        code = runtime.run(target, app_name, make, check)
+        code = runtime.run(target, app_name, lambda db, clock: make(db, clock, instruments), check,
+                           listeners=instruments.command_listeners)
     except (ConnectionProblem, WorkerIdTaken, ValueError) as exc:
         if common.debug:
             raise
@@ -90,16 +106,18 @@ def run_process(common: Common, app_name: str, make: Make, check: Check | None =
 @click.option("--coalesce", envvar=env("COALESCE"), type=DURATION_OR_ZERO, default="0s", show_default=True,
               show_envvar=True, help="Least time between the starts of two rounds woken by outcomes, so that one "
                                      "round serves the outcomes of many workers (enqueues are not delayed).")
+@subscriber_option
 def start_recruiter(backoff_from: timedelta, backoff_to: timedelta, round_size: int, lease_ttl: timedelta,
                     counting_scheme: CountingScheme, sweep_interval: timedelta, coalesce: timedelta,
-                    common: Common) -> None:
+                    subscribers: tuple[str, ...], common: Common) -> None:
     """Run the recruiter (one leads; others stand by)."""
     config = valid(lambda: RecruiterConfig(round_size=round_size, backoff_from_s=seconds(backoff_from),
                                             backoff_to_s=seconds(backoff_to), lease_ttl_s=seconds(lease_ttl),
                                             counting_scheme=counting_scheme,
                                             sweep_interval_s=seconds(sweep_interval),
                                             coalesce_s=seconds(coalesce)))
-    run_process(common, "recruiter", lambda db, clock: RecruiterProcess(db, clock, config))
+    run_process(common, "recruiter", lambda db, clock, i: RecruiterProcess(db, clock, config, bus=i.bus),
+                subscribers=subscribers)
 
 
 @click.group("worker", context_settings=CONTEXT)
@@ -153,11 +171,13 @@ def worker_group() -> None:
 @click.option("--burst", envvar=env("BURST"), is_flag=True, default=False, show_envvar=True,
               help="Exit (status 0) once nothing is left for this worker: no job of its groups due now and none "
                    "assigned to it. Jobs due later are not waited for.")
+@subscriber_option
 def start_worker(groups: tuple[str, ...], concurrency: int, prefetch: int, worker_id: str | None,
                  heartbeat_interval: timedelta,
                  poll_from: timedelta, poll_to: timedelta, max_crashes: int, wake: str, import_path: tuple[str, ...],
                  preload: tuple[str, ...], allow_modules: tuple[str, ...], grace_period: timedelta,
-                 memory_limit: int | None, give_back_for: timedelta, burst: bool, common: Common) -> None:
+                 memory_limit: int | None, give_back_for: timedelta, burst: bool, subscribers: tuple[str, ...],
+                 common: Common) -> None:
     """Run workers for the given groups.
 
     Jobs may name only modules found under --import-path, those named by
@@ -180,8 +200,8 @@ def start_worker(groups: tuple[str, ...], concurrency: int, prefetch: int, worke
         memory_limit_bytes=memory_limit, allowed_modules=allowed, burst=burst,
         give_back_for_s=seconds(give_back_for)))
     if runtime.needs_supervisor(memory_limit):
-        sys.exit(runtime.supervised(run_worker, common, config))
-    run_worker(common, config)
+        sys.exit(runtime.supervised(run_worker, common, config, subscribers))
+    run_worker(common, config, subscribers)
 
 
 def allowed_modules(import_path: tuple[str, ...], preload: tuple[str, ...],
@@ -195,15 +215,16 @@ def allowed_modules(import_path: tuple[str, ...], preload: tuple[str, ...],
     return tuple(dict.fromkeys([*found, *preload, *allow_modules]))
 
 
-def run_worker(common: Common, config: WorkerConfig) -> None:
+def run_worker(common: Common, config: WorkerConfig, subscribers: tuple[str, ...] = ()) -> None:
     """Run the worker process itself (in the supervisor's child, with --memory-limit)."""
 
-    def make(db: AsyncDb, clock: ServerClock) -> WorkerProcess:
+    def make(db: AsyncDb, clock: ServerClock, instruments: runtime.Instruments) -> WorkerProcess:
         # The heartbeat thread has a client of its own, so a blocked event loop cannot hold it up.
-        beats = heartbeat_client(parse_target(common.target), app_name="recruiter-heartbeat")
-        return WorkerProcess(db, clock, config, heartbeat_db=beats[db.name])
+        beats = heartbeat_client(parse_target(common.target), app_name="recruiter-heartbeat",
+                                 event_listeners=list(instruments.command_listeners))
+        return WorkerProcess(db, clock, config, heartbeat_db=beats[db.name], bus=instruments.bus)
 
-    run_process(common, "recruiter-worker", make)
+    run_process(common, "recruiter-worker", make, subscribers=subscribers)
 
 
 @click.group("cleaner", context_settings=CONTEXT)
@@ -226,8 +247,9 @@ def cleaner_group() -> None:
               show_envvar=True, help="Time between cleaning passes.")
 @click.option("--lease-ttl", envvar=env("LEASE_TTL"), type=DURATION, default="10s", show_default=True,
               show_envvar=True, help="Cleaner lease; a standby takes over this long after the holder dies.")
+@subscriber_option
 def start_cleaner(considered_dead_after: timedelta, heartbeat_interval: timedelta, clean_after: timedelta,
-                  interval: timedelta, lease_ttl: timedelta, common: Common) -> None:
+                  interval: timedelta, lease_ttl: timedelta, subscribers: tuple[str, ...], common: Common) -> None:
     """Run the cleaner (one active; others stand by)."""
     config = valid(lambda: CleanerConfig(
         considered_dead_after_s=seconds(considered_dead_after), clean_after_s=seconds(clean_after),
@@ -242,8 +264,8 @@ def start_cleaner(considered_dead_after: timedelta, heartbeat_interval: timedelt
             worker_id, interval_s = longest
             _check_dead_after(dead_after_s, interval_s, f"the heartbeat interval of worker {worker_id!r}")
 
-    run_process(common, "recruiter-cleaner", lambda db, clock: CleanerProcess(db, clock, config),
-                check=check_roster)
+    run_process(common, "recruiter-cleaner", lambda db, clock, i: CleanerProcess(db, clock, config, bus=i.bus),
+                check=check_roster, subscribers=subscribers)
 
 
 def _check_dead_after(dead_after_s: float, heartbeat_s: float, source: str) -> None:

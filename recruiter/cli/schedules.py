@@ -5,7 +5,7 @@ switch them. ``remove`` is the only way a schedule is deleted: a schedule the
 code no longer declares is listed as stale (``list --stale``), never removed silently.
 
 Invariant: every write names one schedule and is conditional on the state it
-changes from (:mod:`recruiter.store.schedule_admin`), prints one line, and an
+changes from (:mod:`recruiter.admin.schedules`), prints one line, and an
 unknown name is one line, exit 1, nothing changed. A malformed schedule document
 is listed as malformed with its reason; it never makes a command fail. Times are
 the server's.
@@ -18,20 +18,17 @@ from datetime import datetime, timedelta
 
 import click
 
+from recruiter.admin.schedules import (
+    pause_schedule,
+    remove_schedule,
+    resume_schedule,
+    schedule,
+    schedules,
+)
+from recruiter.admin.schedules import run_now as request_run_now
 from recruiter.cli.options import DURATION, env, target_option, with_database
 from recruiter.cli.schedules_view import render_show, render_table, row_json, show_json
-from recruiter.domain.schedule_view import last_jobs, read_schedule, stale_names
-from recruiter.store import (
-    Change,
-    SyncDb,
-    pause_schedule,
-    read_last_jobs,
-    read_schedules,
-    remove_schedule,
-    request_run_now,
-    resume_schedule,
-)
-from recruiter.store import read_schedule as read_schedule_document
+from recruiter.store import Change, SyncDb
 
 STALE_AFTER = "1h"
 
@@ -61,11 +58,8 @@ def schedules_list(stale: bool, stale_after: timedelta, as_json: bool, target: s
     """
 
     def read(db: SyncDb, now: datetime) -> None:
-        views = [read_schedule(d) for d in read_schedules(db)]
-        old = stale_names(views, stale_after)
-        if stale:
-            views = [v for v in views if v.name in old]
-        jobs = read_last_jobs(db, last_jobs(views), now)
+        listing = schedules(db, now, stale_after, only_stale=stale)
+        views, jobs, old = listing.schedules, listing.jobs, listing.stale
         if as_json:
             click.echo(json.dumps([row_json(v, jobs, v.name in old) for v in views], indent=2))
         elif views:
@@ -86,12 +80,10 @@ def schedules_show(name: str, stale_after: timedelta, as_json: bool, target: str
     """One schedule whole: its rule, the job it enqueues, its options, its firing and skips."""
 
     def show(db: SyncDb, now: datetime) -> None:
-        doc = read_schedule_document(db, name)
-        if doc is None:
+        detail = schedule(db, name, now, stale_after)
+        if detail is None:
             raise click.ClickException(f"no schedule named {name!r} (recruiter schedules list shows them)")
-        view = read_schedule(doc)
-        stale = name in stale_names([read_schedule(d) for d in read_schedules(db)], stale_after)
-        jobs = read_last_jobs(db, last_jobs([view]), now)
+        view, jobs, stale = detail.schedule, detail.jobs, detail.stale
         click.echo(json.dumps(show_json(view, jobs, stale), indent=2) if as_json else render_show(view, jobs, stale))
 
     with_database(target, show)

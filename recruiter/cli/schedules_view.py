@@ -8,7 +8,7 @@ found it), and every stored value goes through :func:`recruiter.cli.jobs_view.pl
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from datetime import datetime
 from typing import Any
 
@@ -60,7 +60,7 @@ def row_json(view: StoredSchedule, jobs: Mapping[object, JobView], stale: bool) 
     }
 
 
-def render_table(views: Sequence[StoredSchedule], jobs: Mapping[object, JobView], stale: set[str]) -> str:
+def render_table(views: Sequence[StoredSchedule], jobs: Mapping[object, JobView], stale: Set[str]) -> str:
     """``schedules list``: one line per schedule; a malformed one says why instead."""
     header = ("name", "rule", "next fire (UTC)", "last slot (UTC)", "last fired (UTC)", "last outcome", "skipped",
               "")

@@ -1,10 +1,6 @@
-"""Reading the roster for the command line: ``recruiter workers list``.
+"""How ``recruiter workers list`` prints the roster the read model gives (:mod:`recruiter.admin.workers`).
 
-Invariant: a worker's state and liveness are judged from its own heartbeat (same
-session), as the recruiter judges them; an entry without one shows its own
-``last_seen_at`` (an older version's entry). A working slot shows the progress its
-job last reported (carried by the same heartbeat). ``workers stop`` writes through
-:func:`recruiter.store.request_stop`.
+Invariant: rendering reads nothing.
 """
 
 from __future__ import annotations
@@ -12,9 +8,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TypedDict
 
-from recruiter.domain.following import progress_of
-from recruiter.domain.liveness import is_fresh
-from recruiter.store import Document, SyncCollections, SyncDb, entries_by_id, heartbeats_by_worker
+from recruiter.admin.workers import ProgressView, workers
+from recruiter.store import SyncDb
 
 
 class WorkerRow(TypedDict):
@@ -41,46 +36,16 @@ class ProgressRow(TypedDict):
 
 
 def describe_workers(db: SyncDb, now: datetime) -> list[WorkerRow]:
-    """One row per roster entry, with its heartbeat (``heartbeats``, see :mod:`recruiter.domain.liveness`)."""
-    c = SyncCollections.of(db)
-    rows = []
-    beats = heartbeats_by_worker(c.heartbeats)
-    for w in entries_by_id(c.roster):
-        beat = beats.get(w["_id"])
-        if beat is None or beat.get("session") != w.get("session"):
-            beat = {"last_seen_at": w.get("last_seen_at")}  # none of its own (an older version's entry)
-        seen = beat.get("last_seen_at")
-        rows.append(WorkerRow(
-            id=w["_id"], groups=list(w.get("work_on") or []), state=_state(w, beat),
-            job=str(beat.get("working_on") or (w.get("assigned_to") or {}).get(w["_id"]) or ""),
-            pid=w.get("pid"), hostname=w.get("hostname"),
-            last_seen_s=round((now - seen).total_seconds(), 1) if isinstance(seen, datetime) else None,
-            live=is_fresh(beat, w, now), progress=_progress(beat),
-        ))
-    return rows
+    """One row per roster entry (the read model's :func:`recruiter.admin.workers.workers`), as JSON prints it."""
+    return [WorkerRow(id=w.id, groups=list(w.groups), state=w.state, job=w.job, pid=w.pid, hostname=w.hostname,
+                      last_seen_s=w.last_seen_s, live=w.live, progress=_progress(w.progress))
+            for w in workers(db, now)]
 
 
-def _progress(beat: Document) -> ProgressRow | None:
-    """The progress of the job the heartbeat says it runs (its own ``working_on`` and token)."""
-    if not beat.get("working"):
-        return None
-    running = {"_id": beat.get("working_on"), "locked": True, "lock_token": beat.get("working_token")}
-    p = progress_of(beat, running)
+def _progress(p: ProgressView | None) -> ProgressRow | None:
     if p is None:
         return None
-    return ProgressRow(value=p.value, message=p.message, at=p.at.isoformat() if p.at else None, text=p.describe())
-
-
-def _state(entry: Document, beat: Document) -> str:
-    if entry.get("stop_requested") or entry.get("stopping"):
-        return "stopping"
-    if beat.get("working"):
-        return "working"
-    if not entry.get("available"):
-        ahead = entry.get("ahead")
-        # A job handed out ahead that its slot has not started yet (recruiter.domain.lanes).
-        return "held" if ahead and entry.get("started") != ahead else "assigned"
-    return "idle"
+    return ProgressRow(value=p.value, message=p.message, at=p.at.isoformat() if p.at else None, text=p.text)
 
 
 def render_workers(rows: list[WorkerRow]) -> str:

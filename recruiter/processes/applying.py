@@ -20,6 +20,7 @@ from datetime import datetime
 
 import structlog
 
+from recruiter.domain.events import JobArchived
 from recruiter.domain.outcome import archived_document, held_by, is_archive, reschedule_update, resubmit_update
 from recruiter.domain.resubmit import flagged
 from recruiter.processes.logs import AfterCommit
@@ -73,8 +74,8 @@ async def apply_sorted(c: Collections, s: Sorted, now: datetime, events: AfterCo
         gone = {d["_id"] for d in late}
         for d in s.archive:
             if d["_id"] not in gone:
-                events.info("job.archived", job_id=str(d["_id"]), why=d["why"], attempts=d.get("attempts"),
-                            group=d.get("group"))
+                # Logged as job.archived by the log subscriber, once the round commits.
+                events.emit(JobArchived(d["_id"], d["why"], d.get("attempts"), d.get("group"), by="recruiter"))
     if s.reschedule and await scheduled.apply_changes(c.scheduled, s.reschedule) < len(s.reschedule):
         late += await resubmitted_late(c, [(f["_id"], f["lock_token"]) for f, _ in s.reschedule], set())
     resubmit = s.resubmit + [resubmit_update(j, s.outcomes[j["_id"]], now) for j in late]

@@ -43,6 +43,7 @@ import structlog
 
 from recruiter.domain.clock import Clock
 from recruiter.domain.documents import Malformed, check_job, outcome_problem
+from recruiter.domain.events import JobArchived, WorkerGone
 from recruiter.domain.liveness import missed_beats, rescue_update
 from recruiter.domain.outcome import archived_document, jobs_referenced_by
 from recruiter.domain.placement import (
@@ -57,6 +58,7 @@ from recruiter.domain.placement import (
 )
 from recruiter.domain.quarantine import log_quarantined
 from recruiter.domain.records import Raw
+from recruiter.processes.events import Bus
 from recruiter.processes.leadership import Fault, LeaderProcess, Leadership, Pace, leader_owner, no_fault
 from recruiter.processes.logs import AfterCommit
 from recruiter.processes.upkeep import find_stranded, quarantine, take_back
@@ -107,14 +109,16 @@ class Pass:
 
 class CleanerProcess(LeaderProcess):
 
-    def __init__(self, db: AsyncDb, clock: Clock, config: CleanerConfig, *, owner: str | None = None) -> None:
+    def __init__(self, db: AsyncDb, clock: Clock, config: CleanerConfig, *, owner: str | None = None,
+                 bus: Bus | None = None) -> None:
         self.c = Collections.of(db)  # outside any transaction (tests drive passes on it)
         self.clock = clock
         self.config = config
         self.owner = owner or leader_owner()
-        self.leadership = Leadership(db, "cleaner", self.owner, clock, config.lease_ttl_s)
+        self.bus = bus or Bus.logging()
+        self.leadership = Leadership(db, "cleaner", self.owner, clock, config.lease_ttl_s, bus=self.bus)
         self._next_orphan_scan: datetime | None = None
-        self.events = AfterCommit(log)
+        self.events = AfterCommit(log, self.bus)
         self.fault: Fault = no_fault  # tests inject one that raises at a named point
 
     async def run(self) -> None:
@@ -210,8 +214,8 @@ class CleanerProcess(LeaderProcess):
         if isinstance(work_on, list):  # an entry without a heartbeat document says it here
             p.gone_groups.update(g for g in work_on if is_worker_group(g))
         seen_text = _when((beat or worker).get("last_seen_at"))
-        self.events.warning("worker.dead", worker_id=str(worker["_id"])[:100], last_seen_at=seen_text,
-                            pid=worker.get("pid"), hostname=worker.get("hostname"))
+        self.events.emit(WorkerGone(str(worker["_id"])[:100], "dead", last_seen=seen_text, pid=worker.get("pid"),
+                                    hostname=worker.get("hostname")))  # logged as worker.dead
         # Only the jobs the entry referred to: a job locked for a new entry with the same
         # id (a restarted worker) is not this dead worker's. Other locks go to the orphan sweep.
         held = list(jobs_referenced_by(worker))
@@ -241,7 +245,8 @@ class CleanerProcess(LeaderProcess):
         for job in jobs:
             if await scheduled.delete_unlocked_as_read(p.c.scheduled, job):
                 docs.append(archived_document(job, unplaced_outcome(why, reason(job)), p.now))
-                self.events.warning("job.archived", job_id=str(job.get("_id")), why=why, reason=reason(job))
+                self.events.emit(JobArchived(job.get("_id"), why, job.get("attempts"), job.get("group"),
+                                             by="cleaner", reason=reason(job)))  # logged as job.archived
         if docs:
             await archived.archive(p.c.archived, docs)
         return len(docs)

@@ -38,6 +38,8 @@ import structlog
 from bson import ObjectId
 
 from recruiter.domain.clock import Clock
+from recruiter.domain.events import LeaseLost, LeaseWon
+from recruiter.processes.events import Bus
 from recruiter.store.connection import StoreError, first_line
 from recruiter.store.layout import AsyncDb, Collections
 from recruiter.store.leases import Lease
@@ -71,8 +73,10 @@ class Pace:
 class Leadership:
     """One role's lease (``recruiter``, ``cleaner``) and the loop that leads under it."""
 
-    def __init__(self, db: AsyncDb, role: str, owner: str, clock: Clock, ttl_s: float) -> None:
+    def __init__(self, db: AsyncDb, role: str, owner: str, clock: Clock, ttl_s: float, *,
+                 bus: Bus | None = None) -> None:
         self.db = db
+        self.bus = bus or Bus.logging()
         self.role = role
         self.owner = owner
         self.clock = clock
@@ -153,11 +157,11 @@ class Leadership:
                 await self.sleep(standby_poll_s)
                 continue
             epoch = self.lease.epoch
-            log.info("leader.elected", role=self.role, epoch=epoch, owner=self.owner)
+            self.bus.emit(LeaseWon(self.role, epoch, self.owner))  # logs leader.elected
             try:
                 await lead()
             except LostLease:
-                log.warning("leader.lost", role=self.role, epoch=epoch)
+                self.bus.emit(LeaseLost(self.role, epoch))  # logs leader.lost
         await self.lease.release()
 
     async def units(self, unit: Callable[[], Awaitable[bool]], pace: Pace, *, name: str,

@@ -1,5 +1,6 @@
 """structlog configuration, called only at the CLI edge; and :class:`AfterCommit`,
-which holds the log events a transaction makes true until it has committed."""
+which holds the log lines and the events (:mod:`recruiter.domain.events`) a
+transaction makes true until it has committed."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from collections.abc import Iterator
 from typing import Protocol
 
 import structlog
+
+from recruiter.domain.events import Event
 
 LEVELS = ("debug", "info", "warning", "error")
 FORMATS = ("auto", "console", "json")
@@ -49,11 +52,18 @@ class Logger(Protocol):
     def warning(self, event: str, **fields: object) -> object: ...
 
 
-Held = list[tuple[str, str, dict[str, object]]]
+Held = list[tuple[str, str, dict[str, object]] | Event]
+
+
+class Emitter(Protocol):
+    """What :class:`AfterCommit` needs of an event bus (:class:`recruiter.processes.events.Bus`)."""
+
+    def emit(self, event: Event) -> None: ...
 
 
 class AfterCommit:
-    """Log events that a transaction's writes make true, logged only once it has committed.
+    """Log events (and typed events, :meth:`emit`) that a transaction's writes make true, logged only
+    once it has committed.
 
     Inside :meth:`held`, events are kept; when the block ends normally (its
     transaction committed) they are logged, in order; when it raises (the
@@ -62,9 +72,21 @@ class AfterCommit:
     before them was made on its own, so it has already happened.
     """
 
-    def __init__(self, logger: Logger) -> None:
+    def __init__(self, logger: Logger, bus: Emitter | None = None) -> None:
         self._logger = logger
+        self._bus = bus
         self._held: Held | None = None
+
+    def emit(self, event: Event) -> None:
+        """Publish ``event`` (:mod:`recruiter.domain.events`) to the bus: after the commit inside :meth:`held`."""
+        if self._held is None:
+            self._publish(event)
+        else:
+            self._held.append(event)
+
+    def _publish(self, event: Event) -> None:
+        if self._bus is not None:
+            self._bus.emit(event)
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
@@ -80,8 +102,12 @@ class AfterCommit:
             raise
         finally:
             self._held = None
-        for level, event, fields in held:
-            getattr(self._logger, level)(event, **fields)
+        for item in held:
+            if isinstance(item, tuple):
+                level, event, fields = item
+                getattr(self._logger, level)(event, **fields)
+            else:
+                self._publish(item)
 
     def debug(self, event: str, **fields: object) -> None:
         self._log("debug", event, fields)

@@ -42,15 +42,17 @@ import structlog
 
 from recruiter.domain.clock import Clock
 from recruiter.domain.documents import Malformed, WarnOnce, check_job, entry_problem
+from recruiter.domain.events import RoundAbandoned, RoundCommitted, RoundIdle
 from recruiter.domain.liveness import is_fresh, missed_beats
 from recruiter.domain.quarantine import log_quarantined
 from recruiter.domain.selection import DEFAULT_SCHEME, Assignment, CountingScheme, FreeWorker
-from recruiter.processes import round_stats
+from recruiter.processes.events import Bus
 from recruiter.processes.firing import ScheduleFirer
 from recruiter.processes.leadership import Fault, LeaderProcess, Leadership, Pace, leader_owner, no_fault
 from recruiter.processes.logs import AfterCommit
 from recruiter.processes.lookahead import LookAhead
 from recruiter.processes.reading import CandidateReader
+from recruiter.processes.round_stats import RoundTimer
 from recruiter.processes.rounds import Locked, RoundPlan, RoundReport, RoundWrites
 from recruiter.processes.upkeep import find_stranded, sweep
 from recruiter.store import heartbeats, roster, scheduled
@@ -134,19 +136,29 @@ class Sweeper:
         self.due = 0.0
 
 
+@dataclass(frozen=True)
+class _Timed:
+    report: RoundReport
+    took_s: float | None  # None: an idle round
+
+
 class RecruiterProcess(LeaderProcess):
 
-    def __init__(self, db: AsyncDb, clock: Clock, config: RecruiterConfig, *, owner: str | None = None) -> None:
+    def __init__(self, db: AsyncDb, clock: Clock, config: RecruiterConfig, *, owner: str | None = None,
+                 bus: Bus | None = None) -> None:
         self.db = db
         self.c = Collections.of(db)  # outside any transaction: the round's reads
         self.clock = clock
         self.config = config
         self.owner = owner or leader_owner()
-        self.leadership = Leadership(db, "recruiter", self.owner, clock, config.lease_ttl_s)
+        self.bus = bus or Bus.logging()
+        self.leadership = Leadership(db, "recruiter", self.owner, clock, config.lease_ttl_s, bus=self.bus)
         self.fault: Fault = no_fault
-        # What a fenced round's writes make true is logged once its transaction has committed.
-        self.events = AfterCommit(log)
-        self.writes = RoundWrites(self.events, self.leadership.check, lambda point: self.fault(point))
+        # What a fenced round's writes make true is logged (and emitted) once its transaction has committed.
+        self.events = AfterCommit(log, self.bus)
+        self.timer = RoundTimer()
+        self.writes = RoundWrites(self.events, self.leadership.check, lambda point: self.fault(point),
+                                  self.timer.mark)
         self.reader = CandidateReader(self.c)
         self.sweeper = Sweeper(self.c)
         self.warned = WarnOnce()
@@ -236,27 +248,38 @@ class RecruiterProcess(LeaderProcess):
         on ``available``), so reads made just before are safe to act on.
         Raises :class:`LostLease` with nothing written when the lease is no longer ours.
         """
-        round_stats.begin()
-        began = asyncio.get_running_loop().time()
+        self.timer.begin()
+        try:
+            report = await self._timed_round(rollback)
+        except BaseException as exc:
+            if self.timer.running:
+                self.timer.abandon()
+                self.bus.emit(RoundAbandoned(first_line(exc) if isinstance(exc, Exception) else type(exc).__name__))
+            raise
+        if report.took_s is not None:
+            self.lookahead.round_took(report.took_s)
+        return report.report
+
+    async def _timed_round(self, rollback: bool) -> _Timed:
         plan = await self.leadership.keeping(self.plan())
-        round_stats.mark("plan")
+        self.timer.mark("plan")
         if not rollback and plan.idle:
-            round_stats.end(idle=True)
-            return plan.report
+            phases, took = self.timer.finish()
+            self.bus.emit(RoundIdle(took, phases))
+            return _Timed(plan.report, None)
         await self.leadership.keep()  # the reads may have been long (a leader's first round): renew before writing
         with self.events.held():
             async with self.leadership.fenced() as inside:
-                round_stats.mark("fence")
+                self.timer.mark("fence")
                 if rollback:
                     await self.writes.rollback_unassigned(inside)
                 report = await self.carry_out(inside, plan)
                 self.fault("round.before_commit")
-            round_stats.mark("commit")
-        round_stats.end(report.assigned, report.applied)
+            self.timer.mark("commit")
+            phases, took = self.timer.finish()
+            self.events.emit(RoundCommitted(report.assigned, report.applied, report.free_workers, took, phases))
         self._remember(plan)  # committed
-        took = asyncio.get_running_loop().time() - began
-        self.lookahead.round_took(took)
-        return report
+        return _Timed(report, took)
 
     async def round(self) -> RoundReport:
         """One round without the fence (tests drive it step by step); leaders run :meth:`fenced_round`."""
@@ -293,17 +316,17 @@ class RecruiterProcess(LeaderProcess):
         now = self.clock.now()
         plan = RoundPlan(now)
         entries = self._well_formed(await roster.read_round_entries(self.c.roster))
-        round_stats.mark("read_roster")
+        self.timer.mark("read_roster")
         plan.malformed = self.sweeper.take()
         plan.outcomes = [e for e in entries if e.get("outcome")]
         await self._read_outcome_jobs(plan)
-        round_stats.mark("read_jobs")
+        self.timer.mark("read_jobs")
         free = sorted(
             await self._live(plan, entries, [e for e in entries if e.get("available") and not e.get("stopping")
                                              and e.get("work_on")]),
             key=lambda e: (e.get("available_since") or now, e["_id"]),
         )
-        round_stats.mark("read_beats")
+        self.timer.mark("read_beats")
         # Lanes of idle slots first (recruiter.domain.lanes), then the longest available; a busy
         # slot is topped up only if its jobs outlast a hand-off.
         self.lookahead.note_run_times(plan.outcomes)
@@ -313,9 +336,9 @@ class RecruiterProcess(LeaderProcess):
         if lanes:
             workers = [FreeWorker(e["_id"], tuple(e["work_on"]), d, process=str(e.get("process") or e["_id"]))
                        for e, d in lanes]
-            round_stats.mark("plan")
+            self.timer.mark("plan")
             picked = await self.reader.select(workers, now, self.lease.epoch, self.config.counting_scheme)
-            round_stats.mark("read_candidates")
+            self.timer.mark("read_candidates")
             plan.selection, plan.documents = picked.selection, picked.documents
             plan.cursor_write = self.reader.cursor_write(picked.selection.cursor)
             plan.malformed += picked.malformed

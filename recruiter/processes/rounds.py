@@ -38,7 +38,6 @@ from recruiter.domain.liveness import Rescue, Stranded
 from recruiter.domain.outcome import jobs_referenced_by
 from recruiter.domain.records import Query
 from recruiter.domain.selection import Assignment, Selection
-from recruiter.processes import round_stats
 from recruiter.processes.applying import apply_sorted, sort_outcomes
 from recruiter.processes.logs import AfterCommit
 from recruiter.processes.upkeep import quarantine, take_back
@@ -164,11 +163,12 @@ def _hashable(value: object) -> bool:
 class RoundWrites:
     """The writes of a round. ``check`` raises when the lease is no longer held (it is
     checked before each write); ``fault`` is the test hook; ``events`` holds what the
-    writes make true until the round's transaction has committed."""
+    writes make true until the round's transaction has committed; ``mark`` times its phases."""
 
     events: AfterCommit
     check: Callable[[], None]
     fault: Callable[[str], None]
+    mark: Callable[[str], None] = lambda phase: None  # the round's timer (RoundTimer.mark)
 
     async def carry_out(self, c: Collections, plan: RoundPlan, epoch: int | None) -> RoundReport:
         """The writes of a round on ``c``: take back stranded jobs, apply outcomes, move the
@@ -186,14 +186,14 @@ class RoundWrites:
         if applicable:
             self.check()
             report.applied = await self.apply_outcomes(c, applicable, plan.now, plan.outcome_jobs, clear=False)
-        round_stats.mark("apply")
+        self.mark("apply")
         await self.save_cursor(c, plan.cursor_write)
-        round_stats.mark("cursor")
+        self.mark("cursor")
         assigned = await self.hand_out(c, plan, epoch) if plan.selection and plan.selection.assignments else set()
-        round_stats.mark("assign")
+        self.mark("assign")
         # The assignment removed the outcomes of the workers it reached; clear the others.
         await clear_outcomes(c, [e for e in plan.outcomes if e["_id"] not in assigned])
-        round_stats.mark("clear")
+        self.mark("clear")
         return report
 
     async def hand_out(self, c: Collections, plan: RoundPlan, epoch: int | None) -> set[str]:
@@ -201,7 +201,7 @@ class RoundWrites:
         assert plan.selection is not None
         self.check()
         locked = await self.lock(c, plan.selection.assignments, plan.now, epoch, plan.documents)
-        round_stats.mark("lock")
+        self.mark("lock")
         self.check()
         copies = copies_to_send(locked)
         assigned = await self.assign(c, locked, plan.now, copies, ahead=plan.ahead)

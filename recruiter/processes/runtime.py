@@ -21,11 +21,14 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import structlog
 
+from recruiter.processes import round_stats
+from recruiter.processes.events import Bus, load_subscriber
 from recruiter.store import (
     AsyncClient,
     AsyncDb,
@@ -35,7 +38,9 @@ from recruiter.store import (
     answers_ping_within,
     async_client,
     ensure_indexes,
+    monitoring,
 )
+from recruiter.store.connection import CommandListener
 
 log = structlog.get_logger("recruiter.runtime")
 
@@ -66,17 +71,41 @@ Make = Callable[[AsyncDb, ServerClock], Process]
 Check = Callable[[AsyncDb], Awaitable[None]]
 
 
-def run(target: Target, app_name: str, make: Make, check: Check | None = None) -> int:
+@dataclass(frozen=True)
+class Instruments:
+    """What observes a process, made once at its edge and injected: the event bus (logs, the user's
+    ``--subscriber`` callables, the round timings) and the PyMongo command listeners of its clients.
+
+    The benchmarks' instruments are asked for by environment variables, read here and nowhere
+    else: ``RECRUITER_ROUND_STATS`` (:mod:`recruiter.processes.round_stats`) and
+    ``RECRUITER_COMMAND_STATS`` (:mod:`recruiter.store.monitoring`)."""
+
+    bus: Bus
+    command_listeners: tuple[CommandListener, ...] = ()
+
+    @classmethod
+    def build(cls, subscribers: Sequence[str] = ()) -> Instruments:
+        """From ``--subscriber`` specs (``module:callable``; ValueError, one line, if one cannot be loaded)
+        and the environment. Call it in the main thread (the stats writers install a SIGUSR2 handler)."""
+        loaded = [load_subscriber(spec) for spec in subscribers]
+        rounds = round_stats.from_environment()
+        return cls(Bus.logging(*loaded, *([rounds] if rounds else [])), tuple(monitoring.listeners()))
+
+
+def run(target: Target, app_name: str, make: Make, check: Check | None = None, *,
+        listeners: Sequence[CommandListener] = ()) -> int:
     """Connect to ``target``, build the process with ``make(db, clock)`` and run it until it ends.
 
-    ``check(db)``, if given, runs first and may refuse to start by raising.
+    ``check(db)``, if given, runs first and may refuse to start by raising. ``listeners``
+    observe the client's commands (:attr:`Instruments.command_listeners`).
     Returns the process's exit status.
     """
-    return asyncio.run(_main(target, app_name, make, check))
+    return asyncio.run(_main(target, app_name, make, check, listeners))
 
 
-async def _main(target: Target, app_name: str, make: Make, check: Check | None) -> int:
-    client = async_client(target, app_name=app_name)
+async def _main(target: Target, app_name: str, make: Make, check: Check | None,
+                listeners: Sequence[CommandListener]) -> int:
+    client = async_client(target, app_name=app_name, event_listeners=list(listeners))
     try:
         clock = ServerClock()
         await clock.calibrate(client)

@@ -29,6 +29,7 @@ from datetime import datetime, timedelta
 
 from bson import ObjectId
 
+from recruiter.admin import Admin
 from recruiter.domain.cancel import CancelResult
 from recruiter.domain.clock import Clock, SystemClock
 from recruiter.domain.job import JobBuilder, JobRefused, as_builder
@@ -119,6 +120,7 @@ class Recruiter:
         self.streams = Streams(wanted=change_streams)
         self._owns_client = owns_client
         self._max_bytes: int | None = None
+        self._admin: Admin | None = None
 
     @classmethod
     def connect(cls, uri: str | None = None, *, clock: Clock | None = None, create_indexes: bool = True,
@@ -240,6 +242,13 @@ class Recruiter:
         ``"allow"``; ``catch_up`` ``"none"``, ``"all"`` or a ``timedelta`` (within); ``jitter``.
         Raises :class:`~recruiter.domain.schedules.ScheduleRefused` (one line, nothing stored)."""
         return schedule(self, name, job, Options(cron, every, tz, overlap, catch_up, jitter))
+
+    @property
+    def admin(self) -> Admin:
+        """The operator's read model and actions on this database (:mod:`recruiter.admin`): ``rec.admin.status()``."""
+        if self._admin is None:
+            self._admin = Admin(self.db)
+        return self._admin
 
     def close(self) -> None:
         if self._owns_client:

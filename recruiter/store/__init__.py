@@ -34,6 +34,8 @@ from recruiter.store.history import Page, archived_with_why, insert_jobs, list_j
 from recruiter.store.indexes import ensure_indexes, ensure_indexes_sync
 from recruiter.store.layout import AsyncClient, AsyncDb, Collections, Document, SyncClient, SyncCollections, SyncDb
 from recruiter.store.metadata import read_leases, read_paused, switch_paused, unused_names
+from recruiter.store.monitoring import CommandStats
+from recruiter.store.monitoring import listeners as command_listeners
 from recruiter.store.roster import entries_by_id, entries_summary, longest_heartbeat_interval, request_stop
 from recruiter.store.schedule_admin import (
     Change,
@@ -55,6 +57,7 @@ __all__ = [
     "AsyncDb",
     "Change",
     "Collections",
+    "CommandStats",
     "ConnectionProblem",
     "Document",
     "JobDocuments",
@@ -72,6 +75,7 @@ __all__ = [
     "async_client",
     "cancel_job",
     "cancel_job_async",
+    "command_listeners",
     "count_by_status",
     "count_by_why",
     "describe",

@@ -20,7 +20,6 @@ from pymongo.errors import ConfigurationError, InvalidURI, PyMongoError
 from pymongo.monitoring import CommandListener as CommandListener  # re-exported: producers take listeners
 from pymongo.uri_parser import parse_uri
 
-from recruiter.store import monitoring
 from recruiter.store.layout import AsyncClient, AsyncClientSession, AsyncDb, ClientSession, SyncClient, SyncDb
 
 DEFAULT_URI = "mongodb://localhost:27017/recruiter"
@@ -107,7 +106,7 @@ def _client_options(server_selection_timeout_s: float, app_name: str, *, retry_w
 
 def sync_client(target: Target, *, app_name: str = "recruiter", server_selection_timeout_s: float = 10.0,
                 event_listeners: list[CommandListener] | None = None, retry_writes: bool = True) -> SyncClient:
-    return MongoClient(target.uri, event_listeners=[*(event_listeners or []), *monitoring.listeners()],
+    return MongoClient(target.uri, event_listeners=list(event_listeners or []),
                        **_client_options(server_selection_timeout_s, app_name, retry_writes=retry_writes))
 
 
@@ -126,7 +125,7 @@ def heartbeat_client(target: Target, *, app_name: str,
 
 def async_client(target: Target, *, app_name: str = "recruiter", server_selection_timeout_s: float = 10.0,
                  event_listeners: list[CommandListener] | None = None) -> AsyncClient:
-    return AsyncMongoClient(target.uri, event_listeners=[*(event_listeners or []), *monitoring.listeners()],
+    return AsyncMongoClient(target.uri, event_listeners=list(event_listeners or []),
                             **_client_options(server_selection_timeout_s, app_name))
 
 

@@ -1,14 +1,15 @@
 """Counting what a process asks of the database, for the benchmarks.
 
-When ``RECRUITER_COMMAND_STATS=<path>`` is set, every client made by
-:mod:`recruiter.store.connection` gets one process-wide :class:`CommandStats`
-listener. It counts round trips (commands started), the bytes of each command
-sent and reply received (their BSON size), and the replies that found nothing
-(idle polls), per command name and per ``command:collection``. It writes the
-totals as JSON to ``<path>`` every second (atomically, through a rename), at
-exit, and on ``SIGUSR2`` so a reader can ask for figures as of now
-(:func:`on_flush`: one handler per process, shared with the recruiter's round
-timings, :mod:`recruiter.processes.round_stats`).
+When ``RECRUITER_COMMAND_STATS=<path>`` is set, a process's edge makes one
+:class:`CommandStats` listener (:func:`listeners`) and gives it to every client
+the process makes (the processes: :class:`recruiter.processes.runtime.Instruments`).
+It counts round trips (commands started), the bytes of each command sent and
+reply received (their BSON size), and the replies that found nothing (idle
+polls), per command name and per ``command:collection``. It writes the totals
+as JSON to ``<path>`` every second (atomically, through a rename), at exit, and
+on ``SIGUSR2`` so a reader can ask for figures as of now (:func:`on_flush`: one
+handler per process, shared with the recruiter's round timings,
+:mod:`recruiter.processes.round_stats`).
 
 Only application commands are counted: PyMongo's server monitoring
 (heartbeat ``hello``s on their own connections) and connection handshakes are
@@ -155,8 +156,6 @@ def write_periodically(snapshot: Callable[[], dict[str, object]], path: str, nam
     atexit.register(writer.write)
 
 
-_process_stats: CommandStats | None = None
-_setup_lock = threading.Lock()
 _flush_callbacks: list[Callable[[], None]] = []
 _flush_lock = threading.Lock()
 _flush_installed = False
@@ -182,19 +181,12 @@ def _flush_all(_signum: int, _frame: object) -> None:
 
 
 def listeners() -> list[monitoring.CommandListener]:
-    """The listeners every client of this process should carry: none unless stats are asked for."""
+    """The listeners ``RECRUITER_COMMAND_STATS`` asks for: none unless it is set, else one new
+    :class:`CommandStats` writing to its path. Called once per process, at its edge
+    (:class:`recruiter.processes.runtime.Instruments`), which gives it to every client the process makes."""
     path = os.environ.get(STATS_ENVVAR)
     if not path:
         return []
-    return [process_stats(path)]
-
-
-def process_stats(path: str) -> CommandStats:
-    """The process-wide listener, writing to ``path``; created (with its writer thread) on first use."""
-    global _process_stats
-    with _setup_lock:
-        if _process_stats is None:
-            stats = CommandStats()
-            write_periodically(stats.snapshot, path, "command-stats")
-            _process_stats = stats
-        return _process_stats
+    stats = CommandStats()
+    write_periodically(stats.snapshot, path, "command-stats")
+    return [stats]

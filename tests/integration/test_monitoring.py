@@ -48,8 +48,9 @@ def test_listener_counts_round_trips_bytes_and_empty_reads(db_uri: str) -> None:
 def test_process_writes_its_totals_when_asked_by_the_environment(db_uri: str, tmp_path: Path) -> None:
     path = tmp_path / "stats.json"
     script = (
+        "from recruiter.store import monitoring\n"
         "from recruiter.store.connection import parse_target, sync_client\n"
-        f"c = sync_client(parse_target({db_uri!r}))\n"
+        f"c = sync_client(parse_target({db_uri!r}), event_listeners=monitoring.listeners())\n"
         "c.get_default_database()['things'].insert_many([{'n': i} for i in range(3)])\n"
         "c.get_default_database()['things'].find_one({'n': 2})\n"
         "c.close()\n"

@@ -1,5 +1,6 @@
 """The recruiter's round timings (recruiter.processes.round_stats): phases summed per committed
-round, idle and unfinished rounds kept apart, nothing recorded when the variable is unset."""
+round, idle and unfinished rounds kept apart, from the round events it subscribes to; nothing
+recorded when the variable is unset."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import signal
 import threading
 from pathlib import Path
 
+import pytest
+
+from recruiter.domain.events import RoundAbandoned, RoundCommitted, RoundIdle
 from recruiter.processes import round_stats
-from recruiter.processes.round_stats import PHASES, RoundStats
+from recruiter.processes.round_stats import PHASES, RoundStats, RoundTimer
 from recruiter.store.monitoring import on_flush, write_periodically
 from tests.conftest import wait_for
 
@@ -53,13 +57,35 @@ def test_a_mark_outside_a_round_is_ignored() -> None:
     assert stats.snapshot()["seconds"] == dict.fromkeys(PHASES, 0.0)
 
 
-def test_unset_variable_records_nothing() -> None:
-    assert os.environ.get(round_stats.ROUND_STATS_ENVVAR) is None
-    assert round_stats._stats is None
-    round_stats.begin()
-    round_stats.mark("plan")
-    round_stats.end(1, 1)
-    assert round_stats._stats is None
+def test_unset_variable_records_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(round_stats.ROUND_STATS_ENVVAR, raising=False)
+    assert round_stats.from_environment() is None
+    assert not hasattr(round_stats, "_stats")  # no module-global recorder: the process's edge injects one
+
+
+def test_the_round_events_feed_the_totals() -> None:
+    stats = RoundStats()
+    stats(RoundCommitted(assigned=3, applied=2, free_workers=4, duration_s=0.5, phases={"plan": 0.1, "lock": 0.2}))
+    stats(RoundIdle(duration_s=0.25, phases={"read_roster": 0.05}))
+    stats(RoundAbandoned("lost the lease"))
+    snap = stats.snapshot()
+    assert (snap["rounds"], snap["idle_rounds"], snap["unfinished"]) == (1, 1, 1)
+    assert (snap["assigned"], snap["applied"], snap["max_round_s"]) == (3, 2, 0.5)
+    assert snap["seconds"] == {**dict.fromkeys(PHASES, 0.0), "plan": 0.1, "lock": 0.2}
+    assert (snap["idle_seconds"], snap["idle_phases"]) == (0.25, {"read_roster": 0.05})
+
+
+def test_the_timer_splits_a_round_into_phases() -> None:
+    timer = RoundTimer()
+    timer.mark("plan")  # outside a round: ignored
+    assert not timer.running
+    timer.begin()
+    timer.mark("plan")
+    timer.mark("lock")
+    phases, took = timer.finish()
+    assert set(phases) == {"plan", "lock"}
+    assert took >= sum(phases.values())
+    assert not timer.running
 
 
 def test_the_file_holds_the_totals_and_sigusr2_wakes_every_writer(tmp_path: Path) -> None:

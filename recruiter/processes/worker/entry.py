@@ -23,11 +23,13 @@ import structlog
 from structlog.typing import FilteringBoundLogger
 
 from recruiter.domain.clock import Clock
+from recruiter.domain.events import JobFinished, WorkerGone, WorkerRegistered
 from recruiter.domain.lanes import needs_mark
 from recruiter.domain.liveness import date_or_none, heartbeat_document, rescue_update
 from recruiter.domain.outcome import Outcome, jobs_referenced_by
 from recruiter.domain.placement import worker_group
 from recruiter.domain.records import Query, Raw
+from recruiter.processes.events import Bus
 from recruiter.processes.worker.config import MISSED_BEATS_FOR_RESTART, WorkerConfig
 from recruiter.processes.worker.state import Shutdown, Slot, SlotPhase, Turn
 from recruiter.store import archived, heartbeats, roster, scheduled
@@ -62,10 +64,11 @@ class RosterEntries:
     """The roster entries of one process's slots (``pid`` on ``hostname``)."""
 
     def __init__(self, c: Collections, clock: Clock, config: WorkerConfig, shutdown: Shutdown, *,
-                 pid: int, hostname: str, process: str = "") -> None:
+                 pid: int, hostname: str, process: str = "", bus: Bus | None = None) -> None:
         """``shutdown`` is read at each write: an entry written while stopping is not available."""
         self.process = process
         self.c = c
+        self.bus = bus or Bus.logging()
         self.shutdown = shutdown
         self.clock = clock
         self.config = config
@@ -114,7 +117,7 @@ class RosterEntries:
         # Which worker's jobs wait for this slot: the cleaner reads it if it removes the slot as dead.
         beat["worker_group"] = worker_group(self.process_id(slot))
         await heartbeats.write_first_beat(self.c.heartbeats, beat)
-        log.info("worker.registered", worker_id=slot.id, groups=list(self.config.groups), pid=self.pid)
+        self.bus.emit(WorkerRegistered(slot.id, tuple(self.config.groups), self.pid))  # logs worker.registered
 
     async def recover(self, slot: Slot, old: Document, now: datetime) -> bool:
         """Take over the entry a previous process with our id left, and release its jobs.
@@ -161,11 +164,12 @@ class RosterEntries:
     # -- record an outcome ------------------------------------------------------------
 
     async def record(self, slot: Slot, outcome: Outcome, bound: FilteringBoundLogger,
-                     mark: Turn | None = None) -> bool:
+                     mark: Turn | None = None, finished: JobFinished | None = None) -> bool:
         """Write the outcome into our roster entry and become available (unless stopping), in one write.
 
         With ``mark`` (the next job of this slot, handed out ahead), the same command
         writes that job's ``started`` mark; whether the mark is known to be written.
+        ``finished`` (the attempt's event) is emitted once the outcome is known to be recorded.
         Fenced by our session and the assignment; retries on connection errors:
         a lost outcome would leave the job locked.
         """
@@ -188,9 +192,12 @@ class RosterEntries:
                 bound.warning("outcome.write_failed", error=first_line(exc))
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self.config.poll_to_s)
-        if not written:
+        if written:
+            self._emit(finished)
+        else:
             try:
-                await self._write_refused(slot, outcome, bound)
+                if await self._write_refused(slot, outcome, bound):
+                    self._emit(finished)
             except StoreError as exc:
                 bound.warning("job.outcome_refused", error=first_line(exc),
                               detail="the outcome write matched nothing, and why could not be read")
@@ -208,8 +215,13 @@ class RosterEntries:
             slot.inbox.must_poll = True
             return False
 
-    async def _write_refused(self, slot: Slot, outcome: Outcome, bound: FilteringBoundLogger) -> None:
-        """The outcome write matched nothing: find out why, and log what truly happened.
+    def _emit(self, event: JobFinished | None) -> None:
+        if event is not None:
+            self.bus.emit(event)  # logs job.done or job.failed
+
+    async def _write_refused(self, slot: Slot, outcome: Outcome, bound: FilteringBoundLogger) -> bool:
+        """The outcome write matched nothing: find out why, and log what truly happened; whether
+        it was recorded after all (an earlier try landed).
 
         An earlier try of the same write may have landed with its reply lost (a
         write-concern or network error, then :meth:`record` tried again), and the
@@ -220,15 +232,16 @@ class RosterEntries:
         ours = entry is not None and entry.get("session") == slot.session
         if ours and ((entry or {}).get("outcome") or {}).get("token") == outcome.token:
             bound.info("outcome.recorded", detail="an earlier try of this write had landed")
-            return
+            return True
         job = (await scheduled.read_lock_and_last_execution(self.c.scheduled, outcome.job_id)
                or await archived.read_last_execution(self.c.archived, outcome.job_id))
         applied, reason = outcome_applied(outcome, job)
         if applied:
             bound.info("outcome.recorded", detail="an earlier try of this write had landed; it is applied already")
-            return
+            return True
         bound.warning("job.outcome_discarded", reason=reason if ours else "this worker was declared dead or replaced")
         await self.release(slot)
+        return False
 
     # -- available again, and leaving -------------------------------------------------
 
@@ -281,7 +294,7 @@ class RosterEntries:
             if await roster.delete_own_entry(self.c.roster, slot.id, slot.session, max(0.1, deadline - loop.time())):
                 await heartbeats.delete_own_beat(self.c.heartbeats, slot.id, slot.session)
                 slot.phase = SlotPhase.LEFT
-                log.info("worker.deregistered", worker_id=slot.id)
+                self.bus.emit(WorkerGone(slot.id, "deregistered"))  # logs worker.deregistered
                 return
             if self.shutdown.forced or loop.time() >= deadline:
                 log.warning("worker.left_outcome", worker_id=slot.id,

@@ -38,6 +38,7 @@ from recruiter.domain.attempt import (
 )
 from recruiter.domain.clock import Clock
 from recruiter.domain.documents import job_problem
+from recruiter.domain.events import JobFinished, JobStarted
 from recruiter.domain.naming import AllowedModules
 from recruiter.domain.outcome import DONE, INTERRUPTED, Execution, Kind, Outcome, describe_decision
 from recruiter.domain.placement import declared_group
@@ -148,7 +149,7 @@ class Executor:
             return None
         if running.state is JobState.INTERRUPTED:
             return self.interrupted(job, running)
-        return self._judged(job, ran, running.logs, bound)
+        return self._judged(job, ran, running, bound)
 
     async def _run(self, slot_id: str, running: Running, job: Document, started_at: datetime) -> Ran:
         """Run the job's method; a failure of the job's own code is a result, not an exception."""
@@ -163,24 +164,27 @@ class Executor:
             error, kind = exc, "failed"
         return Ran(value, error, kind, started_at, self.clock.now())
 
-    def _judged(self, job: Document, ran: Ran, logs: LogBuffer, bound: FilteringBoundLogger) -> Outcome:
-        """The outcome of an attempt that ran: done, or what the retry policy says of its failure."""
+    def _judged(self, job: Document, ran: Ran, running: Running, bound: FilteringBoundLogger) -> Outcome:
+        """The outcome of an attempt that ran: done, or what the retry policy says of its failure.
+
+        The :class:`~recruiter.domain.events.JobFinished` it makes is kept in ``running``: it is
+        emitted (and logged, ``job.done`` or ``job.failed``) once the outcome is recorded."""
         decision: Decision
         attempt = int(job.get("attempts", 1))
+        logs = running.logs
         if ran.error is None:
             result, dropped = storable_result(ran.value)
             if dropped:
                 bound.warning("job.result_dropped", reason=dropped)
             decision = Archive(DONE)
             execution = self._execution(job, ran.kind, ran.started_at, ran.ended_at, logs=logs)
-            bound.info("job.done", duration_s=(ran.ended_at - ran.started_at).total_seconds())
+            running.finished = finished_event(job, ran, decision)
         else:
             result = None
             cls, message, trace = describe_exception(ran.error)
             decision = judge(job, failure_of(job, ran.error, ran.ended_at), ran.ended_at)
             execution = self._execution(job, ran.kind, ran.started_at, ran.ended_at, cls, message, trace, logs)
-            bound.info("job.failed", error=cls, message=message[:200], outcome=ran.kind,
-                       decision=describe_decision(decision))
+            running.finished = finished_event(job, ran, decision, cls, message, trace)
         return Outcome(job["_id"], job["lock_token"], attempt, executed=True, decision=decision,
                        execution=execution, result=result)
 
@@ -281,3 +285,30 @@ def context_of(slot_id: str, job: Document, reporter: ProgressSink | None = None
         tenant=job.get("tenant"),
         scheduled_at=job.get("scheduled_at"), assigned_at=job.get("locked_at"), reporter=reporter,
     )
+
+
+def finished_event(job: Document, ran: Ran, decision: Decision, error: str | None = None,
+                   message: str | None = None, trace: str | None = None) -> JobFinished:
+    """The event of an attempt that ran (its ``worker_id`` is the slot's, set by the slot loop)."""
+    workable = job.get("workable")
+    class_name = workable.get("class") if isinstance(workable, dict) else None
+    return JobFinished(
+        worker_id="", job_id=job["_id"], group=_text(job.get("group")), tenant=_text(job.get("tenant")),
+        class_name=_text(class_name), attempt=job.get("attempts"), outcome=ran.kind,
+        duration_s=(ran.ended_at - ran.started_at).total_seconds(),
+        decision=None if ran.error is None else describe_decision(decision), error=error, message=message,
+        trace=trace, exception=ran.error)
+
+
+def started_event(job: Document, worker_id: str, started_at: datetime) -> JobStarted:
+    workable = job.get("workable")
+    class_name = workable.get("class") if isinstance(workable, dict) else None
+    due = job.get("scheduled_at")
+    return JobStarted(
+        worker_id=worker_id, job_id=job["_id"], group=_text(job.get("group")), tenant=_text(job.get("tenant")),
+        class_name=_text(class_name), attempt=job.get("attempts"), started_at=started_at,
+        wait_s=max(0.0, (started_at - due).total_seconds()) if isinstance(due, datetime) else None)
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None

@@ -48,6 +48,7 @@ from recruiter.domain.control import read_switches
 from recruiter.domain.naming import ANY_GROUP, AllowedModules
 from recruiter.domain.outcome import Outcome
 from recruiter.domain.records import Raw
+from recruiter.processes.events import Bus
 from recruiter.processes.worker import capture
 from recruiter.processes.worker.child import ChildDied, JobTimedOut
 from recruiter.processes.worker.config import EXIT_FENCED, EXIT_MEMORY, WorkerConfig
@@ -83,12 +84,14 @@ class WorkerProcess:
     """One worker process: its slots, their loops, the heartbeat thread and the change stream."""
 
     def __init__(self, db: AsyncDb, clock: Clock, config: WorkerConfig, *, heartbeat_db: SyncDb,
-                 exit_now: Callable[[int], None] = os._exit) -> None:
+                 exit_now: Callable[[int], None] = os._exit, bus: Bus | None = None) -> None:
         """``heartbeat_db`` is the same database through a synchronous client, for the heartbeat thread.
 
         ``exit_now`` ends the process at once after a forced stop that had to leave a
-        job running in a thread (which cannot be stopped otherwise).
+        job running in a thread (which cannot be stopped otherwise). ``bus`` receives the
+        process's events (:mod:`recruiter.processes.events`; by default, the logs alone).
         """
+        self.bus = bus or Bus.logging()
         self.c = Collections.of(db)
         self.sync = SyncCollections.of(heartbeat_db)
         self.clock = clock
@@ -113,14 +116,14 @@ class WorkerProcess:
         # (recruiter.domain.refusals); a restarted process (a new release) gets a new one.
         self.process_token = str(ObjectId())
         self.entries = RosterEntries(self.c, clock, config, self.shutdown, pid=self.pid, hostname=self.hostname,
-                                     process=self.process_token)
+                                     process=self.process_token, bus=self.bus)
         self.executor = Executor(clock, max_crashes=config.max_crashes, allowed=allowed, pid=self.pid,
                                  hostname=self.hostname, abandon_thread=self._abandon_thread,
                                  process=self.process_token, give_back_for_s=config.give_back_for_s)
         self.slot_loop = SlotLoop(self.c, clock, config, self.shutdown, entries=self.entries,
                                   executor=self.executor, inboxes=self.inboxes, streaming=self._streaming,
                                   stop_process=self.stop, started=self.heartbeats.nudge,
-                                  after_job=self._check_memory)
+                                  after_job=self._check_memory, bus=self.bus)
 
     @property
     def stopping(self) -> asyncio.Event:

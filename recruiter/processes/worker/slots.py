@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 
 import structlog
 from structlog.typing import FilteringBoundLogger
@@ -26,9 +27,10 @@ from recruiter.domain.lanes import needs_mark
 from recruiter.domain.outcome import Outcome
 from recruiter.domain.records import Raw
 from recruiter.domain.retry import RetryAt
+from recruiter.processes.events import Bus
 from recruiter.processes.worker.config import WorkerConfig
 from recruiter.processes.worker.entry import RosterEntries
-from recruiter.processes.worker.executor import Executor
+from recruiter.processes.worker.executor import Executor, started_event
 from recruiter.processes.worker.inbox import Inboxes
 from recruiter.processes.worker.state import JobState, Runner, Running, Shutdown, Slot, SlotPhase, Turn
 from recruiter.store import roster, scheduled
@@ -45,7 +47,7 @@ class SlotLoop:
     def __init__(self, c: Collections, clock: Clock, config: WorkerConfig, shutdown: Shutdown, *,
                  entries: RosterEntries, executor: Executor, inboxes: Inboxes, streaming: Callable[[], bool],
                  stop_process: Callable[[], None], started: Callable[[], None],
-                 after_job: Callable[[FilteringBoundLogger], None]) -> None:
+                 after_job: Callable[[FilteringBoundLogger], None], bus: Bus | None = None) -> None:
         """``streaming`` tells whether a change stream is open; ``stop_process`` is the graceful
         stop (a stop request read in the entry); ``started`` is told when a job starts (the
         heartbeat shows it soon); ``after_job`` runs before an outcome is written (memory check)."""
@@ -60,6 +62,7 @@ class SlotLoop:
         self.stop_process = stop_process
         self.started = started
         self.after_job = after_job
+        self.bus = bus or Bus.logging()
 
     def _ended(self, slot: Slot) -> bool:
         return self.shutdown.stopping.is_set() or slot.replaced
@@ -206,6 +209,7 @@ class SlotLoop:
         slot.running = Running(job_id, self.clock.now(), token=found.get("lock_token"))
         slot.inbox.last_token = found.get("lock_token")
         self.started()
+        self.bus.emit(started_event(found, slot.id, slot.running.started_at))
         try:
             # The job sees its slot's id (a look-ahead lane is not a worker of its own).
             outcome = await self.executor.outcome(slot.runner_id, slot.running, found, bound,
@@ -232,7 +236,9 @@ class SlotLoop:
             return
         mark = then if then is not None and then.ahead and not then.marked and not self.shutdown.stopping.is_set() \
             else None
-        marked = await self.entries.record(slot, outcome, bound, mark=mark)
+        finished = slot.running.finished if slot.running is not None else None
+        marked = await self.entries.record(slot, outcome, bound, mark=mark,
+                                           finished=replace(finished, worker_id=slot.id) if finished else None)
         if mark is not None:
             mark.marked = marked
 

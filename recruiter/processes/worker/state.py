@@ -19,6 +19,7 @@ import enum
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from recruiter.domain.events import JobFinished
 from recruiter.domain.records import ProgressDoc
 from recruiter.processes.worker.capture import LogBuffer
 from recruiter.processes.worker.child import ChildAttempt
@@ -69,6 +70,7 @@ class Running:
     state: JobState = JobState.RUNNING
     logs: LogBuffer = field(default_factory=LogBuffer)
     progress: Said | None = None
+    finished: JobFinished | None = None  # the attempt's event, emitted once its outcome is recorded
 
     def move(self, to: JobState) -> bool:
         """Move to ``to`` if :data:`MOVES` allows it; whether it moved."""

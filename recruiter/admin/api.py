@@ -1,0 +1,126 @@
+"""The read model as one object bound to a database: ``Admin(db)``, or ``rec.admin`` on a :class:`Recruiter`.
+
+Invariant: every method reads or writes through the functions of this package,
+judged on the server's clock (calibrated on first use from the database's client,
+with one ``hello``), and returns frozen values; a front end (the CLI, a dashboard,
+a test) holds no query of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from bson import ObjectId
+
+from recruiter.admin import jobs as _jobs
+from recruiter.admin import schedules as _schedules
+from recruiter.admin import stats as _stats
+from recruiter.admin import status as _status
+from recruiter.admin import switches as _switches
+from recruiter.admin import workers as _workers
+from recruiter.domain.cancel import CancelResult, parse_job_id
+from recruiter.domain.clock import Clock
+from recruiter.domain.following import JobView
+from recruiter.domain.listing import EARLIEST, JobFilter, PageKey, parse_states
+from recruiter.store import Change, Page, ServerClock, SyncDb
+
+STALE_AFTER = timedelta(hours=1)
+
+
+class Admin:
+    """What an operator reads and does, as Python calls (the same as the ``recruiter`` commands)."""
+
+    def __init__(self, db: SyncDb, clock: Clock | None = None) -> None:
+        self.db = db
+        self._clock = clock
+
+    def now(self) -> datetime:
+        """The server's time (the clock given, or one calibrated on the server at first use)."""
+        if self._clock is None:
+            clock = ServerClock()
+            clock.calibrate_sync(self.db.client)
+            self._clock = clock
+        return self._clock.now()
+
+    # -- the cluster ---------------------------------------------------------------------------
+
+    def status(self) -> _status.Status:
+        return _status.status(self.db, self.now())
+
+    def stats(self) -> _stats.Stats:
+        """Depth per group and tenant, recent throughput, failures and latency, workers, leases
+        (``recruiter stats``, :mod:`recruiter.admin.stats`)."""
+        return _stats.stats(self.db, self.now())
+
+    def workers(self) -> list[_workers.WorkerView]:
+        return _workers.workers(self.db, self.now())
+
+    def stop_workers(self, ids: Sequence[str] | None = None) -> list[str]:
+        """Ask workers (None: every one) to stop gracefully; the slots asked."""
+        return _workers.stop_workers(self.db, ids)
+
+    def leases(self) -> list[_status.LeaseView]:
+        return _status.leases(self.db, self.now())
+
+    # -- jobs ----------------------------------------------------------------------------------
+
+    def jobs(self, *, states: Sequence[str] = (), group: str | None = None, tenant: str | None = None,
+             class_name: str | None = None, why: str | None = None, tag: str | None = None,
+             since: datetime | None = None, until: datetime | None = None, limit: int = 50,
+             after: PageKey | None = None) -> Page:
+        """A page of jobs, newest first (as ``recruiter jobs list``); ``page.next`` is the ``after`` of the next."""
+        f = JobFilter.build(parse_states(states), why=why, class_name=class_name, since=since, until=until,
+                            group=group, tenant=tenant, tag=tag)
+        return _jobs.list_jobs(self.db, f, after, limit, self.now())
+
+    def job(self, job_id: ObjectId | str) -> JobView | None:
+        return _jobs.show_job(self.db, _id(job_id), self.now())
+
+    def retry(self, job_ids: Sequence[ObjectId | str]) -> _jobs.Retried:
+        """Retry archived jobs by id: all, or none (:class:`~recruiter.admin.jobs.RetryRefusedAll`)."""
+        return _jobs.retry_jobs(self.db, [_id(i) for i in job_ids], self.now())
+
+    def retry_archived(self, why: str, *, since: datetime = EARLIEST, group: str | None = None,
+                       limit: int | None = None) -> _jobs.Retried:
+        return _jobs.retry_archived(self.db, why, since, group, limit, self.now())
+
+    def cancel(self, job_ids: Sequence[ObjectId | str], reason: str | None = None) -> list[CancelResult]:
+        return _jobs.cancel_jobs(self.db, [_id(i) for i in job_ids], self.now(), reason)
+
+    # -- schedules -----------------------------------------------------------------------------
+
+    def schedules(self, *, only_stale: bool = False, stale_after: timedelta = STALE_AFTER) -> (
+            _schedules.ScheduleListing):
+        return _schedules.schedules(self.db, self.now(), stale_after, only_stale=only_stale)
+
+    def schedule(self, name: str, *, stale_after: timedelta = STALE_AFTER) -> _schedules.ScheduleDetail | None:
+        return _schedules.schedule(self.db, name, self.now(), stale_after)
+
+    def pause_schedule(self, name: str) -> Change:
+        return _schedules.pause_schedule(self.db, name)
+
+    def resume_schedule(self, name: str) -> Change:
+        return _schedules.resume_schedule(self.db, name)
+
+    def run_schedule_now(self, name: str) -> Change:
+        return _schedules.run_now(self.db, name, self.now())
+
+    def remove_schedule(self, name: str) -> Change:
+        return _schedules.remove_schedule(self.db, name)
+
+    # -- pause switches ------------------------------------------------------------------------
+
+    def paused(self) -> _status.PausedNames:
+        return _switches.paused(self.db)
+
+    def pause(self, kind: str, names: Sequence[str], *, force: bool = False) -> _switches.Switched:
+        """Pause groups or tenants (``kind``: group | tenant)."""
+        return _switches.pause(self.db, kind, names, force=force)
+
+    def resume(self, kind: str, names: Sequence[str]) -> _switches.Switched:
+        return _switches.resume(self.db, kind, names)
+
+
+def _id(job_id: ObjectId | str) -> ObjectId:
+    return job_id if isinstance(job_id, ObjectId) else parse_job_id(job_id)

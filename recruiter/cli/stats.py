@@ -1,0 +1,194 @@
+"""``recruiter stats``: the read model's figures (:mod:`recruiter.admin.stats`), once or ``--watch``-ed.
+
+Invariant: the command reads only through :func:`recruiter.admin.stats.stats`, and says
+what the read cost the server: its round trips and the documents returned, counted by
+a command listener on its own client.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timedelta
+from typing import Any
+
+import click
+
+from recruiter.admin.stats import Depth, GroupStats, Stats, Window, WorkerFigures, stats
+from recruiter.cli.options import DURATION, env, target_option
+from recruiter.store import (
+    CommandStats,
+    ConnectionProblem,
+    ServerClock,
+    StoreError,
+    command_listeners,
+    describe,
+    parse_target,
+    sync_client,
+    wait_until_reachable,
+)
+
+WINDOW_NAMES = {60: "1m", 300: "5m", 3600: "1h"}
+pause = time.sleep  # between two refreshes of --watch (tests replace it)
+
+
+@click.command("stats")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (one object per refresh with --watch).")
+@click.option("--watch", is_flag=True, help="Print the figures again every --interval until interrupted.")
+@click.option("--interval", type=DURATION, default="2s", show_default=True, envvar=env("STATS_INTERVAL"),
+              show_envvar=True, help="Time between two refreshes of --watch.")
+@target_option
+def stats_command(as_json: bool, watch: bool, interval: timedelta, target: str) -> None:
+    """Depth per group and tenant (ready, paused, delayed, retrying, assigned, running, oldest ready),
+    throughput, failures and wait and run times over 1m, 5m and 1h, workers and leases."""
+    try:
+        t = parse_target(target)
+        wait_until_reachable(t, timeout_s=5.0)
+        counter = CommandStats()
+        client = sync_client(t, app_name="recruiter-stats", server_selection_timeout_s=5.0,
+                             event_listeners=[counter, *command_listeners()])
+        try:
+            while True:
+                before = _totals(counter)
+                clock = ServerClock()
+                clock.calibrate_sync(client)
+                figures = stats(client[t.database], clock.now())
+                after = _totals(counter)
+                cost = (after[0] - before[0], after[1] - before[1])
+                _print(figures, cost, as_json, watch)
+                if not watch:
+                    return
+                pause(interval.total_seconds())
+        except StoreError as exc:
+            raise click.ClickException(describe(exc, t)) from None
+        except KeyboardInterrupt:
+            return
+        finally:
+            client.close()
+    except ConnectionProblem as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _totals(counter: CommandStats) -> tuple[int, int]:
+    snap = counter.snapshot()["commands"]
+    assert isinstance(snap, dict)
+    return sum(t["count"] for t in snap.values()), sum(t["documents"] for t in snap.values())
+
+
+def _print(figures: Stats, cost: tuple[int, int], as_json: bool, watch: bool) -> None:
+    if as_json:
+        doc = {**stats_json(figures), "cost": {"round_trips": cost[0], "documents": cost[1]}}
+        click.echo(json.dumps(doc) if watch else json.dumps(doc, indent=2))
+        return
+    if watch:
+        click.echo("\x1b[2J\x1b[H", nl=False)  # a fresh screen per refresh
+    click.echo(render_stats(figures))
+    click.echo(f"read: {cost[0]} round trips, {cost[1]} documents returned")
+
+
+# -- JSON ----------------------------------------------------------------------------------------
+
+
+def _depth_json(d: Depth) -> dict[str, Any]:
+    return {"ready": d.ready, "paused": d.paused, "delayed": d.delayed, "retrying": d.retrying,
+            "assigned": d.assigned, "running": d.running, "oldest_ready_s": d.oldest_ready_s}
+
+
+def _window_json(w: Window) -> dict[str, Any]:
+    return {"window": WINDOW_NAMES.get(w.seconds, f"{w.seconds}s"), "archived": w.archived, "failed": w.failed,
+            "throughput_per_s": w.throughput_per_s, "failure_rate": w.failure_rate,
+            "wait_p50_s": w.wait_p50_s, "wait_p95_s": w.wait_p95_s, "run_p50_s": w.run_p50_s,
+            "run_p95_s": w.run_p95_s, "sampled": w.sampled}
+
+
+def _workers_json(f: WorkerFigures) -> dict[str, int]:
+    return {"idle": f.idle, "busy": f.busy, "stopping": f.stopping, "zombies": f.zombies}
+
+
+def stats_json(figures: Stats) -> dict[str, Any]:
+    return {
+        "at": figures.at.isoformat(),
+        "groups": [_group_json(g) for g in figures.groups],
+        "workers": _workers_json(figures.workers),
+        "workers_by_group": {g: _workers_json(f) for g, f in figures.workers_by_group.items()},
+        "leases": [{"name": str(lease.name), "owner": lease.owner, "epoch": lease.epoch, "held": lease.held,
+                    "expires_at": lease.expires_at.isoformat() if lease.expires_at else None}
+                   for lease in figures.leases],
+        "paused": {"groups": list(figures.paused.groups), "tenants": list(figures.paused.tenants)},
+    }
+
+
+def _group_json(g: GroupStats) -> dict[str, Any]:
+    return {"group": g.group, **_depth_json(g.depth), "windows": [_window_json(w) for w in g.windows],
+            "tenants": [{"tenant": t.tenant, **_depth_json(t.depth), "windows": [_window_json(w) for w in t.windows]}
+                        for t in g.tenants]}
+
+
+# -- text ----------------------------------------------------------------------------------------
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.1f}s"
+    return f"{seconds / 60:.1f}m" if seconds < 7200 else f"{seconds / 3600:.1f}h"
+
+
+def _s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip()
+            for r in rows]
+
+
+def _depth_row(name: str, d: Depth) -> tuple[str, ...]:
+    return (name, str(d.ready), str(d.paused), str(d.delayed), str(d.retrying), str(d.assigned), str(d.running),
+            _age(d.oldest_ready_s))
+
+
+def _window_rows(name: str, windows: tuple[Window, ...]) -> list[tuple[str, ...]]:
+    return [(name if i == 0 else "", WINDOW_NAMES.get(w.seconds, str(w.seconds)), str(w.archived),
+             f"{w.throughput_per_s:.2f}", str(w.failed),
+             "-" if w.failure_rate is None else f"{w.failure_rate:.1%}",
+             _s(w.wait_p50_s), _s(w.wait_p95_s), _s(w.run_p50_s), _s(w.run_p95_s) + (" ~" if w.sampled else ""))
+            for i, w in enumerate(windows)]
+
+
+def render_stats(figures: Stats) -> str:
+    lines = [f"at {figures.at.isoformat()}"]
+    if not figures.groups:
+        lines.append("no jobs waiting, and none archived in the last hour")
+    else:
+        depth: list[tuple[str, ...]] = [("group / tenant", "ready", "paused", "delayed", "retrying", "assigned",
+                                         "running", "oldest ready")]
+        history: list[tuple[str, ...]] = [("group / tenant", "window", "archived", "per s", "failed", "failure",
+                                           "wait p50 s", "wait p95 s", "run p50 s", "run p95 s")]
+        for g in figures.groups:
+            depth.append(_depth_row(g.group or "(none)", g.depth))
+            history.extend(_window_rows(g.group or "(none)", g.windows))
+            for t in g.tenants:
+                depth.append(_depth_row("  " + (t.tenant or "(no tenant)"), t.depth))
+                history.extend(_window_rows("  " + (t.tenant or "(no tenant)"), t.windows))
+        lines += [*_table(depth), "", *_table(history)]
+        if any(w.sampled for g in figures.groups for w in g.windows):
+            lines.append("~: times from the newest jobs of the window only (a sample)")
+    w = figures.workers
+    lines += ["", f"workers: {w.idle} idle, {w.busy} busy, {w.stopping} stopping, {w.zombies} zombies"
+              + "".join(f"; {g}: {f.idle}/{f.busy}/{f.stopping}/{f.zombies}" for g, f in
+                        figures.workers_by_group.items())]
+    for lease in figures.leases:
+        held = f"held by {lease.owner} until {_iso(lease.expires_at)}" if lease.held else \
+            f"free (last held by {lease.owner})"
+        lines.append(f"{lease.name} lease: epoch {lease.epoch}, {held}")
+    paused = figures.paused
+    lines.append("paused: " + (", ".join([*(f"group {g}" for g in paused.groups),
+                                          *(f"tenant {t}" for t in paused.tenants)]) or "none"))
+    return "\n".join(lines)
+
+
+def _iso(value: datetime | None) -> str:
+    return value.isoformat() if value is not None else "-"
