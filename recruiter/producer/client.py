@@ -175,7 +175,7 @@ class Recruiter:
 
     def enqueue_many(self, items: Iterable[JobBuilder | Workable], *,
                      session: ClientSession | None = None) -> list[JobHandle]:
-        """Store many jobs in one round trip, all or nothing (``session``: see :meth:`enqueue`).
+        """Store many jobs all or nothing, in one transaction (:mod:`recruiter.store.batches`: the insert and its commit; ``session``: see :meth:`enqueue`).
 
         Every item is validated before anything is written; one bad item raises
         :class:`JobRefused` naming it (``item 5 of 7: …``) and nothing is written.

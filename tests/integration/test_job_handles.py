@@ -363,7 +363,7 @@ def test_waits_poll_archived_when_change_streams_are_off(db_uri: str, flavour: s
                     await run_once(h, process, slot)
                 assert await gathered == [0, 1, 2]
         assert streams_opened(commands) == 0
-        assert writes(commands) == ["insert"]
+        assert writes(commands) == ["insert", "commitTransaction"]  # enqueue_many: one transaction
 
     run(db_uri, scenario)
 
@@ -405,7 +405,7 @@ def test_a_wait_outlives_its_stream_killed_by_the_server(db_uri: str) -> None:
             # The driver resumes the stream (a second aggregate, after the last event seen). If the
             # kill met a getMore in flight, SecantusDB may answer it as an exhausted cursor; the
             # driver then ends the stream without an error, and the wait polls (it used to hang).
-            assert writes(commands) == ["insert"]
+            assert writes(commands) == ["insert", "commitTransaction"]  # enqueue_many: one transaction
         finally:
             rec.close()
 
