@@ -175,7 +175,8 @@ class Recruiter:
 
     def enqueue_many(self, items: Iterable[JobBuilder | Workable], *,
                      session: ClientSession | None = None) -> list[JobHandle]:
-        """Store many jobs all or nothing, in one transaction (:mod:`recruiter.store.batches`: the insert and its commit; ``session``: see :meth:`enqueue`).
+        """Store many jobs all or nothing, in one transaction: the insert and its commit
+        (:mod:`recruiter.store.batches`; ``session``: see :meth:`enqueue`).
 
         Every item is validated before anything is written; one bad item raises
         :class:`JobRefused` naming it (``item 5 of 7: …``) and nothing is written.
@@ -315,7 +316,7 @@ class AsyncRecruiter:
 
     async def enqueue_many(self, items: Iterable[JobBuilder | Workable], *,
                            session: AsyncClientSession | None = None) -> list[AsyncJobHandle]:
-        """Store many jobs in one round trip, all or nothing; see :meth:`Recruiter.enqueue_many`."""
+        """Store many jobs all or nothing, in one transaction; see :meth:`Recruiter.enqueue_many`."""
         _check_session(self, session)
         batch = list(items)
         if not batch:
