@@ -278,3 +278,19 @@ class KillsItsWorker(Workable):
         note(self.ledger_uri, ctx, "start")
         time.sleep(self.after_s)
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+class Ticks(Workable):
+    """Synchronous code without a timeout that never returns: it appends a tick to ``path`` every
+    50 ms, so a test sees when it stops (a thread cannot be stopped; a child process can)."""
+
+    def __init__(self, ledger_uri: str, path: str) -> None:
+        self.ledger_uri = ledger_uri
+        self.path = path
+
+    def execute(self, ctx: JobContext) -> None:
+        note(self.ledger_uri, ctx, "start", pid=os.getpid())
+        while True:
+            with open(self.path, "a") as out:
+                out.write(f"{time.time()}\n")
+            time.sleep(0.05)

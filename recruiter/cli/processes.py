@@ -37,6 +37,7 @@ from recruiter.processes import logs, runtime
 from recruiter.processes.cleaner import CleanerConfig, CleanerProcess
 from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
 from recruiter.processes.runtime import Check, Instruments, Process
+from recruiter.processes.worker.config import ISOLATIONS
 from recruiter.processes.worker.runtime import WorkerConfig, WorkerIdTaken, WorkerProcess
 from recruiter.store import (
     AsyncDb,
@@ -163,6 +164,11 @@ def worker_group() -> None:
 @click.option("--memory-limit", envvar=env("MEMORY_LIMIT"), type=SIZE, default=None, show_envvar=True,
               help="After a job, a worker over this resident size (e.g. 512MB) exits with status 75 and a "
                    "supervisor process starts a fresh one.")
+@click.option("--isolation", envvar=env("ISOLATION"), type=click.Choice(list(ISOLATIONS)), default="thread",
+              show_default=True, show_envvar=True,
+              help="Where a job without a timeout runs: a thread of the worker (cheapest; a cancel cannot stop "
+                   "it, only discard its outcome), or a child process for every job (killed on cancel, timeout or "
+                   "forced stop; its memory goes with it; about a few ms more per job).")
 @click.option("--give-back-for", envvar=env("GIVE_BACK_FOR"), type=DURATION, default="1h", show_default=True,
               show_envvar=True,
               help="A job whose classes this worker cannot import, or may not (--allow-module), goes back "
@@ -176,7 +182,8 @@ def start_worker(groups: tuple[str, ...], concurrency: int, prefetch: int, worke
                  heartbeat_interval: timedelta,
                  poll_from: timedelta, poll_to: timedelta, max_crashes: int, wake: str, import_path: tuple[str, ...],
                  preload: tuple[str, ...], allow_modules: tuple[str, ...], grace_period: timedelta,
-                 memory_limit: int | None, give_back_for: timedelta, burst: bool, subscribers: tuple[str, ...],
+                 memory_limit: int | None, isolation: str, give_back_for: timedelta, burst: bool,
+                 subscribers: tuple[str, ...],
                  common: Common) -> None:
     """Run workers for the given groups.
 
@@ -198,7 +205,7 @@ def start_worker(groups: tuple[str, ...], concurrency: int, prefetch: int, worke
         heartbeat_interval_s=seconds(heartbeat_interval), poll_from_s=seconds(poll_from),
         poll_to_s=seconds(poll_to), max_crashes=max_crashes, wake=Wake(wake), grace_period_s=seconds(grace_period),
         memory_limit_bytes=memory_limit, allowed_modules=allowed, burst=burst,
-        give_back_for_s=seconds(give_back_for)))
+        give_back_for_s=seconds(give_back_for), isolation=isolation))
     if runtime.needs_supervisor(memory_limit):
         sys.exit(runtime.supervised(run_worker, common, config, subscribers))
     run_worker(common, config, subscribers)

@@ -132,13 +132,13 @@ def _child_main(workable_doc: dict[str, object], ctx: JobContext, sys_path: list
         out.close()
 
 
-def _receive(receiver: Connection, timeout_s: float, logs: LogBuffer,
+def _receive(receiver: Connection, timeout_s: float | None, logs: LogBuffer,
              on_progress: ProgressSink) -> tuple[str, object]:
     """Read the child's messages until its answer: ``("ok"|"error", payload)``, ``("timeout", None)``
-    when ``timeout_s`` passed first, ``("died", None)`` when the pipe closed without one."""
-    deadline = time.monotonic() + timeout_s
+    when ``timeout_s`` (None: no limit) passed first, ``("died", None)`` when the pipe closed without one."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
-        if not receiver.poll(max(0.0, deadline - time.monotonic())):
+        if not receiver.poll(None if deadline is None else max(0.0, deadline - time.monotonic())):
             return "timeout", None
         try:
             message = receiver.recv()
@@ -162,7 +162,7 @@ class ChildAttempt:
         if self.process is not None and self.process.is_alive():
             self.process.kill()
 
-    async def run(self, workable_doc: dict[str, object], ctx: JobContext, timeout_s: float,
+    async def run(self, workable_doc: dict[str, object], ctx: JobContext, timeout_s: float | None,
                   logs: LogBuffer | None = None, report: ProgressSink | None = None) -> object:
         """The attempt's value; what the child logs lands in ``logs``, what it says of its
         progress goes to ``report``."""
@@ -184,7 +184,7 @@ class ChildAttempt:
             kind, payload = await asyncio.shield(reading)
             if kind == "timeout":
                 self.kill()
-                raise JobTimedOut(f"the attempt ran longer than its timeout of {timeout_s:g}s")
+                raise JobTimedOut(f"the attempt ran longer than its timeout of {timeout_s or 0:g}s")
             if kind == "died":
                 await asyncio.to_thread(self.process.join, 5)
                 raise ChildDied(f"the process running the attempt died (exit code {self.process.exitcode})")

@@ -26,6 +26,8 @@ THREAD_EXIT_MARGIN_S = 2.0
 # when a new process starts with its id.
 MISSED_BEATS_FOR_RESTART = 3
 
+ISOLATIONS = ("thread", "process")
+
 
 @dataclass(frozen=True)
 class WorkerConfig:
@@ -56,6 +58,10 @@ class WorkerConfig:
     # ``worker start --give-back-for``: a job this worker cannot import (or may not) is given
     # back for another worker until it has been refused this long (recruiter.domain.refusals).
     give_back_for_s: float = 3600.0
+    # ``worker start --isolation``: "thread" runs a job without a timeout in a thread of the
+    # worker (cheap, but a cancel cannot stop it); "process" runs every job in a child process,
+    # killed on cancel, timeout or forced stop (recruiter.processes.worker.child).
+    isolation: str = "thread"
 
     def __post_init__(self) -> None:
         # The checks run in this order, so that the first problem is the one reported.
@@ -74,6 +80,8 @@ class WorkerConfig:
             return "concurrency must be at least 1"
         if not self.give_back_for_s > 0:
             return "give-back-for must be positive"
+        if self.isolation not in ISOLATIONS:
+            return f"isolation must be one of {', '.join(ISOLATIONS)}, got {self.isolation!r}"
         if not 0 <= self.prefetch <= MAX_PREFETCH:
             return f"prefetch must be between 0 and {MAX_PREFETCH}"
         if self.worker_id is not None and (

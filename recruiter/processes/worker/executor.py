@@ -72,11 +72,12 @@ class Executor:
 
     def __init__(self, clock: Clock, *, max_crashes: int, allowed: AllowedModules | None, pid: int,
                  hostname: str, abandon_thread: Callable[[], None], process: str = "",
-                 give_back_for_s: float = DEFAULT_GIVE_BACK_FOR.total_seconds()) -> None:
+                 give_back_for_s: float = DEFAULT_GIVE_BACK_FOR.total_seconds(), isolation: str = "thread") -> None:
         """``abandon_thread`` is called for an interrupted job left running in its thread;
         ``process`` is this process's registration token (recruiter.domain.refusals)."""
         self.process = process
         self.give_back_for = timedelta(seconds=give_back_for_s)
+        self.isolated = isolation == "process"  # every job in a child process (worker --isolation)
         self.clock = clock
         self.max_crashes = max_crashes
         self.allowed = allowed
@@ -261,9 +262,10 @@ class Executor:
         ensure_installed()  # after the job's module is imported: it may have configured logging
         method = getattr(workable, job["workable"].get("method") or "execute")
         is_async = inspect.iscoroutinefunction(method)
-        if timeout_s and not is_async:
+        if self.isolated or (timeout_s and not is_async):
             running.child = ChildAttempt()
-            return running.child.run(job["workable"], ctx, float(timeout_s), running.logs, report), False
+            limit = float(timeout_s) if timeout_s else None
+            return running.child.run(job["workable"], ctx, limit, running.logs, report), False
         args = (ctx,) if accepts_context(method) else ()
         running.in_thread = not is_async
         run = cast("Awaitable[object]", method(*args) if is_async else asyncio.to_thread(method, *args))
