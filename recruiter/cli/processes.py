@@ -244,10 +244,11 @@ def cleaner_group() -> None:
 @click.option("--considered-dead-after", envvar=env("CONSIDERED_DEAD_AFTER"), type=DURATION, default="30s",
               show_default=True, show_envvar=True,
               help="A worker silent this long is dead (missed heartbeats); at least twice the heartbeat interval.")
-@click.option("--heartbeat-interval", envvar=env("HEARTBEAT_INTERVAL"), type=DURATION, default="5s",
-              show_default=True, show_envvar=True,
-              help="The workers' heartbeat interval (the worker's default); longer ones registered in the "
-                   "roster count too.")
+@click.option("--heartbeat-interval", envvar=env("HEARTBEAT_INTERVAL"), type=DURATION, default=None,
+              show_envvar=True,
+              help="Optional: the workers' heartbeat interval, to check --considered-dead-after against it. "
+                   "Without it the cleaner checks the intervals the workers registered in the roster, and it "
+                   "always judges each worker by at least twice its own registered interval.")
 @click.option("--clean-after", envvar=env("CLEAN_AFTER"), type=DURATION, default="7d", show_default=True,
               show_envvar=True, help="Archived jobs older than this are deleted.")
 @click.option("--interval", envvar=env("CLEANER_INTERVAL"), type=DURATION, default="2s", show_default=True,
@@ -255,14 +256,15 @@ def cleaner_group() -> None:
 @click.option("--lease-ttl", envvar=env("LEASE_TTL"), type=DURATION, default="10s", show_default=True,
               show_envvar=True, help="Cleaner lease; a standby takes over this long after the holder dies.")
 @subscriber_option
-def start_cleaner(considered_dead_after: timedelta, heartbeat_interval: timedelta, clean_after: timedelta,
+def start_cleaner(considered_dead_after: timedelta, heartbeat_interval: timedelta | None, clean_after: timedelta,
                   interval: timedelta, lease_ttl: timedelta, subscribers: tuple[str, ...], common: Common) -> None:
     """Run the cleaner (one active; others stand by)."""
     config = valid(lambda: CleanerConfig(
         considered_dead_after_s=seconds(considered_dead_after), clean_after_s=seconds(clean_after),
         interval_s=seconds(interval), lease_ttl_s=seconds(lease_ttl)))
     dead_after_s = config.considered_dead_after_s
-    _check_dead_after(dead_after_s, seconds(heartbeat_interval), "--heartbeat-interval")
+    if heartbeat_interval is not None:
+        _check_dead_after(dead_after_s, seconds(heartbeat_interval), "--heartbeat-interval")
 
     async def check_roster(db: AsyncDb) -> None:
         """Workers already registered with a longer interval count too (refused the same way)."""

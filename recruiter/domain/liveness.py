@@ -92,6 +92,24 @@ def is_fresh(beat: Raw | None, entry: Raw, now: datetime) -> bool:
     return until is not None and until > now
 
 
+# The longest heartbeat interval a worker's registration is believed for (a longer stored one
+# is read as none: a hand-written 1e300 must not make a dead worker live for ever).
+MAX_BELIEVED_INTERVAL_S = 86_400.0
+
+
+def is_dead(beat: Raw, now: datetime, considered_dead_after_s: float) -> bool:
+    """Whether the worker of ``beat`` is dead: silent ``considered_dead_after_s``, and at least
+    twice the heartbeat interval it registered, so a live worker that beats less often than the
+    cleaner was told (one registered after it started) is never taken for dead."""
+    seen, interval = date_or_none(beat.get("last_seen_at")), beat.get("heartbeat_interval_s")
+    if seen is None:
+        return True
+    believed = (isinstance(interval, int | float) and not isinstance(interval, bool)
+                and 0 < interval <= MAX_BELIEVED_INTERVAL_S)
+    silent_s = max(considered_dead_after_s, 2 * float(interval) if believed else 0.0)  # type: ignore[arg-type]
+    return seen < now - timedelta(seconds=silent_s)
+
+
 def missed_beats(beat: Raw, now: datetime) -> bool:
     """Whether the entry of ``beat`` has been silent ``TAKE_BACK_BEATS`` of its intervals."""
     seen, interval = date_or_none(beat.get("last_seen_at")), beat.get("heartbeat_interval_s")

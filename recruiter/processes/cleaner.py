@@ -44,7 +44,7 @@ import structlog
 from recruiter.domain.clock import Clock
 from recruiter.domain.documents import Malformed, check_job, outcome_problem
 from recruiter.domain.events import JobArchived, WorkerGone
-from recruiter.domain.liveness import missed_beats, rescue_update
+from recruiter.domain.liveness import is_dead, missed_beats, rescue_update
 from recruiter.domain.outcome import archived_document, jobs_referenced_by
 from recruiter.domain.placement import (
     WORKER_DEADLINE,
@@ -150,8 +150,7 @@ class CleanerProcess(LeaderProcess):
         now = self.clock.now()
         p = Pass(c, now, now - timedelta(seconds=self.config.considered_dead_after_s), CleanReport())
         stale = await heartbeats.read_stale(c.heartbeats, now, p.cutoff)
-        dead = {b["_id"]: b for b in stale if not isinstance(b.get("last_seen_at"), datetime)
-                or b["last_seen_at"] < p.cutoff}
+        dead = {b["_id"]: b for b in stale if is_dead(b, now, self.config.considered_dead_after_s)}
         silent = [b for b in stale if b["_id"] not in dead and missed_beats(b, now)]
         taken = await take_back(c, await find_stranded(c, silent), now)
         for s, kind in taken:

@@ -164,15 +164,17 @@ def test_a_server_started_by_embedded_is_logged_and_kept_until_stopped(tmp_path:
 # -- the dead-after check -------------------------------------------------------------------
 
 
-def test_considered_dead_after_under_twice_the_default_heartbeat_is_refused() -> None:
-    result = run_cli("cleaner", "start", "--considered-dead-after", "9s", "--target", NEVER)
+def test_considered_dead_after_under_twice_a_given_heartbeat_is_refused() -> None:
+    result = run_cli("cleaner", "start", "--considered-dead-after", "9s", "--heartbeat-interval", "5s",
+                     "--target", NEVER)
     assert result.returncode == 2
     assert_one_line_error(result, "--considered-dead-after 9s is shorter than twice --heartbeat-interval (5s)",
                           "use at least 10s")
     short = run_cli("cleaner", "start", "--considered-dead-after", "1s", "--heartbeat-interval", "600ms",
                     "--target", NEVER)
     assert_one_line_error(short, "twice --heartbeat-interval (600ms)", "use at least 1.2s")
-    from_env = run_cli("cleaner", "start", "--target", NEVER, env={"RECRUITER_CONSIDERED_DEAD_AFTER": "3s"})
+    from_env = run_cli("cleaner", "start", "--target", NEVER, env={"RECRUITER_CONSIDERED_DEAD_AFTER": "3s",
+                                                                     "RECRUITER_HEARTBEAT_INTERVAL": "5s"})
     assert_one_line_error(from_env, "--considered-dead-after 3s is shorter than twice")
 
 
