@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -157,3 +157,20 @@ def test_rescue_never_raises_and_never_returns_an_at_most_once_job(changes: dict
 def test_a_job_that_kills_its_worker_before_the_first_beat_ends_up_crashing(returns: int) -> None:
     expected = "returned" if returns < MAX_UNPROVEN_RETURNS else "crashed"
     assert rescue_kind(assigned(unproven_returns=returns), beat()) == expected
+
+
+def test_a_worker_is_dead_after_the_setting_and_twice_its_own_interval() -> None:
+    from recruiter.domain.liveness import is_dead
+
+    now = datetime(2026, 11, 25, tzinfo=UTC)
+
+    def beat(silent_s: float, interval: object) -> dict[str, object]:
+        return {"last_seen_at": now - timedelta(seconds=silent_s), "heartbeat_interval_s": interval}
+
+    assert is_dead(beat(7, 1.0), now, 6.0)
+    assert not is_dead(beat(5, 1.0), now, 6.0)
+    assert not is_dead(beat(8, 5.0), now, 6.0)  # beats every 5 s: dead only after 10 s
+    assert is_dead(beat(11, 5.0), now, 6.0)
+    for odd in (None, "5", True, -1, 1e300, float("nan")):  # not believed: the setting alone
+        assert is_dead(beat(7, odd), now, 6.0)
+    assert is_dead({"last_seen_at": "yesterday"}, now, 6.0)
