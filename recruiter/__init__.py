@@ -12,7 +12,7 @@ from recruiter.domain.resubmit import ResubmitRefused, Resubmitted
 from recruiter.domain.schedules import ScheduleRefused
 from recruiter.domain.workable import JobContext, Workable
 from recruiter.producer.client import AsyncRecruiter, Recruiter
-from recruiter.producer.handles import AsyncJobHandle, JobFailed, JobHandle, JobNotFound
+from recruiter.producer.handles import AsyncJobHandle, JobFailed, JobHandle, JobNotFound, ResultDropped
 from recruiter.producer.schedules import ScheduleView
 from recruiter.store.connection import DEFAULT_URI, ConnectionProblem
 
@@ -31,6 +31,7 @@ __all__ = [
     "Recruiter",
     "ResubmitRefused",
     "Resubmitted",
+    "ResultDropped",
     "ScheduleRefused",
     "ScheduleView",
     "Workable",

@@ -98,7 +98,7 @@ def show_json(view: JobView) -> dict[str, Any]:
     return {
         **row_json(view),
         "parameters": plain(workable.get("parameters")) if isinstance(workable, Mapping) else None,
-        "result": plain(view.result),
+        "result": plain(view.result), "result_dropped": plain(view.result_dropped),
         "executions": [plain(e) for e in executions_of(view)],
         "unique": plain(view.document.get("unique")), "resubmits": plain(view.document.get("resubmits")),
     }
@@ -152,6 +152,10 @@ def render_show(view: JobView) -> str:
         lines.append(f"progress   {view.progress.describe()} (at {_iso(view.progress.at)})")
     if view.state == "archived" and "result" in doc:
         lines.append(f"result     {json.dumps(plain(view.result))}")
+    if view.state == "archived" and view.result_dropped is not None:
+        dropped = view.result_dropped
+        reason, size = str(dropped.get("reason"))[:300], dropped.get("size_bytes")
+        lines.append(f"result     dropped: {reason} (size: {size} bytes)")
     runs = executions_of(view)
     lines.append(f"executions {len(runs)}" + ("" if runs else " (none yet)"))
     first = runs[0].get("attempt") if runs else None

@@ -174,6 +174,10 @@ def worker_group() -> None:
               help="A job whose classes this worker cannot import, or may not (--allow-module), goes back "
                    "unattempted for another worker (a rolling deploy); once refused for this long it is archived "
                    "as unrunnable.")
+@click.option("--max-result-size", envvar=env("MAX_RESULT_SIZE"), type=SIZE, default="1MiB", show_default=True,
+              show_envvar=True,
+              help="Largest job result kept (BSON size, up to 8MiB); a bigger one, or one BSON cannot hold, is "
+                   "archived as result_dropped and wait() raises ResultDropped.")
 @click.option("--burst", envvar=env("BURST"), is_flag=True, default=False, show_envvar=True,
               help="Exit (status 0) once nothing is left for this worker: no job of its groups due now and none "
                    "assigned to it. Jobs due later are not waited for.")
@@ -182,7 +186,8 @@ def start_worker(groups: tuple[str, ...], concurrency: int, prefetch: int, worke
                  heartbeat_interval: timedelta,
                  poll_from: timedelta, poll_to: timedelta, max_crashes: int, wake: str, import_path: tuple[str, ...],
                  preload: tuple[str, ...], allow_modules: tuple[str, ...], grace_period: timedelta,
-                 memory_limit: int | None, isolation: str, give_back_for: timedelta, burst: bool,
+                 memory_limit: int | None, isolation: str, give_back_for: timedelta, max_result_size: int,
+                 burst: bool,
                  subscribers: tuple[str, ...],
                  common: Common) -> None:
     """Run workers for the given groups.
@@ -205,7 +210,7 @@ def start_worker(groups: tuple[str, ...], concurrency: int, prefetch: int, worke
         heartbeat_interval_s=seconds(heartbeat_interval), poll_from_s=seconds(poll_from),
         poll_to_s=seconds(poll_to), max_crashes=max_crashes, wake=Wake(wake), grace_period_s=seconds(grace_period),
         memory_limit_bytes=memory_limit, allowed_modules=allowed, burst=burst,
-        give_back_for_s=seconds(give_back_for), isolation=isolation))
+        give_back_for_s=seconds(give_back_for), isolation=isolation, max_result_bytes=max_result_size))
     if runtime.needs_supervisor(memory_limit):
         sys.exit(runtime.supervised(run_worker, common, config, subscribers))
     run_worker(common, config, subscribers)

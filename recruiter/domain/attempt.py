@@ -6,20 +6,27 @@ take ``now`` explicitly and touch no database.
 
 from __future__ import annotations
 
-import traceback
 from datetime import datetime
 
-import bson
-from bson.errors import InvalidDocument
-
-from recruiter.domain.naming import AllowedModules, UnknownClass, class_names, exception_lineage, import_qualified
+from recruiter.domain.handback import (
+    DEFAULT_MAX_RESULT_BYTES,
+    MAX_MESSAGE_CHARS,
+    MAX_TRACE_CHARS,
+    Dropped,
+    checked_result,
+    describe,
+    safe_lineage,
+    safe_str,
+    storable_text,
+)
+from recruiter.domain.naming import AllowedModules, UnknownClass, class_names, import_qualified
 from recruiter.domain.outcome import CRASHED, CRASHED_TOO_MANY_TIMES
 from recruiter.domain.records import Raw
 from recruiter.domain.retry import Archive, Decision, Failure, MoveToGroup, RetryAt, policy_from_document
 
-MAX_MESSAGE_CHARS = 2_000
-MAX_TRACE_CHARS = 8_000
-MAX_RESULT_BYTES = 16 * 1024
+__all__ = ["MAX_MESSAGE_CHARS", "MAX_TRACE_CHARS", "Dropped"]
+
+MAX_RESULT_BYTES = DEFAULT_MAX_RESULT_BYTES  # the default; worker start --max-result-size
 # What an attempt logged is kept up to this many bytes (UTF-8), the newest ones
 # (recruiter.processes.worker.capture); ``logs_cut`` counts the bytes dropped before them.
 MAX_LOG_BYTES = 64 * 1024
@@ -35,24 +42,30 @@ class RemoteFailure(Exception):
 
     def __init__(self, lineage: tuple[str, ...], message: str, trace: str) -> None:
         super().__init__(message)
-        self.lineage = lineage
-        self.message = message
-        self.trace = trace
+        self.lineage = tuple(storable_text(n) for n in lineage) or ("builtins:Exception",)
+        self.message = storable_text(message)
+        self.trace = storable_text(trace)
+
+    @classmethod
+    def of(cls, exc: BaseException) -> RemoteFailure:
+        """``exc`` described (:func:`~recruiter.domain.handback.describe`): for an exception the
+        worker must not let through as it is (a ``SystemExit`` or ``KeyboardInterrupt`` a job raised)."""
+        return cls(*describe(exc))
 
 
 def lineage_of(exc: BaseException) -> tuple[str, ...]:
     if isinstance(exc, RemoteFailure):
         return exc.lineage
-    return exception_lineage(type(exc))
+    return safe_lineage(exc)
 
 
 def describe_exception(exc: BaseException) -> tuple[str, str, str]:
-    """(``module:Qualname`` of the class, message, trace), trimmed to storable sizes."""
+    """(``module:Qualname`` of the class, message, trace), trimmed to storable sizes and storable
+    text whatever the exception does (:func:`~recruiter.domain.handback.describe`)."""
     if isinstance(exc, RemoteFailure):
         return exc.lineage[0], exc.message[:MAX_MESSAGE_CHARS], exc.trace[-MAX_TRACE_CHARS:]
-    lineage = exception_lineage(type(exc))
-    trace = "".join(traceback.format_exception(exc))
-    return lineage[0], str(exc)[:MAX_MESSAGE_CHARS], trace[-MAX_TRACE_CHARS:]
+    lineage, message, trace = describe(exc)
+    return lineage[0], message, trace
 
 
 def cut_marker(cut: object) -> str:
@@ -77,7 +90,7 @@ def failure_of(job: Raw, exc: BaseException, ended_at: datetime) -> Failure:
         scheduled_at=_date_or(job.get("scheduled_at"), ended_at),
         ended_at=ended_at,
         exception_types=lineage_of(exc),
-        message=str(exc)[:MAX_MESSAGE_CHARS],
+        message=(exc.message if isinstance(exc, RemoteFailure) else safe_str(exc))[:MAX_MESSAGE_CHARS],
         crashed=False,
         group=group if isinstance(group, str) else None,
     )
@@ -92,7 +105,7 @@ def judge(job: Raw, failure: Failure, now: datetime) -> Decision:
     try:
         policy = policy_from_document(job["retry_policy"])
         decision = policy.decide(failure, now)
-    except Exception:  # noqa: BLE001 - a user policy's bug must not stop the worker
+    except BaseException:  # noqa: BLE001 - a user policy's bug (even a SystemExit) must not stop the worker
         return Archive(BAD_RETRY_POLICY)
     if not isinstance(decision, RetryAt | Archive | MoveToGroup):
         return Archive(BAD_RETRY_POLICY)
@@ -145,14 +158,7 @@ def import_problem(job: Raw) -> str | None:
     return None
 
 
-def storable_result(value: object) -> tuple[object, str | None]:
-    """The job's return value if it fits in the archive, else ``None`` and why not."""
-    if value is None:
-        return None, None
-    try:
-        size = len(bson.encode({"r": value}))
-    except (InvalidDocument, TypeError, OverflowError) as exc:
-        return None, f"result not stored: cannot be encoded as BSON ({exc})"
-    if size > MAX_RESULT_BYTES:
-        return None, f"result not stored: {size} bytes is over the {MAX_RESULT_BYTES} byte limit"
-    return value, None
+def storable_result(value: object, max_bytes: int = MAX_RESULT_BYTES) -> tuple[object, Dropped | None]:
+    """The job's return value as it will be stored, if it may be; else ``None`` and why not
+    (:func:`~recruiter.domain.handback.checked_result`)."""
+    return checked_result(value, max_bytes)

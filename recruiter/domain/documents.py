@@ -185,6 +185,8 @@ OUTCOME: dict[str, tuple[bool, Check]] = {
     # A worker that could not run the job gave it back (recruiter.domain.refusals).
     "refusal": (False, optional(fields({"process": (True, text), "worker": (True, text), "reason": (True, text),
                                         "at": (True, date), "until": (True, date)}))),
+    # A done job whose value was not stored (recruiter.domain.handback.Dropped).
+    "result_dropped": (False, optional(fields({"reason": (True, text), "size_bytes": (False, optional(count))}))),
 }
 
 ENTRY: dict[str, tuple[bool, Check]] = {

@@ -72,6 +72,8 @@ class JobView:
     executions: tuple[Raw, ...] = ()  # oldest first, as stored
     last_execution: Raw | None = None
     result: object = None
+    # archived done: the value was not kept, and why: {reason, size_bytes} (recruiter.domain.handback)
+    result_dropped: Raw | None = None
     retry_of: object = None  # a copy made by ``jobs retry``: the archived job it copies
     document: Raw = field(default_factory=dict, repr=False)  # the document the view was built from
 
@@ -82,6 +84,13 @@ class JobView:
     @property
     def succeeded(self) -> bool:
         return self.state == "archived" and self.why == DONE
+
+
+def _dropped(value: object) -> Raw | None:
+    """``result_dropped`` as read (any value a hand-written document holds): a document, or None."""
+    if value is None:
+        return None
+    return cast(Raw, value) if isinstance(value, Mapping) else {"reason": f"result_dropped: {str(value)[:200]}"}
 
 
 def _str(value: object) -> str | None:
@@ -164,7 +173,7 @@ def view_of(job_id: object, scheduled: Raw | None, archived: Raw | None, beat: R
     if archived is not None:
         return JobView(state="archived", why=_str(archived.get("why")) or "?", reason=_str(archived.get("reason")),
                        archived_at=_date(archived.get("archived_at")), result=archived.get("result"),
-                       **common)  # type: ignore[arg-type]
+                       result_dropped=_dropped(archived.get("result_dropped")), **common)  # type: ignore[arg-type]
     assert scheduled is not None
     state = _waiting_state(scheduled, beat, now)
     holder = _str(scheduled.get("locked_by")) if scheduled.get("locked") is True else None

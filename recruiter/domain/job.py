@@ -20,6 +20,7 @@ from bson import ObjectId
 from bson.errors import InvalidDocument
 
 from recruiter.domain.clock import utc
+from recruiter.domain.handback import DEFAULT_MAX_RESULT_BYTES
 from recruiter.domain.naming import class_names, importable_problem, name_problem, qualified_name
 from recruiter.domain.placement import deadline_at, on_worker_document, worker_group, worker_id_problem
 from recruiter.domain.records import JobDoc, PolicyDocument, WorkableDocument
@@ -61,9 +62,22 @@ MAX_TIMEOUT_S = 24 * 24 * 3600.0
 # Room kept below the server's document size limit for what a job gathers over its
 # life: up to MAX_EXECUTIONS_KEPT history entries (a 2 000-character message each), the
 # newest DETAILED_EXECUTIONS_KEPT (5) of them and ``last_execution`` also with an
-# 8 000-character trace and 64 KiB of logs, a 16 KiB result and the lock fields.
-# tests/unit/test_naming.py checks the worst case fits.
-HISTORY_ALLOWANCE_BYTES = 960 * 1024  # the worst case is about 760 KiB
+# 8 000-character trace and 64 KiB of logs, the lock fields, and a result of the default
+# limit (DEFAULT_MAX_RESULT_BYTES, 1 MiB). tests/unit/test_naming.py checks the worst case fits.
+GROWTH_WITHOUT_RESULT_BYTES = 960 * 1024  # the worst case is about 760 KiB
+HISTORY_ALLOWANCE_BYTES = GROWTH_WITHOUT_RESULT_BYTES + DEFAULT_MAX_RESULT_BYTES
+
+# MongoDB's document size limit (a server may state another in its hello).
+SERVER_MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
+
+
+def result_room_bytes(job: Mapping[str, object], max_document_bytes: int = SERVER_MAX_DOCUMENT_BYTES) -> int:
+    """How big a result the archived copy of ``job`` has room for, with its history full."""
+    try:
+        size = len(bson.encode(job))
+    except Exception:  # noqa: BLE001 - a document read from the server encodes; be safe all the same
+        return 0
+    return max_document_bytes - size - GROWTH_WITHOUT_RESULT_BYTES
 
 
 @dataclass(frozen=True)

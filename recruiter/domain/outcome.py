@@ -10,12 +10,13 @@ here does I/O, so each transition is unit-tested on plain dictionaries.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal, cast
 
 from bson import ObjectId
 
+from recruiter.domain.handback import Dropped, storable_text
 from recruiter.domain.job import MAX_EXECUTIONS_KEPT, Status
 from recruiter.domain.lanes import slot_of
 from recruiter.domain.naming import qualified_name
@@ -91,13 +92,19 @@ class Execution:
             "hostname": self.hostname,
             "crashed": self.kind == "crashed",
         }
+        # What the job said (its error, its logs) may hold lone surrogates: written as escapes.
         if self.error_class is not None:
-            doc.update({"class": self.error_class, "message": self.message, "trace": self.trace})
+            doc.update({"class": storable_text(self.error_class), "message": _text_or_none(self.message),
+                        "trace": _text_or_none(self.trace)})
         elif self.message is not None:  # e.g. why an attempt was interrupted
-            doc["message"] = self.message
+            doc["message"] = storable_text(self.message)
         if self.logs or self.logs_cut:
-            doc.update(logs=self.logs, logs_cut=self.logs_cut)
+            doc.update(logs=storable_text(self.logs), logs_cut=self.logs_cut)
         return doc
+
+
+def _text_or_none(text: str | None) -> str | None:
+    return None if text is None else storable_text(text)
 
 
 @dataclass(frozen=True)
@@ -118,6 +125,21 @@ class Outcome:
     result: object = None
     # The worker could not run the job: given back for another (recruiter.domain.refusals).
     refusal: dict[str, object] | None = None
+    # A done job whose value was not stored, and why (recruiter.domain.handback).
+    result_dropped: Dropped | None = None
+
+    def stripped(self, why: str) -> Outcome:
+        """This outcome with nothing the job handed back but its decision: for one the store could
+        not write as it was (``why``). A result is dropped saying so; the execution keeps its
+        class and times, and says why it lost its message, trace and logs."""
+        why = storable_text(why)[:500]
+        dropped = self.result_dropped
+        if dropped is None and self.result is not None:
+            dropped = Dropped(f"the outcome could not be written with it: {why}")
+        execution = None if self.execution is None else replace(
+            self.execution, message=f"the outcome could not be written with this attempt's details: {why}",
+            trace=None, logs="", logs_cut=0)
+        return replace(self, result=None, result_dropped=dropped, execution=execution)
 
     def to_document(self) -> dict[str, object]:
         """An :class:`~recruiter.domain.records.OutcomeDoc`."""
@@ -132,6 +154,8 @@ class Outcome:
         }
         if self.refusal is not None:
             doc["refusal"] = self.refusal
+        if self.result_dropped is not None:
+            doc["result_dropped"] = self.result_dropped.document()
         return doc
 
 
@@ -246,6 +270,8 @@ def archived_document(job: Raw, outcome_doc: Raw, now: datetime) -> dict[str, ob
         doc["last_execution"] = execution
     if outcome_doc.get("result") is not None:
         doc["result"] = outcome_doc["result"]
+    if isinstance(outcome_doc.get("result_dropped"), dict):  # checked by documents.OUTCOME
+        doc["result_dropped"] = outcome_doc["result_dropped"]
     return doc
 
 

@@ -223,6 +223,8 @@ class OutcomeDoc(TypedDict):
     attempt: NotRequired[int]
     execution: NotRequired[ExecutionDoc | None]
     result: NotRequired[object]
+    # A done job's value that was not stored: {reason, size_bytes} (recruiter.domain.handback).
+    result_dropped: NotRequired[dict[str, object] | None]
 
 
 class AssignedRef(TypedDict):

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, ClassVar, cast
 
+from recruiter.domain.handback import storable_text
 from recruiter.domain.naming import import_qualified, qualified_name
 from recruiter.domain.records import Raw, WorkableDocument
 from recruiter.domain.retry import RetryPolicy
@@ -57,7 +58,8 @@ def checked_progress(value: object = None, message: object = None) -> tuple[floa
             raise ValueError(f"progress value must be from 0 to 1, got {value!r}")
     if message is not None and not isinstance(message, str):
         raise ValueError(f"progress message must be a string, got {type(message).__name__}")
-    return value, None if message is None else message[:MAX_PROGRESS_MESSAGE_CHARS]
+    # A plain str, lone surrogates escaped: the heartbeat write must not fail on it (domain.handback).
+    return value, None if message is None else storable_text(message)[:MAX_PROGRESS_MESSAGE_CHARS]
 
 
 @dataclass(frozen=True)

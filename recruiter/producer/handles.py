@@ -96,6 +96,30 @@ class JobFailed(Exception):
         return (type(self), (self.view,))
 
 
+class ResultDropped(Exception):
+    """The job ended ``done``, but its result was not kept: over the worker's size limit
+    (``worker start --max-result-size``, 1 MiB by default) or not storable as BSON.
+
+    ``reason`` says why, ``size_bytes`` is the result's BSON size when it could be measured
+    (None otherwise), ``view`` the job's whole view. The archived job shows the same as
+    ``result_dropped: {reason, size_bytes}``.
+    """
+
+    def __init__(self, view: JobView) -> None:
+        dropped = view.result_dropped or {}
+        reason, size = dropped.get("reason"), dropped.get("size_bytes")
+        self.view = view
+        self.job_id = view.id
+        self.reason = reason if isinstance(reason, str) else "no reason recorded"
+        self.size_bytes = size if isinstance(size, int) and not isinstance(size, bool) else None
+        sized = f" ({self.size_bytes} bytes)" if self.size_bytes is not None else ""
+        super().__init__(f"job {view.id} ended done but its result was not kept{sized}: "
+                         f"{_first_line(self.reason)}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.view,))
+
+
 class _Handle(ObjectId):
     """What both handles share: the id, the last view and what it tells."""
 
@@ -148,17 +172,25 @@ class _Handle(ObjectId):
 
     @property
     def result(self) -> object:
-        """What the job returned, if it ended ``done`` (and the value could be stored); else None."""
-        return self._view.result if self._view.succeeded else None
+        """What the job returned, if it ended ``done``; else None. :class:`ResultDropped` if it
+        ended ``done`` and its value was not kept."""
+        if not self._view.succeeded:
+            return None
+        if self._view.result_dropped is not None:
+            raise ResultDropped(self._view)
+        return self._view.result
 
     @property
     def finished(self) -> bool:
         return self._view.finished
 
     def outcome(self) -> object:
-        """The result of a finished job, or :class:`JobFailed`; the job must be finished."""
+        """The result of a finished job; :class:`JobFailed` if it did not end ``done``,
+        :class:`ResultDropped` if it did but its value was not kept. The job must be finished."""
         if not self._view.succeeded:
             raise JobFailed(self._view)
+        if self._view.result_dropped is not None:
+            raise ResultDropped(self._view)
         return self._view.result
 
     def _saw(self, view: JobView) -> JobView:
@@ -197,6 +229,7 @@ class JobHandle(_Handle):
 
     def wait(self, timeout: float | None = None) -> object:
         """The job's result once it ends ``done``; :class:`JobFailed` if it ends otherwise;
+        :class:`ResultDropped` if it ended ``done`` and its value was not kept;
         :class:`TimeoutError` after ``timeout`` seconds (None: no deadline), the job untouched."""
         check_timeout(timeout)
         if self.finished:
@@ -289,7 +322,7 @@ class _Gathering(Generic[H]):
     def _outcome(self, handle: H) -> object:
         try:
             return handle.outcome()
-        except JobFailed as exc:
+        except (JobFailed, ResultDropped) as exc:
             if self.return_exceptions:
                 return exc
             raise
@@ -302,8 +335,8 @@ def wait_all(rec: Recruiter, handles: Iterable[JobHandle], timeout: float | None
              return_exceptions: bool = False) -> list[object]:
     """The results of ``handles``' jobs, in their order, once all have finished.
 
-    Without ``return_exceptions``, the first failure met (:class:`JobFailed`, or
-    :class:`JobNotFound` for an id of no job) is raised at once, as
+    Without ``return_exceptions``, the first failure met (:class:`JobFailed`,
+    :class:`ResultDropped`, or :class:`JobNotFound` for an id of no job) is raised at once, as
     :func:`asyncio.gather` does: the other jobs run on, and the handles of
     those already finished hold their views. With it, the exception takes the
     failed job's place in the list. :class:`TimeoutError` after ``timeout``

@@ -12,8 +12,9 @@ from datetime import datetime
 
 import pymongo
 from bson import ObjectId
+from bson.errors import InvalidDocument
 from pymongo import UpdateOne
-from pymongo.errors import DuplicateKeyError
+from pymongo.errors import BulkWriteError, DocumentTooLarge, DuplicateKeyError, WriteError
 
 from recruiter.domain.outcome import REFERENCE_FIELDS
 from recruiter.domain.records import Query
@@ -63,18 +64,40 @@ async def read_assignment(roster: AsyncColl, slot_id: str) -> Document | None:
          "ahead": 1, "started": 1})
 
 
+class OutcomeRefused(Exception):
+    """The outcome cannot be written as it is: the driver cannot encode it, or the server refused
+    the document. Not a connection problem: writing it again would fail the same way."""
+
+
+# What encoding an outcome may raise (a value the checks missed), and the server's refusals of it.
+_REFUSALS = (InvalidDocument, DocumentTooLarge, UnicodeEncodeError, RecursionError, OverflowError,
+             WriteError, BulkWriteError)
+
+
 async def record_outcome(roster: AsyncColl, slot_id: str, session: ObjectId, job_id: object,
                          outcome: Query, *, stopping: bool, now: datetime) -> bool:
     """Write ``outcome`` and make the entry available (unless stopping), in one write.
 
-    Fenced by the session and by the assignment still naming ``job_id``; False if that matched nothing.
+    Fenced by the session and by the assignment still naming ``job_id``; False if that matched
+    nothing; :class:`OutcomeRefused` if it cannot be written as it is.
     """
-    result = await roster.update_one(
-        {**entry_as_read(slot_id, session), f"assigned_to.{slot_id}": job_id},
-        {"$set": {"outcome": outcome, "available": not stopping, "stopping": stopping, "available_since": now},
-         "$unset": {"assigned_to": "", "job": ""}},
-    )
+    try:
+        result = await roster.update_one(
+            {**entry_as_read(slot_id, session), f"assigned_to.{slot_id}": job_id},
+            {"$set": {"outcome": outcome, "available": not stopping, "stopping": stopping, "available_since": now},
+             "$unset": {"assigned_to": "", "job": ""}},
+        )
+    except _REFUSALS as exc:
+        raise OutcomeRefused(_refusal(exc)) from None
     return result.matched_count > 0
+
+
+def _refusal(exc: BaseException) -> str:
+    try:
+        text = str(exc).encode("utf-8", "backslashreplace").decode("utf-8")
+    except Exception:  # noqa: BLE001 - a message that cannot be rendered
+        text = ""
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:300]
 
 
 async def record_outcome_and_mark(roster: AsyncColl, slot_id: str, session: ObjectId, job_id: object,
@@ -85,14 +108,17 @@ async def record_outcome_and_mark(roster: AsyncColl, slot_id: str, session: Obje
     :func:`mark_started`): one round trip. Whether each is known to have landed: when only one
     of the two matched, neither is (the caller finds out, or writes again: both are idempotent)."""
     lane, lane_session, next_id, token = mark
-    result = await roster.bulk_write([
-        UpdateOne({**entry_as_read(slot_id, session), f"assigned_to.{slot_id}": job_id},
-                  {"$set": {"outcome": outcome, "available": not stopping, "stopping": stopping,
-                            "available_since": now},
-                   "$unset": {"assigned_to": "", "job": ""}}),
-        UpdateOne({**entry_as_read(lane, lane_session), f"assigned_to.{lane}": next_id},
-                  {"$set": {"started": token}}),
-    ], ordered=True)
+    try:
+        result = await roster.bulk_write([
+            UpdateOne({**entry_as_read(slot_id, session), f"assigned_to.{slot_id}": job_id},
+                      {"$set": {"outcome": outcome, "available": not stopping, "stopping": stopping,
+                                "available_since": now},
+                       "$unset": {"assigned_to": "", "job": ""}}),
+            UpdateOne({**entry_as_read(lane, lane_session), f"assigned_to.{lane}": next_id},
+                      {"$set": {"started": token}}),
+        ], ordered=True)
+    except _REFUSALS as exc:
+        raise OutcomeRefused(_refusal(exc)) from None
     both = result.matched_count == 2
     return both, both
 

@@ -159,9 +159,9 @@ class _Run:
         made = functools.partial(InlineAttempt, attempt=attempt, started_at=started_at, ended_at=ended_at,
                                  logs=text, logs_cut=cut, progress=tuple(calls))
         if error is None:
-            result, dropped = storable_result(value)
+            result, dropped = storable_result(value)  # as stored: a BSON round trip
             self.attempts.append(made(outcome="done", decision=f"archive: {DONE}"))
-            return self._result(DONE, _stored(result), result_dropped=dropped)
+            return self._result(DONE, _stored(result), result_dropped=dropped.reason if dropped else None)
         cls, message, trace = describe_exception(error)
         decision: Decision = judge(self.job, failure_of(self.job, error, ended_at), ended_at)
         self.attempts.append(made(

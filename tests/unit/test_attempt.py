@@ -286,16 +286,18 @@ def test_storable_results() -> None:
 @pytest.mark.parametrize("value", [{1, 2}, object(), {1: "non-str key"}, 2**70],
                          ids=["set", "object", "int-key", "too-big-int"])
 def test_unencodable_result_is_dropped_with_a_reason(value: Any) -> None:
-    stored, reason = storable_result(value)
+    stored, dropped = storable_result(value)
     assert stored is None
-    assert reason is not None
-    assert reason.startswith("result not stored: cannot be encoded as BSON")
+    assert dropped is not None
+    assert dropped.reason.startswith("the result cannot be stored: ")
+    assert dropped.size_bytes is None
 
 
 def test_too_big_result_is_dropped_with_a_reason() -> None:
-    stored, reason = storable_result("x" * MAX_RESULT_BYTES)
+    stored, dropped = storable_result("x" * MAX_RESULT_BYTES)
     assert stored is None
-    assert reason is not None
-    assert f"over the {MAX_RESULT_BYTES} byte limit" in reason
+    assert dropped is not None
+    assert f"over the {MAX_RESULT_BYTES}-byte limit" in dropped.reason
+    assert dropped.size_bytes == MAX_RESULT_BYTES + 13  # the BSON of {"r": value}
     fits = "x" * (MAX_RESULT_BYTES - 100)
     assert storable_result(fits) == (fits, None)

@@ -116,7 +116,7 @@ def test_the_job_is_rebuilt_from_what_would_be_stored() -> None:
     unstorable = run_inline(Unstorable())
     assert unstorable.done
     assert unstorable.result is None
-    assert "cannot be encoded as BSON" in (unstorable.result_dropped or "")
+    assert "the result cannot be stored: InvalidDocument" in (unstorable.result_dropped or "")
 
 
 def test_a_job_enqueue_would_refuse_is_refused() -> None:

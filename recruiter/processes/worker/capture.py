@@ -21,7 +21,12 @@ to the parent (:mod:`recruiter.processes.worker.child`).
 
 Invariant: a buffer never holds more than ``MAX_LOG_BYTES`` (UTF-8) of lines;
 what it dropped, oldest first, is counted in bytes in ``cut``. Capturing never
-raises into the job: a line that cannot be formatted is kept as its repr.
+raises into the job: a line that cannot be formatted is kept as its repr, and a
+lone surrogate is kept as its escape (``\ud800``: recruiter.domain.handback).
+Capturing costs time linear in what is written, with or without newlines: text
+written without a newline is kept as chunks (its newest ``MAX_LOG_BYTES`` only),
+joined once when the line ends, and the lines of one write that the buffer would
+drop at once are counted without being formatted.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from typing import Any, TextIO
 import structlog
 
 from recruiter.domain.attempt import MAX_LOG_BYTES
+from recruiter.domain.handback import storable_text
 
 # The buffer of the attempt running in the current context, if any.
 CURRENT: contextvars.ContextVar[LogBuffer | None] = contextvars.ContextVar("recruiter_job_logs", default=None)
@@ -79,15 +85,20 @@ class LogBuffer:
         self._lines: deque[tuple[str, int]] = deque()
         self._size = 0
         self._lock = threading.Lock()
-        self._partial: dict[str, str] = {}  # stream name -> text written without its newline yet
+        # stream name -> the chunks written without their newline yet, and their length in characters
+        self._partial: dict[str, tuple[list[str], int]] = {}
 
     def add(self, line: str) -> None:
-        size = len(line.encode("utf-8", "replace"))
+        line = storable_text(line)
+        size = len(line) if line.isascii() else len(line.encode("utf-8"))
         with self._lock:
-            self._lines.append((line, size))
-            self._size += size
-            while self._size > self.max_bytes:
-                self._drop_oldest()
+            self._append(line, size)
+
+    def _append(self, line: str, size: int) -> None:
+        self._lines.append((line, size))
+        self._size += size
+        while self._size > self.max_bytes:
+            self._drop_oldest()
 
     def _drop_oldest(self) -> None:
         if len(self._lines) > 1:
@@ -112,20 +123,50 @@ class LogBuffer:
     def write(self, stream: str, text: str) -> None:
         """Text written to ``stream`` (``stdout``/``stderr``): each completed line becomes one line."""
         with self._lock:
-            pending = self._partial.pop(stream, "") + text
-            *done, rest = pending.split("\n")
+            chunks, chars = self._partial.pop(stream, ([], 0))
+            if "\n" not in text:
+                chunks.append(text)
+                self._partial[stream] = self._trimmed(chunks, chars + len(text))
+                return
+            first, *done = text.split("\n")
+            rest = done.pop()
             if rest:
-                self._partial[stream] = rest
-        now = time.time()
-        for line in done:
-            self.add(format_line(now, "print", stream, line))
+                self._partial[stream] = ([rest], len(rest))
+            chunks.append(first)
+            self._add_lines(stream, ["".join(chunks), *done])
+
+    def _trimmed(self, chunks: list[str], chars: int) -> tuple[list[str], int]:
+        """A line's pending chunks, cut to its newest ``max_bytes`` characters (all a line keeps:
+        a character is at least one byte) once they reach twice that: amortised linear."""
+        if chars <= 2 * self.max_bytes:
+            return chunks, chars
+        joined = "".join(chunks)
+        self.cut += _utf8_size(joined[:-self.max_bytes])
+        kept = joined[-self.max_bytes:]
+        return [kept], len(kept)
+
+    def _add_lines(self, stream: str, lines: list[str]) -> None:
+        """Format and keep ``lines`` (under the lock); those the buffer would drop at once, being
+        older than the newest ``max_bytes``, are only counted in ``cut``."""
+        prefix = format_line(time.time(), "print", stream, "")  # the line's stamp, and its newline
+        budget, first = self.max_bytes, len(lines)
+        while first > 0 and budget > 0:
+            first -= 1
+            budget -= len(lines[first]) + len(prefix)  # characters: no more than the bytes
+        if first > 0:
+            dropped = lines[:first]
+            self.cut += _utf8_size("\n".join(dropped)) + 1 + len(dropped) * _utf8_size(prefix) - len(dropped)
+        stamp = prefix[:-1]
+        for line in lines[first:]:
+            text = storable_text(stamp + line + "\n")
+            self._append(text, len(text) if text.isascii() else len(text.encode("utf-8")))
 
     def finish(self) -> None:
         """End the lines written without a final newline."""
         with self._lock:
             partial, self._partial = self._partial, {}
-        for stream, rest in partial.items():
-            self.add(format_line(time.time(), "print", stream, rest))
+            for stream, (chunks, _) in partial.items():
+                self._add_lines(stream, ["".join(chunks)])
 
     def has_lines(self) -> bool:
         with self._lock:
@@ -146,6 +187,10 @@ class LogBuffer:
             return "".join(line for line, _ in self._lines), self.cut
 
 
+def _utf8_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "backslashreplace"))
+
+
 def _from_logger(frame: Any) -> bool:
     name = frame.f_globals.get("__name__", "") if frame is not None else ""
     return isinstance(name, str) and (name == __name__ or name.split(".")[0] in _LOGGER_MODULES)
@@ -163,7 +208,11 @@ class TeeStream:
         buffer = CURRENT.get()
         if buffer is not None and isinstance(text, str) and not _from_logger(sys._getframe(1)):
             buffer.write(self.stream_name, text)
-        return self.wrapped.write(text)
+        try:
+            return self.wrapped.write(text)
+        except UnicodeEncodeError:  # a lone surrogate, on a stream that refuses it: written escaped
+            self.wrapped.write(storable_text(text) if isinstance(text, str) else text)
+            return len(text)
 
     def writelines(self, lines: Iterable[str]) -> None:
         for line in lines:

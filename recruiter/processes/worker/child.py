@@ -9,7 +9,10 @@ for this: they run in a thread of the worker.
 
 The child sends back ``("ok", result, news)`` or ``("error", (lineage, message,
 trace), news)``: exceptions travel as their description, since not every exception
-can be pickled, and the retry policy only needs the class names. While the job
+can be pickled, and the retry policy only needs the class names. The result is
+checked in the child (:func:`~recruiter.domain.handback.checked_result`) and travels
+as a :class:`~recruiter.domain.handback.CheckedResult`: plain BSON values, or why it
+was dropped, so the parent never unpickles an object of the job's. While the job
 runs, a thread of the child sends ``("news", news)`` every ``NEWS_EVERY_S`` when
 there is something new: ``news`` is the lines the job logged since the last
 news (captured in the child as in the worker: :mod:`recruiter.processes.worker.capture`),
@@ -35,8 +38,8 @@ from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext, ForkServerProcess
 from typing import cast
 
-from recruiter.domain.attempt import RemoteFailure, describe_exception
-from recruiter.domain.naming import exception_lineage
+from recruiter.domain.attempt import RemoteFailure
+from recruiter.domain.handback import DEFAULT_MAX_RESULT_BYTES, CheckedResult, checked_result, describe
 from recruiter.domain.workable import JobContext, ProgressSink, accepts_context, workable_from_document
 from recruiter.processes.worker.capture import LogBuffer, capturing, ensure_installed
 
@@ -99,12 +102,12 @@ class _Reporter:
         with self._lock:
             try:
                 self.out.send((kind, payload, news))
-            except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be pickled
-                _, message, trace = describe_exception(exc)
-                self.out.send(("error", (exception_lineage(type(exc)), message, trace), news))
+            except Exception as exc:  # noqa: BLE001 - e.g. news that cannot be pickled
+                self.out.send(("error", describe(exc), news))
 
 
-def _child_main(workable_doc: dict[str, object], ctx: JobContext, sys_path: list[str], out: Connection) -> None:
+def _child_main(workable_doc: dict[str, object], ctx: JobContext, sys_path: list[str], out: Connection,
+                max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> None:
     sys.path[:] = sys_path
     reporter = _Reporter(out)
     ctx = dataclasses.replace(ctx, reporter=reporter.progress)
@@ -118,10 +121,9 @@ def _child_main(workable_doc: dict[str, object], ctx: JobContext, sys_path: list
             method = getattr(workable, cast("str", workable_doc.get("method") or "execute"))
             args = (ctx,) if accepts_context(method) else ()
             value = asyncio.run(method(*args)) if inspect.iscoroutinefunction(method) else method(*args)
-        answer = ("ok", value)
+        answer = ("ok", CheckedResult(*checked_result(value, max_result_bytes)))
     except BaseException as exc:  # noqa: BLE001 - every failure is reported to the parent
-        _, message, trace = describe_exception(exc)
-        answer = ("error", (exception_lineage(type(exc)), message, trace))
+        answer = ("error", describe(exc))
     reporter.done.set()
     if news.is_alive():
         news.join()
@@ -144,6 +146,9 @@ def _receive(receiver: Connection, timeout_s: float | None, logs: LogBuffer,
             message = receiver.recv()
         except (EOFError, OSError):
             return "died", None
+        except BaseException as exc:  # noqa: BLE001 - an answer that cannot be unpickled here
+            unreadable = f"the attempt's answer could not be read: {describe(exc)[1]}"
+            return "error", (("builtins:RuntimeError",), unreadable, "")
         kind, payload, (lines, cut, said) = message
         logs.extend(lines, cut)
         if said is not None:
@@ -163,13 +168,15 @@ class ChildAttempt:
             self.process.kill()
 
     async def run(self, workable_doc: dict[str, object], ctx: JobContext, timeout_s: float | None,
-                  logs: LogBuffer | None = None, report: ProgressSink | None = None) -> object:
-        """The attempt's value; what the child logs lands in ``logs``, what it says of its
-        progress goes to ``report``."""
+                  logs: LogBuffer | None = None, report: ProgressSink | None = None, *,
+                  max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> object:
+        """The attempt's value (a :class:`CheckedResult`); what the child logs lands in ``logs``,
+        what it says of its progress goes to ``report``."""
         mp = _mp_context()
         logs = logs if logs is not None else LogBuffer()
         receiver, sender = mp.Pipe(duplex=False)
-        self.process = mp.Process(target=_child_main, args=(workable_doc, ctx, list(sys.path), sender),
+        args = (workable_doc, ctx, list(sys.path), sender, max_result_bytes)
+        self.process = mp.Process(target=_child_main, args=args,
                                   name=f"recruiter-job-{ctx.job_id}", daemon=True)
 
         def on_progress(value: float | None, message: str | None) -> None:

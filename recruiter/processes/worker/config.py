@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from recruiter.domain.handback import DEFAULT_MAX_RESULT_BYTES, MAX_RESULT_BYTES_CEILING, MiB
 from recruiter.domain.lanes import LANE_SEPARATOR, MAX_PREFETCH, lane_ids
 from recruiter.domain.naming import ANY_GROUP, module_problem, name_problem
 from recruiter.store.roster import new_worker_id
@@ -62,6 +63,9 @@ class WorkerConfig:
     # worker (cheap, but a cancel cannot stop it); "process" runs every job in a child process,
     # killed on cancel, timeout or forced stop (recruiter.processes.worker.child).
     isolation: str = "thread"
+    # ``worker start --max-result-size``: the largest result (BSON bytes) kept; a bigger one is
+    # archived as ``result_dropped`` (recruiter.domain.handback).
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
 
     def __post_init__(self) -> None:
         # The checks run in this order, so that the first problem is the one reported.
@@ -106,6 +110,8 @@ class WorkerConfig:
     def _limits_problem(self) -> str | None:
         if self.memory_limit_bytes is not None and self.memory_limit_bytes <= 0:
             return "memory limit must be positive"
+        if not 0 < self.max_result_bytes <= MAX_RESULT_BYTES_CEILING:
+            return f"max result size must be from 1 byte to {MAX_RESULT_BYTES_CEILING // MiB} MiB"
         for prefix in self.allowed_modules or ():
             problem = module_problem(prefix)
             if problem:

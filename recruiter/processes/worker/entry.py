@@ -35,6 +35,7 @@ from recruiter.processes.worker.state import Shutdown, Slot, SlotPhase, Turn
 from recruiter.store import archived, heartbeats, roster, scheduled
 from recruiter.store.connection import StoreError, first_line
 from recruiter.store.layout import Collections, Document
+from recruiter.store.roster import OutcomeRefused
 
 log = structlog.get_logger("recruiter.worker")
 
@@ -175,19 +176,19 @@ class RosterEntries:
         """
         stopping = self.shutdown.stopping.is_set()
         backoff = self.config.poll_from_s
-        marked = False
+        stripped = False
         while True:
             try:
-                if mark is None:
-                    written = await roster.record_outcome(self.c.roster, slot.id, slot.session, outcome.job_id,
-                                                          outcome.to_document(), stopping=stopping,
-                                                          now=self.clock.now())
-                else:
-                    written, marked = await roster.record_outcome_and_mark(
-                        self.c.roster, slot.id, slot.session, outcome.job_id, outcome.to_document(),
-                        stopping=stopping, now=self.clock.now(),
-                        mark=(mark.lane.id, mark.lane.session, mark.job_id, mark.token))
+                written, marked = await self._write_outcome(slot, outcome, stopping, mark)
                 break
+            except OutcomeRefused as exc:
+                if stripped:
+                    bound.error("job.outcome_unwritable", error=str(exc),
+                                detail="the job stays locked until the cleaner rescues it")
+                    await self.release(slot)
+                    return False
+                bound.warning("job.outcome_refused", error=str(exc), detail="written again without its details")
+                outcome, stripped = outcome.stripped(str(exc)), True
             except StoreError as exc:
                 bound.warning("outcome.write_failed", error=first_line(exc))
                 await asyncio.sleep(backoff)
@@ -203,6 +204,17 @@ class RosterEntries:
                               detail="the outcome write matched nothing, and why could not be read")
                 await self.release(slot)
         return marked
+
+    async def _write_outcome(self, slot: Slot, outcome: Outcome, stopping: bool,
+                             mark: Turn | None) -> tuple[bool, bool]:
+        """One try of :meth:`record`'s write: (written, marked)."""
+        if mark is None:
+            written = await roster.record_outcome(self.c.roster, slot.id, slot.session, outcome.job_id,
+                                                  outcome.to_document(), stopping=stopping, now=self.clock.now())
+            return written, False
+        return await roster.record_outcome_and_mark(
+            self.c.roster, slot.id, slot.session, outcome.job_id, outcome.to_document(),
+            stopping=stopping, now=self.clock.now(), mark=(mark.lane.id, mark.lane.session, mark.job_id, mark.token))
 
     async def mark_started(self, slot: Slot, job_id: object, token: object) -> bool:
         """Write the ``started`` mark of a job handed out ahead, before starting it; False if the

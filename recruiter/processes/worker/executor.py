@@ -28,6 +28,7 @@ from typing import cast
 from structlog.typing import FilteringBoundLogger
 
 from recruiter.domain.attempt import (
+    RemoteFailure,
     describe_exception,
     failure_of,
     import_problem,
@@ -39,6 +40,8 @@ from recruiter.domain.attempt import (
 from recruiter.domain.clock import Clock
 from recruiter.domain.documents import job_problem
 from recruiter.domain.events import JobFinished, JobStarted
+from recruiter.domain.handback import DEFAULT_MAX_RESULT_BYTES, CheckedResult, Dropped
+from recruiter.domain.job import result_room_bytes
 from recruiter.domain.naming import AllowedModules
 from recruiter.domain.outcome import DONE, INTERRUPTED, Execution, Kind, Outcome, describe_decision
 from recruiter.domain.placement import declared_group
@@ -72,10 +75,13 @@ class Executor:
 
     def __init__(self, clock: Clock, *, max_crashes: int, allowed: AllowedModules | None, pid: int,
                  hostname: str, abandon_thread: Callable[[], None], process: str = "",
-                 give_back_for_s: float = DEFAULT_GIVE_BACK_FOR.total_seconds(), isolation: str = "thread") -> None:
+                 give_back_for_s: float = DEFAULT_GIVE_BACK_FOR.total_seconds(), isolation: str = "thread",
+                 max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> None:
         """``abandon_thread`` is called for an interrupted job left running in its thread;
-        ``process`` is this process's registration token (recruiter.domain.refusals)."""
+        ``process`` is this process's registration token (recruiter.domain.refusals);
+        ``max_result_bytes`` the largest result kept (recruiter.domain.handback)."""
         self.process = process
+        self.max_result_bytes = max_result_bytes
         self.give_back_for = timedelta(seconds=give_back_for_s)
         self.isolated = isolation == "process"  # every job in a child process (worker --isolation)
         self.clock = clock
@@ -153,7 +159,9 @@ class Executor:
         return self._judged(job, ran, running, bound)
 
     async def _run(self, slot_id: str, running: Running, job: Document, started_at: datetime) -> Ran:
-        """Run the job's method; a failure of the job's own code is a result, not an exception."""
+        """Run the job's method; a failure of the job's own code is a result, not an exception:
+        any ``BaseException`` it raises (``SystemExit``, ``KeyboardInterrupt``, even a
+        ``CancelledError`` when nothing cancelled the attempt) ends the attempt, never the worker."""
         error: BaseException | None = None
         value: object = None
         kind: Kind = "done"
@@ -161,8 +169,14 @@ class Executor:
             value = await self._execute(slot_id, running, job)
         except JobTimedOut as exc:
             error, kind = exc, "timed-out"
+        except asyncio.CancelledError as exc:
+            if _cancelled_by_us(running):
+                raise
+            error, kind = RemoteFailure.of(exc), "failed"
         except Exception as exc:  # noqa: BLE001 - any failure of user code is an attempt outcome
             error, kind = exc, "failed"
+        except BaseException as exc:  # noqa: BLE001 - a SystemExit or KeyboardInterrupt of the job's
+            error, kind = RemoteFailure.of(exc), "failed"
         return Ran(value, error, kind, started_at, self.clock.now())
 
     def _judged(self, job: Document, ran: Ran, running: Running, bound: FilteringBoundLogger) -> Outcome:
@@ -173,10 +187,12 @@ class Executor:
         decision: Decision
         attempt = int(job.get("attempts", 1))
         logs = running.logs
+        dropped: Dropped | None = None
         if ran.error is None:
-            result, dropped = storable_result(ran.value)
+            result, dropped = self._stored_result(job, ran.value)
             if dropped:
-                bound.warning("job.result_dropped", reason=dropped)
+                bound.warning("job.result_dropped", reason=dropped.reason, size_bytes=dropped.size_bytes,
+                              detail="archived done with result_dropped; wait() raises ResultDropped")
             decision = Archive(DONE)
             execution = self._execution(job, ran.kind, ran.started_at, ran.ended_at, logs=logs)
             running.finished = finished_event(job, ran, decision)
@@ -187,7 +203,20 @@ class Executor:
             execution = self._execution(job, ran.kind, ran.started_at, ran.ended_at, cls, message, trace, logs)
             running.finished = finished_event(job, ran, decision, cls, message, trace)
         return Outcome(job["_id"], job["lock_token"], attempt, executed=True, decision=decision,
-                       execution=execution, result=result)
+                       execution=execution, result=result, result_dropped=dropped)
+
+    def result_limit(self, job: Document) -> int:
+        """The largest result this job may keep: the worker's limit, or less when the job's own
+        document leaves less room under the server's document limit (only a limit above the
+        default can meet that: the enqueue check keeps the default's room in every job)."""
+        if self.max_result_bytes <= DEFAULT_MAX_RESULT_BYTES:
+            return self.max_result_bytes
+        return max(DEFAULT_MAX_RESULT_BYTES, min(self.max_result_bytes, result_room_bytes(job)))
+
+    def _stored_result(self, job: Document, value: object) -> tuple[object, Dropped | None]:
+        if isinstance(value, CheckedResult):  # checked in the child process that ran the attempt
+            return value.value, value.dropped
+        return storable_result(value, self.result_limit(job))
 
     def _crash_judged(self, job: Document, now: datetime, bound: FilteringBoundLogger) -> Outcome | None:
         """After a crash, the outcome the poison limit (or at_most_once) gives without running; None: run it."""
@@ -265,11 +294,12 @@ class Executor:
         if self.isolated or (timeout_s and not is_async):
             running.child = ChildAttempt()
             limit = float(timeout_s) if timeout_s else None
-            return running.child.run(job["workable"], ctx, limit, running.logs, report), False
+            return _guarded(running.child.run(job["workable"], ctx, limit, running.logs, report,
+                                              max_result_bytes=self.result_limit(job))), False
         args = (ctx,) if accepts_context(method) else ()
         running.in_thread = not is_async
         run = cast("Awaitable[object]", method(*args) if is_async else asyncio.to_thread(method, *args))
-        return _captured(running.logs, run), is_async
+        return _guarded(_captured(running.logs, run)), is_async
 
 
 async def _captured(logs: LogBuffer, attempt: Awaitable[object]) -> object:
@@ -277,6 +307,25 @@ async def _captured(logs: LogBuffer, attempt: Awaitable[object]) -> object:
     into its thread by ``asyncio.to_thread``), so no other slot's lines, nor the worker's, land there."""
     with capturing(logs):
         return await attempt
+
+
+async def _guarded(attempt: Awaitable[object]) -> object:
+    """``attempt``, with a ``SystemExit``, ``KeyboardInterrupt`` or other ``BaseException`` it
+    raises turned into a :class:`RemoteFailure` describing it, inside the attempt's own task:
+    asyncio would otherwise raise those out of the event loop, ending the worker."""
+    try:
+        return await attempt
+    except (Exception, asyncio.CancelledError):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the job's own, never the worker's: see above
+        raise RemoteFailure.of(exc) from None
+
+
+def _cancelled_by_us(running: Running) -> bool:
+    """Whether a ``CancelledError`` that ended an attempt came from the worker (a halt, a forced
+    stop, this slot's task cancelled), not from the job's own code."""
+    task = asyncio.current_task()
+    return running.state in (JobState.HALTED, JobState.INTERRUPTED) or (task is not None and task.cancelling() > 0)
 
 
 def context_of(slot_id: str, job: Document, reporter: ProgressSink | None = None) -> JobContext:

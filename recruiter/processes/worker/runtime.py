@@ -120,7 +120,7 @@ class WorkerProcess:
         self.executor = Executor(clock, max_crashes=config.max_crashes, allowed=allowed, pid=self.pid,
                                  hostname=self.hostname, abandon_thread=self._abandon_thread,
                                  process=self.process_token, give_back_for_s=config.give_back_for_s,
-                                 isolation=config.isolation)
+                                 isolation=config.isolation, max_result_bytes=config.max_result_bytes)
         self.slot_loop = SlotLoop(self.c, clock, config, self.shutdown, entries=self.entries,
                                   executor=self.executor, inboxes=self.inboxes, streaming=self._streaming,
                                   stop_process=self.stop, started=self.heartbeats.nudge,
