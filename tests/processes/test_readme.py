@@ -42,7 +42,7 @@ def readme_files() -> dict[str, str]:
 def test_readme_names_its_example_files() -> None:
     assert set(readme_files()) == {"jobs.py", "enqueue.py", "result.py", "enqueue_async.py", "enqueue_tenants.py",
                                    "follow.py", "follow_async.py", "welcome.py", "unique.py", "test_send_invoice.py",
-                                   "placement.py", "schedule.py"}
+                                   "placement.py", "schedule.py", "reports.py", "results.py"}
 
 
 def test_every_python_block_of_the_guides_is_run() -> None:
@@ -91,6 +91,7 @@ def test_readme_examples_run_as_written(processes: Processes, db: Any, db_uri: s
         result = subprocess.run([sys.executable, "result.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
                                 timeout=120)
         assert (result.returncode, result.stdout) == (0, "{'sent': 'INV-42'}\n"), result.stderr
+        dropped_result(tmp_path, env, db)
         follow_jobs(tmp_path, env, db)
         unique_jobs(tmp_path, env, db)
         periodic_jobs(tmp_path, env, db)
@@ -150,6 +151,19 @@ def follow_jobs(tmp_path: Path, env: dict[str, str], db: Any) -> None:
     assert lines[0] == "{'sent': 'INV-400'}"
     assert sorted(line.split()[-1] for line in lines[1:4]) == ["'INV-401'}", "'INV-402'}", "'INV-403'}"]
     assert lines[4] == str([{"sent": f"INV-{n}"} for n in range(401, 404)])
+
+
+def dropped_result(tmp_path: Path, env: dict[str, str], db: Any) -> None:
+    """docs/guide/results.md's results.py: a small result returned, a big one raised as ResultDropped."""
+    result = subprocess.run([sys.executable, "results.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "{'rows': ['row 0', 'row 1', 'row 2']}",
+        "the result is 2077804 bytes of BSON, over the 1048576-byte limit",
+        "2077804 done"]
+    big = db.archived.find_one({"workable.parameters.rows": 100_000})
+    assert (big["why"], big["result_dropped"]["size_bytes"]) == ("done", 2077804)
 
 
 def periodic_jobs(tmp_path: Path, env: dict[str, str], db: Any) -> None:
