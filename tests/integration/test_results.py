@@ -10,10 +10,15 @@ import asyncio
 from typing import Any
 
 import pytest
+import structlog
 
 from recruiter import JobHandle, ResultDropped
+from recruiter.domain.outcome import Execution, Outcome
+from recruiter.domain.retry import Archive
 from recruiter.processes.worker.config import WorkerConfig
 from recruiter.processes.worker.runtime import WorkerProcess
+from recruiter.store import roster
+from recruiter.store.roster import OutcomeRefused
 from tests.hostile_jobs import Hostile, HostileAsync, ReturnsText
 from tests.integration.test_job_handles import async_producer, run_once, sync_producer
 from tests.integration.test_processes_inproc import Harness, run
@@ -125,5 +130,38 @@ def test_a_hostile_job_ends_its_attempt_and_the_worker_goes_on(db_uri: str, what
                 assert last["class"]
                 assert last["message"] is not None
         assert h.exits == []
+
+    run(db_uri, scenario)
+
+
+def test_an_outcome_the_store_cannot_write_is_written_again_without_its_details(db_uri: str) -> None:
+    """The last safety net: an outcome that slipped past the checks (here a set as its result)
+    is refused by the driver; the worker writes it again stripped, and the job is archived
+    with its decision, saying why its details were dropped."""
+    async def scenario(h: Harness) -> None:
+        process, slot = await h.worker("w1")
+        with sync_producer(h) as (rec, _):
+            job = rec.enqueue(ReturnsText(1))
+        await process.heartbeat()
+        await h.round()
+        assert await process.poll(slot) == job.id
+        doc = await h.job(job.id)
+        assert doc is not None
+        execution = Execution.of(doc, "done", pid=1, hostname="h", started_at=h.clock.now(),
+                                 ended_at=h.clock.now(), logs="some logs\n")
+        outcome = Outcome(job.id, doc["lock_token"], 1, executed=True, decision=Archive("done"),
+                          execution=execution, result={1, 2})
+        with pytest.raises(OutcomeRefused, match="InvalidDocument"):
+            await roster.record_outcome(h.db.roster, slot.id, slot.session, job.id, outcome.to_document(),
+                                        stopping=False, now=h.clock.now())
+        await process.record(slot, outcome, structlog.get_logger())
+        assert (await h.round()).applied == 1
+        archived = await h.archived(job.id)
+        assert archived is not None
+        assert archived["why"] == "done"
+        assert archived["result_dropped"]["reason"].startswith("the outcome could not be written with it: "
+                                                               "InvalidDocument")
+        assert "logs" not in archived["last_execution"]
+        assert "the outcome could not be written" in archived["last_execution"]["message"]
 
     run(db_uri, scenario)
