@@ -2,7 +2,8 @@
 
 Every kind of hostile job of :mod:`tests.hostile_jobs` runs in a thread, on the event loop
 and in a child process (a job with a timeout), beside 30 normal jobs, on two worker processes
-of three slots each: results BSON cannot hold, that refer to themselves or nest too deep, lone
+of three slots each, and once more on a worker started with ``--isolation process`` (every
+job in a child process): results BSON cannot hold, that refer to themselves or nest too deep, lone
 surrogates in results, messages, progress and logs, exceptions whose ``__str__`` misbehaves,
 ``SystemExit``, ``KeyboardInterrupt`` and a job's own ``CancelledError``, 200 MB of output with
 and without newlines, ``\\r`` progress. Two jobs kill their process outright (``os._exit``, a
@@ -28,7 +29,8 @@ from tests.workables import Record
 HEAVY = {"200mb-lines", "200mb-no-newline", "cr-progress"}
 # Heavy output is written once per shape, not in every mode: enough to show each path is linear.
 HEAVY_MODES = {"thread": ("200mb-lines", "200mb-no-newline", "cr-progress"), "asyncio": ("200mb-no-newline",),
-               "child": ("200mb-lines", "cr-progress")}
+               "child": ("200mb-lines", "cr-progress"), "isolated": ("200mb-no-newline",)}
+MODES = tuple(HEAVY_MODES)
 CHILD_TIMEOUT_S = 150
 
 
@@ -36,12 +38,11 @@ def hostile_jobs(rec: Recruiter) -> dict[Any, tuple[str, str]]:
     """Enqueue every hostile case: job id -> (mode, what)."""
     def build(mode: str, what: str) -> JobBuilder:
         job: Workable = HostileAsync(what) if mode == "asyncio" else Hostile(what)
-        builder = job.as_job_of(rec).in_group("hostile")
+        builder = job.as_job_of(rec).in_group("isolated" if mode == "isolated" else "hostile")
         return builder.with_timeout(seconds=CHILD_TIMEOUT_S) if mode == "child" else builder
 
-    cases = [(mode, what) for mode in ("thread", "asyncio", "child") for what in EXPECTED
-             if what not in HEAVY or what in HEAVY_MODES[mode]]
-    cases += [("child", what) for what in KILLERS]  # only the child dies
+    cases = [(mode, what) for mode in MODES for what in EXPECTED if what not in HEAVY or what in HEAVY_MODES[mode]]
+    cases += [(mode, what) for mode in ("child", "isolated") for what in KILLERS]  # only the child dies
     return {build(mode, what).enqueue().id: (mode, what) for mode, what in cases}
 
 
@@ -93,17 +94,20 @@ def test_hostile_jobs_end_their_attempts_and_never_their_worker(processes: Proce
         hostile = hostile_jobs(rec)
         normal = [Record(db_uri, n=i).as_job_of(rec).in_group("hostile").enqueue().id for i in range(30)]
         killers = [Hostile(what).as_job_of(rec).in_group("killers").at_most_once().enqueue().id for what in KILLERS]
-    assert len(hostile) >= 60
+    assert len(hostile) >= 80
     processes.recruiter()
     processes.cleaner()
     workers = [processes.worker("--group", "hostile", "--id", f"main-{i}", "--concurrency", "3") for i in range(2)]
+    # Every job of its group in a child process, whether it has a timeout or not.
+    workers.append(processes.worker("--group", "isolated", "--id", "isolated", "--concurrency", "2",
+                                    "--isolation", "process"))
 
     killer_workers = start_killer_workers(processes, db, killers)
     everything = [*hostile, *normal]
     wait_for(lambda: db.archived.count_documents({"_id": {"$in": everything}}) == len(everything),
              timeout_s=240, interval_s=0.5, message="every hostile and normal job archived")
 
-    assert [w.popen.poll() for w in workers] == [None, None], "no worker of the hostile jobs exited"
+    assert [w.popen.poll() for w in workers] == [None, None, None], "no worker of the hostile jobs exited"
     for doc in db.archived.find({"_id": {"$in": list(hostile)}}):
         check_archived(doc, *hostile[doc["_id"]])
     done = list(db.archived.find({"_id": {"$in": normal}}, {"why": 1, "executions": 1}))
