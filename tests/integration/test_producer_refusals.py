@@ -24,6 +24,7 @@ from pymongo import AsyncMongoClient, MongoClient
 from bench.commands import Commands
 from recruiter import AsyncRecruiter, JobRefused, Recruiter, Workable
 from recruiter.domain.retry import Archive, Decision, Failure, RetryForever, RetryPolicy
+from recruiter.store import strict
 from tests.conftest import REPO
 from tests.workables import Record
 
@@ -198,7 +199,7 @@ def test_enqueue_many_with_one_bad_item_writes_nothing_and_names_it(db_uri: str,
 
 def test_enqueue_many_sends_no_insert_when_an_item_is_refused(db_uri: str, db: Any) -> None:
     commands = Commands()
-    client: MongoClient[Any] = MongoClient(db_uri, tz_aware=True, event_listeners=[commands])
+    client: MongoClient[Any] = MongoClient(db_uri, tz_aware=True, event_listeners=[commands, *strict.listeners()])
     try:
         rec = Recruiter(client, db.name)
         with pytest.raises(JobRefused, match=r"^item 2 of 3: .*server keeps documents"):
@@ -217,7 +218,8 @@ def test_async_producer_asks_the_limit_once_and_refuses_alike(db_uri: str, db: A
     commands = Commands()
 
     async def scenario() -> None:
-        client: AsyncMongoClient[Any] = AsyncMongoClient(db_uri, tz_aware=True, event_listeners=[commands])
+        client: AsyncMongoClient[Any] = AsyncMongoClient(db_uri, tz_aware=True,
+                                                         event_listeners=[commands, *strict.listeners()])
         try:
             rec = AsyncRecruiter(client, db.name)
             with pytest.raises(JobRefused, match=r"^item 1 of 2: .*server keeps documents"):
