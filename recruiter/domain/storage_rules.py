@@ -243,6 +243,9 @@ def _stored_items(operator: str, value: object, level: int) -> list[tuple[object
 
 def _stored_violations(operator: str, path: str, value: object, where: str) -> Iterator[Violation]:
     here = f"{where}.{path}"
+    if path.split(".")[0] == "_id" and _has_dollar_name(value):
+        yield Violation(ID_FIELD, here, "_id cannot hold a field name starting with '$' at any depth")
+        return
     for item, level in _stored_items(operator, value, len(path.split("."))):
         found = odd_name(item, here)
         if found:
@@ -251,8 +254,6 @@ def _stored_violations(operator: str, path: str, value: object, where: str) -> I
         if deepest(item, level) > MAX_DEPTH:
             yield Violation(DEPTH, here, f"{operator} nests the document more than {MAX_DEPTH} levels deep")
             return
-    if path.split(".")[0] == "_id" and _has_dollar_name(value):
-        yield Violation(ID_FIELD, here, "_id cannot hold a field name starting with '$' at any depth")
 
 
 def _operator_violations(operator: str, spec: object, where: str) -> Iterator[Violation]:
@@ -303,20 +304,20 @@ def _expression_violations(value: object, where: str, depth: int = 0) -> Iterato
 
 
 def _object_violations(value: Mapping[str, object], where: str, depth: int) -> Iterator[Violation]:
-    keys = [str(k) for k in value]
-    operators = [k for k in keys if k.startswith("$")]
-    if operators and len(keys) > 1:
-        yield Violation(PIPELINE, f"{where}.{operators[0]}",
+    items = [(str(k), v) for k, v in value.items()]
+    operators = [(k, v) for k, v in items if k.startswith("$")]
+    if operators and len(items) > 1:
+        yield Violation(PIPELINE, f"{where}.{operators[0][0]}",
                         "an expression object holds one operator and no other field (wrap data in $literal)")
-    elif operators == ["$literal"]:
-        yield from _literal_violations(value["$literal"], f"{where}.$literal")
+    elif operators and operators[0][0] == "$literal":
+        yield from _literal_violations(operators[0][1], f"{where}.$literal")
     elif operators:
-        yield from _expression_violations(value[operators[0]], f"{where}.{operators[0]}", depth + 1)
+        yield from _expression_violations(operators[0][1], f"{where}.{operators[0][0]}", depth + 1)
     else:
-        for key in keys:
+        for key, child in items:
             if "." in key:
                 yield Violation(PIPELINE, f"{where}.{key}", "a field name in an expression cannot hold a '.'")
-            yield from _expression_violations(value[key], f"{where}.{key}", depth + 1)
+            yield from _expression_violations(child, f"{where}.{key}", depth + 1)
 
 
 def _stage_violations(stage: object, where: str) -> Iterator[Violation]:
