@@ -9,7 +9,10 @@ null, got int``).
 
 - :func:`job_problem` checks a ``scheduled`` document: every field the
   recruiter, the workers and the cleaner use, nested ones included
-  (``workable.class``, ``last_execution.attempt``, ``executions.3``).
+  (``workable.class``, ``last_execution.attempt``, ``executions.3``), and
+  that a copy of it can be written by an update (:func:`copy_problem`: no
+  ``$``-prefixed or dotted field name at any depth, at most
+  :data:`MAX_JOB_LEVELS` levels), since the round copies it into the roster.
   A job with a problem is quarantined (:mod:`recruiter.quarantine`).
 - :func:`entry_problem` checks a ``roster`` entry, and :func:`outcome_problem`
   the outcome a worker recorded in it. A malformed entry is skipped (one
