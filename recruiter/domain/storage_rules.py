@@ -120,16 +120,17 @@ def deepest(value: object, level: int) -> int:
 
 def odd_name(value: object, path: str, depth: int = 0) -> str | None:
     """The path of the first field name in ``value`` that starts with ``$`` or holds a ``.``
-    (``parameters.order.$where``), or that is not a string; None if there is none.
+    (``parameters.order.$where``); None if there is none.
 
-    Array elements are not field names (their path part is the index). Pure, never raises."""
+    Array elements are not field names (their path part is the index); a key that is not a
+    string is BSON's to refuse. Pure, never raises."""
     if depth > MAX_DEPTH:
         return None
     if isinstance(value, Mapping):
         for key, child in value.items():
-            if not isinstance(key, str) or key.startswith("$") or "." in key:
-                return f"{path}.{key}" if path else str(key)
-            found = odd_name(child, f"{path}.{key}" if path else key, depth + 1)
+            if isinstance(key, str) and (key.startswith("$") or "." in key):
+                return f"{path}.{key}" if path else key
+            found = odd_name(child, f"{path}.{key}" if path else str(key), depth + 1)
             if found:
                 return found
     elif isinstance(value, list | tuple):
