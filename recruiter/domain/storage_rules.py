@@ -21,7 +21,9 @@ The rules, and where they come from:
   Signs", https://www.mongodb.com/docs/manual/core/dot-dollar-considerations/,
   and its page "Dollar-Prefixed Field Names", .../dot-dollar-considerations/dollar-prefix/).
   Since MongoDB 5.0: an update operator may not target a top-level ``$`` field
-  (``$set: {"$hotel": 1}`` is refused unless an upsert inserts); a replacement
+  (``$set: {"$hotel": 1}`` is refused unless an upsert inserts: the guard cannot
+  tell, so it refuses it, except under ``$setOnInsert``, which only an insert
+  applies); a replacement
   document may not have top-level ``$`` fields; ``_id`` may hold no ``$`` field at
   any depth; inserts may use ``$`` names anywhere else. MongoDB's own tests pin
   the same lines: ``jstests/core/write/update/updateh.js`` ("Disallow $ in field
@@ -211,12 +213,15 @@ def _replacement_violations(doc: Mapping[str, object], where: str) -> Iterator[V
 # -- update operators --------------------------------------------------------------------------------
 
 
-def _path_violations(path: str, where: str) -> Iterator[Violation]:
+def _path_violations(path: str, where: str, operator: str = "") -> Iterator[Violation]:
     parts = path.split(".")
     if any(not part for part in parts):
         yield Violation(PATH, f"{where}.{path}", "an update path cannot have an empty part")
     elif len(parts) > MAX_PATH_PARTS:
         yield Violation(PATH, f"{where}.{path[:60]}", f"an update path has at most {MAX_PATH_PARTS} parts")
+    elif parts[0].startswith("$") and operator == "$setOnInsert":
+        # Applied only when an upsert inserts, which MongoDB 5.0+ validates as an insert.
+        yield Violation(STORED_NAME, f"{where}.{path}", "an upsert inserts a top-level field starting with '$'")
     elif parts[0].startswith("$"):
         yield Violation(TOP_LEVEL_DOLLAR, f"{where}.{path}",
                         "an update cannot set a top-level field whose name starts with '$'")
@@ -266,7 +271,7 @@ def _operator_violations(operator: str, spec: object, where: str) -> Iterator[Vi
         yield Violation(UPDATE_SHAPE, here, f"{operator} needs a document, got {type(spec).__name__}")
         return
     for path, value in spec.items():
-        yield from _path_violations(str(path), here)
+        yield from _path_violations(str(path), here, operator)
         if operator == "$rename" and isinstance(value, str):
             yield from _path_violations(value, f"{here}.{path}")
         if operator in _STORING | _APPENDING:

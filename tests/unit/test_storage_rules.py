@@ -81,6 +81,8 @@ def test_inserts_as_mongodb_judges_them(doc: dict[str, Any], expected: str) -> N
 UPDATES = [
     # Dollar-Prefixed Field Names: an update that matches a document fails on "$hotel"
     ({"$set": {"phone": 25.17, "$hotel": 320.10}}, "top-level-dollar"),
+    # ... and an upsert that inserts is validated as an insert: $setOnInsert applies only then
+    ({"$setOnInsert": {"phone": 25.17, "$hotel": 320.10}}, "queue"),
     # "Document Replacing Updates": a nested $ field can be set through its path
     ({"$set": {"address.$street": "Elm Ave"}}, "queue"),
     # "Document Modifying Updates"
