@@ -64,6 +64,7 @@ from bson.regex import Regex
 MAX_BSON_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 100
 MAX_PATH_PARTS = 255
+MAX_SHOWN_PATH = 200  # characters of a path a reason shows
 
 # Rule names, as the guard reports them.
 SIZE = "size"
@@ -150,6 +151,8 @@ def odd_name_problem(value: object, path: str) -> str | None:
         return None
     name = found.rsplit(".", 1)[-1] if found.count(".") else found
     why = "starts with '$'" if name.startswith("$") else "holds a '.'"
+    if len(found) > MAX_SHOWN_PATH:  # a deep path: its start and its end
+        found = f"{found[:MAX_SHOWN_PATH // 2]}...{found[-MAX_SHOWN_PATH // 2:]}"
     return (f"{found}: field name {why}; MongoDB cannot store it in an update "
             "(use names without a leading '$' or a '.')")
 

@@ -200,3 +200,14 @@ def test_odd_names_are_named_by_their_path() -> None:
     assert odd_name_problem({"order": {"$where": "1"}}, "parameters") == (
         "parameters.order.$where: field name starts with '$'; MongoDB cannot store it in an update "
         "(use names without a leading '$' or a '.')")
+
+
+def test_a_deep_path_is_shown_by_its_start_and_end() -> None:
+    value: Any = {"$where": 1}
+    for _ in range(80):
+        value = {"level": value}
+    problem = odd_name_problem(value, "parameters")
+    assert problem is not None
+    assert problem.startswith("parameters.level.level")
+    assert "...level.level.$where: field name starts with '$'" in problem
+    assert len(problem) < 400
