@@ -152,7 +152,9 @@ def odd_name_problem(value: object, path: str) -> str | None:
     name = found.rsplit(".", 1)[-1] if found.count(".") else found
     why = "starts with '$'" if name.startswith("$") else "holds a '.'"
     if len(found) > MAX_SHOWN_PATH:  # a deep path: its start and its end
-        found = f"{found[:MAX_SHOWN_PATH // 2]}...{found[-MAX_SHOWN_PATH // 2:]}"
+        head = found[:MAX_SHOWN_PATH // 2].rsplit(".", 1)[0]
+        tail = found[-MAX_SHOWN_PATH // 2:].split(".", 1)[-1]
+        found = f"{head}...{tail}"
     return (f"{found}: field name {why}; MongoDB cannot store it in an update "
             "(use names without a leading '$' or a '.')")
 
