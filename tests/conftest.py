@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -31,9 +32,37 @@ from pymongo.uri_parser import parse_uri
 
 from recruiter.processes import embedded
 from recruiter.processes.embedded import free_port
+from recruiter.store import strict
 from recruiter.store.connection import ConnectionProblem, with_database
 
 REPO = Path(__file__).resolve().parent.parent
+
+# The whole suite runs with the write guard on (recruiter.store.strict): every client the
+# store builds, in this process and in the processes the tests start (they inherit the
+# environment), checks each write against MongoDB's rules. This process's file collects
+# the violations of all of them; _strict_writes fails the test that caused one.
+os.environ.setdefault(strict.STRICT_ENVVAR, "1")
+_fd, _strict_file = tempfile.mkstemp(prefix="recruiter-strict-writes-", suffix=".jsonl")
+os.close(_fd)
+os.environ[strict.FILE_ENVVAR] = _strict_file
+
+
+@pytest.fixture(autouse=True)
+def _strict_writes() -> Iterator[None]:
+    """Fail the test during which some process sent a write MongoDB refuses (torn down last,
+    after the processes the test started were stopped)."""
+    path = os.environ.get(strict.FILE_ENVVAR, _strict_file)
+    before = len(strict.read_file(path))
+    strict.process_guard().take()
+    yield
+    found = strict.read_file(path)[before:]
+    if found:
+        pytest.fail("writes MongoDB refuses (RECRUITER_STRICT_WRITES):\n" + "\n".join(found[:20]), pytrace=False)
+
+
+def guarded_client(uri: str, **options: Any) -> MongoClient[Any]:
+    """A client of a test's own, checked by the write guard like the store's clients."""
+    return MongoClient(uri, event_listeners=strict.listeners(), **options)
 
 
 @pytest.fixture(autouse=True)
@@ -110,6 +139,6 @@ def db_uri(server_uri: str) -> Iterator[str]:
 
 @pytest.fixture
 def db(db_uri: str) -> Iterator[Any]:
-    client: MongoClient[Any] = MongoClient(db_uri, tz_aware=True)
+    client = guarded_client(db_uri, tz_aware=True)
     yield client.get_default_database()
     client.close()

@@ -17,6 +17,7 @@ from typing import Any
 from pymongo import MongoClient
 
 from recruiter import JobContext, Workable
+from recruiter.store import strict
 
 _clients: dict[str, MongoClient[Any]] = {}
 _lock = threading.Lock()
@@ -25,7 +26,7 @@ _lock = threading.Lock()
 def ledger(uri: str) -> Any:
     with _lock:
         if uri not in _clients:
-            _clients[uri] = MongoClient(uri, tz_aware=True)
+            _clients[uri] = MongoClient(uri, tz_aware=True, event_listeners=strict.listeners())
         client = _clients[uri]
     return client.get_default_database()["ledger"]
 

@@ -9,7 +9,10 @@ null, got int``).
 
 - :func:`job_problem` checks a ``scheduled`` document: every field the
   recruiter, the workers and the cleaner use, nested ones included
-  (``workable.class``, ``last_execution.attempt``, ``executions.3``).
+  (``workable.class``, ``last_execution.attempt``, ``executions.3``), and
+  that a copy of it can be written by an update (:func:`copy_problem`: no
+  ``$``-prefixed or dotted field name at any depth, at most
+  :data:`MAX_JOB_LEVELS` levels), since the round copies it into the roster.
   A job with a problem is quarantined (:mod:`recruiter.quarantine`).
 - :func:`entry_problem` checks a ``roster`` entry, and :func:`outcome_problem`
   the outcome a worker recorded in it. A malformed entry is skipped (one
@@ -65,6 +68,12 @@ from recruiter.domain.checks import (
     text,
 )
 from recruiter.domain.records import JobDoc, OutcomeDoc, Raw, RosterEntryDoc
+from recruiter.domain.storage_rules import MAX_DEPTH, deepest, odd_name_problem
+
+# Levels a copy of a job is stored below its own: the roster's ``job`` field, and one more for the
+# round's ``$literal`` list of picks that carries it there (recruiter.store.roster.assign).
+COPY_LEVELS = 2
+MAX_JOB_LEVELS = MAX_DEPTH - COPY_LEVELS
 
 JOB_STATUSES = ("queued", "retrying", "assigned")
 UNLOCKED_STATUSES = ("queued", "retrying")
@@ -133,9 +142,22 @@ def job_problem(doc: object) -> Problem:
     if doc["locked"]:
         if doc["status"] != "assigned":
             return f"status: expected 'assigned' for a locked job, got {doc['status']!r}"
-        return fields_problem(doc, LOCK)
-    if doc["status"] not in UNLOCKED_STATUSES:
+        problem = fields_problem(doc, LOCK)
+    elif doc["status"] not in UNLOCKED_STATUSES:
         return f"status: expected queued or retrying for an unlocked job, got {doc['status']!r}"
+    return problem or copy_problem(doc)
+
+
+def copy_problem(doc: Mapping[str, object]) -> Problem:
+    """Why a copy of ``doc`` cannot be written by an update, as the round writes a job into the
+    roster: a ``$``-prefixed or dotted field name, or more levels than a copy can take
+    (:data:`recruiter.domain.job.MAX_JOB_LEVELS`); None if it can."""
+    problem = odd_name_problem({k: v for k, v in doc.items() if k != "_id"}, "")
+    if problem:
+        return problem
+    levels = max((deepest(v, 1) for v in doc.values()), default=0)
+    if levels > MAX_JOB_LEVELS:
+        return f"document: nested {levels} levels deep; a job copied into the roster may nest {MAX_JOB_LEVELS}"
     return None
 
 

@@ -20,12 +20,14 @@ from bson import ObjectId
 from bson.errors import InvalidDocument
 
 from recruiter.domain.clock import utc
+from recruiter.domain.documents import COPY_LEVELS, MAX_JOB_LEVELS
 from recruiter.domain.handback import DEFAULT_MAX_RESULT_BYTES
 from recruiter.domain.naming import class_names, importable_problem, name_problem, qualified_name
 from recruiter.domain.placement import deadline_at, on_worker_document, worker_group, worker_id_problem
 from recruiter.domain.records import JobDoc, PolicyDocument, WorkableDocument
 from recruiter.domain.records import Priority as PriorityName
 from recruiter.domain.retry import DoNotDoItAgain, RetryPolicy, WorkerCrashed, policy_to_document
+from recruiter.domain.storage_rules import MAX_DEPTH, deepest, odd_name_problem
 from recruiter.domain.unique import Unique, UniqueRefused
 from recruiter.domain.unique import unique as unique_spec
 from recruiter.domain.workable import Workable
@@ -142,6 +144,7 @@ def _policy_document(policy: RetryPolicy) -> PolicyDocument:
         problem = importable_problem(name)
         if problem:
             raise JobRefused(f"retry policy: {problem}")
+    _check_names(doc.get("parameters"), "retry_policy.parameters", f"retry policy {doc.get('class')}")
     # As the policy wrote it; the worker checks it again (documents.RETRY_POLICY) before use.
     return cast(PolicyDocument, doc)
 
@@ -163,7 +166,16 @@ def _workable_document(workable: object) -> WorkableDocument:
         raise JobRefused(f"parameters of {doc['class']} must be a dict, got {type(parameters).__name__}")
     if not isinstance(method, str) or not callable(getattr(cls, method, None)):
         raise JobRefused(f"{doc['class']} has no method {method!r} to run")
+    _check_names(parameters, "parameters", doc["class"])
     return doc
+
+
+def _check_names(value: object, path: str, owner: str) -> None:
+    """Refuse a ``$``-prefixed or dotted field name at any depth: the round copies the job into
+    the roster with an update, where MongoDB cannot take such names (recruiter.domain.storage_rules)."""
+    problem = odd_name_problem(value, path)
+    if problem:
+        raise JobRefused(f"cannot enqueue {owner}: {problem}")
 
 
 def _scheduled_at(options: JobOptions, now: datetime) -> datetime:
@@ -241,6 +253,7 @@ def build_job_document(
     if spec is not None:
         doc["unique"] = spec.field(now)
     _check_size(doc, max_document_bytes)
+    _check_depth(doc)
     return doc
 
 
@@ -303,6 +316,17 @@ def _check_size(doc: JobDoc, max_document_bytes: int | None) -> None:
         raise JobRefused(
             f"the job document of {doc['workable']['class']} is {size} bytes; the server keeps documents "
             f"of at most {max_document_bytes} bytes and a job needs {HISTORY_ALLOWANCE_BYTES} of them for its history"
+        )
+
+
+def _check_depth(doc: JobDoc) -> None:
+    """Refuse a job nested deeper than a copy of it can be stored: MongoDB keeps at most
+    ``MAX_DEPTH`` (100) levels, and the round copies the job ``COPY_LEVELS`` deeper."""
+    levels = max((deepest(v, 1) for v in doc.values()), default=0)
+    if levels > MAX_JOB_LEVELS:
+        raise JobRefused(
+            f"the job document of {doc['workable']['class']} nests {levels} levels deep; MongoDB keeps at most "
+            f"{MAX_DEPTH} and the round copies a job {COPY_LEVELS} levels deeper, so a job may nest {MAX_JOB_LEVELS}"
         )
 
 

@@ -20,6 +20,7 @@ from pymongo.errors import ConfigurationError, InvalidURI, PyMongoError
 from pymongo.monitoring import CommandListener as CommandListener  # re-exported: producers take listeners
 from pymongo.uri_parser import parse_uri
 
+from recruiter.store import strict
 from recruiter.store.layout import AsyncClient, AsyncClientSession, AsyncDb, ClientSession, SyncClient, SyncDb
 
 DEFAULT_URI = "mongodb://localhost:27017/recruiter"
@@ -104,9 +105,15 @@ def _client_options(server_selection_timeout_s: float, app_name: str, *, retry_w
     }
 
 
+def _listeners(given: list[CommandListener] | None) -> list[CommandListener]:
+    """The caller's listeners, then the write guard when ``RECRUITER_STRICT_WRITES`` asks for it
+    (recruiter.store.strict): every client built here checks its writes against MongoDB's rules."""
+    return [*(given or []), *strict.listeners()]
+
+
 def sync_client(target: Target, *, app_name: str = "recruiter", server_selection_timeout_s: float = 10.0,
                 event_listeners: list[CommandListener] | None = None, retry_writes: bool = True) -> SyncClient:
-    return MongoClient(target.uri, event_listeners=list(event_listeners or []),
+    return MongoClient(target.uri, event_listeners=_listeners(event_listeners),
                        **_client_options(server_selection_timeout_s, app_name, retry_writes=retry_writes))
 
 
@@ -125,7 +132,7 @@ def heartbeat_client(target: Target, *, app_name: str,
 
 def async_client(target: Target, *, app_name: str = "recruiter", server_selection_timeout_s: float = 10.0,
                  event_listeners: list[CommandListener] | None = None) -> AsyncClient:
-    return AsyncMongoClient(target.uri, event_listeners=list(event_listeners or []),
+    return AsyncMongoClient(target.uri, event_listeners=_listeners(event_listeners),
                             **_client_options(server_selection_timeout_s, app_name))
 
 

@@ -31,6 +31,7 @@ from recruiter.processes.leadership import LostLease
 from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
 from recruiter.processes.worker.runtime import WorkerConfig, WorkerProcess
 from recruiter.producer.client import AsyncRecruiter
+from recruiter.store import strict
 from recruiter.store.indexes import ensure_indexes
 from tests.workables import AlwaysFails, Record
 
@@ -73,8 +74,8 @@ class Witness:
 
 def run(db_uri: str, scenario: Callable[[Any, MongoClient[Any], ManualClock], Any]) -> None:
     async def main() -> None:
-        client: AsyncMongoClient[Any] = AsyncMongoClient(db_uri, tz_aware=True)
-        sync: MongoClient[Any] = MongoClient(db_uri, tz_aware=True)
+        client: AsyncMongoClient[Any] = AsyncMongoClient(db_uri, tz_aware=True, event_listeners=strict.listeners())
+        sync: MongoClient[Any] = MongoClient(db_uri, tz_aware=True, event_listeners=strict.listeners())
         try:
             db = client.get_default_database()
             await ensure_indexes(db)

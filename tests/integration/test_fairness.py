@@ -8,7 +8,7 @@ from typing import Any
 from pymongo import MongoClient
 
 from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
-from recruiter.store import metadata
+from recruiter.store import metadata, strict
 from recruiter.store.readahead import WINDOW
 from tests.integration.test_processes_inproc import Harness, run
 from tests.workables import Record
@@ -16,7 +16,7 @@ from tests.workables import Record
 
 def switch(h: Harness, kind: str, name: str, pause: bool) -> None:
     """What ``recruiter groups|tenants pause|resume`` does."""
-    client: MongoClient[Any] = MongoClient(h.db_uri)
+    client: MongoClient[Any] = MongoClient(h.db_uri, event_listeners=strict.listeners())
     try:
         metadata.switch_paused(client.get_default_database().metadata, kind, [name], pause)
     finally:

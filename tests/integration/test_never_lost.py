@@ -27,7 +27,7 @@ from recruiter.processes.leadership import LostLease, no_fault
 from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
 from recruiter.processes.worker.runtime import WorkerIdTaken, WorkerProcess
 from recruiter.processes.worker.state import JobState, Running
-from recruiter.store import SyncCollections, request_stop
+from recruiter.store import SyncCollections, request_stop, strict
 from recruiter.store.transactions import fenced_transaction
 from tests.integration.test_processes_inproc import DEAD_AFTER_S, START, Harness, run, take_and_work
 from tests.workables import (
@@ -233,7 +233,8 @@ def test_a_leader_that_froze_inside_its_round_neither_blocks_its_successor_nor_c
         job_id = await Record(h.db_uri).as_job_of(h.producer).enqueue()
         frozen = RecruiterProcess(h.db, h.clock, RecruiterConfig(), owner="frozen")
         assert await frozen.lease.acquire()
-        other_client: AsyncMongoClient[Any] = AsyncMongoClient(h.db_uri, tz_aware=True)
+        other_client: AsyncMongoClient[Any] = AsyncMongoClient(h.db_uri, tz_aware=True,
+                                                               event_listeners=strict.listeners())
         try:
             successor_db = other_client.get_default_database()
             successor = RecruiterProcess(successor_db, h.clock, RecruiterConfig(), owner="successor")

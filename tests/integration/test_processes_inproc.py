@@ -36,6 +36,7 @@ from recruiter.processes.worker.heartbeat import HeartbeatThread, SlotView, beat
 from recruiter.processes.worker.runtime import WorkerConfig, WorkerProcess
 from recruiter.processes.worker.state import Running, Slot
 from recruiter.producer.client import AsyncRecruiter
+from recruiter.store import strict
 from recruiter.store.indexes import ensure_indexes
 from recruiter.store.layout import Collections
 from recruiter.store.leases import Lease
@@ -104,8 +105,9 @@ class Harness:
 @contextlib.asynccontextmanager
 async def harness(db_uri: str) -> AsyncIterator[Harness]:
     commands = Commands()
-    client: AsyncMongoClient[Any] = AsyncMongoClient(db_uri, tz_aware=True, event_listeners=[commands])
-    sync: MongoClient[Any] = MongoClient(db_uri, tz_aware=True)
+    client: AsyncMongoClient[Any] = AsyncMongoClient(db_uri, tz_aware=True,
+                                                     event_listeners=[commands, *strict.listeners()])
+    sync: MongoClient[Any] = MongoClient(db_uri, tz_aware=True, event_listeners=strict.listeners())
     try:
         db = client.get_default_database()
         await ensure_indexes(db)

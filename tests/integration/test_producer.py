@@ -16,6 +16,7 @@ from recruiter import AsyncRecruiter, JobRefused, Recruiter
 from recruiter.domain.clock import ManualClock
 from recruiter.domain.retry import ExponentialBackoff, policy_from_document
 from recruiter.domain.workable import workable_from_document
+from recruiter.store import strict
 from recruiter.store.connection import ConnectionProblem
 from recruiter.store.indexes import INDEXES, ensure_indexes_sync
 from tests.workables import BrokenConstructor, Record
@@ -80,7 +81,7 @@ def test_connect_without_indexes(db_uri: str, db: Any) -> None:
 
 def test_enqueue_many_is_one_insert_in_order(db_uri: str, db: Any) -> None:
     commands = Commands()
-    client: MongoClient[Any] = MongoClient(db_uri, tz_aware=True, event_listeners=[commands])
+    client: MongoClient[Any] = MongoClient(db_uri, tz_aware=True, event_listeners=[commands, *strict.listeners()])
     try:
         clock = ManualClock(START)
         rec = Recruiter(client, db.name, clock=clock)
@@ -104,7 +105,7 @@ def test_enqueue_many_is_one_insert_in_order(db_uri: str, db: Any) -> None:
 
 def test_enqueue_many_of_nothing_writes_nothing(db_uri: str, db: Any) -> None:
     commands = Commands()
-    client: MongoClient[Any] = MongoClient(db_uri, tz_aware=True, event_listeners=[commands])
+    client: MongoClient[Any] = MongoClient(db_uri, tz_aware=True, event_listeners=[commands, *strict.listeners()])
     try:
         assert Recruiter(client, db.name).enqueue_many([]) == []
     finally:
@@ -180,7 +181,8 @@ def test_async_enqueue_many_is_one_insert(db_uri: str, db: Any) -> None:
     commands = Commands()
 
     async def scenario() -> list[ObjectId]:
-        client: AsyncMongoClient[Any] = AsyncMongoClient(db_uri, tz_aware=True, event_listeners=[commands])
+        client: AsyncMongoClient[Any] = AsyncMongoClient(db_uri, tz_aware=True,
+                                                         event_listeners=[commands, *strict.listeners()])
         try:
             rec = AsyncRecruiter(client, db.name, clock=ManualClock(START))
             return await rec.enqueue_many([Record(db_uri, n=i) for i in range(10)])

@@ -24,6 +24,7 @@ from pymongo import AsyncMongoClient, MongoClient
 from bench.commands import Commands
 from recruiter import AsyncRecruiter, JobRefused, Recruiter, Workable
 from recruiter.domain.retry import Archive, Decision, Failure, RetryForever, RetryPolicy
+from recruiter.store import strict
 from tests.conftest import REPO
 from tests.workables import Record
 
@@ -72,6 +73,21 @@ class MainDefined(Record):
 
 MainDefined.__module__ = "__main__"  # as if defined in the script being run
 
+@dataclass(frozen=True)
+class KeyedPolicy(RetryPolicy):
+    limits: dict[str, int]
+
+    def decide(self, failure: Failure, now: datetime) -> Decision:
+        return Archive("x")
+
+
+def _nested(levels: int) -> dict[str, Any]:
+    doc: dict[str, Any] = {"s": 1}
+    for _ in range(1, levels):
+        doc = {"s": doc}
+    return doc
+
+
 Make = Callable[[Any, str], Any]  # (producer, ledger uri) -> what is passed to enqueue
 
 # Refused when the job is built: the fluent call itself raises.
@@ -119,6 +135,11 @@ AT_ENQUEUE: dict[str, Make] = {
     "not importable under its name": lambda rec, u: Ghost(u),
     "policy defined in a function": lambda rec, u: Record(u).as_job_of(rec).retry_with(_local_policy()),
     "not a workable": lambda rec, u: "send invoice 42",
+    "$-prefixed parameter key": lambda rec, u: Record(u, n={"order": {"$where": "sleep(1000)"}}),
+    "dotted parameter key": lambda rec, u: Record(u, n=[{"eur": 1}, {"usd.cents": 2}]),
+    "parameters nested too deep": lambda rec, u: Record(u, n=_nested(96)),
+    "$-prefixed policy parameter key": lambda rec, u: Record(u).as_job_of(rec).retry_with(
+        KeyedPolicy({"$gt": 1})),
     "a workable class, not an instance": lambda rec, u: Record,
 }
 
@@ -133,6 +154,12 @@ REASONS = {  # what the reason must say, for a few cases
     "defined in a function": "is defined inside a function",
     "not importable under its name": "is not found under that name in module",
     "no such method": "has no method 'perform' to run",
+    "$-prefixed parameter key": "cannot enqueue tests.workables:Record: parameters.n.order.$where: field name "
+                                "starts with '$'; MongoDB cannot store it in an update",
+    "dotted parameter key": "parameters.n.1.usd.cents: field name holds a '.'",
+    "parameters nested too deep": "nests 99 levels deep; MongoDB keeps at most 100 and the round copies a job 2 "
+                                  "levels deeper, so a job may nest 98",
+    "$-prefixed policy parameter key": "retry_policy.parameters.limits.$gt: field name starts with '$'",
 }
 
 
@@ -198,7 +225,7 @@ def test_enqueue_many_with_one_bad_item_writes_nothing_and_names_it(db_uri: str,
 
 def test_enqueue_many_sends_no_insert_when_an_item_is_refused(db_uri: str, db: Any) -> None:
     commands = Commands()
-    client: MongoClient[Any] = MongoClient(db_uri, tz_aware=True, event_listeners=[commands])
+    client: MongoClient[Any] = MongoClient(db_uri, tz_aware=True, event_listeners=[commands, *strict.listeners()])
     try:
         rec = Recruiter(client, db.name)
         with pytest.raises(JobRefused, match=r"^item 2 of 3: .*server keeps documents"):
@@ -217,7 +244,8 @@ def test_async_producer_asks_the_limit_once_and_refuses_alike(db_uri: str, db: A
     commands = Commands()
 
     async def scenario() -> None:
-        client: AsyncMongoClient[Any] = AsyncMongoClient(db_uri, tz_aware=True, event_listeners=[commands])
+        client: AsyncMongoClient[Any] = AsyncMongoClient(db_uri, tz_aware=True,
+                                                         event_listeners=[commands, *strict.listeners()])
         try:
             rec = AsyncRecruiter(client, db.name)
             with pytest.raises(JobRefused, match=r"^item 1 of 2: .*server keeps documents"):

@@ -209,3 +209,57 @@ def test_a_malformed_lease_document_is_taken_over_not_obeyed_forever(db_uri: str
         assert (await h.archived(job_id) or {}).get("why") == "done"
 
     run(db_uri, scenario)
+
+
+@pytest.mark.parametrize(("parameters", "reason"), [
+    ({"order": {"$where": "sleep(1000)"}},
+     "workable.parameters.order.$where: field name starts with '$'"),
+    ({"prices": [{"eur": 1}, {"usd.cents": 2}]},
+     "workable.parameters.prices.1.usd.cents: field name holds a '.'"),
+])
+def test_a_hand_written_job_whose_names_an_update_cannot_store_is_quarantined_before_any_round_writes_it(
+        db_uri: str, parameters: dict[str, Any], reason: str) -> None:
+    """The round copies each job into the roster with an update, which MongoDB refuses for these
+    names: on the code before the check, the write guard failed this test on that copy."""
+    async def scenario(h: Harness) -> None:
+        good = await Record(h.db_uri, n=1).as_job_of(h.producer).in_group("g").enqueue()
+        hour_ago = START - timedelta(hours=1)
+        bad = raw_job(h, 99, created_at=hour_ago, scheduled_at=hour_ago)  # older: first in line
+        bad["workable"]["parameters"] = parameters
+        await h.db.scheduled.insert_one(bad)  # MongoDB 5.0+ inserts such names (mongosh, another client)
+        workers = [await h.worker(f"w{i}", "g") for i in range(2)]
+
+        report = await h.round()
+
+        assert report.assigned == 1
+        archived = await h.archived(bad["_id"])
+        assert archived is not None
+        assert (archived["why"], archived["reason"].split(";")[0]) == ("malformed", reason)
+        assert "original_bson" in archived  # kept whole, as raw BSON
+        assert await h.job(bad["_id"]) is None
+        for process, slot in workers:
+            if await process.poll(slot) is not None:
+                await take_and_work(process, slot)
+        await h.settle()
+        assert (await h.archived(good) or {}).get("why") == "done"
+
+    run(db_uri, scenario)
+
+
+def test_a_hand_written_job_nested_deeper_than_its_copy_can_be_is_quarantined(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        deep: dict[str, Any] = {"s": 1}
+        for _ in range(96):
+            deep = {"s": deep}
+        bad = raw_job(h, 99, scheduled_at=START - timedelta(hours=1))
+        bad["workable"]["parameters"] = {"deep": deep}  # 100 levels: MongoDB inserts it, the roster copy is 101
+        await h.db.scheduled.insert_one(bad)
+        await h.worker("w1")
+
+        await h.round()
+
+        archived = await h.archived(bad["_id"])
+        assert archived is not None
+        assert archived["reason"] == "document: nested 100 levels deep; a job copied into the roster may nest 98"
+
+    run(db_uri, scenario)

@@ -16,6 +16,7 @@ from recruiter import JobNotFound, Recruiter, ResubmitRefused
 from recruiter.domain.resubmit import AFTER_ATTEMPT, RESCHEDULED
 from recruiter.domain.retry import RetryManyTimes
 from recruiter.processes.leadership import no_fault
+from recruiter.store import strict
 from tests.integration.test_processes_inproc import Harness, run, take_and_work
 from tests.workables import AlwaysFails, AsyncRecord, Record
 
@@ -146,7 +147,8 @@ def test_a_resubmit_committed_inside_the_rounds_transaction_is_not_lost(db_uri: 
         process, slot = await h.worker("w1")
         await h.round()
         await take_and_work(process, slot)
-        other: MongoClient[Any] = MongoClient(h.db_uri, tz_aware=True, timeoutMS=10_000)
+        other: MongoClient[Any] = MongoClient(h.db_uri, tz_aware=True, timeoutMS=10_000,
+                                              event_listeners=strict.listeners())
 
         def resubmit_now(point: str) -> None:
             if point == "archive.between_insert_and_delete":

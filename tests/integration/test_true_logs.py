@@ -25,6 +25,7 @@ from structlog.testing import capture_logs
 
 from recruiter.processes.leadership import LostLease, no_fault
 from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
+from recruiter.store import strict
 from tests.conftest import wait_for_async
 from tests.integration.test_never_lost import crash_at
 from tests.integration.test_processes_inproc import DEAD_AFTER_S, Harness, run, take_and_work
@@ -75,7 +76,7 @@ def test_a_round_whose_commit_is_refused_after_a_takeover_logs_no_archive(db_uri
 
     async def scenario(h: Harness) -> None:
         done, _ = await an_outcome_and_a_waiting_job(h)
-        other: AsyncMongoClient[Any] = AsyncMongoClient(h.db_uri, tz_aware=True)
+        other: AsyncMongoClient[Any] = AsyncMongoClient(h.db_uri, tz_aware=True, event_listeners=strict.listeners())
         try:
             successor = RecruiterProcess(other.get_default_database(), h.clock, RecruiterConfig(), owner="successor")
             carry_out = h.recruiter.carry_out

@@ -47,6 +47,13 @@ def _locked_without_token(d: dict[str, Any]) -> dict[str, Any]:
     return {**d, "locked": True, "status": "assigned", "locked_by": "nobody", "locked_at": d["created_at"]}
 
 
+def _deep(levels: int) -> dict[str, Any]:
+    doc: dict[str, Any] = {"s": 1}
+    for _ in range(1, levels):
+        doc = {"s": doc}
+    return doc
+
+
 # kind -> (change to a valid job document, the field its reason must name)
 KINDS: dict[str, tuple[Any, str]] = {
     "group is a number": (_with(group=7), "group"),
@@ -76,6 +83,13 @@ KINDS: dict[str, tuple[Any, str]] = {
     "executions a string": (_with(executions="none"), "executions"),
     "last_execution a string": (_with(last_execution="boom"), "last_execution"),
     "locked without a token": (_locked_without_token, "lock_token"),
+    # Names MongoDB inserts but an update cannot write (the round copies the job into the roster):
+    # with the write guard on, the recruiter's copy of these failed the test before the reader checked them.
+    "$-prefixed parameter key": (_nested("workable", "parameters", {"order": {"$where": "1"}}),
+                                 "workable.parameters.order.$where"),
+    "dotted parameter key": (_nested("workable", "parameters", {"usd.cents": 1}), "workable.parameters.usd.cents"),
+    "$-prefixed field": (_with(**{"$comment": "by hand"}), "$comment"),
+    "nested too deep": (_nested("workable", "parameters", {"d": _deep(97)}), "document"),
 }
 
 

@@ -21,6 +21,7 @@ from pymongo.errors import PyMongoError
 from recruiter import Recruiter
 from recruiter.processes.embedded import start as start_server
 from recruiter.processes.embedded import stop_recorded
+from recruiter.store import strict
 from tests.conftest import REPO, free_port, wait_for
 from tests.processes.conftest import FAST_WORKER, Processes
 from tests.processes.test_cli_errors import assert_one_line_error, run_cli
@@ -37,7 +38,7 @@ def run_entry(entry: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def answers(uri: str) -> bool:
-    client: MongoClient[Any] = MongoClient(uri, serverSelectionTimeoutMS=300)
+    client: MongoClient[Any] = MongoClient(uri, serverSelectionTimeoutMS=300, event_listeners=strict.listeners())
     try:
         client.admin.command("ping")
         return True

@@ -22,6 +22,7 @@ import pytest
 from pymongo import MongoClient
 
 from recruiter import AsyncRecruiter, JobFailed, JobRefused, Recruiter
+from recruiter.store import strict
 from tests.conftest import wait_for
 from tests.processes.conftest import Processes
 from tests.processes.test_cli_errors import run_cli
@@ -127,7 +128,7 @@ def test_enqueue_in_the_callers_transaction(processes: Processes, db: Any, db_ur
         assert db.orders.count_documents({}) == 1
 
         # A session of another client: refused in one line, nothing written.
-        other: MongoClient[Any] = MongoClient(db_uri)
+        other: MongoClient[Any] = MongoClient(db_uri, event_listeners=strict.listeners())
         try:
             with other.start_session() as foreign:
                 for attempt in (lambda: rec.enqueue(Record(db_uri, 6), session=foreign),

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 from pymongo import MongoClient
 
+from recruiter.store import strict
 from tests.conftest import REPO, free_port, wait_for
 from tests.processes.test_readme import readme_files
 
@@ -76,7 +77,8 @@ def test_running_it_verbatim_in_a_fresh_virtualenv(tmp_path: Path) -> None:
     with open(log_path, "wb") as out:
         block = subprocess.Popen(["bash", "-e", "-c", script], cwd=checkout, env=env, stdout=out,
                                  stderr=subprocess.STDOUT, start_new_session=True)
-    client: MongoClient[Any] = MongoClient(f"mongodb://127.0.0.1:{port}/recruiter", serverSelectionTimeoutMS=2000)
+    client: MongoClient[Any] = MongoClient(f"mongodb://127.0.0.1:{port}/recruiter", serverSelectionTimeoutMS=2000,
+                                           event_listeners=strict.listeners())
     try:
         assert block.wait(300) == 0, log_path.read_text()[-4000:]
         installed = checkout / ".venv" / "bin"

@@ -361,3 +361,33 @@ def test_no_corruption_of_a_roster_entry_makes_the_recruiter_or_cleaner_raise(en
                 bson.encode(archived_document(job, outcome, NOW))
             else:
                 bson.encode(reschedule_update(job, outcome)[1])
+
+
+@pytest.mark.parametrize(("changes", "reason"), [
+    ({"workable": {"class": "a:B", "parameters": {"order": {"$where": "1"}}}},
+     "workable.parameters.order.$where: field name starts with '$'"),
+    ({"executions": [{"attempt": 1}, {"note": {"a.b": 1}}]}, "executions.1.note.a.b: field name holds a '.'"),
+    ({"$comment": "by hand"}, "$comment: field name starts with '$'"),
+    ({"retry_policy": {"class": "a:P", "parameters": {"x": [{"$gt": 1}]}}},
+     "retry_policy.parameters.x.0.$gt: field name starts with '$'"),
+])
+def test_a_job_whose_copy_an_update_cannot_write_is_malformed(changes: dict[str, Any], reason: str) -> None:
+    problem = job_problem(queued_job(**changes))
+    assert problem is not None
+    assert problem.startswith(reason)
+    locked = locked_job()
+    locked.update(changes)
+    assert job_problem(locked) == problem  # locked or not
+
+
+def test_a_job_nested_deeper_than_its_copy_can_be_is_malformed() -> None:
+    def nested(levels: int) -> dict[str, Any]:
+        doc: dict[str, Any] = {"s": 1}
+        for _ in range(1, levels):
+            doc = {"s": doc}
+        return doc
+
+    # workable (1) . parameters (2) . d (3) . then the nested fields
+    assert job_problem(queued_job(workable={"class": "a:B", "parameters": {"d": nested(95)}})) is None
+    assert job_problem(queued_job(workable={"class": "a:B", "parameters": {"d": nested(96)}})) == (
+        "document: nested 99 levels deep; a job copied into the roster may nest 98")

@@ -345,7 +345,12 @@ def test_workable_defined_inside_a_function_is_refused() -> None:
 
 # -- round trip ----------------------------------------------------------------------
 
-_keys = st.text(min_size=1, max_size=12).filter(lambda k: "\x00" not in k and k != "self")
+def _storable(key: str) -> bool:
+    """A field name every write can store: no NUL, no leading '$', no '.' (recruiter.domain.storage_rules)."""
+    return "\x00" not in key and not key.startswith("$") and "." not in key
+
+
+_keys = st.text(min_size=1, max_size=12).filter(lambda k: _storable(k) and k != "self")
 _scalars = (
     st.none()
     | st.booleans()
@@ -361,7 +366,7 @@ _scalars = (
 _values = st.recursive(
     _scalars,
     lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(st.text(min_size=1, max_size=8).filter(lambda k: "\x00" not in k), inner, max_size=4),
+    | st.dictionaries(st.text(min_size=1, max_size=8).filter(_storable), inner, max_size=4),
     max_leaves=12,
 )
 
@@ -384,3 +389,18 @@ def test_named_parameters_round_trip(invoice_id: str, amount: int) -> None:
     rebuilt = workable_from_document(stored["workable"])
     assert isinstance(rebuilt, Invoice)
     assert (rebuilt.invoice_id, rebuilt.amount) == (invoice_id, amount)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.dictionaries(_keys, _values, max_size=3), st.sampled_from(["$", "a.b", "$where", "."]), st.data())
+def test_a_name_an_update_cannot_store_is_refused_wherever_it_is(params: dict[str, Any], odd: str,
+                                                                 data: st.DataObject) -> None:
+    """Anywhere in the parameters, a '$'-prefixed or dotted name is refused, naming its path."""
+    nest = data.draw(st.lists(st.sampled_from(["list", "dict"]), max_size=3))
+    value: Any = {odd: 1}
+    path = odd
+    for kind in reversed(nest):
+        value, path = ([value], f"0.{path}") if kind == "list" else ({"k": value}, f"k.{path}")
+    with pytest.raises(JobRefused) as caught:
+        build_job_document(Bag(**params, deep=value), JobOptions(), NOW)
+    assert f"parameters.deep.{path}: field name" in str(caught.value)
