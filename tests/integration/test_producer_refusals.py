@@ -262,7 +262,7 @@ def test_async_producer_asks_the_limit_once_and_refuses_alike(db_uri: str, db: A
 def test_a_job_just_under_the_limit_is_kept(db_uri: str, db: Any) -> None:
     """The refusal is about what cannot be kept: a big job that leaves room for its history is stored."""
     with Recruiter.connect(db_uri) as rec:
-        job_id = rec.enqueue(Record("x" * (15 * MiB)))
+        job_id = rec.enqueue(Record("x" * (14 * MiB)))
     assert db.scheduled.count_documents({"_id": job_id}) == 1
 
 
