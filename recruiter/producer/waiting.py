@@ -25,14 +25,17 @@ Invariant: a wait only reads. A wait that times out leaves every job as it was.
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import structlog
 
 from recruiter.store.connection import StoreError, first_line
+from recruiter.store.deadlines import is_timeout, within
 from recruiter.store.following import (
     StreamsRefused,
     SyncStream,
@@ -50,6 +53,7 @@ from recruiter.store.layout import Collections, Document, SyncCollections
 from recruiter.store.wakeup import QUICK_EMPTY_S, Stream, close_quietly, quick_empty_pause
 
 log = structlog.get_logger("recruiter.producer")
+T = TypeVar("T")
 
 # One finished job (its archived document), or an id that names no job (None).
 Finished = tuple[object, Document | None]
@@ -193,6 +197,34 @@ class Streams:
             log.warning("wait.stream_failed", error=first_line(exc), then="polling until this wait ends")
 
 
+# -- deadlines carried into each server call ------------------------------------------------
+
+
+def _bounded(pending: Pending, call: Callable[[], T]) -> T:
+    """``call()`` (a server call) within the wait's time left: :class:`TimeoutError` when it runs
+    out, even while the server stalls (recruiter.store.deadlines)."""
+    left = pending.left_s(time.monotonic())
+    try:
+        with within(left):
+            return call()
+    except StoreError as exc:
+        if left is not None and is_timeout(exc):
+            raise pending.timeout_error() from None
+        raise
+
+
+async def _bounded_async(pending: Pending, call: Callable[[], Awaitable[T]]) -> T:
+    """:func:`_bounded` for asyncio code."""
+    left = pending.left_s(time.monotonic())
+    try:
+        with within(left):
+            return await call()
+    except StoreError as exc:
+        if left is not None and is_timeout(exc):
+            raise pending.timeout_error() from None
+        raise
+
+
 # -- synchronous --------------------------------------------------------------------------
 
 
@@ -203,7 +235,7 @@ def finished(c: SyncCollections, job_ids: Iterable[object], timeout_s: float | N
     pending = Pending(job_ids, timeout_s, time.monotonic())
     if not pending:
         return
-    stream = streams.open(c, pending.waited(), timeout_s)
+    stream = _bounded(pending, lambda: streams.open(c, pending.waited(), timeout_s))
     try:
         yield from _first_look(c, pending)
         if stream is not None and pending:
@@ -216,12 +248,12 @@ def finished(c: SyncCollections, job_ids: Iterable[object], timeout_s: float | N
 
 def _first_look(c: SyncCollections, pending: Pending) -> Iterator[Finished]:
     """The jobs already archived, and the ids that name no job (in neither collection)."""
-    yield from pending.take(read_archived(c, pending.waited()))
+    yield from pending.take(_bounded(pending, lambda: read_archived(c, pending.waited())))
     if pending:
-        waiting = read_waiting_ids(c, pending.waited())
+        waiting = _bounded(pending, lambda: read_waiting_ids(c, pending.waited()))
         absent = [job_id for job_id in pending.ids if job_id not in waiting]
         if absent:  # or archived between the two reads
-            yield from pending.take(read_archived(c, absent))
+            yield from pending.take(_bounded(pending, lambda: read_archived(c, absent)))
             yield from pending.gone(absent)
 
 
@@ -231,14 +263,14 @@ def _follow(c: SyncCollections, pending: Pending, stream: SyncStream, streams: S
     while pending:
         asked_at = pending.check(time.monotonic())
         try:
-            job_id = next_finished(stream)
+            job_id = _bounded(pending, lambda: next_finished(stream))
         except StoreError as exc:
             streams.died(exc)
             return
         if job_id is not None:
             streak = 0
             if job_id in pending:
-                yield from pending.take(read_archived(c, [job_id]))
+                yield from pending.take(_bounded(pending, functools.partial(read_archived, c, [job_id])))
         elif (now := time.monotonic()) - asked_at < QUICK_EMPTY_S:
             # SecantusDB answers at once, empty, after a write the pipeline filtered out.
             streak += 1
@@ -251,7 +283,7 @@ def _poll(c: SyncCollections, pending: Pending, *, read_first: bool) -> Iterator
     idle = 0
     while pending:
         if read_first:
-            docs = read_archived(c, pending.waited())
+            docs = _bounded(pending, lambda: read_archived(c, pending.waited()))
             idle = 0 if docs else idle + 1
             yield from pending.take(docs)
             if not pending:
@@ -270,7 +302,7 @@ async def finished_async(c: Collections, job_ids: Iterable[object], timeout_s: f
     pending = Pending(job_ids, timeout_s, time.monotonic())
     if not pending:
         return
-    stream = await streams.open_async(c, pending.waited(), timeout_s)
+    stream = await _bounded_async(pending, lambda: streams.open_async(c, pending.waited(), timeout_s))
     try:
         async for item in _first_look_async(c, pending):
             yield item
@@ -285,13 +317,14 @@ async def finished_async(c: Collections, job_ids: Iterable[object], timeout_s: f
 
 
 async def _first_look_async(c: Collections, pending: Pending) -> AsyncIterator[Finished]:
-    for item in pending.take(await read_archived_async(c, pending.waited())):
+    for item in pending.take(await _bounded_async(pending, lambda: read_archived_async(c, pending.waited()))):
         yield item
     if pending:
-        waiting = await read_waiting_ids_async(c, pending.waited())
+        waiting = await _bounded_async(pending, lambda: read_waiting_ids_async(c, pending.waited()))
         absent = [job_id for job_id in pending.ids if job_id not in waiting]
         if absent:
-            for item in [*pending.take(await read_archived_async(c, absent)), *pending.gone(absent)]:
+            archived = await _bounded_async(pending, lambda: read_archived_async(c, absent))
+            for item in [*pending.take(archived), *pending.gone(absent)]:
                 yield item
 
 
@@ -301,14 +334,15 @@ async def _follow_async(c: Collections, pending: Pending, stream: Stream,
     while pending:
         asked_at = pending.check(time.monotonic())
         try:
-            job_id = await next_finished_async(stream)
+            job_id = await _bounded_async(pending, lambda: next_finished_async(stream))
         except StoreError as exc:
             streams.died(exc)
             return
         if job_id is not None:
             streak = 0
             if job_id in pending:
-                for item in pending.take(await read_archived_async(c, [job_id])):
+                one = functools.partial(read_archived_async, c, [job_id])
+                for item in pending.take(await _bounded_async(pending, one)):
                     yield item
         elif (now := time.monotonic()) - asked_at < QUICK_EMPTY_S:
             streak += 1
@@ -321,7 +355,7 @@ async def _poll_async(c: Collections, pending: Pending, *, read_first: bool) -> 
     idle = 0
     while pending:
         if read_first:
-            docs = await read_archived_async(c, pending.waited())
+            docs = await _bounded_async(pending, lambda: read_archived_async(c, pending.waited()))
             idle = 0 if docs else idle + 1
             for item in pending.take(docs):
                 yield item
