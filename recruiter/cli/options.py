@@ -9,6 +9,7 @@ parsed, so a command body only ever sees valid durations, sizes and schemes.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -31,9 +32,12 @@ from recruiter.store import (
     Target,
     command_listeners,
     describe,
+    first_line,
+    is_timeout,
     parse_target,
     sync_client,
     wait_until_reachable,
+    within,
 )
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -172,21 +176,45 @@ def format_seconds(s: float) -> str:
     return f"{s:g}s" if s >= 1 else f"{s * 1000:g}ms"
 
 
+# How long an operator command may take at most, whatever the server does (0: no limit).
+COMMAND_TIMEOUT_ENVVAR = "RECRUITER_COMMAND_TIMEOUT"
+DEFAULT_COMMAND_TIMEOUT_S = 120.0
+
+
+def command_timeout_s() -> float | None:
+    """``RECRUITER_COMMAND_TIMEOUT`` (a duration; 0 for none), or two minutes."""
+    text = os.environ.get(COMMAND_TIMEOUT_ENVVAR)
+    if not text:
+        return DEFAULT_COMMAND_TIMEOUT_S
+    try:
+        limit = parse_duration(text).total_seconds()
+    except ValueError as exc:
+        raise click.UsageError(f"{COMMAND_TIMEOUT_ENVVAR}: {exc}") from None
+    return limit or None
+
+
 def with_database(target_uri: str, action: Callable[[SyncDb, datetime], None]) -> None:
     """Run ``action(db, now)`` on the target's database, ``now`` on the server's clock.
 
-    A server that does not answer, or refuses, is one line (ClickException).
+    A server that does not answer, or refuses, is one line (ClickException); one that
+    stalls holds the command at most ``RECRUITER_COMMAND_TIMEOUT`` (every server call of
+    the command gets the time left of it: recruiter.store.deadlines).
     """
     try:
         t = parse_target(target_uri)
+        limit_s = command_timeout_s()
         wait_until_reachable(t, timeout_s=5.0)
         client = sync_client(t, app_name="recruiter-admin", server_selection_timeout_s=5.0,
                              event_listeners=command_listeners())  # RECRUITER_COMMAND_STATS, if set
         try:
-            clock = ServerClock()
-            clock.calibrate_sync(client)
-            action(client[t.database], clock.now())
+            with within(limit_s):
+                clock = ServerClock()
+                clock.calibrate_sync(client)
+                action(client[t.database], clock.now())
         except StoreError as exc:
+            if is_timeout(exc):
+                raise click.ClickException(f"the server did not answer within {limit_s:g}s "
+                                           f"(RECRUITER_COMMAND_TIMEOUT): {first_line(exc)}") from None
             raise click.ClickException(describe(exc, t)) from None
         finally:
             client.close()

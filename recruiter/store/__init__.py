@@ -23,11 +23,13 @@ from recruiter.store.connection import (
     answers_ping_within,
     async_client,
     describe,
+    first_line,
     heartbeat_client,
     parse_target,
     sync_client,
     wait_until_reachable,
 )
+from recruiter.store.deadlines import is_timeout, within
 from recruiter.store.following import JobDocuments, read_job_documents
 from recruiter.store.heartbeats import heartbeats_by_worker
 from recruiter.store.history import Page, archived_with_why, insert_jobs, list_jobs, read_retry_originals
@@ -83,9 +85,11 @@ __all__ = [
     "ensure_indexes_sync",
     "entries_by_id",
     "entries_summary",
+    "first_line",
     "heartbeat_client",
     "heartbeats_by_worker",
     "insert_jobs",
+    "is_timeout",
     "list_jobs",
     "longest_heartbeat_interval",
     "parse_target",
@@ -105,4 +109,5 @@ __all__ = [
     "sync_client",
     "unused_names",
     "wait_until_reachable",
+    "within",
 ]

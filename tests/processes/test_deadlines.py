@@ -22,6 +22,7 @@ import pytest
 from recruiter import AsyncRecruiter, Recruiter
 from recruiter.processes import embedded
 from recruiter.processes.embedded import free_port
+from tests.processes.test_cli_errors import assert_one_line_error, run_cli
 from tests.workables import Record
 
 pytestmark = pytest.mark.skipif(bool(os.environ.get("RECRUITER_TEST_MONGODB_URI")),
@@ -83,3 +84,20 @@ def test_an_asyncio_wait_keeps_its_deadline_while_the_server_is_stopped(
     took = asyncio.run(scenario())
     print(f"asyncio wait(timeout={TIMEOUT_S:g}) raised after {took:.2f}s of a stopped server")
     assert took < TIMEOUT_S + 1.0
+
+
+def test_an_operator_command_against_a_stopped_server_is_one_line_in_bounded_time(
+        own_server: tuple[str, subprocess.Popen[bytes]]) -> None:
+    uri, proc = own_server
+    with Recruiter.connect(uri) as rec:
+        rec.enqueue(Record(uri, n=1))
+    proc.send_signal(signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        result = run_cli("status", "--target", uri, env={"RECRUITER_COMMAND_TIMEOUT": "3s"})
+        took = time.monotonic() - started
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    assert_one_line_error(result)
+    print(f"recruiter status against a stopped server: {result.stderr.strip()!r} after {took:.1f}s")
+    assert took < 20.0
