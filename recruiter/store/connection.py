@@ -20,7 +20,7 @@ from pymongo.errors import ConfigurationError, InvalidURI, PyMongoError
 from pymongo.monitoring import CommandListener as CommandListener  # re-exported: producers take listeners
 from pymongo.uri_parser import parse_uri
 
-from recruiter.store import strict
+from recruiter.store import privileges, strict
 from recruiter.store.layout import AsyncClient, AsyncClientSession, AsyncDb, ClientSession, SyncClient, SyncDb
 
 DEFAULT_URI = "mongodb://localhost:27017/recruiter"
@@ -108,7 +108,7 @@ def _client_options(server_selection_timeout_s: float, app_name: str, *, retry_w
 def _listeners(given: list[CommandListener] | None) -> list[CommandListener]:
     """The caller's listeners, then the write guard when ``RECRUITER_STRICT_WRITES`` asks for it
     (recruiter.store.strict): every client built here checks its writes against MongoDB's rules."""
-    return [*(given or []), *strict.listeners()]
+    return [*(given or []), *strict.listeners(), *privileges.listeners()]
 
 
 def sync_client(target: Target, *, app_name: str = "recruiter", server_selection_timeout_s: float = 10.0,
