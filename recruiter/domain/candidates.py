@@ -1,7 +1,7 @@
 """Reading just enough of the queue for one round: pure planning, no I/O.
 
 The recruiter never reads the backlog. It runs the policy of
-:mod:`recruiter.selection` over what it has read so far (:class:`KnownSource`);
+:mod:`recruiter.domain.selection` over what it has read so far (:class:`KnownSource`);
 when the policy needs something not read yet (the next tenant of a group, more
 jobs of one tenant), the source raises :class:`Missing`, the recruiter reads
 that with one bounded query (:meth:`Knowledge.query_for`) and runs the policy
@@ -10,7 +10,7 @@ cursor predicts, so with one group and one tenant a round needs a single read.
 
 A :class:`Query` is the specification of one read: :meth:`Query.filter` and
 :data:`SORT` say which rows it returns, in which order. The recruiter does not
-send it as written: :mod:`recruiter.readahead` answers it with the same rows
+send it as written: :mod:`recruiter.store.readahead` answers it with the same rows
 through reads both MongoDB and the embedded server serve from the index (the
 embedded server walks whole ranges and scans ``$unionWith`` branches). As
 specified, each query is one index scan on MongoDB (index ``candidates`` in
@@ -314,7 +314,7 @@ def first_queries(workers: Sequence[FreeWorker], cursor: Cursor) -> list[Query]:
 
 
 class KnownSource:
-    """A :class:`recruiter.selection.Source` over :class:`Knowledge`; raises
+    """A :class:`recruiter.domain.selection.Source` over :class:`Knowledge`; raises
     :class:`Missing` where the knowledge does not decide the answer."""
 
     def __init__(self, knowledge: Knowledge) -> None:
@@ -356,7 +356,7 @@ def plan_round(workers: Sequence[FreeWorker], cursor: Cursor, now: datetime,
     """The reads of one round and then its selection, as a generator.
 
     It yields the queries of one read (to run as one round trip) and is sent
-    back their rows, in order; it returns the :class:`~recruiter.selection.Selection`.
+    back their rows, in order; it returns the :class:`~recruiter.domain.selection.Selection`.
     Each read after the first answers one :class:`Missing`, so a round makes at
     most about one read per free worker; past ``2 x workers + 4`` reads (only
     possible if the queue changes under the round) it selects from what it read.

@@ -65,7 +65,7 @@ def name(value: object) -> Problem:
 def queue_name(value: object) -> Problem:
     """A group or tenant: a name of bounded length (it becomes a field name of the fairness cursor).
 
-    Looser than the producer's rule (:func:`recruiter.naming.name_problem`), so that
+    Looser than the producer's rule (:func:`recruiter.domain.naming.name_problem`), so that
     jobs an older version enqueued (``a.b``) still run: only what no process can use is refused.
     """
     problem = name(value)

@@ -1,6 +1,6 @@
 """The fairness cursor and the pause switches, both kept in ``metadata``.
 
-``{_id: "fairness"}`` holds the selection cursor (:class:`recruiter.selection.Cursor`)
+``{_id: "fairness"}`` holds the selection cursor (:class:`recruiter.domain.selection.Cursor`)
 so a new leader goes on where the last one stopped::
 
     {_id: "fairness", last_group: "billing",

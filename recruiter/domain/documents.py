@@ -13,7 +13,7 @@ null, got int``).
   that a copy of it can be written by an update (:func:`copy_problem`: no
   ``$``-prefixed or dotted field name at any depth, at most
   :data:`MAX_JOB_LEVELS` levels), since the round copies it into the roster.
-  A job with a problem is quarantined (:mod:`recruiter.quarantine`).
+  A job with a problem is quarantined (:mod:`recruiter.domain.quarantine`).
 - :func:`entry_problem` checks a ``roster`` entry, and :func:`outcome_problem`
   the outcome a worker recorded in it. A malformed entry is skipped (one
   warning per entry, :class:`WarnOnce`) and removed by the cleaner once it
@@ -276,7 +276,7 @@ def names_problem(value: object) -> Problem:
 
 
 def cursor_problem(doc: object) -> Problem:
-    """What is wrong with the fairness cursor document (see :mod:`recruiter.control`)."""
+    """What is wrong with the fairness cursor document (see :mod:`recruiter.domain.control`)."""
     if doc is None:
         return None
     if not isinstance(doc, Mapping):

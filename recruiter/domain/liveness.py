@@ -21,8 +21,8 @@ Invariants:
 2. A job whose worker died is **returned** when that worker's heartbeats never
    showed it started: unlocked as it was before, its attempt given back, no
    crash counted, nothing archived. Otherwise it is a **crash**
-   (:func:`recruiter.outcome.crash_update`), judged by
-   :func:`recruiter.attempt.judge_crash`. A worker cannot prove that it did not
+   (:func:`recruiter.domain.outcome.crash_update`), judged by
+   :func:`recruiter.domain.attempt.judge_crash`. A worker cannot prove that it did not
    start a job (that would cost a write before each start), so two cases are
    treated as crashes all the same: an ``at_most_once`` job, and a job already
    returned ``MAX_UNPROVEN_RETURNS`` times (one that kills its worker before the

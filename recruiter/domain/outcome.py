@@ -330,7 +330,7 @@ def crash_update(job: dict[str, Any], worker: dict[str, Any] | None, now: dateti
     """Filter and update that unlock a job whose worker died, recording a crashed attempt.
 
     The job becomes due at once with ``crash_pending`` set: the next worker
-    judges the crash (:func:`recruiter.attempt.judge_crash`: the poison limit,
+    judges the crash (:func:`recruiter.domain.attempt.judge_crash`: the poison limit,
     or ``at_most_once``) before running it again.
     """
     worker = worker or {}

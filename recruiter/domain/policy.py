@@ -204,7 +204,7 @@ def policy_to_document(policy: RetryPolicy) -> dict[str, object]:
 def policy_from_document(doc: object) -> RetryPolicy:
     """Rebuild a policy from its ``{class, parameters}`` document.
 
-    Raises :class:`~recruiter.naming.UnknownClass` if the class cannot be
+    Raises :class:`~recruiter.domain.naming.UnknownClass` if the class cannot be
     imported, and ``ValueError`` if the document or its parameters are invalid.
     """
     if not isinstance(doc, Mapping) or not isinstance(doc.get("class"), str):

@@ -1,6 +1,6 @@
 """Quarantine: the one way a malformed job leaves ``scheduled``.
 
-A job document that fails :func:`recruiter.documents.job_problem` is never run
+A job document that fails :func:`recruiter.domain.documents.job_problem` is never run
 and never blocks a round: the process that meets it archives it, as read, with
 ``why: "malformed"`` and a ``reason`` naming the field, then deletes it from
 ``scheduled`` by ``_id``::

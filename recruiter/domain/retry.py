@@ -27,7 +27,7 @@ everything from ``recruiter.retry``. The built-in policies stay in this module:
 their stored names are ``recruiter.retry:<Name>`` (``naming.STABLE_MODULES``).
 
 Durations given to the built-in policies may be a ``timedelta``, a number of
-seconds or a string such as ``"5m"`` (see :mod:`recruiter.durations`); they
+seconds or a string such as ``"5m"`` (see :mod:`recruiter.domain.durations`); they
 are kept as ``timedelta`` on the instance and stored as float seconds.
 """
 
@@ -78,7 +78,7 @@ class WorkerCrashed(Exception):
 
 
 DurationLike = timedelta | float | str
-"""A ``timedelta``, a number of seconds, or text for :func:`~recruiter.durations.parse_duration`."""
+"""A ``timedelta``, a number of seconds, or text for :func:`~recruiter.domain.durations.parse_duration`."""
 ExceptionRefs = type[BaseException] | str | Iterable[type[BaseException] | str]
 """Exception classes or ``"module:Qualname"`` names (one or several)."""
 

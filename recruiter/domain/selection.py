@@ -33,7 +33,7 @@ takes any group but those, so such a job is never given to another worker.
 
 :func:`select_from` runs the same policy over a :class:`Source`, which is how
 the recruiter runs it on partial knowledge of the queue: its source raises when
-it is asked for something it has not read yet (see :mod:`recruiter.candidates`).
+it is asked for something it has not read yet (see :mod:`recruiter.domain.candidates`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Memory sizes written by people: ``"512MB"``, ``"2G"``, ``"1.5GiB"``, ``"300000000"``.
 
-Pure, like :mod:`recruiter.durations`. Units are powers of 1024, as in PHP's
+Pure, like :mod:`recruiter.domain.durations`. Units are powers of 1024, as in PHP's
 ``memory_limit`` and ``ulimit``: ``K``/``KB``/``KiB`` = 1024 bytes, ``M`` = 1024²,
 ``G`` = 1024³, ``T`` = 1024⁴; a bare number (or ``B``) is bytes. Case does not matter.
 """

@@ -1,11 +1,11 @@
 """The cleaner process: removes dead workers, unlocks their jobs, prunes history.
 
 A worker is dead when the ``last_seen_at`` of its heartbeat document
-(:mod:`recruiter.liveness`) is older than ``considered_dead_after``. Its heartbeat
+(:mod:`recruiter.domain.liveness`) is older than ``considered_dead_after``. Its heartbeat
 document and roster entry are deleted first (so the worker, if it was only
 paused, is fenced: its outcome write finds no entry), then the jobs it held
 are returned or unlocked as crashed attempts, as its heartbeats tell
-(:func:`recruiter.liveness.rescue_update`). An entry that still holds an
+(:func:`recruiter.domain.liveness.rescue_update`). An entry that still holds an
 unapplied outcome is left for the recruiter to apply first. Jobs locked by a
 worker that no longer exists (a cleaner that died between the two steps) are
 swept the same way. Before that, as a recruiter round does, a pass takes back
@@ -20,7 +20,7 @@ which also paces the passes and handles their errors): a cleaner that lost its l
 writes nothing, and logs nothing of what it would have done: the events a pass's
 writes make true (``worker.dead``, ``job.crashed``, ``archive.reconciled``,
 ``archived.pruned``) are logged once it has committed
-(:class:`recruiter.logs.AfterCommit`), each for a write that took effect.
+(:class:`recruiter.processes.logs.AfterCommit`), each for a write that took effect.
 
 Jobs aimed at one worker (:mod:`recruiter.domain.placement`) are archived by a
 pass: ``worker-gone`` once it removed the last slot of their worker as dead,
@@ -270,7 +270,7 @@ class CleanerProcess(LeaderProcess):
                 + await self._unlock(p, forgotten, None, None, "its worker no longer refers to it"))
 
     async def _well_formed(self, p: Pass, jobs: list[Document]) -> list[Document]:
-        """The well-formed ``jobs``; the others are quarantined (:mod:`recruiter.quarantine`)."""
+        """The well-formed ``jobs``; the others are quarantined (:mod:`recruiter.domain.quarantine`)."""
         malformed = [m for j in jobs if (m := check_job(j)) is not None]
         if not malformed:
             return jobs
@@ -280,7 +280,7 @@ class CleanerProcess(LeaderProcess):
 
     async def _unlock(self, p: Pass, jobs: list[Document], worker: Raw | None, beat: Raw | None,
                       reason: str) -> int:
-        """Return or unlock as crashed each job of a dead ``worker`` (:func:`recruiter.liveness.rescue_update`)."""
+        """Return or unlock as crashed each job of a dead ``worker`` (:func:`recruiter.domain.liveness.rescue_update`)."""
         jobs = await self._finish_archived(p.c, await self._well_formed(p, jobs))
         if not jobs:
             return 0

@@ -90,7 +90,7 @@ class CandidateReader:
         """Choose jobs for ``workers`` by the fairness policy (the new cursor is saved
         with the round's writes).
 
-        The reads are planned by :func:`recruiter.candidates.plan_round`; the
+        The reads are planned by :func:`recruiter.domain.candidates.plan_round`; the
         first one also reads the pause switches, so a pause is obeyed from the
         next round on. If the switches changed since the last round, the round
         is planned again with them."""
@@ -116,10 +116,10 @@ class CandidateReader:
 
     async def _read(self, picked: Picked, queries: list[Query], now: datetime, paused: Paused,
                     *, with_switches: bool) -> list[list[Candidate]]:
-        """Answer ``queries`` through the read-ahead (:mod:`recruiter.readahead`: reads
+        """Answer ``queries`` through the read-ahead (:mod:`recruiter.store.readahead`: reads
         served from the candidates index on MongoDB and on the embedded server alike);
         with ``with_switches``, also read the pause switches, at the same time.
-        Whole documents are checked (:func:`recruiter.documents.check_job`): a malformed
+        Whole documents are checked (:func:`recruiter.domain.documents.check_job`): a malformed
         one is never a candidate, the round quarantines it; rows the read-ahead answered
         from keys are read whole first (one find by id, in rounds that met new jobs)."""
         if with_switches:

@@ -28,7 +28,7 @@ copy without its delete, a lock without its assignment).
 
 Logs say what happened: what a round's writes make true (``job.archived``,
 ``jobs.rolled_back``, ``round.assigned``) is logged once its transaction has
-committed (:class:`recruiter.logs.AfterCommit`); a round that aborts logs none of it.
+committed (:class:`recruiter.processes.logs.AfterCommit`); a round that aborts logs none of it.
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ class RecruiterProcess(LeaderProcess):
         """Wait for the lease, lead while holding it, stand by again when it is lost.
 
         First, before asking for the lease, it reads the keys of every queued job once
-        (:meth:`recruiter.readahead.ReadAhead.warm`): the one read whose cost is the
+        (:meth:`recruiter.store.readahead.ReadAhead.warm`): the one read whose cost is the
         backlog, so it must not run while a lease is held."""
         self.leadership.task = asyncio.current_task()
         try:
@@ -184,7 +184,7 @@ class RecruiterProcess(LeaderProcess):
         survived, every step of a round can be repeated).
 
         Busy, rounds run back to back. Idle, the recruiter waits on a change stream
-        (:class:`recruiter.wakeup.Doorbell`) for an enqueue or an outcome, or for its
+        (:class:`recruiter.store.wakeup.Doorbell`) for an enqueue or an outcome, or for its
         backoff, whichever comes first: jobs that become due by the clock raise no event.
         A previous leader, or a round of ours that failed, may have locked jobs without
         handing them out: those are released before anything is assigned.

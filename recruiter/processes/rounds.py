@@ -129,7 +129,7 @@ def worker_copy(job: Document) -> Document:
 
 def copies_to_send(locked: list[Locked]) -> list[Document]:
     """What each assignment carries in ``job``: the job as a worker needs it (:func:`worker_copy`),
-    or a reference to it (:func:`recruiter.wakeup.job_reference`) when that is bigger than
+    or a reference to it (:func:`recruiter.store.wakeup.job_reference`) when that is bigger than
     ``MAX_JOB_COPY_BYTES`` or the round's copies already reach ``MAX_ROUND_COPY_BYTES``."""
     budget = MAX_ROUND_COPY_BYTES
     out = []

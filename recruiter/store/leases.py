@@ -4,7 +4,7 @@ A lease document is ``{_id: name, owner, epoch, expires_at, renewed_at,
 session}``. The owner renews it well before ``expires_at``; anyone may take it
 once it has expired, and taking it increments ``epoch``. Times come from the
 process clock, which follows the server's clock
-(:class:`recruiter.clock.ServerClock`), so machines with skewed clocks agree on
+(:class:`recruiter.store.clock.ServerClock`), so machines with skewed clocks agree on
 when a lease expires.
 
 The holder's writes run in transactions fenced by the lease (:meth:`Lease.fence`)

@@ -1,6 +1,6 @@
 """Answering the planner's candidate queries with reads whose cost does not grow with the backlog.
 
-:mod:`recruiter.candidates` plans a round as bounded queries ("the first ``limit``
+:mod:`recruiter.domain.candidates` plans a round as bounded queries ("the first ``limit``
 ready jobs of this range, in index order"). MongoDB serves such a query from the
 ``candidates`` index and stops after ``limit`` keys. The embedded server
 (SecantusDB 0.7) does not: measured with ``explain``, it serves from an index only

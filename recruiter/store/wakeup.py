@@ -2,7 +2,7 @@
 
 With a change stream, one stream per worker process watches the roster
 documents of its slots. The recruiter's assignment copies the job into the
-worker's entry (see :meth:`recruiter.recruiting.RecruiterProcess.assign`), so
+worker's entry (see :meth:`recruiter.processes.rounds.RoundWrites.assign`), so
 the event carries the job itself: the worker starts it without reading
 anything. The stream's pipeline keeps only what the worker needs, so each
 event costs the bytes of one job, not of the whole ``assigned_to`` map.
