@@ -280,7 +280,8 @@ class CleanerProcess(LeaderProcess):
 
     async def _unlock(self, p: Pass, jobs: list[Document], worker: Raw | None, beat: Raw | None,
                       reason: str) -> int:
-        """Return or unlock as crashed each job of a dead ``worker`` (:func:`recruiter.domain.liveness.rescue_update`)."""
+        """Return or unlock as crashed each job of a dead ``worker``
+        (:func:`recruiter.domain.liveness.rescue_update`)."""
         jobs = await self._finish_archived(p.c, await self._well_formed(p, jobs))
         if not jobs:
             return 0
