@@ -18,10 +18,12 @@ from recruiter.admin.stats import Depth, GroupStats, Stats, TenantStats, Window,
 from recruiter.admin.status import LeaseView, PausedNames, Status, WorkerCounts
 from recruiter.admin.switches import Switched, UnusedNames
 from recruiter.admin.workers import ProgressView, WorkerView
+from recruiter.domain.waiting import Explanation, Waiting
 
 __all__ = [
     "Admin",
     "Depth",
+    "Explanation",
     "GroupStats",
     "LeaseView",
     "PausedNames",
@@ -36,6 +38,7 @@ __all__ = [
     "Switched",
     "TenantStats",
     "UnusedNames",
+    "Waiting",
     "Window",
     "WorkerCounts",
     "WorkerFigures",

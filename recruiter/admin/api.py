@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 from bson import ObjectId
 
+from recruiter.admin import explain as _explain
 from recruiter.admin import jobs as _jobs
 from recruiter.admin import schedules as _schedules
 from recruiter.admin import stats as _stats
@@ -23,6 +24,7 @@ from recruiter.domain.cancel import CancelResult, parse_job_id
 from recruiter.domain.clock import Clock
 from recruiter.domain.following import JobView
 from recruiter.domain.listing import EARLIEST, JobFilter, PageKey, parse_states
+from recruiter.domain.waiting import Explanation
 from recruiter.store import Change, Page, ServerClock, SyncDb
 
 STALE_AFTER = timedelta(hours=1)
@@ -76,6 +78,11 @@ class Admin:
 
     def job(self, job_id: ObjectId | str) -> JobView | None:
         return _jobs.show_job(self.db, _id(job_id), self.now())
+
+    def explain(self, job_id: ObjectId | str) -> Explanation | None:
+        """Why the job is not running: a code, one line and its details (``recruiter jobs explain``,
+        :mod:`recruiter.admin.explain`); None if there is no such job."""
+        return _explain.explain_job(self.db, _id(job_id), self.now())
 
     def retry(self, job_ids: Sequence[ObjectId | str]) -> _jobs.Retried:
         """Retry archived jobs by id: all, or none (:class:`~recruiter.admin.jobs.RetryRefusedAll`)."""

@@ -1,4 +1,4 @@
-"""``recruiter jobs list|show|retry|cancel``: following and acting on single jobs.
+"""``recruiter jobs list|show|explain|retry|cancel``: following and acting on single jobs.
 
 Invariant: every argument is checked before the database is touched (a
 malformed id, an unknown state, a bad page token or a contradictory filter is
@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 
 import click
 
+from recruiter.admin.explain import explain_job, show_and_explain
 from recruiter.admin.jobs import (
     Retried,
     RetryRefusedAll,
@@ -24,9 +25,8 @@ from recruiter.admin.jobs import (
     list_jobs,
     retry_archived,
     retry_jobs,
-    show_job,
 )
-from recruiter.cli.jobs_view import plain, render_show, render_table, row_json, show_json
+from recruiter.cli.jobs_view import explanation_json, plain, render_show, render_table, row_json, show_json
 from recruiter.cli.options import DURATION, target_option, with_database
 from recruiter.domain.cancel import ALREADY_ARCHIVED, FINISHING, NOT_FOUND, parse_job_id
 from recruiter.domain.following import STATES
@@ -54,7 +54,7 @@ class IsoDate(click.ParamType):  # type: ignore[type-arg]
 
 @click.group("jobs")
 def jobs_group() -> None:
-    """Follow jobs: list them, show one's history, retry archived ones, cancel."""
+    """Follow jobs: list them, show one's history, explain why one waits, retry archived ones, cancel."""
 
 
 def _job_ids(ids: Sequence[str]) -> list[object]:
@@ -155,10 +155,36 @@ def jobs_show(job_id: str, as_json: bool, target: str) -> None:
     (parsed,) = _job_ids([job_id])
 
     def show(db: SyncDb, now: datetime) -> None:
-        view = show_job(db, parsed, now)
+        view, why = show_and_explain(db, parsed, now)
         if view is None:
             raise click.ClickException(f"no job {job_id} (neither waiting nor archived)")
-        click.echo(json.dumps(show_json(view), indent=2) if as_json else render_show(view))
+        waiting = why if why is not None and why.waiting else None
+        click.echo(json.dumps(show_json(view, waiting), indent=2) if as_json else render_show(view, waiting))
+
+    with_database(target, show)
+
+
+# -- explain -------------------------------------------------------------------------------------
+
+
+@jobs_group.command("explain")
+@click.argument("job_id", metavar="ID")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: id, code, text and details.")
+@target_option
+def jobs_explain(job_id: str, as_json: bool, target: str) -> None:
+    """Why a job is not running, in one line: due later, retrying, its group or tenant paused, no
+    live worker takes its group, its aimed worker gone, behind N jobs of its tenant, assigned to a
+    worker whose heartbeat is late... (or running, or archived).
+
+    A handful of indexed reads, whatever the size of the queue; "behind N" is counted up to 1000.
+    """
+    (parsed,) = _job_ids([job_id])
+
+    def show(db: SyncDb, now: datetime) -> None:
+        why = explain_job(db, parsed, now)
+        if why is None:
+            raise click.ClickException(f"no job {job_id} (neither waiting nor archived)")
+        click.echo(json.dumps(explanation_json(why), indent=2) if as_json else f"{why.code}: {why.text}")
 
     with_database(target, show)
 

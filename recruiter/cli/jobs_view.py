@@ -21,6 +21,7 @@ from bson import Binary, ObjectId
 from recruiter.domain.attempt import cut_marker
 from recruiter.domain.following import JobView, Progress
 from recruiter.domain.records import Raw
+from recruiter.domain.waiting import Explanation
 
 MISSING = "-"
 
@@ -92,11 +93,17 @@ def _holder(view: JobView) -> str:
     return view.worker + (f" {view.progress.describe()}" if view.progress is not None else "")
 
 
-def show_json(view: JobView) -> dict[str, Any]:
-    """``jobs show --json``: the job, and every execution kept."""
+def explanation_json(why: Explanation) -> dict[str, Any]:
+    """``jobs explain --json``."""
+    return {"id": plain(why.job_id), "code": str(why.code), "text": why.text, "details": plain(why.details)}
+
+
+def show_json(view: JobView, waiting: Explanation | None = None) -> dict[str, Any]:
+    """``jobs show --json``: the job, what it waits for (if it waits), and every execution kept."""
     workable = view.document.get("workable")
     return {
         **row_json(view),
+        "waiting": None if waiting is None else {"code": str(waiting.code), "text": waiting.text},
         "parameters": plain(workable.get("parameters")) if isinstance(workable, Mapping) else None,
         "result": plain(view.result), "result_dropped": plain(view.result_dropped),
         "executions": [plain(e) for e in executions_of(view)],
@@ -121,14 +128,16 @@ def executions_of(view: JobView) -> list[Raw]:
     return runs
 
 
-def render_show(view: JobView) -> str:
-    """``jobs show``: the job, then each execution with its error, trace and logs."""
+def render_show(view: JobView, waiting: Explanation | None = None) -> str:
+    """``jobs show``: the job, what it waits for (``waiting``, if it waits), then each execution
+    with its error, trace and logs."""
     doc = view.document
     workable = doc.get("workable")
     params = workable.get("parameters") if isinstance(workable, Mapping) else None
     lines = [
         f"job        {plain(view.id)}",
         f"state      {state_of(view)}" + (f" ({view.reason})" if view.reason else ""),
+        *([f"waiting    {waiting.code}: {waiting.text}"] if waiting is not None else []),
         f"class      {_text(view.class_name)}",
         f"parameters {json.dumps(plain(params))}",
         f"group      {_text(view.group)}",

@@ -50,6 +50,7 @@ from recruiter.store.schedule_admin import (
     resume_schedule,
 )
 from recruiter.store.scheduled import count_by_status
+from recruiter.store.waiting import count_ahead, read_beats_of, read_entries_taking, read_entry_of
 from recruiter.store.wakeup import Wake
 
 __all__ = [
@@ -78,6 +79,7 @@ __all__ = [
     "cancel_job",
     "cancel_job_async",
     "command_listeners",
+    "count_ahead",
     "count_by_status",
     "count_by_why",
     "describe",
@@ -94,6 +96,9 @@ __all__ = [
     "longest_heartbeat_interval",
     "parse_target",
     "pause_schedule",
+    "read_beats_of",
+    "read_entries_taking",
+    "read_entry_of",
     "read_job_documents",
     "read_last_jobs",
     "read_leases",

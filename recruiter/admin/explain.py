@@ -1,0 +1,83 @@
+"""Why a job is not running (``recruiter jobs explain``, ``jobs show``'s ``waiting`` line,
+``Admin.explain``): the reads around one job, judged by :func:`recruiter.domain.waiting.explain`.
+
+Invariant: a handful of indexed reads, whatever the number of jobs (no scan of the queue):
+the job by ``_id`` (``archived``, then ``scheduled``); for a locked job the holder's roster
+entry and heartbeat by ``_id``; for an unlocked, due job the pause switches (one document),
+the roster entries that take its group and their heartbeats, and the count of the ready
+jobs ahead of it, served by the ``candidates`` index and capped at
+:data:`recruiter.domain.waiting.AHEAD_CAP` (at most four counts). A job not due yet needs
+no read beyond its own document.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from recruiter.domain.following import JobView
+from recruiter.domain.records import Raw
+from recruiter.domain.waiting import (
+    AHEAD_CAP,
+    Ahead,
+    Around,
+    Explanation,
+    Limit,
+    ahead_filters,
+    explain,
+    needs_around,
+    worker_fact,
+)
+from recruiter.store import (
+    JobDocuments,
+    SyncCollections,
+    SyncDb,
+    count_ahead,
+    read_beats_of,
+    read_entries_taking,
+    read_entry_of,
+    read_job_documents,
+    read_paused,
+)
+
+
+def explain_job(db: SyncDb, job_id: object, now: datetime) -> Explanation | None:
+    """Why job ``job_id`` is not running (None: no such job, neither waiting nor archived)."""
+    c = SyncCollections.of(db)
+    return _explain(c, read_job_documents(c, job_id), now)
+
+
+def show_and_explain(db: SyncDb, job_id: object, now: datetime) -> tuple[JobView | None, Explanation | None]:
+    """The job's view (``jobs show``) and why it is not running, from one read of its documents."""
+    c = SyncCollections.of(db)
+    docs = read_job_documents(c, job_id)
+    view = docs.view(now)
+    return view, (_explain(c, docs, now) if view is not None and not view.finished else None)
+
+
+def held_by(c: SyncCollections, job: Raw, now: datetime) -> Limit | None:
+    """The limit that holds ``job`` back, if any: the hook of flow control (none yet)."""
+    return None
+
+
+def _explain(c: SyncCollections, docs: JobDocuments, now: datetime) -> Explanation | None:
+    job = docs.scheduled
+    if docs.archived is not None or job is None:
+        return explain(docs.job_id, job, docs.archived, now)
+    if job.get("locked") is True:
+        holder = job.get("locked_by")
+        entry = read_entry_of(c.roster, holder) if isinstance(holder, str) else None
+        fact = worker_fact(entry, docs.beat, now) if entry is not None else None
+        return explain(docs.job_id, job, None, now, holder=fact, beat=docs.beat)
+    if not needs_around(job, now):
+        return explain(docs.job_id, job, None, now)
+    return explain(docs.job_id, job, None, now, around=_around(c, job, now))
+
+
+def _around(c: SyncCollections, job: Raw, now: datetime) -> Around:
+    paused = read_paused(c.metadata)
+    entries = read_entries_taking(c.roster, str(job.get("group")))
+    beats = read_beats_of(c.heartbeats, [e["_id"] for e in entries])
+    workers = tuple(worker_fact(e, beats.get(e["_id"]), now) for e in entries)
+    count, capped = count_ahead(c.scheduled, ahead_filters(job, now), AHEAD_CAP)
+    return Around(paused_groups=paused.groups, paused_tenants=paused.tenants, workers=workers,
+                  ahead=Ahead(count, capped), held_by=held_by(c, job, now))

@@ -1,0 +1,50 @@
+"""The reads of ``recruiter jobs explain`` (:mod:`recruiter.admin.explain`): around one job.
+
+Invariant: bounded, whatever the number of jobs. A worker entry and heartbeats are read by
+``_id``; the roster entries taking a group are read from ``roster`` (one entry per worker
+lane: as many as ``workers list`` shows); the ready jobs ahead of a job are counted on the
+``candidates`` index, each range an equality prefix of it (``locked``, ``group``,
+``tenant``, ``status``, ``priority``) and one range of ``scheduled_at`` or ``_id``, so the
+server counts index keys, and never more than ``cap`` in all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from recruiter.domain.naming import ANY_GROUP
+from recruiter.domain.records import Query
+from recruiter.store.layout import Document, SyncColl
+
+ENTRY_FIELDS = {"work_on": 1, "session": 1, "available": 1, "process": 1, "last_seen_at": 1}
+BEAT_FIELDS = {"session": 1, "fresh_until": 1, "last_seen_at": 1, "working_on": 1, "working_token": 1,
+               "working_since": 1}
+
+
+def read_entry_of(roster: SyncColl, worker_id: str) -> Document | None:
+    """The roster entry ``worker_id`` (its groups, session, availability), or None."""
+    return roster.find_one({"_id": {"$eq": worker_id}}, ENTRY_FIELDS)
+
+
+def read_entries_taking(roster: SyncColl, group: str) -> list[Document]:
+    """The roster entries whose groups name ``group`` or ``*``."""
+    return list(roster.find({"work_on": {"$in": [group, ANY_GROUP]}}, ENTRY_FIELDS))
+
+
+def read_beats_of(heartbeats: SyncColl, ids: Sequence[object]) -> dict[object, Document]:
+    """The heartbeats of ``ids``, by id (one ``find`` by ``_id``)."""
+    if not ids:
+        return {}
+    return {b["_id"]: b for b in heartbeats.find({"_id": {"$in": list(ids)}}, BEAT_FIELDS)}
+
+
+def count_ahead(scheduled: SyncColl, ranges: Sequence[Query], cap: int) -> tuple[int, bool]:
+    """How many jobs the disjoint ``ranges`` hold, counted on ``candidates`` up to ``cap`` in all
+    (one count per range, stopping at the cap); and whether the cap was reached."""
+    total = 0
+    for where in ranges:
+        left = cap - total
+        if left <= 0:
+            return total, True
+        total += scheduled.count_documents(where, limit=left, hint="candidates")
+    return total, total >= cap
