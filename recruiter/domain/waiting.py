@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from recruiter.domain.documents import PRIORITIES
 from recruiter.domain.durations import format_duration
 from recruiter.domain.lanes import slot_of
 from recruiter.domain.liveness import is_fresh
@@ -174,12 +175,14 @@ def _readable(job: Raw) -> bool:
 def ahead_filters(job: Raw, now: datetime) -> list[Query]:
     """The index ranges of the ready jobs ordered before ``job`` in its group and tenant, in
     the candidates index's order (status descending, priority, scheduled_at, _id): disjoint,
-    each an equality prefix of ``candidates`` then one range. ``job`` must be unlocked and due."""
+    each an equality prefix of ``candidates`` down to ``priority`` then one range (a range
+    that left ``priority`` open was read as a collection scan on the embedded server). At
+    most five. ``job`` must be unlocked and due."""
     base: Query = {"locked": False, "group": job.get("group"), "tenant": job.get("tenant")}
     status, priority, due = job.get("status"), job.get("priority"), job.get("scheduled_at")
     filters: list[Query] = []
-    if status == "queued":  # due retrying jobs come first, whatever their priority
-        filters.append({**base, "status": "retrying", "scheduled_at": {"$lte": now}})
+    if status == "queued":  # due retrying jobs come first, whatever their priority (one range each)
+        filters += [{**base, "status": "retrying", "priority": p, "scheduled_at": {"$lte": now}} for p in PRIORITIES]
     if priority == "low":
         filters.append({**base, "status": status, "priority": "high", "scheduled_at": {"$lte": now}})
     filters.append({**base, "status": status, "priority": priority, "scheduled_at": {"$lt": due}})

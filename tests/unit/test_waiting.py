@@ -43,13 +43,16 @@ def code(doc: dict[str, Any], around: Around | None = None, **kw: Any) -> Waitin
 def test_unknown_job_is_none_and_archived_says_why() -> None:
     assert explain(JOB_ID, None, None, NOW) is None
     found = explain(JOB_ID, None, {"why": "tried-too-many-times", "reason": "boom", "archived_at": NOW}, NOW)
-    assert found is not None and found.code == Waiting.ARCHIVED and not found.waiting
+    assert found is not None
+    assert found.code == Waiting.ARCHIVED
+    assert not found.waiting
     assert found.text.startswith("archived: tried-too-many-times (boom)")
 
 
 def test_not_due_first_attempt_is_due_later_with_time_and_delay() -> None:
     found = explain(JOB_ID, job(scheduled_at=NOW + timedelta(minutes=5)), None, NOW)
-    assert found is not None and found.code == Waiting.DUE_LATER
+    assert found is not None
+    assert found.code == Waiting.DUE_LATER
     assert found.text == "due later: at 2026-11-27 03:05:00 UTC (in 5m)"
 
 
@@ -57,7 +60,8 @@ def test_retrying_names_the_failed_attempt_and_the_backoff() -> None:
     doc = job(status="retrying", attempts=2, scheduled_at=NOW + timedelta(seconds=30),
               last_execution={"attempt": 2, "outcome": "failed", "class": "ValueError", "message": "bad"})
     found = explain(JOB_ID, doc, None, NOW)
-    assert found is not None and found.code == Waiting.RETRYING
+    assert found is not None
+    assert found.code == Waiting.RETRYING
     assert found.text == "retrying: attempt 2 failed (ValueError: bad); backoff until 2026-11-27 03:00:30 UTC (in 30s)"
 
 
@@ -66,7 +70,9 @@ def test_a_job_given_back_by_a_worker_that_refused_it_says_so() -> None:
               refusals=[{"process": "p1", "worker": "w1", "reason": "no module billing", "at": NOW}],
               refusals_until=NOW + timedelta(hours=1))
     found = explain(JOB_ID, doc, None, NOW)
-    assert found is not None and found.code == Waiting.REFUSED and "no module billing" in found.text
+    assert found is not None
+    assert found.code == Waiting.REFUSED
+    assert "no module billing" in found.text
 
 
 def test_due_jobs_in_the_order_a_round_meets_the_reasons() -> None:
@@ -81,12 +87,16 @@ def test_due_jobs_in_the_order_a_round_meets_the_reasons() -> None:
     assert code(job(), Around(workers=(worker(groups=("other",)),))) == Waiting.NO_WORKER
     limit = Limit("tenant:acme", "tenant acme runs 5 jobs at most; 5 running")
     held = explain(JOB_ID, job(), None, NOW, around=Around(workers=live, ahead=Ahead(3), held_by=limit))
-    assert held is not None and held.code == Waiting.HELD_BY_LIMIT and "5 running" in held.text
+    assert held is not None
+    assert held.code == Waiting.HELD_BY_LIMIT
+    assert "5 running" in held.text
     behind = explain(JOB_ID, job(), None, NOW, around=Around(workers=live, ahead=Ahead(3)))
-    assert behind is not None and behind.code == Waiting.BEHIND
+    assert behind is not None
+    assert behind.code == Waiting.BEHIND
     assert behind.text.startswith("behind 3 ready job(s) of its tenant in group mail, tenant acme")
     capped = explain(JOB_ID, job(), None, NOW, around=Around(workers=live, ahead=Ahead(1000, capped=True)))
-    assert capped is not None and "behind at least 1000" in capped.text
+    assert capped is not None
+    assert "behind at least 1000" in capped.text
     assert code(job(), Around(workers=(worker(groups=("*",)),), ahead=Ahead(0))) == Waiting.NEXT
 
 
@@ -102,11 +112,15 @@ def test_a_job_refused_by_every_live_worker_of_its_group() -> None:
 def test_a_job_aimed_at_a_worker_that_is_gone_or_silent() -> None:
     doc = job(group="@worker:billing-1", on_worker={"worker": "billing-1", "group": "mail"})
     gone = explain(JOB_ID, doc, None, NOW, around=Around(workers=(worker(groups=("*",)),)))
-    assert gone is not None and gone.code == Waiting.WORKER_GONE and "billing-1" in gone.text
+    assert gone is not None
+    assert gone.code == Waiting.WORKER_GONE
+    assert "billing-1" in gone.text
     assert "not in the roster" in gone.text
     silent = worker("billing-1", ("mail", "@worker:billing-1"), live=False)
     late = explain(JOB_ID, doc, None, NOW, around=Around(workers=(silent,)))
-    assert late is not None and late.code == Waiting.WORKER_GONE and "heartbeat is late" in late.text
+    assert late is not None
+    assert late.code == Waiting.WORKER_GONE
+    assert "heartbeat is late" in late.text
     there = worker("billing-1", ("mail", "@worker:billing-1"))
     assert code(doc, Around(workers=(there,), ahead=Ahead(0))) == Waiting.NEXT
     # Pausing the declared group does not pause a job aimed at a worker.
@@ -120,8 +134,11 @@ def test_locked_jobs_running_assigned_or_on_a_late_heartbeat() -> None:
     assert code(doc, holder=worker(), beat=beat) == Waiting.RUNNING
     assert code(doc, holder=worker(), beat={"working_on": None}) == Waiting.ASSIGNED
     late = explain(JOB_ID, doc, None, NOW, holder=worker(live=False), beat=beat)
-    assert late is not None and late.code == Waiting.HEARTBEAT_LATE and late.waiting
-    assert "heartbeat is late" in late.text and "it was running the job" in late.text
+    assert late is not None
+    assert late.code == Waiting.HEARTBEAT_LATE
+    assert late.waiting
+    assert "heartbeat is late" in late.text
+    assert "it was running the job" in late.text
     assert code(doc, holder=None, beat=None) == Waiting.HEARTBEAT_LATE
 
 
@@ -139,7 +156,8 @@ def test_untrusted_documents_never_raise() -> None:
     assert code({**odd, "refusals": refusals, "refusals_until": "x"}) == Waiting.REFUSED
     assert code(job(locked=True, locked_by=None), holder=None) == Waiting.HEARTBEAT_LATE
     fact = worker_fact({"_id": "w9", "work_on": "mail", "session": 1}, {"session": 2}, NOW)
-    assert fact.groups == () and not fact.live
+    assert fact.groups == ()
+    assert not fact.live
 
 
 def test_ahead_ranges_follow_the_candidates_index_order() -> None:
@@ -147,7 +165,8 @@ def test_ahead_ranges_follow_the_candidates_index_order() -> None:
     ranges = ahead_filters(doc, NOW)
     base = {"locked": False, "group": "mail", "tenant": "acme"}
     assert ranges == [
-        {**base, "status": "retrying", "scheduled_at": {"$lte": NOW}},
+        {**base, "status": "retrying", "priority": "high", "scheduled_at": {"$lte": NOW}},
+        {**base, "status": "retrying", "priority": "low", "scheduled_at": {"$lte": NOW}},
         {**base, "status": "queued", "priority": "high", "scheduled_at": {"$lte": NOW}},
         {**base, "status": "queued", "priority": "low", "scheduled_at": {"$lt": doc["scheduled_at"]}},
         {**base, "status": "queued", "priority": "low", "scheduled_at": doc["scheduled_at"], "_id": {"$lt": JOB_ID}},
