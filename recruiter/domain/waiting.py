@@ -211,7 +211,7 @@ def explain(job_id: object, scheduled: Raw | None, archived: Raw | None, now: da
         return _locked(job_id, scheduled, holder, beat, now)
     if not _readable(scheduled) or _date(scheduled.get("scheduled_at")) is None:
         return Explanation(job_id, Waiting.MALFORMED, "malformed: no round can read it (a field has a wrong type "
-                           "or value); the recruiter sets it aside as quarantined", {})
+                           "or value); the recruiter archives it as malformed", {})
     if not is_due(scheduled, now):
         return _not_due(job_id, scheduled, now)
     return _due(job_id, scheduled, around or Around(), now)
