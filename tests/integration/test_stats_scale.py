@@ -284,7 +284,8 @@ def test_stats_at_scale_equal_a_brute_force_count_at_a_bounded_cost(db: Any, db_
         began = time.perf_counter()
         result = admin.stats()
         took = time.perf_counter() - began
-        trips = [f"{name} {cmd.get('collection') if name == 'getMore' else coll}" for name, coll, cmd in commands.events]
+        trips = [f"{name} {cmd.get('collection') if name == 'getMore' else coll}"
+                 for name, coll, cmd in commands.events]
         documents = commands.documents
     finally:
         client.close()
