@@ -48,6 +48,7 @@ from recruiter.domain.naming import ANY_GROUP
 from recruiter.domain.placement import deadline_of, is_worker_group, worker_of, worker_of_group
 from recruiter.domain.records import Query, Raw
 from recruiter.domain.refusals import refused_by
+from recruiter.domain.selection import FreeWorker
 
 # "Behind N" is counted up to this many jobs (then "at least N").
 AHEAD_CAP = 1000
@@ -192,8 +193,9 @@ def ahead_filters(job: Raw, now: datetime) -> list[Query]:
 
 
 def takes(worker: WorkerFact, group: str) -> bool:
-    """Whether ``worker`` takes ``group`` (``*``: any group but a worker's reserved one)."""
-    return group in worker.groups or (ANY_GROUP in worker.groups and not is_worker_group(group))
+    """Whether ``worker`` takes ``group``, by the selection's rule (``*``: any group but a worker's
+    reserved one, :meth:`recruiter.domain.selection.FreeWorker.takes`)."""
+    return FreeWorker(worker.id, worker.groups).takes(group)
 
 
 def explain(job_id: object, scheduled: Raw | None, archived: Raw | None, now: datetime, *,
