@@ -134,7 +134,8 @@ class CandidateReader:
         self.cursor_epoch = epoch
 
     async def select(self, workers: Sequence[FreeWorker], now: datetime, epoch: int | None,
-                     scheme: CountingScheme = DEFAULT_SCHEME) -> Picked:
+                     scheme: CountingScheme = DEFAULT_SCHEME, *, finishing: Sequence[tuple[str, str]] = ()
+                     ) -> Picked:
         """Choose jobs for ``workers`` by the fairness policy (the new cursor is saved
         with the round's writes).
 
@@ -144,7 +145,7 @@ class CandidateReader:
         is planned again with them."""
         await self._load_cursor(epoch, now)
         picked = Picked(Selection([], self.cursor))
-        running = await self._running()
+        running = await self._running(finishing)
         for _ in range(3):
             paused, limits = self.paused, self.limits
             policy = self.policy(scheme, running, now)
@@ -160,7 +161,7 @@ class CandidateReader:
             if self.paused == paused and self.limits == limits:
                 break
             if self.limits.capped_groups() != limits.capped_groups():
-                running = await self._running()
+                running = await self._running(finishing)
         while True:
             try:
                 queries = plan.send(rows)
@@ -175,16 +176,20 @@ class CandidateReader:
         return RoundPolicy(scheme, self.paused.groups, self.paused.tenants,
                            allowance(self.limits, self.limit_state, running, now))
 
-    async def _running(self) -> dict[Key, int]:
+    async def _running(self, finishing: Sequence[tuple[str, str]]) -> dict[Key, int]:
         """The jobs assigned or running in each limited group and tenant: what ``scheduled`` says
-        is locked (one indexed read, only while a ``max_running`` limit exists)."""
+        is locked (one indexed read, only while a ``max_running`` limit exists), less the jobs
+        ``finishing`` (whose outcomes the round applies, unlocking them)."""
         groups = self.limits.capped_groups()
         if not groups:
             return {}
         docs = await scheduled.read_locked_in(self.c.scheduled, groups)
         pairs = [(g, t) for d in docs
                  if isinstance(g := d.get("group"), str) and isinstance(t := d.get("tenant") or "", str)]
-        return count_by_key(pairs, self.limits)
+        counts = count_by_key(pairs, self.limits)
+        for key, n in count_by_key(finishing, self.limits).items():
+            counts[key] = max(0, counts.get(key, 0) - n)
+        return counts
 
     def _spend(self, picked: Picked, now: datetime) -> dict[Key, Bucket]:
         """The tokens the selection spends: one per job handed out in a rate-limited key."""

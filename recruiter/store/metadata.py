@@ -60,6 +60,11 @@ def clear_limit(metadata: SyncColl, group: str, tenant: str | None) -> bool:
     return bool(result.modified_count)
 
 
+def replace_limits(metadata: SyncColl, document: Mapping[str, object]) -> None:
+    """Set the whole limits document (limits declared from Python: exactly these, no others)."""
+    metadata.replace_one({"_id": LIMITS_ID}, {**document, "_id": LIMITS_ID}, upsert=True)
+
+
 def read_limits_document(metadata: SyncColl) -> Document | None:
     return metadata.find_one({"_id": LIMITS_ID})
 

@@ -141,6 +141,11 @@ async def read_locked_in(scheduled: AsyncColl, groups: Sequence[str]) -> list[Do
                                 {"_id": 0, "group": 1, "tenant": 1}).to_list()
 
 
+def read_locked_in_sync(scheduled: SyncColl, groups: Sequence[str]) -> list[Document]:
+    """:func:`read_locked_in`, for the operator's commands."""
+    return list(scheduled.find({"locked": True, "group": {"$in": list(groups)}}, {"_id": 0, "group": 1, "tenant": 1}))
+
+
 async def read_locks(scheduled: AsyncColl) -> list[Document]:
     """Every locked job: its ``locked_by`` and ``lock_token`` only."""
     return await scheduled.find({"locked": True}, {"locked_by": 1, "lock_token": 1}).to_list()
