@@ -15,7 +15,9 @@ What a limit counts (the guarantees, stated for the tests and the docs):
   in steady state, and up to ``1 + B`` at once after a quiet spell. Over any
   window of one interval (half-open), the starts handed out never exceed
   ``N + B``. A rate-limited group's jobs go only to idle slots, never held ahead
-  by look-ahead, so each starts one hand-off after it is counted.
+  by look-ahead, and each starts ``PACED_START_S`` after the round that handed
+  it out (its copy carries ``start_at``), so the starts the workers make keep the
+  hand-outs' spacing, and their bound, whenever a hand-off takes less than that.
 - The token state lives in the fairness cursor document and is written by the
   round that spent tokens, inside its fenced transaction: a new leader goes on
   from the state of the last committed round, and a round that did not commit
@@ -42,6 +44,11 @@ from recruiter.domain.control import escape, unescape
 from recruiter.domain.selection import Allowance
 
 LIMITS_ID = "limits"
+# A rate-limited job starts this long after the round that hands it out (the copy it carries
+# says when: ``start_at``), so the starts the workers make keep the spacing of the hand-outs
+# whatever each hand-off takes, up to this long.
+PACED_START_S = 0.3
+START_AT = "start_at"
 # Rates and caps a user may ask for; beyond them the number is surely a typo.
 MAX_COUNT = 1_000_000
 MAX_BURST = 1_000_000

@@ -66,6 +66,7 @@ class Picked:
     selection: Selection
     documents: dict[object, Document] = field(default_factory=dict)
     malformed: list[Malformed] = field(default_factory=list)
+    paced: set[object] = field(default_factory=set)  # jobs handed out under a rate limit
 
 
 class CandidateReader:
@@ -196,9 +197,13 @@ class CandidateReader:
         if not self.limits.paced():
             return {}
         pairs = []
+        paced = self.limits.paced()
         for a in picked.selection.assignments:
             doc = picked.documents.get(a.job_id) or {}
-            pairs.append((str(doc.get("group")), str(doc.get("tenant") or "")))
+            pair = (str(doc.get("group")), str(doc.get("tenant") or ""))
+            pairs.append(pair)
+            if (pair[0], None) in paced or pair in paced:
+                picked.paced.add(a.job_id)
         return spend(self.limits, self.limit_state, count_by_key(pairs, self.limits), now)
 
     async def _read(self, picked: Picked, queries: list[Query], now: datetime, paused: Paused,

@@ -353,7 +353,7 @@ class RecruiterProcess(LeaderProcess):
             picked = await self.reader.select(workers, now, self.lease.epoch, self.config.counting_scheme,
                                               finishing=finishing(plan))
             self.timer.mark("read_candidates")
-            plan.selection, plan.documents = picked.selection, picked.documents
+            plan.selection, plan.documents, plan.paced = picked.selection, picked.documents, picked.paced
             plan.cursor_write = self.reader.cursor_write(picked.selection.cursor)
             plan.malformed += picked.malformed
         self.lookahead.defer_lone_outcomes(plan, entries)

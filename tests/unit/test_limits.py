@@ -46,9 +46,8 @@ def job(job_id: int, group: str, tenant: str = "", seconds: float = 0) -> Candid
     return Candidate(job_id, group, T0 + timedelta(seconds=seconds), tenant)
 
 
-def policy(limits: Limits, state: LimitState = LimitState(), running: dict[Key, int] | None = None,
-           now: datetime = T0) -> RoundPolicy:
-    return RoundPolicy(allowance=allowance(limits, state, running or {}, now))
+def policy(limits: Limits, running: dict[Key, int] | None = None, now: datetime = T0) -> RoundPolicy:
+    return RoundPolicy(allowance=allowance(limits, LimitState(), running or {}, now))
 
 
 # -- parsing and bad input -----------------------------------------------------------------
@@ -87,7 +86,8 @@ def test_a_malformed_stored_limit_is_left_out_with_its_reason() -> None:
         "typed": {"max_running": "3"}}, "tenants": {"ok": {"acme": {"rate": "2/s", "burst": 1}}, "x": 5}})
     assert set(limits.by_key) == {("ok", None), ("ok", "acme")}
     assert limits.by_key[("ok", "acme")].rate == Rate.parse("2/s", 1)
-    assert len(problems) == 5 and all("\n" not in p for p in problems)
+    assert len(problems) == 5
+    assert all("\n" not in p for p in problems)
     assert read_limits("nonsense") == (NO_LIMITS, ["document: expected an embedded document"])
 
 
