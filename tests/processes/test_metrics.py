@@ -108,7 +108,7 @@ def test_the_metrics_of_the_three_processes_agree_with_the_database(
     assert value(worker, "recruiter_jobs_started_total", group="work") == 7
     assert value(worker, "recruiter_job_run_seconds_count", group="work") == 7
     assert value(worker, "recruiter_job_wait_seconds_count", group="work") == 7
-    assert 0.5 <= value(worker, "recruiter_job_run_seconds_sum", group="work")  # type: ignore[operator]
+    assert (value(worker, "recruiter_job_run_seconds_sum", group="work") or 0) >= 0.5  # the timed-out one
     assert not any(name == "recruiter_leader" for name, _ in worker)
 
     # Who leads: the first recruiter and the cleaner; the standby says 0 and serves no cluster gauges.
@@ -147,7 +147,8 @@ def test_the_metrics_of_the_three_processes_agree_with_the_database(
     oldest_idle = min(d["scheduled_at"] for d in db.scheduled.find({"group": "idle"}))
     age = value(samples, "recruiter_queue_oldest_ready_seconds", group="idle")
     now_age = (datetime.now(UTC) - oldest_idle).total_seconds()
-    assert age is not None and now_age - CLUSTER_CACHE_S - 5 <= age <= now_age + 1
+    assert age is not None
+    assert now_age - CLUSTER_CACHE_S - 5 <= age <= now_age + 1
     assert value(samples, "recruiter_queue_oldest_ready_seconds", group="later") == 0
     assert value(samples, "recruiter_cluster_read_errors_total") == 0
     assert datetime.now(UTC) - oldest_idle < timedelta(minutes=10)
@@ -171,4 +172,5 @@ def test_a_port_in_use_is_a_one_line_error(processes: Processes) -> None:
 def test_a_bad_metrics_port_is_a_usage_error(processes: Processes) -> None:
     proc = processes.start("worker", "worker", "start", "--metrics-port", "70000")
     assert proc.wait(60) == 2
-    assert "--metrics-port" in proc.log() and "Traceback" not in proc.log()
+    assert "--metrics-port" in proc.log()
+    assert "Traceback" not in proc.log()

@@ -209,9 +209,9 @@ def test_a_process_serves_its_own_registry_and_a_busy_port_is_one_line() -> None
     with metrics.serving(target):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
             text = reply.read().decode()
-        with pytest.raises(ValueError) as refused:
-            with ProcessMetrics(MetricsConfig("cleaner", port)).serving(target):
-                pass  # pragma: no cover - never reached
+        with pytest.raises(ValueError, match="cannot serve metrics") as refused, \
+                ProcessMetrics(MetricsConfig("cleaner", port)).serving(target):
+            pass  # pragma: no cover - never reached
     assert 'recruiter_jobs_started_total{group="g"} 1.0' in text
     assert "process_resident_memory_bytes" in text or "python_info" in text
     assert REGISTRY.get_sample_value("recruiter_jobs_started_total", {"group": "g"}) is None  # not the global one
