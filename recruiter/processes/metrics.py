@@ -56,6 +56,7 @@ log = structlog.get_logger("recruiter.metrics")
 ROLES = ("recruiter", "worker", "cleaner")
 CLUSTER_CACHE_S = 5.0  # a cluster read serves every scrape for this long
 CLUSTER_READ_TIMEOUT_S = 5.0  # a cluster read's server calls end within this (the scrape gets no gauges)
+RECALIBRATE_S = 60.0  # the cluster reader's server clock, as the process's own (recruiter.processes.runtime)
 LABEL_LIMIT = 100  # characters of a label value (a group, a tenant, a reason)
 # Job times: from a few ms to an hour.
 JOB_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
@@ -221,16 +222,16 @@ class QueueReader:
         self.timeout_s = timeout_s
         self._client: SyncClient | None = None
         self._clock = ServerClock()
-        self._calibrated = False
+        self._calibrated_at: float | None = None  # time.monotonic() of the last calibration
 
     def __call__(self) -> Queue:
         if self._client is None:
             self._client = sync_client(self.target, app_name="recruiter-metrics",
                                        server_selection_timeout_s=self.timeout_s)
         with within(self.timeout_s):
-            if not self._calibrated:
+            if self._calibrated_at is None or time.monotonic() - self._calibrated_at >= RECALIBRATE_S:
                 self._clock.calibrate_sync(self._client)
-                self._calibrated = True
+                self._calibrated_at = time.monotonic()
             return queue(self._client[self.target.database], self._clock.now())
 
     def close(self) -> None:
