@@ -20,7 +20,7 @@ from recruiter.processes.embedded import free_port
 from recruiter.processes.metrics import CLUSTER_CACHE_S, DEPTH_STATES
 from tests.conftest import wait_for
 from tests.processes.conftest import FAST_CLEANER, Processes
-from tests.workables import AlwaysFails, NeverReturns, Record
+from tests.workables import AlwaysFails, NeverReturns, Record, WaitForRelease, release
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -137,6 +137,18 @@ def test_the_metrics_of_the_three_processes_agree_with_the_database(
                 and all(locked[g] == expected[(g, "locked")] for g in locked)
                 and all(gauges.get((g, "paused"), 0) == 0 for g in locked)
                 and value(samples, "recruiter_workers", state="idle") == 1)
+
+    # A job running now: the leader shows it running, and the worker slot busy.
+    with Recruiter.connect(db_uri) as rec:
+        WaitForRelease(db_uri, "metrics").as_job_of(rec).in_group("work").enqueue()
+    wait_for(lambda: value(served(ports["leader"]), "recruiter_queue_jobs", group="work", state="running") == 1,
+             timeout_s=3 * CLUSTER_CACHE_S + 60, message="a running job in the depth gauges")
+    assert brute_force_depth(db, datetime.now(UTC))[("work", "locked")] == 1
+    assert value(served(ports["leader"]), "recruiter_workers", state="busy") == 1
+    release(db_uri, "metrics")
+    wait_for(lambda: db.archived.count_documents({}) == 8, timeout_s=60, message="the running job archived")
+    wait_for(lambda: sum(archived_counted().values()) == 8, timeout_s=30, message="8 jobs archived in the metrics")
+    assert archived_counted()[("work", "done")] == archived_docs[("work", "done")] + 1
 
     wait_for(depth_agrees, timeout_s=3 * CLUSTER_CACHE_S + 30, message="the depth gauges equal the queue")
     samples = served(ports["leader"])
