@@ -18,6 +18,9 @@ Invariants: a metric never breaks the process. A value an event carries that is 
 non-negative number is not observed; a label value that is not a string is ``""``; a failed
 cluster read is logged, counted (``recruiter_cluster_read_errors_total``) and serves no cluster
 gauges until the next read.
+
+prometheus_client is imported only where metrics are kept (``--metrics-port``): every command
+imports this module, and the library would add tens of milliseconds to each one's start.
 """
 
 from __future__ import annotations
@@ -28,13 +31,9 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.platform_collector import PlatformCollector
-from prometheus_client.process_collector import ProcessCollector
 
 from recruiter.admin.stats import Queue, queue
 from recruiter.domain.events import (
@@ -50,6 +49,10 @@ from recruiter.domain.events import (
     WorkerGone,
 )
 from recruiter.store import ServerClock, SyncClient, Target, first_line, sync_client, within
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.core import Metric
 
 log = structlog.get_logger("recruiter.metrics")
 
@@ -115,6 +118,8 @@ class EventMetrics:
         if role == "recruiter":
             self._round_metrics(registry)
         if role == "cleaner":
+            from prometheus_client import Counter
+
             self.dead = Counter("recruiter_workers_dead", "Worker roster entries the cleaner removed as dead.",
                                 registry=registry)
             self._handlers[WorkerGone] = self._gone
@@ -127,6 +132,8 @@ class EventMetrics:
     # -- the worker ------------------------------------------------------------------------------
 
     def _worker_metrics(self, registry: CollectorRegistry) -> None:
+        from prometheus_client import Counter, Histogram
+
         labels = ["group", "tenant"] if self.tenant_labels else ["group"]
         self.started = Counter("recruiter_jobs_started", "Attempts this worker process started.", labels,
                                registry=registry)
@@ -159,6 +166,8 @@ class EventMetrics:
     # -- the leaders (recruiter, cleaner) --------------------------------------------------------
 
     def _leader_metrics(self, registry: CollectorRegistry) -> None:
+        from prometheus_client import Counter, Gauge
+
         self.archived = Counter("recruiter_jobs_archived", "Jobs this process archived, by reason (why).",
                                 ["group", "why"], registry=registry)
         self.leader = Gauge("recruiter_leader", "1 while this process holds its role's lease (leads), 0 on "
@@ -190,6 +199,8 @@ class EventMetrics:
     # -- the recruiter's rounds ------------------------------------------------------------------
 
     def _round_metrics(self, registry: CollectorRegistry) -> None:
+        from prometheus_client import Counter, Histogram
+
         self.round_s = Histogram("recruiter_round_duration_seconds", "How long a committed round took, from its "
                                  "first read to its commit.", buckets=ROUND_BUCKETS_S, registry=registry)
         self.round_size = Histogram("recruiter_round_assigned_jobs", "Jobs assigned by a committed round.",
@@ -264,6 +275,8 @@ class ClusterCollector:
         return []  # nothing to read when registered
 
     def collect(self) -> Iterator[Metric]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
         if not self._leading():
             return
         last = self._fresh()
@@ -297,6 +310,8 @@ class ClusterCollector:
 
 
 def _queue_metrics(q: Queue) -> Iterator[Metric]:
+    from prometheus_client.core import GaugeMetricFamily
+
     depth = GaugeMetricFamily("recruiter_queue_jobs", "Jobs in the queue by group and state (ready, delayed, "
                               "retrying, assigned, running; paused: those of the ready ones held by a pause).",
                               labels=["group", "state"])
@@ -321,6 +336,10 @@ class ProcessMetrics:
     :meth:`serving`, its ``/metrics`` server."""
 
     def __init__(self, config: MetricsConfig) -> None:
+        from prometheus_client import CollectorRegistry
+        from prometheus_client.platform_collector import PlatformCollector
+        from prometheus_client.process_collector import ProcessCollector
+
         self.config = config
         self.registry = CollectorRegistry()
         ProcessCollector(registry=self.registry)
@@ -335,6 +354,8 @@ class ProcessMetrics:
         if self.config.role == "recruiter":
             reader = QueueReader(target)
             self.registry.register(ClusterCollector(reader, lambda: self.events.leading))
+        from prometheus_client import start_http_server
+
         try:
             server, thread = start_http_server(self.config.port, addr=self.config.host, registry=self.registry)
         except OSError as exc:
