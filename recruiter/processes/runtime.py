@@ -75,7 +75,8 @@ Check = Callable[[AsyncDb], Awaitable[None]]
 @dataclass(frozen=True)
 class Instruments:
     """What observes a process, made once at its edge and injected: the event bus (logs, the user's
-    ``--subscriber`` callables, the round timings) and the PyMongo command listeners of its clients.
+    ``--subscriber`` callables, the round timings, the ``--metrics-port`` metrics) and the PyMongo
+    command listeners of its clients.
 
     The benchmarks' instruments are asked for by environment variables, read here and nowhere
     else: ``RECRUITER_ROUND_STATS`` (:mod:`recruiter.processes.round_stats`) and
