@@ -133,6 +133,25 @@ def stats(db: SyncDb, now: datetime, *, sample_limit: int = SAMPLE_LIMIT) -> Sta
                  workers_by_group=_workers_by_group(roster), leases=tuple(leases(db, now)), paused=paused)
 
 
+@dataclass(frozen=True)
+class Queue:
+    """What the queue holds now, without the history: the depth per group (summed over its tenants) and the
+    worker slots by state."""
+
+    at: datetime
+    depth: dict[str, Depth]
+    workers: WorkerFigures
+
+
+def queue(db: SyncDb, now: datetime) -> Queue:
+    """The depth and the workers of :func:`stats`, without its history windows: a few round trips whatever
+    the number of jobs (what the cluster gauges of ``--metrics-port`` serve, docs/operations/metrics.md)."""
+    by_group: dict[str, Depth] = defaultdict(Depth)
+    for (group, _), d in _depth(SyncCollections.of(db), now, paused_names(db)).items():
+        by_group[group] = by_group[group] + d
+    return Queue(at=now, depth=dict(sorted(by_group.items())), workers=_worker_figures(workers(db, now)))
+
+
 def _key(doc: Document) -> Key:
     group, tenant = doc.get("group"), doc.get("tenant")
     return (group if isinstance(group, str) else "", tenant if isinstance(tenant, str) else "")
