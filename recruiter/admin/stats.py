@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
+from recruiter.admin.limits import LimitView, listing
 from recruiter.admin.status import LeaseView, PausedNames, leases, paused_names
 from recruiter.admin.workers import WorkerView, workers
 from recruiter.domain.following import running_in
@@ -108,6 +109,8 @@ class Stats:
     workers_by_group: dict[str, WorkerFigures]
     leases: tuple[LeaseView, ...]
     paused: PausedNames
+    # Flow control (recruiter.admin.limits): every limit with what it holds now.
+    limits: tuple[LimitView, ...] = ()
 
 
 @dataclass
@@ -130,7 +133,8 @@ def stats(db: SyncDb, now: datetime, *, sample_limit: int = SAMPLE_LIMIT) -> Sta
     keys = sorted(set(depth) | {k for w in windows for k in w.archived})
     roster = workers(db, now)
     return Stats(at=now, groups=_groups(keys, depth, windows), workers=_worker_figures(roster),
-                 workers_by_group=_workers_by_group(roster), leases=tuple(leases(db, now)), paused=paused)
+                 workers_by_group=_workers_by_group(roster), leases=tuple(leases(db, now)), paused=paused,
+                 limits=listing(db, now).limits)
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,8 @@ def test_a_cap_holds_its_group_back_and_the_workers_go_to_other_groups(db_uri: s
         listing = admin(h).limits()
         (view,) = listing.limits
         assert (view.group, view.running, view.held) == ("pay", 2, True)
+        (shown,) = admin(h).stats().limits  # recruiter stats says which limit holds jobs back
+        assert (shown.group, shown.running, shown.held) == ("pay", 2, True)
 
     run(db_uri, scenario)
 
