@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from recruiter.admin.switches import unused
+from recruiter.domain.control import escape
 from recruiter.domain.limits import (
     Key,
     Limit,
@@ -94,9 +95,40 @@ def set_(db: SyncDb, group: str, tenant: str | None, limit: Limit, now: datetime
     """Set the limit of ``group`` (or of ``tenant`` within it), replacing any it had."""
     _check(group, tenant)
     never = bool(tenant is not None and unused(db, "tenant", [tenant]))
-    set_limit(SyncCollections.of(db).metadata, group, tenant, limit)
+    metadata = SyncCollections.of(db).metadata
+    stored = read_limits_document(metadata)
+    if _shape_broken(stored, group, tenant):
+        # A path through something that is not a document (a hand edit): MongoDB would refuse the
+        # update, so the document is written whole, with the limits that were valid and this one.
+        limits, _ = read_limits(stored)
+        declared: dict[str | tuple[str, str], Limit] = {_declared(k): v for k, v in limits.by_key.items()}
+        declare(db, {**declared, _declared((group, tenant)): limit})
+    else:
+        set_limit(metadata, group, tenant, limit)
     view = next(v for v in listing(db, now).limits if v.key == (group, tenant))
     return LimitSet(view, never)
+
+
+def _declared(key: Key) -> str | tuple[str, str]:
+    group, tenant = key
+    return group if tenant is None else (group, tenant)
+
+
+def _shape_broken(doc: object, group: str, tenant: str | None) -> bool:
+    """Whether setting (group, tenant) in ``doc`` would go through a field that is not a document."""
+    if doc is None:
+        return False
+    if not isinstance(doc, Mapping):
+        return True
+    section = doc.get("groups" if tenant is None else "tenants")
+    if section is None:
+        return False
+    if not isinstance(section, Mapping):
+        return True
+    if tenant is None:
+        return False
+    by_tenant = section.get(escape(group))
+    return by_tenant is not None and not isinstance(by_tenant, Mapping)
 
 
 def clear(db: SyncDb, group: str, tenant: str | None) -> bool:

@@ -166,5 +166,15 @@ def test_limits_set_list_clear_and_declare_through_the_read_model(db_uri: str) -
         with pytest.raises(ValueError, match="invalid group name"):
             a.set_limit("*", max_running=1)
         assert client.get_default_database().metadata.find_one({"_id": "limits"}) == before
+
+        # A hand edit broke the document's shape: setting a limit writes it whole, valid limits kept.
+        metadata = client.get_default_database().metadata
+        metadata.update_one({"_id": "limits"}, {"$set": {"tenants": "oops"}})
+        a.set_limit("mail", tenant="acme", max_running=2)
+        assert {(v.group, v.tenant): v.limit.max_running for v in a.limits().limits} == {
+            ("mail", None): None, ("mail", "acme"): 2}
+        metadata.update_one({"_id": "limits"}, {"$set": {"tenants.mail": 5}})
+        a.set_limit("mail", tenant="zeta", max_running=1)
+        assert {(v.group, v.tenant) for v in a.limits().limits} == {("mail", None), ("mail", "zeta")}
     finally:
         client.close()
