@@ -19,6 +19,7 @@ import click
 from recruiter.cli.admin import status, workers_group
 from recruiter.cli.embedded import embedded_group
 from recruiter.cli.jobs import jobs_group
+from recruiter.cli.limits import limits_group
 from recruiter.cli.options import CONTEXT
 from recruiter.cli.pause import groups_group, tenants_group
 from recruiter.cli.processes import cleaner_group, start_recruiter, worker_group
@@ -33,7 +34,7 @@ def main() -> None:
 
 
 for _command in (start_recruiter, worker_group, cleaner_group, embedded_group, status, workers_group, jobs_group,
-                 groups_group, tenants_group, schedules_group, stats_command):
+                 groups_group, tenants_group, schedules_group, stats_command, limits_group):
     main.add_command(_command)
 
 
