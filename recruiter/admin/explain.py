@@ -4,10 +4,11 @@
 Invariant: a handful of indexed reads, whatever the number of jobs (no scan of the queue):
 the job by ``_id`` (``archived``, then ``scheduled``); for a locked job the holder's roster
 entry and heartbeat by ``_id``; for an unlocked, due job the pause switches (one document),
-the roster entries that take its group and their heartbeats, and the count of the ready
-jobs ahead of it, served by the ``candidates`` index and capped at
-:data:`recruiter.domain.waiting.AHEAD_CAP` (at most four counts). A job not due yet needs
-no read beyond its own document.
+the roster entries that take its group and their heartbeats, the limits document (and,
+when a limit names its group or tenant, the jobs locked in its group and the token state),
+and the count of the ready jobs ahead of it, served by the ``candidates`` index and capped
+at :data:`recruiter.domain.waiting.AHEAD_CAP` (at most five counts). A job not due yet
+needs no read beyond its own document.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from __future__ import annotations
 from datetime import datetime
 
 from recruiter.domain.following import JobView
+from recruiter.domain.limits import count_by_key, describe_key, keys_of, read_limits, state_from, waiting_line
 from recruiter.domain.records import Raw
 from recruiter.domain.waiting import (
     AHEAD_CAP,
     Ahead,
     Around,
     Explanation,
-    Limit,
+    HeldBy,
     ahead_filters,
     explain,
     needs_around,
@@ -33,11 +35,16 @@ from recruiter.store import (
     SyncDb,
     count_ahead,
     read_beats_of,
+    read_cursor_document,
     read_entries_taking,
     read_entry_of,
     read_job_documents,
+    read_limits_document,
+    read_locked_in_sync,
     read_paused,
 )
+
+HELD = "held by a limit: "  # how recruiter.domain.limits.waiting_line starts when a limit holds the job
 
 
 def explain_job(db: SyncDb, job_id: object, now: datetime) -> Explanation | None:
@@ -54,8 +61,24 @@ def show_and_explain(db: SyncDb, job_id: object, now: datetime) -> tuple[JobView
     return view, (_explain(c, docs, now) if view is not None and not view.finished else None)
 
 
-def held_by(c: SyncCollections, job: Raw, now: datetime) -> Limit | None:
-    """The limit that holds ``job`` back, if any: the hook of flow control (none yet)."""
+def held_by(c: SyncCollections, job: Raw, now: datetime) -> HeldBy | None:
+    """The limit (flow control, :mod:`recruiter.domain.limits`) that holds ``job`` back now, if any:
+    the limits document by ``_id``; only when a limit names the job's group or tenant, the jobs
+    locked in its group (at most one per worker lane) and the token state (the cursor document)."""
+    limits, _ = read_limits(read_limits_document(c.metadata))
+    group, tenant = str(job.get("group")), job.get("tenant")
+    keys = [k for k in keys_of(group, tenant if isinstance(tenant, str) else "") if k in limits.by_key]
+    if not keys:
+        return None
+    locked = read_locked_in_sync(c.scheduled, [group])
+    running = count_by_key(((group, t if isinstance(t := d.get("tenant"), str) else "") for d in locked), limits)
+    state, _ = state_from(read_cursor_document(c.metadata), now)
+    for key in keys:
+        limit = limits.by_key[key]
+        bucket = state.bucket(key, limit.rate, now) if limit.rate is not None else None
+        line = waiting_line(key, limit, running.get(key, 0), bucket, now)
+        if line.startswith(HELD):
+            return HeldBy(describe_key(key), line.removeprefix(HELD))
     return None
 
 

@@ -16,9 +16,9 @@ and the first that holds is the answer:
    refused given back a little later (:mod:`recruiter.domain.refusals`);
 4. due: its group paused, its tenant paused; aimed at a worker that is gone
    (:mod:`recruiter.domain.placement`); no live worker takes its group; every live
-   worker of its group refused it; held by a limit (flow control: the ``held_by``
-   hook, :data:`Waiting.HELD_BY_LIMIT`); behind N ready jobs of its group and
-   tenant; else next in line, waiting for a free worker.
+   worker of its group refused it; held by a limit (flow control: ``Around.held_by``,
+   which :func:`recruiter.admin.explain.held_by` reads); behind N ready jobs of its
+   group and tenant; else next in line, waiting for a free worker.
 
 "Behind N" counts the ready jobs of the same group and tenant that the candidates
 index orders before this one (due retrying jobs first, then high priority, then
@@ -87,8 +87,9 @@ class WorkerFact:
 
 
 @dataclass(frozen=True)
-class Limit:
-    """A limit that holds a due job back (flow control): its name and what it says now."""
+class HeldBy:
+    """A limit that holds a due job back (flow control, :mod:`recruiter.domain.limits`): what it
+    limits (``group billing``, ``tenant acme of group billing``) and what it says now."""
 
     name: str
     text: str
@@ -113,7 +114,7 @@ class Around:
     paused_tenants: frozenset[str] = frozenset()
     workers: tuple[WorkerFact, ...] = ()  # the roster entries whose groups name the job's group or ``*``
     ahead: Ahead | None = None  # None: not counted
-    held_by: Limit | None = None  # the flow-control hook: a limit that holds it, if any
+    held_by: HeldBy | None = None  # the flow-control hook: a limit that holds it, if any
 
 
 @dataclass(frozen=True)

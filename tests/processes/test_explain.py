@@ -2,8 +2,9 @@
 
 Jobs are put into every waiting state: due later, retrying (a failure, then an hour's backoff),
 its group paused, its tenant paused, a group no worker takes, aimed at a worker that is gone,
-queued behind one another in one tenant while the only worker runs a slow job, and assigned to
-a worker that was SIGSTOPped or SIGKILLed so that its heartbeat is late. The command, run as
+held by a limit (its group's max_running reached while a slot of the group idles), queued
+behind one another in one tenant while the only worker runs a slow job, and assigned to a
+worker that was SIGSTOPped or SIGKILLed so that its heartbeat is late. The command, run as
 its own process, names each; ``jobs show`` carries the same line; resuming the paused group
 and tenant lets their jobs run (the explanation was the reason).
 """
@@ -68,15 +69,20 @@ def test_jobs_explain_names_every_waiting_state(processes: Processes, db: Any, d
     processes.worker("--group", "pg", "--group", "tg", "--id", "idle", "--prefetch", "0")
     frozen = processes.worker("--group", "st", "--id", "frozen", "--prefetch", "0")
     killed = processes.worker("--group", "kl", "--id", "killed", "--prefetch", "0")
+    processes.worker("--group", "lim", "--id", "capped", "--concurrency", "2", "--prefetch", "0")
     for kind, name in (("groups", "pg"), ("tenants", "sleepy")):
         out = run_cli(kind, "pause", "--force", name, "--target", db_uri)
         assert out.returncode == 0, out.stderr
+    out = run_cli("limits", "set", "--group", "lim", "--max-running", "1", "--target", db_uri)
+    assert out.returncode == 0, out.stderr
     with Recruiter.connect(db_uri) as rec:
         slow = WaitForRelease(db_uri, "slow").as_job_of(rec).in_group("queue").for_tenant("acme").enqueue().id
         on_frozen = WaitForRelease(db_uri, "frozen").as_job_of(rec).in_group("st").enqueue().id
         on_killed = WaitForRelease(db_uri, "killed").as_job_of(rec).in_group("kl").enqueue().id
-        wait_for(lambda: all(started(db, j) for j in (slow, on_frozen, on_killed)), timeout_s=60,
-                 message="the three slow jobs to start")
+        at_cap = WaitForRelease(db_uri, "capped").as_job_of(rec).in_group("lim").enqueue().id
+        wait_for(lambda: all(started(db, j) for j in (slow, on_frozen, on_killed, at_cap)), timeout_s=60,
+                 message="the four slow jobs to start")
+        held = Record(db_uri, n=15).as_job_of(rec).in_group("lim").enqueue().id
         queued = [Record(db_uri, n=i).as_job_of(rec).in_group("queue").for_tenant("acme").enqueue().id
                   for i in range(3)]
         later = Record(db_uri, n=10).as_job_of(rec).in_group("queue").schedule_in(hours=1).enqueue().id
@@ -104,6 +110,8 @@ def test_jobs_explain_names_every_waiting_state(processes: Processes, db: Any, d
     assert explain(db_uri, of_paused_tenant) == ("tenant-paused",
                                                  "its tenant sleepy is paused (recruiter tenants resume sleepy)")
     assert explain(db_uri, nobody) == ("no-worker", "no live worker takes its group nobody (none registered)")
+    # A free slot of its group (capped-1), but the group's max_running is reached.
+    assert explain(db_uri, held) == ("held-by-limit", "held by a limit: group lim runs 1 of max_running 1")
     code, text = explain(db_uri, ghost)
     assert code == "worker-gone", text
     assert "its aimed worker ghost is gone: not in the roster" in text
@@ -139,7 +147,8 @@ def test_jobs_explain_names_every_waiting_state(processes: Processes, db: Any, d
     for kind, name in (("groups", "pg"), ("tenants", "sleepy")):
         assert run_cli(kind, "resume", name, "--target", db_uri).returncode == 0
     release(db_uri, "slow")
-    ran = [*queued, in_paused_group, of_paused_tenant, slow]
+    release(db_uri, "capped")
+    ran = [*queued, in_paused_group, of_paused_tenant, slow, at_cap, held]
     wait_for(lambda: db.archived.count_documents({"_id": {"$in": ran}, "why": "done"}) == len(ran), timeout_s=60,
              message="the resumed and queued jobs to run")
     code, text = explain(db_uri, queued[0])

@@ -10,7 +10,7 @@ from bson import ObjectId
 from recruiter.domain.waiting import (
     Ahead,
     Around,
-    Limit,
+    HeldBy,
     Waiting,
     WorkerFact,
     ahead_filters,
@@ -85,7 +85,7 @@ def test_due_jobs_in_the_order_a_round_meets_the_reasons() -> None:
     assert code(job(), Around()) == Waiting.NO_WORKER
     assert code(job(), Around(workers=(worker(live=False),))) == Waiting.NO_WORKER
     assert code(job(), Around(workers=(worker(groups=("other",)),))) == Waiting.NO_WORKER
-    limit = Limit("tenant:acme", "tenant acme runs 5 jobs at most; 5 running")
+    limit = HeldBy("tenant:acme", "tenant acme runs 5 jobs at most; 5 running")
     held = explain(JOB_ID, job(), None, NOW, around=Around(workers=live, ahead=Ahead(3), held_by=limit))
     assert held is not None
     assert held.code == Waiting.HELD_BY_LIMIT
