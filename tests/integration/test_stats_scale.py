@@ -6,7 +6,7 @@ The documents are seeded directly, as the store writes them (:mod:`bench.stats_s
 jobs ready, delayed, retrying and assigned; archived jobs with their outcomes over the last hour;
 workers idle, busy, stopping and zombie; paused names). The issue's size, 100 000 queued and
 200 000 archived, takes minutes to seed into the embedded server (over the suite's 5-minute
-limit on a loaded 2-CPU machine), so this test runs 10 000 and 30 000 by default, enough for a
+limit on a loaded 2-CPU machine), so this test runs 5 000 and 20 000 by default, enough for a
 sampled window; ``python -m bench.stats_scale`` runs the full size with the same checks, and
 ``RECRUITER_STATS_SCALE_QUEUED`` / ``RECRUITER_STATS_SCALE_ARCHIVED`` set this test's.
 """
@@ -23,8 +23,8 @@ from click.testing import CliRunner
 from bench.stats_scale import DEPTH_FIELDS, MAX_ROUND_TRIPS, check, documents_bound, read_stats, seed
 from recruiter.cli.main import main
 
-QUEUED = int(os.environ.get("RECRUITER_STATS_SCALE_QUEUED", "10000"))
-ARCHIVED = int(os.environ.get("RECRUITER_STATS_SCALE_ARCHIVED", "30000"))
+QUEUED = int(os.environ.get("RECRUITER_STATS_SCALE_QUEUED", "5000"))
+ARCHIVED = int(os.environ.get("RECRUITER_STATS_SCALE_ARCHIVED", "20000"))
 TENANTS = 50
 
 
