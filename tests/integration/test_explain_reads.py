@@ -14,6 +14,7 @@ from pymongo import MongoClient
 
 from bench.commands import Commands
 from recruiter.admin import Admin, Waiting
+from recruiter.domain.control import CURSOR_ID
 from recruiter.domain.job import JobOptions, build_job_document
 from recruiter.domain.waiting import AHEAD_CAP, ahead_filters
 from recruiter.store import ensure_indexes_sync
@@ -114,3 +115,45 @@ def test_behind_n_is_the_exact_count_ahead_then_capped_at_a_bounded_cost(db: Any
         assert admin.explain(ObjectId()) is None
     finally:
         client.close()
+
+
+def test_held_by_a_limit_names_the_limit_that_holds_the_job_now(db: Any, db_uri: str) -> None:
+    ensure_indexes_sync(db)
+    now = datetime.now(UTC)
+    template = dict(build_job_document(Record(db_uri, n=0), JobOptions(), now))
+    due = ms(now - timedelta(seconds=5))
+    waiting = {**template, "_id": ObjectId(), "group": "mail", "tenant": "acme", "scheduled_at": due}
+    other = {**template, "_id": ObjectId(), "group": "mail", "tenant": "beta", "scheduled_at": due}
+    running = {**template, "_id": ObjectId(), "group": "mail", "tenant": "acme", "scheduled_at": due, "locked": True,
+               "status": "assigned", "locked_by": "w1", "lock_token": ObjectId(), "locked_at": now}
+    db.scheduled.insert_many([waiting, other, running])
+    session = ObjectId()
+    db.roster.insert_one({"_id": "w1", "work_on": ["mail"], "available": False, "session": session})
+    db.roster.insert_one({"_id": "w2", "work_on": ["mail"], "available": True, "session": session})
+    for wid in ("w1", "w2"):
+        db.heartbeats.insert_one({"_id": wid, "session": session, "last_seen_at": now,
+                                  "fresh_until": now + timedelta(minutes=5)})
+    admin = Admin(db)
+    assert (found := admin.explain(waiting["_id"])) is not None
+    assert found.code == Waiting.NEXT  # no limit
+
+    admin.set_limit("mail", tenant="acme", max_running=1)
+    found = admin.explain(waiting["_id"])
+    assert found is not None
+    assert found.code == Waiting.HELD_BY_LIMIT, found.text
+    assert found.text == "held by a limit: tenant acme of group mail runs 1 of max_running 1"
+    assert found.details["limit"] == "tenant acme of group mail"
+    beta = admin.explain(other["_id"])
+    assert beta is not None
+    assert beta.code == Waiting.NEXT  # the limit of another tenant does not hold it
+
+    admin.set_limit("mail", tenant="acme", max_running=2)  # room again
+    assert (found := admin.explain(waiting["_id"])) is not None
+    assert found.code == Waiting.NEXT
+    # A rate whose tokens the rounds have spent (the state they keep in the cursor document).
+    admin.set_limit("mail", rate="1/h")
+    db.metadata.update_one({"_id": CURSOR_ID}, {"$set": {"limiter.groups.mail": {"t": 0.0, "at": now}}}, upsert=True)
+    found = admin.explain(other["_id"])
+    assert found is not None
+    assert found.code == Waiting.HELD_BY_LIMIT, found.text
+    assert found.text.startswith("held by a limit: group mail is at its rate of 1/h (next start in ")
