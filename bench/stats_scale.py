@@ -10,7 +10,7 @@ It prints the seeding time, the read's time, its round trips (by command and col
 documents returned, then the figures checked and any mismatch (exit status 1 if there is one).
 
 ``tests/integration/test_stats_scale.py`` runs the same seeding and checks at a smaller size (the
-full size took 707 s to seed into the embedded server on a loaded 2-CPU machine). Uses the embedded server, or
+full size took 474 to 707 s to seed into the embedded server on a loaded 2-CPU machine). Uses the embedded server, or
 ``RECRUITER_TEST_MONGODB_URI``.
 """
 
