@@ -109,22 +109,17 @@ def run_process(common: Common, app_name: str, make: MakeObserved, check: Check 
 @click.option("--coalesce", envvar=env("COALESCE"), type=DURATION_OR_ZERO, default="0s", show_default=True,
               show_envvar=True, help="Least time between the starts of two rounds woken by outcomes, so that one "
                                      "round serves the outcomes of many workers (enqueues are not delayed).")
-@click.option("--roster-reads", envvar=env("ROSTER_READS"), type=click.Choice(["changes", "full"]), default="changes",
-              show_default=True, show_envvar=True,
-              help="How a round reads the roster: 'changes' keeps it from a change stream and reads only the "
-                   "entries that changed (whole every 10 s, and where the server has no change streams); "
-                   "'full' reads every free entry every round.")
 @subscriber_option
 @metrics_options("recruiter")
 def start_recruiter(backoff_from: timedelta, backoff_to: timedelta, round_size: int, lease_ttl: timedelta,
-                    counting_scheme: CountingScheme, sweep_interval: timedelta, coalesce: timedelta, roster_reads: str,
+                    counting_scheme: CountingScheme, sweep_interval: timedelta, coalesce: timedelta,
                     subscribers: tuple[str, ...], metrics: MetricsConfig | None, common: Common) -> None:
     """Run the recruiter (one leads; others stand by)."""
     config = valid(lambda: RecruiterConfig(round_size=round_size, backoff_from_s=seconds(backoff_from),
                                             backoff_to_s=seconds(backoff_to), lease_ttl_s=seconds(lease_ttl),
                                             counting_scheme=counting_scheme,
                                             sweep_interval_s=seconds(sweep_interval),
-                                            coalesce_s=seconds(coalesce), roster_reads=roster_reads))
+                                            coalesce_s=seconds(coalesce)))
     run_process(common, "recruiter", lambda db, clock, i: RecruiterProcess(db, clock, config, bus=i.bus),
                 subscribers=subscribers, metrics=metrics)
 

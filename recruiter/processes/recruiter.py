@@ -55,10 +55,9 @@ from recruiter.processes.reading import CandidateReader
 from recruiter.processes.round_stats import RoundTimer
 from recruiter.processes.rounds import Locked, RoundPlan, RoundReport, RoundWrites
 from recruiter.processes.upkeep import find_stranded, sweep
-from recruiter.store import heartbeats, scheduled
+from recruiter.store import heartbeats, roster, scheduled
 from recruiter.store.connection import StoreError, first_line
 from recruiter.store.layout import AsyncDb, Collections, Document
-from recruiter.store.roster_view import RosterView
 from recruiter.store.wakeup import Doorbell
 
 log = structlog.get_logger("recruiter.recruiter")
@@ -82,10 +81,6 @@ class RecruiterConfig:
     # (``recruiter start --coalesce``): a round woken by outcomes waits for the rest of it,
     # so that it serves more of them at once. 0: a round starts as soon as something happens.
     coalesce_s: float = 0.0
-    # Where a round's roster entries come from (``recruiter start --roster-reads``): "changes" keeps
-    # them from a change stream and reads only the entries that changed (recruiter.store.roster_view);
-    # "full" reads them all every round.
-    roster_reads: str = "changes"
 
     def __post_init__(self) -> None:
         if self.round_size < 1:
@@ -98,8 +93,6 @@ class RecruiterConfig:
             raise ValueError("sweep interval must be positive")
         if not 0 <= self.coalesce_s <= 1:
             raise ValueError("coalesce must be between 0s and 1s")
-        if self.roster_reads not in ("changes", "full"):
-            raise ValueError(f"roster reads must be 'changes' or 'full', not {self.roster_reads!r}")
 
 
 class Sweeper:
@@ -180,7 +173,6 @@ class RecruiterProcess(LeaderProcess):
         self.writes = RoundWrites(self.events, self.leadership.check, lambda point: self.fault(point),
                                   self.timer.mark)
         self.reader = CandidateReader(self.c)
-        self.roster_view = RosterView(self.c.roster, enabled=config.roster_reads == "changes")
         self.sweeper = Sweeper(self.c)
         self.warned = WarnOnce()
         self.firer = ScheduleFirer(db, self.warned, self.events)
@@ -211,7 +203,6 @@ class RecruiterProcess(LeaderProcess):
         handing them out: those are released before anything is assigned.
         """
         self._handed_out.clear()
-        await self.roster_view.close()  # read whole at the first round of a leadership
         doorbell = Doorbell(self.db, max_await_s=self.config.backoff_to_s)
         needs_rollback = True
 
@@ -250,7 +241,6 @@ class RecruiterProcess(LeaderProcess):
         finally:
             await self.sweeper.stop()
             await doorbell.close()
-            await self.roster_view.close()
 
     async def fire_schedules(self) -> int:
         """Fire the periodic jobs due now, in their own fenced transaction (:mod:`recruiter.processes.firing`)."""
@@ -329,9 +319,6 @@ class RecruiterProcess(LeaderProcess):
                         detail=s.reason)
         for entry in plan.outcomes:
             self._handed_out.pop(entry["outcome"]["job"], None)
-        # What this round's writes changed in the roster, before their events arrive.
-        self.roster_view.assigned(plan.assigned_to)
-        self.roster_view.cleared((e["_id"], e["outcome"]["token"]) for e in plan.outcomes)
         if len(self._handed_out) > MAX_HANDED_OUT:
             self._handed_out.clear()  # only an optimisation: jobs not found here are read
         self._handed_out.update(plan.handed_out)
@@ -341,7 +328,7 @@ class RecruiterProcess(LeaderProcess):
         chosen jobs. Writes nothing."""
         now = self.clock.now()
         plan = RoundPlan(now)
-        entries = self._well_formed(await self.roster_view.read())
+        entries = self._well_formed(await roster.read_round_entries(self.c.roster))
         self.timer.mark("read_roster")
         plan.malformed = self.sweeper.take()
         plan.outcomes = [e for e in entries if e.get("outcome")]

@@ -98,7 +98,6 @@ class RoundPlan:
     paced: set[object] = field(default_factory=set)
     # Filled by the writes, read once the round has committed.
     handed_out: dict[object, Document] = field(default_factory=dict)  # job id -> the copy its worker got
-    assigned_to: set[str] = field(default_factory=set)  # the entries the assignment reached
     quarantined: list[Malformed] = field(default_factory=list)  # those whose archived copy the round wrote
     taken_back: list[tuple[Stranded, Rescue]] = field(default_factory=list)
 
@@ -194,7 +193,6 @@ class RoundWrites:
         await self.save_cursor(c, plan.cursor_write)
         self.mark("cursor")
         assigned = await self.hand_out(c, plan, epoch) if plan.selection and plan.selection.assignments else set()
-        plan.assigned_to = set(assigned)
         self.mark("assign")
         # The assignment removed the outcomes of the workers it reached; clear the others.
         await clear_outcomes(c, [e for e in plan.outcomes if e["_id"] not in assigned])

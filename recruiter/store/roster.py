@@ -195,14 +195,10 @@ def entry_as_read(worker_id: object, session: object) -> Query:
     return {"_id": worker_id, "session": session}
 
 
-# What a round never reads of an entry: the job it holds and its key of the assignment map.
-ROUND_FIELDS_LEFT_OUT = ("assigned_to", "job")
-
-
 async def read_round_entries(roster: AsyncColl) -> list[Document]:
     """The entries a round works on: available, or holding an outcome (without their job copy)."""
     return await roster.find({"$or": [{"available": True}, {"outcome.token": {"$exists": True}}]},
-                             {f: 0 for f in ROUND_FIELDS_LEFT_OUT}).to_list()
+                             {"assigned_to": 0, "job": 0}).to_list()
 
 
 async def clear_outcomes(roster: AsyncColl, outcomes: Sequence[tuple[object, object]]) -> None:
