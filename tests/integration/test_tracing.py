@@ -12,13 +12,13 @@ import re
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import Event, ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, StatusCode, TraceFlags
@@ -46,11 +46,20 @@ def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
 
 def hex_ids(span: ReadableSpan) -> tuple[str, str]:
     assert span.context is not None
-    return f"{span.context.trace_id:032x}", f"{span.context.span_id:016x}"
+    return f"{span.context.trace_id:032x}", f"{span_id(span):016x}"
 
 
 def parent_id(span: ReadableSpan) -> int | None:
     return None if span.parent is None else span.parent.span_id
+
+
+def span_id(span: ReadableSpan) -> int:
+    assert span.context is not None
+    return span.context.span_id
+
+
+def attrs(span: ReadableSpan | Event) -> dict[str, Any]:
+    return dict(span.attributes or {})
 
 
 def results(drained: Drained) -> list[object]:
@@ -78,35 +87,40 @@ def test_a_job_continues_the_trace_of_its_enqueue_and_its_own_spans_nest(
         archived = db.archived.find_one({"_id": job_id})
         # The field is a flat document of short strings: the W3C traceparent (and tracestate, none here).
         assert set(archived[FIELD]) == {"traceparent"}
-        stored_trace, stored_span = TRACEPARENT.match(archived[FIELD]["traceparent"]).groups()  # type: ignore[union-attr]
+        match = TRACEPARENT.match(archived[FIELD]["traceparent"])
+        assert match is not None
+        stored_trace, stored_span = match.groups()
         assert stored_trace == trace_id
-        (create,) = [s for s in named(spans, f"{group} create") if s.attributes["messaging.message.id"] == str(job_id)]
-        (queued,) = [s for s in named(spans, f"{group} queued") if s.attributes["messaging.message.id"] == str(job_id)]
+        (create,) = [s for s in named(spans, f"{group} create") if attrs(s)["messaging.message.id"] == str(job_id)]
+        (queued,) = [s for s in named(spans, f"{group} queued") if attrs(s)["messaging.message.id"] == str(job_id)]
         (process,) = [s for s in named(spans, f"{group} process")
-                      if s.attributes["messaging.message.id"] == str(job_id)]
+                      if attrs(s)["messaging.message.id"] == str(job_id)]
         # create (PRODUCER) is a child of the enqueuing span; queued and process are children of create.
-        assert create.kind is SpanKind.PRODUCER and parent_id(create) == request.get_span_context().span_id
+        assert create.kind is SpanKind.PRODUCER
+        assert parent_id(create) == request.get_span_context().span_id
         assert hex_ids(create) == (trace_id, stored_span)
-        assert queued.kind is SpanKind.INTERNAL and process.kind is SpanKind.CONSUMER
+        assert queued.kind is SpanKind.INTERNAL
+        assert process.kind is SpanKind.CONSUMER
         assert hex_ids(queued)[0] == hex_ids(process)[0] == trace_id
-        assert parent_id(queued) == parent_id(process) == create.context.span_id  # type: ignore[union-attr]
-        assert queued.end_time == process.start_time and queued.start_time <= queued.end_time  # type: ignore[operator]
+        assert parent_id(queued) == parent_id(process) == span_id(create)
+        assert queued.end_time == process.start_time
+        assert (queued.start_time or 0) <= (queued.end_time or 0)
         assert process.status.status_code is StatusCode.UNSET
-        assert {k: process.attributes[k] for k in ("messaging.system", "messaging.operation.type",
+        assert {k: attrs(process)[k] for k in ("messaging.system", "messaging.operation.type",
                                                    "messaging.destination.name", "recruiter.job.class",
                                                    "recruiter.job.attempt", "recruiter.job.outcome")} == {
             "messaging.system": "recruiter", "messaging.operation.type": "process",
             "messaging.destination.name": group, "recruiter.job.attempt": 1, "recruiter.job.outcome": "done",
             "recruiter.job.class": archived["workable"]["class"]}
-        assert queued.attributes["messaging.operation.type"] == "receive"
-        assert process.attributes["recruiter.worker.id"] == archived["last_execution"]["worker"]
+        assert attrs(queued)["messaging.operation.type"] == "receive"
+        assert attrs(process)["recruiter.worker.id"] == archived["last_execution"]["worker"]
         # The job ran in the attempt's span: it saw it current, and its own span is its child.
         assert archived["result"] == {"valid": True, "trace_id": trace_id, "span_id": hex_ids(process)[1]}
         if group == "other":
-            assert process.attributes["recruiter.tenant"] == "acme"
+            assert attrs(process)["recruiter.tenant"] == "acme"
             continue
         (inside,) = named(spans, "inside sync" if job_id == sync_job else "inside async")
-        assert parent_id(inside) == process.context.span_id  # type: ignore[union-attr]
+        assert parent_id(inside) == span_id(process)
         assert hex_ids(inside)[0] == trace_id
 
 
@@ -116,21 +130,21 @@ def test_a_failed_attempt_has_an_error_status_and_its_exception_and_each_attempt
         job = FailsWithSpan().as_job_of(rec).retry_with(RetryManyTimes(1, wait=0)).enqueue()
     assert [d["why"] for d in drain(db_uri).jobs] == ["tried-too-many-times"]
     processes = sorted(named(spans, "generic process"), key=lambda s: s.start_time or 0)
-    assert [s.attributes["recruiter.job.attempt"] for s in processes] == [1, 2]
+    assert [attrs(s)["recruiter.job.attempt"] for s in processes] == [1, 2]
     assert len(named(spans, "generic queued")) == 2
     (create,) = named(spans, "generic create")
     for n, span in enumerate(processes, start=1):
-        assert parent_id(span) == create.context.span_id  # type: ignore[union-attr]
+        assert parent_id(span) == span_id(create)
         assert span.status.status_code is StatusCode.ERROR
         assert span.status.description == f"failed: failed attempt {n}"
-        assert span.attributes["recruiter.job.outcome"] == "failed"
-        assert span.attributes["error.type"] == "builtins:ValueError"
+        assert attrs(span)["recruiter.job.outcome"] == "failed"
+        assert attrs(span)["error.type"] == "builtins:ValueError"
         (event,) = span.events
         assert event.name == "exception"
-        assert event.attributes["exception.message"] == f"failed attempt {n}"  # type: ignore[index]
-        assert "ValueError" in str(event.attributes["exception.stacktrace"])  # type: ignore[index]
+        assert attrs(event)["exception.message"] == f"failed attempt {n}"
+        assert "ValueError" in str(attrs(event)["exception.stacktrace"])
     befores = named(spans, "before failing")
-    assert sorted(parent_id(s) or 0 for s in befores) == sorted(s.context.span_id for s in processes)  # type: ignore[union-attr]
+    assert sorted(parent_id(s) or 0 for s in befores) == sorted(span_id(s) for s in processes)
     assert db.archived.count_documents({"_id": job}) == 1
 
 
@@ -149,7 +163,8 @@ def test_a_job_run_in_a_child_process_runs_in_its_attempt_span(db_uri: str, db: 
 
 GARBAGE: list[object] = [
     "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", 42, None, [], {},
-    {"traceparent": 7}, {"traceparent": "not a traceparent"}, {"traceparent": "00-" + "0" * 32 + "-" + "0" * 16 + "-01"},
+    {"traceparent": 7}, {"traceparent": "not a traceparent"},
+    {"traceparent": "00-" + "0" * 32 + "-" + "0" * 16 + "-01"},
     {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" + "x" * 10_000},
     {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "tracestate": {"a": 1}},
     {"traceparent": "ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "tracestate": "x" * 100_000},
@@ -164,12 +179,12 @@ def test_a_job_with_a_garbage_trace_context_still_runs(db_uri: str, db: Any, spa
     drained = drain(db_uri)
     assert [d["why"] for d in drained.jobs] == ["done"] * len(GARBAGE)
     assert sorted(results(drained)) == list(range(len(GARBAGE)))  # type: ignore[type-var]
-    by_job = {s.attributes["messaging.message.id"]: s for s in named(spans, "generic process")}
+    by_job = {attrs(s)["messaging.message.id"]: s for s in named(spans, "generic process")}
     assert set(by_job) == {str(i) for i in ids}
     # A well-formed context in a malformed field (a tracestate that is not a string) is still continued;
     # everything else starts a trace of its own.
     kept = str(ids[9])
-    assert by_job[kept].parent is not None and f"{by_job[kept].parent.span_id:016x}" == "b7ad6b7169203331"
+    assert f"{parent_id(by_job[kept]) or 0:016x}" == "b7ad6b7169203331"
     assert all(span.parent is None for job_id, span in by_job.items() if job_id != kept)
 
 
@@ -181,7 +196,8 @@ def test_without_a_current_span_nothing_is_stored_and_schedules_carry_no_trace_c
             rec.schedule("nightly", job=Record(db_uri, n=2), every="1h")
     assert FIELD not in db.scheduled.find_one({"_id": plain})
     stored = list(db.schedules.find())
-    assert len(stored) == 1 and FIELD not in str(stored)
+    assert len(stored) == 1
+    assert FIELD not in str(stored)
     assert [s.name for s in spans.get_finished_spans()] == ["declaring"]
 
 
