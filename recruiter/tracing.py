@@ -37,6 +37,7 @@ import structlog
 if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, Tracer
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 log = structlog.get_logger("recruiter.tracing")
 
@@ -50,6 +51,7 @@ MAX_TRACESTATE_CHARS = 512
 INTERRUPTED = "interrupted"
 
 _tracers: tuple[object, Tracer] | None = None  # (the provider, its tracer "recruiter")
+_propagator: TraceContextTextMapPropagator | None = None
 
 
 def _loaded() -> bool:
@@ -72,12 +74,20 @@ def _tracer() -> Tracer | None:
     return cached[1]
 
 
+def _w3c() -> TraceContextTextMapPropagator:
+    """The W3C trace context propagator (made once)."""
+    global _propagator
+    if _propagator is None:
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+        _propagator = TraceContextTextMapPropagator()
+    return _propagator
+
+
 def _carrier(context: Context | None = None) -> dict[str, str] | None:
     """The W3C trace context of ``context`` (default: the current one), checked; None if it has none."""
-    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-
     carrier: dict[str, str] = {}
-    TraceContextTextMapPropagator().inject(carrier, context)
+    _w3c().inject(carrier, context)
     return checked_carrier(carrier)
 
 
@@ -158,10 +168,9 @@ def stored_context(job: Mapping[str, object]) -> Context | None:
     if carrier is None or not _loaded():
         return None
     from opentelemetry import trace
-    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
     try:
-        context = TraceContextTextMapPropagator().extract(carrier)
+        context = _w3c().extract(carrier)
     except Exception:  # noqa: BLE001 - untrusted input: a value the propagator cannot read is no context
         return None
     return context if trace.get_current_span(context).get_span_context().is_valid else None
