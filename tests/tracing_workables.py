@@ -1,5 +1,6 @@
-"""Jobs for the tracing tests (tests/integration/test_tracing.py): they say what span is current
-while they run, and make a span of their own (importable by name, as jobs must be)."""
+"""Jobs for the tracing tests (tests/integration/test_tracing.py, tests/processes/test_tracing_processes.py):
+they say what span is current while they run, and make a span of their own (importable by name, as
+jobs must be). Importing them imports tests.tracing_setup, as a job's module may set up its SDK."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from opentelemetry import trace
 
+import tests.tracing_setup  # noqa: F401 - in a child process running a job, the SDK it may set up
 from recruiter import JobContext, Workable
 
 

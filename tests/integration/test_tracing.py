@@ -8,6 +8,7 @@ the jobs run in a real recruiter and worker in this process (recruiter.testing.d
 
 from __future__ import annotations
 
+import asyncio
 import re
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, StatusCode, TraceFlags
 
-from recruiter import Recruiter
+from recruiter import AsyncRecruiter, Recruiter
 from recruiter.retry import RetryManyTimes
 from recruiter.testing import drain
 from recruiter.testing.drain import Drained
@@ -55,7 +56,7 @@ def parent_id(span: ReadableSpan) -> int | None:
 
 def span_id(span: ReadableSpan) -> int:
     assert span.context is not None
-    return span.context.span_id
+    return int(span.context.span_id)
 
 
 def attrs(span: ReadableSpan | Event) -> dict[str, Any]:
@@ -251,3 +252,19 @@ def test_the_library_works_without_opentelemetry(db_uri: str) -> None:
                           cwd=Path(__file__).parents[2])
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().endswith("ok")
+
+
+def test_the_asyncio_producer_stores_the_context_too(db_uri: str, db: Any, spans: InMemorySpanExporter) -> None:
+    async def main() -> tuple[int, list[Any]]:
+        async with await AsyncRecruiter.connect(db_uri) as rec:
+            with trace.get_tracer("tests").start_as_current_span("request") as request:
+                one = await rec.enqueue(SeesItsSpan())
+                many = await rec.enqueue_many([SeesItsSpan(), SeesItsSpan().as_job_of(rec).unique("k")])
+        return request.get_span_context().trace_id, [one, *many]
+
+    trace_id, ids = asyncio.run(main())
+    creates = {attrs(s)["messaging.message.id"]: s for s in named(spans, "generic create")}
+    for job_id in ids:
+        match = TRACEPARENT.match(db.scheduled.find_one({"_id": job_id})[FIELD]["traceparent"])
+        assert match is not None
+        assert match.groups() == (f"{trace_id:032x}", hex_ids(creates[str(job_id)])[1])
