@@ -25,7 +25,6 @@ logged and swallowed: it never fails an enqueue or changes an attempt's outcome.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sys
 import time
@@ -48,7 +47,6 @@ MESSAGING_SYSTEM = "recruiter"  # not one of the convention's well-known values:
 MAX_TRACEPARENT_CHARS = 128
 # The W3C recommendation: propagate a tracestate of at most 512 characters (32 entries).
 MAX_TRACESTATE_CHARS = 512
-INTERRUPTED = "interrupted"
 
 _tracers: tuple[object, Tracer] | None = None  # (the provider, its tracer "recruiter")
 _propagator: TraceContextTextMapPropagator | None = None
@@ -183,7 +181,8 @@ class AttemptSpan:
         self.span = span
 
     def ended(self, kind: str, error: BaseException | None) -> None:
-        """The attempt ended ``kind`` (done, failed, timed-out), with ``error`` if it failed."""
+        """The attempt ended ``kind`` (done, failed, timed-out; halted or interrupted: cut short),
+        with ``error`` if it failed."""
         if self.span is None:
             return
         try:
@@ -249,9 +248,6 @@ def _current(span: Span) -> Iterator[AttemptSpan]:
     try:
         with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
             yield AttemptSpan(span)
-    except (asyncio.CancelledError, GeneratorExit):
-        AttemptSpan(span).ended(INTERRUPTED, None)
-        raise
     finally:
         with contextlib.suppress(Exception):
             span.end()

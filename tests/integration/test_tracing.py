@@ -26,11 +26,12 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, StatusC
 
 from recruiter import AsyncRecruiter, Recruiter
 from recruiter.retry import RetryManyTimes
-from recruiter.testing import drain
+from recruiter.testing import drain, drain_async
 from recruiter.testing.drain import Drained
 from recruiter.tracing import FIELD, checked_carrier, stored_context
+from tests.conftest import wait_for_async
 from tests.tracing_workables import AsyncSeesItsSpan, FailsWithSpan, SeesItsSpan
-from tests.workables import Record
+from tests.workables import AsyncWaitForRelease, Record
 
 TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
 
@@ -268,3 +269,22 @@ def test_the_asyncio_producer_stores_the_context_too(db_uri: str, db: Any, spans
         match = TRACEPARENT.match(db.scheduled.find_one({"_id": job_id})[FIELD]["traceparent"])
         assert match is not None
         assert match.groups() == (f"{trace_id:032x}", hex_ids(creates[str(job_id)])[1])
+
+
+def test_an_attempt_cut_short_by_a_cancel_says_halted(db_uri: str, db: Any, spans: InMemorySpanExporter) -> None:
+    with Recruiter.connect(db_uri) as rec:
+        job = AsyncWaitForRelease(db_uri, "never").as_job_of(rec).enqueue()
+
+        async def main() -> Drained:
+            draining = asyncio.create_task(drain_async(db_uri))
+            await wait_for_async(lambda: asyncio.to_thread(db.ledger.find_one, {"event": "start"}),
+                                 message="the job to start")
+            await asyncio.to_thread(rec.cancel, job)
+            return await draining
+
+        asyncio.run(main())
+    assert db.archived.find_one({"_id": job})["why"] == "cancelled"
+    (process,) = named(spans, "generic process")
+    assert attrs(process)["recruiter.job.outcome"] == "halted"
+    assert process.status.status_code is StatusCode.UNSET
+    assert process.end_time is not None

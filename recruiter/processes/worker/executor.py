@@ -162,8 +162,13 @@ class Executor:
     async def _run(self, slot_id: str, running: Running, job: Document, started_at: datetime) -> Ran:
         """Run the job's method (:meth:`_ran`) inside its spans, when the process traces (:mod:`recruiter.tracing`)."""
         with tracing.attempt_spans(job, slot_id, _waited_s(job, started_at)) as span:
-            ran = await self._ran(slot_id, running, job, started_at)
-            span.ended(ran.kind, ran.error)
+            try:
+                ran = await self._ran(slot_id, running, job, started_at)
+            except asyncio.CancelledError:
+                span.ended(running.state.value, None)  # halted or interrupted while it ran
+                raise
+            # A job running in a thread is not stopped by a halt: it ends, and its outcome is discarded.
+            span.ended(ran.kind if running.state is JobState.RUNNING else running.state.value, ran.error)
         return ran
 
     async def _ran(self, slot_id: str, running: Running, job: Document, started_at: datetime) -> Ran:
