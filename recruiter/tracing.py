@@ -52,6 +52,13 @@ _tracers: tuple[object, Tracer] | None = None  # (the provider, its tracer "recr
 _propagator: TraceContextTextMapPropagator | None = None
 
 
+def _failed(where: str, exc: Exception) -> None:
+    """A failure of the tracing code (an SDK's span processor raising, say): one line, the traceback at debug."""
+    with contextlib.suppress(Exception):
+        log.warning("tracing.failed", where=where, error=f"{type(exc).__name__}: {exc}"[:300])
+        log.debug("tracing.traceback", where=where, exc_info=exc)
+
+
 def _loaded() -> bool:
     """Whether the process imported OpenTelemetry's trace API: if not, no span can be current
     and no provider can be set, so there is nothing to do (and nothing is imported)."""
@@ -136,8 +143,8 @@ def stamp(doc: dict[str, object]) -> None:
         return
     try:
         carrier = _enqueue_context(doc)
-    except Exception:
-        log.warning("tracing.failed", where="enqueue", exc_info=True)
+    except Exception as exc:  # noqa: BLE001 - tracing never fails an enqueue
+        _failed("enqueue", exc)
         return
     if carrier is not None:
         doc[FIELD] = carrier
@@ -187,8 +194,8 @@ class AttemptSpan:
             return
         try:
             _ended(self.span, kind, error)
-        except Exception:
-            log.warning("tracing.failed", where="attempt end", exc_info=True)
+        except Exception as exc:  # noqa: BLE001 - tracing never changes an attempt's outcome
+            _failed("attempt end", exc)
 
 
 def _ended(span: Span, kind: str, error: BaseException | None) -> None:
@@ -216,8 +223,8 @@ def attempt_spans(job: Mapping[str, object], worker_id: str, waited_s: float | N
         return
     try:
         span = _start_spans(tracer, job, worker_id, waited_s)
-    except Exception:
-        log.warning("tracing.failed", where="attempt start", exc_info=True)
+    except Exception as exc:  # noqa: BLE001 - tracing never fails an attempt
+        _failed("attempt start", exc)
         yield AttemptSpan()
         return
     yield from _current(span)

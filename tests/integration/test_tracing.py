@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import Event, ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, StatusCode, TraceFlags
@@ -306,3 +306,23 @@ def test_an_attempt_cut_short_by_a_cancel_says_halted(db_uri: str, db: Any, span
     assert attrs(process)["recruiter.job.outcome"] == "halted"
     assert process.status.status_code is StatusCode.UNSET
     assert process.end_time is not None
+
+
+class Broken(SpanProcessor):
+    """A span processor that raises on every span."""
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        raise RuntimeError("broken processor")
+
+
+def test_a_failing_sdk_neither_fails_an_enqueue_nor_changes_an_outcome(db_uri: str, db: Any,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    provider = TracerProvider()
+    provider.add_span_processor(Broken())
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: provider)
+    incoming = SpanContext(0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331, is_remote=True,
+                           trace_flags=TraceFlags(TraceFlags.SAMPLED))
+    with Recruiter.connect(db_uri) as rec, trace.use_span(NonRecordingSpan(incoming)):
+        job = Record(db_uri, n=3).as_job_of(rec).enqueue()
+    assert FIELD not in db.scheduled.find_one({"_id": job})
+    assert results(drain_all(db_uri, db)) == [3]
