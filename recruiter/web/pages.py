@@ -26,6 +26,7 @@ FAILURES_PER_REASON = 100
 AUDIT_SHOWN = 100
 DEFAULT_PAGE = 50
 TEXT_FILTERS = ("group", "tenant", "class", "why", "tag")
+STOP_POLLING = 286  # htmx's status for "stop polling this element"
 
 
 async def overview(dash: Dashboard, request: Request) -> Response:
@@ -131,9 +132,10 @@ async def job(dash: Dashboard, request: Request) -> Response:
 
 
 async def job_live(dash: Dashboard, request: Request) -> Response:
+    """The live part of a job's page; once the job is archived, status 286 tells htmx to stop polling."""
     view = await _job_view(dash, request)
-    return dash.page(request, "job_live.html", job=view, runs=views.executions(view),
-                     parameters=views.parameters(view))
+    return dash.page(request, "job_live.html", STOP_POLLING if view.finished else 200, job=view,
+                     runs=views.executions(view), parameters=views.parameters(view))
 
 
 def _failures(dash: Dashboard) -> tuple[list[views.FailureGroup], dict[str, bool]]:

@@ -24,7 +24,7 @@ from recruiter.domain.records import Raw
 MISSING = "-"
 # The archived reasons (why) of jobs that failed; the failures page reads each, newest first.
 FAILURE_WHYS = ("tried-too-many-times", "non-retriable-exception", "not-scheduled-by-retry-policy",
-                "crashed-too-many-times", "crashed", "interrupted", "malformed")
+                "crashed-too-many-times", "crashed", "interrupted", "malformed", "bad-retry-policy", "unrunnable")
 MESSAGE_CUT = 200
 
 
