@@ -15,7 +15,7 @@ import structlog
 
 from recruiter.cli.options import DURATION, Common, common_options, connect_target, env, valid
 from recruiter.processes import logs
-from recruiter.store import ConnectionProblem, StoreError, describe, parse_target, sync_client
+from recruiter.store import ConnectionProblem, StoreError, command_listeners, describe, parse_target, sync_client
 
 INSTALL_HINT = "the dashboard needs its extra: pip install 'recruiter[dashboard]'"
 log = structlog.get_logger("recruiter.web")
@@ -56,7 +56,8 @@ def dashboard_command(host: str, port: int, read_only: bool, token: str | None, 
         target = connect_target(common)
     except ConnectionProblem as exc:
         raise click.ClickException(str(exc)) from None
-    client = sync_client(target, app_name="recruiter-dashboard", server_selection_timeout_s=5.0)
+    client = sync_client(target, app_name="recruiter-dashboard", server_selection_timeout_s=5.0,
+                         event_listeners=command_listeners())  # RECRUITER_COMMAND_STATS, if set
     try:
         hidden = tuple(s for s in (_password_of(common.target), token, password) if s)
         settings = Settings(read_only=read_only, access=access, refresh_s=refresh.total_seconds(),

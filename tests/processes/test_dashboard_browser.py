@@ -26,9 +26,12 @@ import pytest
 from bson import ObjectId
 
 from recruiter import Recruiter
+from recruiter.store import privileges
 from tests.conftest import REPO, wait_for
 from tests.dashboard_workables import FailsUntilReleased
 from tests.processes.conftest import Processes
+from tests.processes.test_roles import recipe
+from tests.processes.test_roles import used as used_privileges
 from tests.workables import Record, release
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -69,10 +72,10 @@ def answers(url: str) -> bool:
         return False
 
 
-def serve(processes: Processes, *args: str) -> str:
+def serve(processes: Processes, *args: str, env: dict[str, str] | None = None) -> str:
     """``recruiter dashboard`` on a free port of 127.0.0.1; its base URL once it answers."""
     port = free_port()
-    processes.start("dashboard", "dashboard", "--port", str(port), "--refresh", "1s", *args)
+    processes.start("dashboard", "dashboard", "--port", str(port), "--refresh", "1s", *args, env=env)
     url = f"http://127.0.0.1:{port}"
     wait_for(lambda: answers(url + "/jobs"), timeout_s=60, message="the dashboard to answer")
     return url
@@ -99,7 +102,8 @@ def test_failed_job_retry_pause_and_schedule_in_a_browser(processes: Processes, 
 
     processes.recruiter()
     processes.worker("--group", "mail", "--group", "generic")
-    url = serve(processes)
+    used = tmp_path / "dashboard-privileges.jsonl"
+    url = serve(processes, env={privileges.FILE_ENVVAR: str(used)})
     with Recruiter.connect(db_uri) as rec:
         failed_id = rec.enqueue(FailsUntilReleased(db_uri, "k1").as_job_of(rec).in_group("mail")).id
         rec.enqueue(Record(db_uri, n=1).as_job_of(rec).in_group("mail").for_tenant("acme"))
@@ -166,6 +170,10 @@ def test_failed_job_retry_pause_and_schedule_in_a_browser(processes: Processes, 
     assert [(e["action"], e["target"]) for e in entries] == [
         ("retry", str(failed_id)), ("pause-group", "mail"), ("schedule-run-now", "tick")]
     assert {(e["who"], e["client"]) for e in entries} == {("anonymous", "127.0.0.1")}
+    # What the dashboard did to `audit` is what docs/operations/security.md's recruiterAudit grants.
+    on_audit = {action for collection, action in used_privileges(used, db.name) if collection == "audit"}
+    assert "insert" in on_audit
+    assert on_audit <= recipe()["recruiterAudit"]["audit"]
 
 
 def test_read_only_offers_no_action_in_a_browser(processes: Processes, db: Any, db_uri: str, browser: Any,

@@ -88,10 +88,13 @@ def csrf_of(client: TestClient, path: str = "/switches") -> str:
 def test_every_page_renders_from_the_read_model(web: TestClient, seeded: dict[str, Any]) -> None:
     failed_id = str(seeded["failed"][0]["_id"])
     for path in ("/", "/overview/live", "/jobs", "/failures", "/workers", "/schedules", "/switches", "/audit",
-                 f"/jobs/{failed_id}", f"/jobs/{failed_id}/live", "/jobs?state=queued&group=mail&limit=100"):
+                 f"/jobs/{failed_id}", "/jobs?state=queued&group=mail&limit=100"):
         response = web.get(path)
         assert response.status_code == 200, (path, response.text[:300])
         assert response.headers["x-frame-options"] == "DENY"
+    # The live part of an archived job tells htmx to stop polling (286); a waiting job's keeps it (200).
+    assert web.get(f"/jobs/{failed_id}/live").status_code == 286
+    assert web.get(f"/jobs/{seeded['queued']['_id']}/live").status_code == 200
     job_page = web.get(f"/jobs/{failed_id}").text
     assert "ValueError: boom" in job_page
     assert "log line of job 1" in job_page
