@@ -26,6 +26,7 @@ FAILURES_PER_REASON = 100
 AUDIT_SHOWN = 100
 DEFAULT_PAGE = 50
 TEXT_FILTERS = ("group", "tenant", "class", "why", "tag")
+RETRYING = "retrying"
 STOP_POLLING = 286  # htmx's status for "stop polling this element"
 
 
@@ -138,22 +139,31 @@ async def job_live(dash: Dashboard, request: Request) -> Response:
                      runs=views.executions(view), parameters=views.parameters(view))
 
 
-def _failures(dash: Dashboard) -> tuple[list[views.FailureGroup], dict[str, bool]]:
+def _failures(dash: Dashboard, reasons: tuple[str, ...]) -> tuple[list[views.FailureGroup], dict[str, bool]]:
+    """One bounded read per reason (an archived why, or ``retrying``: the jobs waiting for a retry)."""
     archived: list[JobView] = []
+    retrying: list[JobView] = []
     capped: dict[str, bool] = {}
-    for why in views.FAILURE_WHYS:
-        page = dash.admin.jobs(why=why, limit=FAILURES_PER_REASON)
-        archived.extend(page.views)
-        capped[why] = page.next is not None
-    retrying = dash.admin.jobs(states=("retrying",), limit=FAILURES_PER_REASON)
-    capped["retrying"] = retrying.next is not None
-    return views.group_failures(archived, retrying.views), capped
+    for reason in reasons:
+        if reason == RETRYING:
+            page = dash.admin.jobs(states=(RETRYING,), limit=FAILURES_PER_REASON)
+            retrying.extend(page.views)
+        else:
+            page = dash.admin.jobs(why=reason, limit=FAILURES_PER_REASON)
+            archived.extend(page.views)
+        capped[reason] = page.next is not None
+    return views.group_failures(archived, retrying), capped
 
 
 async def failures(dash: Dashboard, request: Request) -> Response:
-    groups, capped = await dash.read(lambda: _failures(dash))
+    reason = _one(request, "reason", dash.settings.limits.max_field)
+    choices = (*views.FAILURE_WHYS, RETRYING)
+    if reason is not None and reason not in choices:
+        raise HttpProblem(400, f"reason must be one of {', '.join(choices)}")
+    reasons = choices if reason is None else (reason,)
+    groups, capped = await dash.read(lambda: _failures(dash, reasons))
     return dash.page(request, "failures.html", nav="failures", groups=groups, capped=capped,
-                     per_reason=FAILURES_PER_REASON)
+                     per_reason=FAILURES_PER_REASON, reason=reason, choices=choices)
 
 
 async def workers(dash: Dashboard, request: Request) -> Response:

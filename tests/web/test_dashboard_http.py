@@ -100,6 +100,9 @@ def test_every_page_renders_from_the_read_model(web: TestClient, seeded: dict[st
     assert "log line of job 1" in job_page
     failures = web.get("/failures").text
     assert "3 jobs: 3 archived" in failures
+    assert "3 jobs: 3 archived" in web.get("/failures?reason=tried-too-many-times").text
+    assert "no failed job" in web.get("/failures?reason=crashed").text
+    assert web.get("/failures?reason=bogus").status_code == 400
     assert "mail" in web.get("/").text
     assert "acme" in web.get("/").text
 
