@@ -21,6 +21,7 @@ import base64
 import json
 import threading
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,13 +39,14 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from recruiter.admin import Admin
+from recruiter.admin import Admin, Stats
 from recruiter.domain.schedule_view import outcome_of
 from recruiter.store import AuditEntry, StoreError, SyncDb, ensure_audit_index, record_action
 from recruiter.web import views
 from recruiter.web.security import CSRF_COOKIE, CSRF_FIELD, REALM, Access, Csrf, Limits
 
 HERE = Path(__file__).parent
+HISTORY = 180  # points of the overview's charts: 6 minutes at the default refresh
 FLASH_COOKIE = "recruiter_flash"
 T = TypeVar("T")
 log = structlog.get_logger("recruiter.web")
@@ -149,11 +151,18 @@ class Dashboard:
         self.db = db
         self.settings = settings
         self.csrf = csrf or Csrf()
-        self.stats = Cached(self.admin.stats, settings.refresh_s)
+        self.stats = Cached(self._read_stats, settings.refresh_s)
+        # The charts: one point per read of the figures (no read of their own), the last HISTORY of them.
+        self.history: deque[views.Point] = deque(maxlen=HISTORY)
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]))
         self.env.filters.update(age=views.age, number=views.number, percent=views.percent, when=views.when,
                                 plain=views.plain, as_json=views.as_json, state=views.state_of)
-        self.env.globals["outcome_of"] = outcome_of
+        self.env.globals.update(outcome_of=outcome_of, sparkline=views.sparkline)
+
+    def _read_stats(self) -> Stats:
+        figures = self.admin.stats()
+        self.history.append(views.point_of(figures.at, figures.groups))
+        return figures
 
     # -- rendering -----------------------------------------------------------------------------
 

@@ -32,12 +32,12 @@ STOP_POLLING = 286  # htmx's status for "stop polling this element"
 
 async def overview(dash: Dashboard, request: Request) -> Response:
     figures = await dash.read(dash.stats.get)
-    return dash.page(request, "overview.html", figures=figures, nav="overview")
+    return dash.page(request, "overview.html", figures=figures, nav="overview", history=list(dash.history))
 
 
 async def overview_live(dash: Dashboard, request: Request) -> Response:
     figures = await dash.read(dash.stats.get)
-    return dash.page(request, "overview_live.html", figures=figures)
+    return dash.page(request, "overview_live.html", figures=figures, history=list(dash.history))
 
 
 def _one(request: Request, name: str, limit: int) -> str | None:

@@ -142,6 +142,37 @@ def group_failures(archived: Iterable[JobView], retrying: Iterable[JobView]) -> 
     return sorted(groups.values(), key=lambda g: (-g.count, g.error, g.message))
 
 
+@dataclass(frozen=True)
+class Point:
+    """The cluster at one read of the overview's figures: what the live charts draw."""
+
+    at: datetime
+    ready: int
+    running: int
+    per_s: float  # jobs archived per second over the last minute
+    wait_p95_s: float | None  # the highest of the groups' last-minute p95 wait
+
+
+def point_of(at: datetime, groups: Sequence[Any]) -> Point:
+    """A :class:`Point` from the groups of a :class:`recruiter.admin.Stats` (their first window is 1 min)."""
+    ready = sum(g.depth.ready for g in groups)
+    running = sum(g.depth.running + g.depth.assigned for g in groups)
+    first = [g.windows[0] for g in groups if g.windows]
+    waits = [w.wait_p95_s for w in first if w.wait_p95_s is not None]
+    return Point(at, ready, running, sum(w.archived for w in first) / 60, max(waits) if waits else None)
+
+
+def sparkline(values: Sequence[float | None], width: int = 240, height: int = 40) -> str:
+    """The ``points`` of an SVG polyline drawing ``values`` left to right, scaled to the highest (None: skipped)."""
+    known = [v for v in values if v is not None]
+    if len(values) < 2 or not known:
+        return ""
+    top = max(known) or 1.0
+    step = width / (len(values) - 1)
+    return " ".join(f"{i * step:.1f},{height - (v / top) * (height - 2) - 1:.1f}"
+                    for i, v in enumerate(values) if v is not None)
+
+
 def age(seconds: float | None) -> str:
     if seconds is None:
         return MISSING

@@ -116,6 +116,7 @@ def test_failed_job_retry_pause_and_schedule_in_a_browser(processes: Processes, 
     group = page.locator("section.failure-group", has_text="k1 is not released yet")
     expect(group).to_contain_text("RuntimeError")
     group.locator("summary").click()
+    shot(page, "failures.png", tmp_path)
     group.locator(f"a[href='/jobs/{failed_id}']").click()
     expect(page.locator("pre.trace")).to_contain_text("RuntimeError: k1 is not released yet")
     expect(page.locator("pre.logs")).to_contain_text("checking whether k1 is released (attempt 1)")
@@ -146,6 +147,7 @@ def test_failed_job_retry_pause_and_schedule_in_a_browser(processes: Processes, 
     expect(page.locator("#paused-names")).to_contain_text("mail", timeout=15_000)
     expect(overview.locator("#paused")).to_contain_text("group mail paused", timeout=15_000)
     expect(overview.locator("tr.is-paused")).to_contain_text("mail")
+    expect(overview.locator("#charts polyline")).to_have_count(4)  # a point per refresh since it opened
     with Recruiter.connect(db_uri) as rec:
         assert rec.admin.paused().groups == ("mail",)
     shot(overview, "overview-paused.png", tmp_path)
@@ -161,6 +163,10 @@ def test_failed_job_retry_pause_and_schedule_in_a_browser(processes: Processes, 
     page.reload()
     expect(page.locator("#schedule-tick")).to_contain_text("done")
     shot(page, "schedules.png", tmp_path)
+
+    page.goto(url + "/workers")
+    expect(page.locator("#workers")).to_contain_text("mail, generic")
+    shot(page, "workers.png", tmp_path)
 
     # Every action is in the audit: who, what, when, from where.
     page.goto(url + "/audit")

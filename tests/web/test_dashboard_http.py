@@ -306,3 +306,26 @@ def test_the_database_label_hides_the_uri_password(store_db: Any, seeded: dict[s
             text = c.get(path).text
             assert "db.example" in text
             assert "s3cr3t-pw" not in text
+
+
+def test_the_charts_draw_one_point_per_read(store_db: Any, seeded: dict[str, Any]) -> None:
+    app = create_app(store_db, Settings(refresh_s=0.0))  # every request reads the figures again
+    with TestClient(app) as c:
+        assert "the charts fill in" in c.get("/overview/live").text
+        for _ in range(3):
+            page = c.get("/overview/live").text
+    assert app.state.dashboard.stats.loads == 4
+    ready = re.search(r'aria-label="ready jobs"><polyline points="([^"]*)"', page)
+    assert ready, "no chart of the ready jobs"
+    assert len(ready.group(1).split(" ")) == 4  # the one queued job, read four times: a flat line
+    assert len({p.split(",")[1] for p in ready.group(1).split(" ")}) == 1
+    assert "ready jobs: <strong>1</strong>" in page
+
+
+def test_sparkline_scales_to_the_highest_value() -> None:
+    from recruiter.web.views import sparkline
+
+    assert sparkline([]) == ""
+    assert sparkline([None, None]) == ""
+    assert sparkline([0, 10], width=100, height=12) == "0.0,11.0 100.0,1.0"
+    assert sparkline([5, None, 5], width=10, height=12) == "0.0,1.0 10.0,1.0"
