@@ -208,9 +208,14 @@ class Dashboard:
             raise HttpProblem(400, str(exc)) from None
         self.stats.invalidate()
         client = request.client.host if request.client else "-"
-        entry = AuditEntry(self.admin.now(), getattr(request.state, "who", "anonymous"), action, target, client,
-                           outcome)
-        await self.read(lambda: record_action(self.db, entry))
+        who = getattr(request.state, "who", "anonymous")
+
+        def audit() -> AuditEntry:
+            entry = AuditEntry(self.admin.now(), who, action, target, client, outcome)
+            record_action(self.db, entry)
+            return entry
+
+        entry = await self.read(audit)
         log.info("dashboard.action", who=entry.who, action=action, target=target[:200], client=client,
                  outcome=outcome[:200])
         return redirect(request, back if isinstance(back, str) else back(), f"{action} {target[:120]}: {outcome}")

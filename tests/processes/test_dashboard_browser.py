@@ -90,9 +90,16 @@ def shot(page: Any, name: str, tmp_path: Path) -> None:
         shutil.copy(path, SHOTS / name)
 
 
-def new_page(browser: Any) -> Any:
+def new_page(browser: Any, confirmed: list[str] | None = None) -> Any:
+    """A tab whose confirmation dialogs (hx-confirm) the operator accepts; their messages go to ``confirmed``."""
     page = browser.new_page(viewport={"width": 1280, "height": 860})
-    page.on("dialog", lambda dialog: dialog.accept())  # hx-confirm: the operator says yes
+
+    def accept(dialog: Any) -> None:
+        if confirmed is not None:
+            confirmed.append(dialog.message)
+        dialog.accept()
+
+    page.on("dialog", accept)
     return page
 
 
@@ -111,7 +118,8 @@ def test_failed_job_retry_pause_and_schedule_in_a_browser(processes: Processes, 
     wait_for(lambda: db.archived.find_one({"_id": failed_id}), timeout_s=60, message="the job to fail")
 
     # A failed job: from the failures page to its trace and logs.
-    page = new_page(browser)
+    confirmed: list[str] = []
+    page = new_page(browser, confirmed)
     page.goto(url + "/failures")
     group = page.locator("section.failure-group", has_text="k1 is not released yet")
     expect(group).to_contain_text("RuntimeError")
@@ -176,6 +184,8 @@ def test_failed_job_retry_pause_and_schedule_in_a_browser(processes: Processes, 
     assert [(e["action"], e["target"]) for e in entries] == [
         ("retry", str(failed_id)), ("pause-group", "mail"), ("schedule-run-now", "tick")]
     assert {(e["who"], e["client"]) for e in entries} == {("anonymous", "127.0.0.1")}
+    assert confirmed == [f"Retry job {failed_id} as a new job?",
+                         "Pause it? Its waiting jobs stay waiting until it is resumed.", "Fire schedule tick now?"]
     # What the dashboard did to `audit` is what docs/operations/security.md's recruiterAudit grants.
     on_audit = {action for collection, action in used_privileges(used, db.name) if collection == "audit"}
     assert "insert" in on_audit
