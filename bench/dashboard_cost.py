@@ -30,7 +30,8 @@ from recruiter.store import ServerClock, ensure_indexes_sync
 from recruiter.web import Settings, create_app
 
 PAGES = ("/", "/overview/live", "/jobs", "/jobs?limit=100", "/jobs?state=queued&group=mail&limit=100",
-         "/jobs?why=tried-too-many-times&limit=100", "/failures", "/failures?reason=tried-too-many-times", "/workers", "/schedules", "/switches", "/audit")
+         "/jobs?why=tried-too-many-times&limit=100", "/failures", "/failures?reason=tried-too-many-times",
+         "/workers", "/schedules", "/switches", "/audit")
 
 
 def _poll(client: TestClient, until: float, every_s: float, counts: list[int]) -> None:
