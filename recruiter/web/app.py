@@ -88,26 +88,61 @@ class Settings:
 
 
 class Cached(Generic[T]):
-    """A value read at most once per ``ttl_s``; callers arriving during a read wait for it and share it."""
+    """A value read at most once per period, one read at a time, whatever the number of callers.
+
+    The period is ``ttl_s``, or ``DUTY`` times as long as the last read took if that is
+    longer: a read that takes 10 s on a loaded server is made at most every 40 s, so the
+    dashboard never keeps the server busy more than a fifth of the time. While a read
+    runs, callers get the previous value at once (its time says how old it is); only
+    the very first read makes them wait, and share it.
+    """
+
+    DUTY = 4.0
 
     def __init__(self, load: Callable[[], T], ttl_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self._load, self._ttl_s, self._clock = load, ttl_s, clock
-        self._lock = threading.Lock()
+        self._ready = threading.Condition()
         self._value: T | None = None
         self._at = -float("inf")
+        self._took = 0.0
+        self._loading = False
         self.loads = 0
 
+    @property
+    def period_s(self) -> float:
+        """The time between two reads now: ``ttl_s``, or ``DUTY`` times the last read's duration."""
+        return max(self._ttl_s, self.DUTY * self._took)
+
     def get(self) -> T:
-        with self._lock:
-            if self._value is None or self._clock() - self._at >= self._ttl_s:
-                self._value = self._load()
-                self._at = self._clock()
-                self.loads += 1
-            return self._value
+        with self._ready:
+            while True:
+                current = self._value
+                if current is not None and (self._loading or self._clock() - self._at < self.period_s):
+                    return current
+                if not self._loading:
+                    break
+                self._ready.wait()  # the first read, made by another caller
+            self._loading = True
+        began = self._clock()
+        try:
+            value = self._load()
+        except BaseException:
+            with self._ready:
+                self._loading = False
+                self._ready.notify_all()
+            raise
+        with self._ready:
+            self._value, self._at, self._took = value, self._clock(), self._clock() - began
+            self._loading = False
+            self.loads += 1
+            self._ready.notify_all()
+            return value
 
     def invalidate(self) -> None:
-        with self._lock:
+        """The next call reads again (after an action: the figures it changed)."""
+        with self._ready:
             self._at = -float("inf")
+            self._took = 0.0
 
 
 class Guard(BaseHTTPMiddleware):

@@ -124,7 +124,10 @@ def test_jobs_are_paged_by_a_keyset(web: TestClient, seeded: dict[str, Any]) -> 
     token = re.search(r'after=([A-Za-z0-9_-]+)"', first.text)
     assert token, "no next page link"
     second = web.get(f"/jobs?limit=2&after={token.group(1)}")
-    ids = lambda text: set(re.findall(r'href="/jobs/([0-9a-f]{24})"', text))  # noqa: E731
+
+    def ids(text: str) -> set[str]:
+        return set(re.findall(r'href="/jobs/([0-9a-f]{24})"', text))
+
     assert len(ids(first.text)) == 2
     assert len(ids(second.text)) == 2
     assert not ids(first.text) & ids(second.text)
@@ -202,7 +205,7 @@ def test_an_action_with_its_token_acts_and_is_audited(web: TestClient, db: Any, 
 def test_a_refused_action_changes_nothing(web: TestClient, db: Any, seeded: dict[str, Any]) -> None:
     token = csrf_of(web)
     before = snapshot(db)
-    refused = [
+    refused: list[tuple[str, dict[str, Any]]] = [
         ("/actions/retry", {"id": str(seeded["queued"]["_id"])}),  # not archived: RetryRefusedAll
         ("/actions/retry", {"id": "nope"}),
         ("/actions/retry", {}),
@@ -309,10 +312,11 @@ def test_the_database_label_hides_the_uri_password(store_db: Any, seeded: dict[s
 
 
 def test_the_charts_draw_one_point_per_read(store_db: Any, seeded: dict[str, Any]) -> None:
-    app = create_app(store_db, Settings(refresh_s=0.0))  # every request reads the figures again
+    app = create_app(store_db, Settings(refresh_s=0.0))
     with TestClient(app) as c:
         assert "the charts fill in" in c.get("/overview/live").text
         for _ in range(3):
+            app.state.dashboard.stats.invalidate()  # the next request reads the figures again
             page = c.get("/overview/live").text
     assert app.state.dashboard.stats.loads == 4
     ready = re.search(r'aria-label="ready jobs"><polyline points="([^"]*)"', page)
