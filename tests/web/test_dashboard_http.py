@@ -333,3 +333,11 @@ def test_sparkline_scales_to_the_highest_value() -> None:
     assert sparkline([None, None]) == ""
     assert sparkline([0, 10], width=100, height=12) == "0.0,11.0 100.0,1.0"
     assert sparkline([5, None, 5], width=10, height=12) == "0.0,1.0 10.0,1.0"
+
+
+def test_without_the_extra_the_command_says_what_to_install() -> None:
+    code = ("import sys; sys.modules['uvicorn'] = None\n"
+            "from recruiter.cli.main import main\nmain(['dashboard'], prog_name='recruiter')")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.strip() == "Error: the dashboard needs its extra: pip install 'recruiter[dashboard]'"
