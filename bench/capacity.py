@@ -250,3 +250,26 @@ def table(c: dict[str, Any]) -> str:
         f"  CPU in the window (cores): {cpu}",
         f"  recruiter per round: {_commands(c.get('recruiter_per_round') or {})}",
     ])
+
+
+def comparison(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """Two capacity runs of the same layout side by side, with the ratios (after / before)."""
+    def ratio(key: str) -> str:
+        a, b = after.get(key) or 0, before.get(key) or 0
+        return f"{a / b:.2f}x" if b else "-"
+
+    def args(c: dict[str, Any]) -> str:
+        return " ".join(c.get("recruiter_args") or []) or "(defaults)"
+
+    rows = [("", args(before), args(after), "after / before")]
+    for key, label, fmt in (("jobs_per_s", "jobs/s", "{:.1f}"), ("round_ms", "ms per round", "{:.1f}"),
+                            ("recruiter_round_trips_per_round", "recruiter round trips per round", "{:.1f}"),
+                            ("round_trips_per_job", "round trips per job (all processes)", "{:.2f}"),
+                            ("assigned_per_round", "jobs assigned per round", "{:.1f}")):
+        rows.append((label, fmt.format(before.get(key) or 0), fmt.format(after.get(key) or 0), ratio(key)))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = ["", f"capacity of one leader, {after['slots']} slots, side by side in one run:"]
+    for r in rows:
+        cells = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))]
+        lines.append("  " + "  ".join(cells))
+    return "\n".join(lines)

@@ -11,7 +11,13 @@ trips (commands) and documents read (documents in cursor replies). Without
 ``--target`` (or ``RECRUITER_TEST_MONGODB_URI``) it starts the embedded server.
 
 The figures are bounded by the workers: once every tenant has more ready jobs
-than a round takes, they stay the same however big the backlog. The measured
+than a round takes, they stay the same however big the backlog.
+
+Each row is measured twice on the same queue: without limits, then with flow control on
+(``recruiter.domain.limits``: the group capped and rate-limited, one tenant held by a rate
+of 1/m), side by side, so the cost of limits per round is printed beside today's: one more
+round trip (the count of locked jobs in capped groups), none per job; the token state rides
+in the cursor update. The measured
 round is the second of a fresh recruiter, whose first one read the keys of the
 queue (``recruiter/store/readahead.py``); the time column includes the setup.
 """
@@ -84,31 +90,46 @@ async def measure(uri: str, workers: int) -> tuple[int, int, int]:
         await client.close()
 
 
-Row = tuple[int, int, int, int, int, float]  # backlog, tenants, round trips, documents, assigned, seconds
+Row = tuple[int, int, int, int, int, int, int, int, float]
+# backlog, tenants; round trips, documents, assigned without limits; the same with limits; seconds
+
+LIMITS = {"_id": "limits", "groups": {"generic": {"max_running": 100_000, "rate": "100000/s", "burst": 1000}},
+          "tenants": {"generic": {"tenant-00000": {"rate": "1/m"}}}}
 
 
 def run(server_uri: str, backlogs: list[int], tenant_counts: list[int], workers: int) -> list[Row]:
     rows: list[Row] = []
     for tenants in tenant_counts:
         for backlog in backlogs:
-            uri = with_database(server_uri, f"bench_{uuid.uuid4().hex[:12]}")
-            client: MongoClient[Any] = MongoClient(uri)
-            try:
-                db = client.get_default_database()
-                ensure_indexes_sync(db)
-                docs = jobs(backlog, tenants)
-                for start in range(0, len(docs), 10_000):
-                    db.scheduled.insert_many(docs[start:start + 10_000], ordered=False)
-                free_all(db, workers)
-                started = time.monotonic()
-                trips, documents, assigned = asyncio.run(measure(uri, workers))
-                rows.append((backlog, tenants, trips, documents, assigned, round(time.monotonic() - started, 1)))
-                print(f"{backlog:>9,} {tenants:>8,} {trips:>12} {documents:>10} {assigned:>9} {rows[-1][-1]:>8}s",
-                      flush=True)
-                client.drop_database(db.name)
-            finally:
-                client.close()
+            started = time.monotonic()
+            figures: list[int] = []
+            docs = jobs(backlog, tenants)
+            for with_limits in (False, True):  # the same queue in two fresh databases
+                figures += measure_once(server_uri, docs, workers, with_limits)
+            row = (backlog, tenants, *figures, round(time.monotonic() - started, 1))
+            rows.append(row)  # type: ignore[arg-type]
+            print(f"{backlog:>9,} {tenants:>8,} {figures[0]:>12} {figures[1]:>10} {figures[2]:>9} "
+                  f"{figures[3]:>12} {figures[4]:>10} {figures[5]:>9} {figures[3] - figures[0]:>+6} "
+                  f"{row[-1]:>8}s", flush=True)
     return rows
+
+
+def measure_once(server_uri: str, docs: list[dict[str, Any]], workers: int, with_limits: bool) -> tuple[int, int, int]:
+    uri = with_database(server_uri, f"bench_{uuid.uuid4().hex[:12]}")
+    client: MongoClient[Any] = MongoClient(uri)
+    try:
+        db = client.get_default_database()
+        ensure_indexes_sync(db)
+        for start in range(0, len(docs), 10_000):
+            db.scheduled.insert_many([dict(d) for d in docs[start:start + 10_000]], ordered=False)
+        if with_limits:
+            db.metadata.insert_one(LIMITS)
+        free_all(db, workers)
+        figures = asyncio.run(measure(uri, workers))
+        client.drop_database(db.name)
+        return figures
+    finally:
+        client.close()
 
 
 def numbers(text: str) -> list[int]:
@@ -129,7 +150,9 @@ def main() -> None:
         wait_until_reachable(parse_target(uri), timeout_s=30)
         print(f"one steady recruiter round as the leader runs it (fenced transaction), "
               f"{args.workers} free '*' workers, one group")
-        print(f"{'backlog':>9} {'tenants':>8} {'round trips':>12} {'documents':>10} {'assigned':>9} {'time':>9}")
+        print(f"{'':>18} {'--- without limits ---':>33} {'--- with limits ---':>33}")
+        print(f"{'backlog':>9} {'tenants':>8} {'round trips':>12} {'documents':>10} {'assigned':>9} "
+              f"{'round trips':>12} {'documents':>10} {'assigned':>9} {'extra':>6} {'time':>9}")
         run(uri, args.backlogs, args.tenants, args.workers)
 
 if __name__ == "__main__":

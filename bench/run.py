@@ -102,10 +102,14 @@ def parse_counts(value: str) -> list[int]:
                    "beside the default: run twice).")
 @click.option("--capacity", "only_capacity", is_flag=True, envvar="RECRUITER_BENCH_CAPACITY", show_envvar=True,
               help="Run the capacity of one leader alone (no designs, no backlog series).")
+@click.option("--capacity-baseline-args", "baseline_args", default=None,
+              envvar="RECRUITER_BENCH_CAPACITY_BASELINE_ARGS", show_envvar=True,
+              help="Also measure the capacity with these `recruiter start` options instead, first, in the same run, "
+                   "and print both with their ratio, e.g. '--roster-reads full' (before and after side by side).")
 def main(workers_spec: str | None, quick: bool, window_s: float | None, warm_up_s: float | None,
          latency_samples: int | None, designs: str | None, output: Path, publish: bool, no_plot: bool,
          backlogs_spec: str | None, only_backlog: bool, recruiter_args: str, layout_spec: str | None,
-         only_capacity: bool) -> None:
+         only_capacity: bool, baseline_args: str | None) -> None:
     """Benchmark the recruiter against the v1 baseline; print tables, write JSON and a PNG."""
     os.environ.pop(STATS_ENVVAR, None)  # the bench counts its own commands on its producer only
     if only_backlog and only_capacity:
@@ -134,8 +138,11 @@ def main(workers_spec: str | None, quick: bool, window_s: float | None, warm_up_
                      "notification": notification_latency(reference_uri, sizes.notify_samples)}
         MongoClient(reference_uri).drop_database(f"bench_reference_{os.getpid()}")
         results = _run_designs(server, chosen, workers, sizes, work_dir)
-        capacity_result = None
+        capacity_result = baseline_result = None
         if layout is not None and not only_backlog:
+            if baseline_args is not None:
+                baseline_result = _run_capacity(server, layout, work_dir, tuple(shlex.split(baseline_args)),
+                                                name="capacity-baseline")
             capacity_result = _run_capacity(server, layout, work_dir, extra)
         run_backlog = run_backlog and not only_capacity
         backlog_result = _run_backlog(server, backlog_plan, work_dir) if run_backlog else None
@@ -151,6 +158,7 @@ def main(workers_spec: str | None, quick: bool, window_s: float | None, warm_up_
         "reference": reference,
         "results": results,
         "capacity": capacity_result,
+        "capacity_baseline": baseline_result,
         "backlog": backlog_result,
     }
     doc["targets"] = report.targets(doc) if results else []
@@ -198,12 +206,12 @@ def _chosen_designs(designs: str | None) -> list[Design]:
 
 
 def _run_capacity(server: Server, layout: capacity.Layout, work_dir: Path,
-                  recruiter_args: tuple[str, ...]) -> dict[str, Any]:
+                  recruiter_args: tuple[str, ...], name: str = "capacity") -> dict[str, Any]:
     """The capacity of one leader, with the product's default look-ahead."""
     default = next((d for d in available_designs() if not d.is_v1), Design("recruiter-prefetch0"))
     click.echo(f"bench: capacity of one leader, {layout.processes} x {layout.concurrency} slots "
                f"({default.name})...", err=True)
-    capacity_dir = work_dir / "capacity"
+    capacity_dir = work_dir / name
     capacity_dir.mkdir()
     try:
         result = capacity.run(server, layout, capacity_dir, default.worker_args(), recruiter_args)
@@ -252,8 +260,12 @@ def _write_and_show(doc: dict[str, Any], output: Path, stamp: str, *, no_plot: b
     if results:
         click.echo(report.table(doc))
         click.echo(report.target_table(doc["targets"]))
+    if doc.get("capacity_baseline") is not None:
+        click.echo(capacity.table(doc["capacity_baseline"]))
     if doc["capacity"] is not None:
         click.echo(capacity.table(doc["capacity"]))
+    if doc.get("capacity_baseline") is not None and doc["capacity"] is not None:
+        click.echo(capacity.comparison(doc["capacity_baseline"], doc["capacity"]))
     if backlog_result is not None:
         click.echo(backlog.table(backlog_result))
     png = None

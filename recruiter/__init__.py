@@ -8,6 +8,7 @@ Producers enqueue :class:`Workable` jobs through :class:`Recruiter` (sync) or
 
 from recruiter.domain.cancel import CancelResult
 from recruiter.domain.job import JobBuilder, JobRefused
+from recruiter.domain.limits import Limit, Rate
 from recruiter.domain.resubmit import ResubmitRefused, Resubmitted
 from recruiter.domain.schedules import ScheduleRefused
 from recruiter.domain.workable import JobContext, Workable
@@ -28,6 +29,8 @@ __all__ = [
     "JobHandle",
     "JobNotFound",
     "JobRefused",
+    "Limit",
+    "Rate",
     "Recruiter",
     "ResubmitRefused",
     "Resubmitted",

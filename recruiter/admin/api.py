@@ -8,12 +8,13 @@ a test) holds no query of its own.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from bson import ObjectId
 
 from recruiter.admin import jobs as _jobs
+from recruiter.admin import limits as _limits
 from recruiter.admin import schedules as _schedules
 from recruiter.admin import stats as _stats
 from recruiter.admin import status as _status
@@ -22,6 +23,7 @@ from recruiter.admin import workers as _workers
 from recruiter.domain.cancel import CancelResult, parse_job_id
 from recruiter.domain.clock import Clock
 from recruiter.domain.following import JobView
+from recruiter.domain.limits import Limit, Limits
 from recruiter.domain.listing import EARLIEST, JobFilter, PageKey, parse_states
 from recruiter.store import Change, Page, ServerClock, SyncDb
 
@@ -120,6 +122,28 @@ class Admin:
 
     def resume(self, kind: str, names: Sequence[str]) -> _switches.Switched:
         return _switches.resume(self.db, kind, names)
+
+    # -- flow control --------------------------------------------------------------------------
+
+    def limits(self) -> _limits.LimitListing:
+        """Every limit and what it holds now (``recruiter limits list``)."""
+        return _limits.listing(self.db, self.now())
+
+    def set_limit(self, group: str, *, tenant: str | None = None, rate: str | None = None, burst: int = 0,
+                  max_running: int | None = None) -> _limits.LimitSet:
+        """Limit ``group`` (or ``tenant`` within it): ``rate`` such as ``"50/s"`` (with ``burst``
+        more at once), ``max_running`` jobs at once; replaces its previous limit."""
+        limit = _limits.make_limit(rate, burst, max_running)
+        return _limits.set_(self.db, group, tenant, limit, self.now())
+
+    def clear_limit(self, group: str, *, tenant: str | None = None) -> bool:
+        """Remove the limit of ``group`` (or ``tenant`` within it); whether there was one."""
+        return _limits.clear(self.db, group, tenant)
+
+    def declare_limits(self, limits: Mapping[str | tuple[str, str], Limit]) -> Limits:
+        """Set exactly ``limits`` ({group or (group, tenant): Limit}), clearing every other:
+        limits kept in your code, versioned with your deployment."""
+        return _limits.declare(self.db, limits)
 
 
 def _id(job_id: ObjectId | str) -> ObjectId:

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
+from recruiter.admin.limits import LimitView, listing
 from recruiter.admin.status import LeaseView, PausedNames, leases, paused_names
 from recruiter.admin.workers import WorkerView, workers
 from recruiter.domain.following import running_in
@@ -108,6 +109,8 @@ class Stats:
     workers_by_group: dict[str, WorkerFigures]
     leases: tuple[LeaseView, ...]
     paused: PausedNames
+    # Flow control (recruiter.admin.limits): every limit with what it holds now.
+    limits: tuple[LimitView, ...] = ()
 
 
 @dataclass
@@ -130,7 +133,27 @@ def stats(db: SyncDb, now: datetime, *, sample_limit: int = SAMPLE_LIMIT) -> Sta
     keys = sorted(set(depth) | {k for w in windows for k in w.archived})
     roster = workers(db, now)
     return Stats(at=now, groups=_groups(keys, depth, windows), workers=_worker_figures(roster),
-                 workers_by_group=_workers_by_group(roster), leases=tuple(leases(db, now)), paused=paused)
+                 workers_by_group=_workers_by_group(roster), leases=tuple(leases(db, now)), paused=paused,
+                 limits=listing(db, now).limits)
+
+
+@dataclass(frozen=True)
+class Queue:
+    """What the queue holds now, without the history: the depth per group (summed over its tenants) and the
+    worker slots by state."""
+
+    at: datetime
+    depth: dict[str, Depth]
+    workers: WorkerFigures
+
+
+def queue(db: SyncDb, now: datetime) -> Queue:
+    """The depth and the workers of :func:`stats`, without its history windows: a few round trips whatever
+    the number of jobs (what the cluster gauges of ``--metrics-port`` serve, docs/operations/metrics.md)."""
+    by_group: dict[str, Depth] = defaultdict(Depth)
+    for (group, _), d in _depth(SyncCollections.of(db), now, paused_names(db)).items():
+        by_group[group] = by_group[group] + d
+    return Queue(at=now, depth=dict(sorted(by_group.items())), workers=_worker_figures(workers(db, now)))
 
 
 def _key(doc: Document) -> Key:

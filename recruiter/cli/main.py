@@ -20,6 +20,7 @@ from recruiter.cli.admin import status, workers_group
 from recruiter.cli.dashboard import dashboard_command
 from recruiter.cli.embedded import embedded_group
 from recruiter.cli.jobs import jobs_group
+from recruiter.cli.limits import limits_group
 from recruiter.cli.options import CONTEXT
 from recruiter.cli.pause import groups_group, tenants_group
 from recruiter.cli.processes import cleaner_group, start_recruiter, worker_group
@@ -34,7 +35,7 @@ def main() -> None:
 
 
 for _command in (start_recruiter, worker_group, cleaner_group, embedded_group, status, workers_group, jobs_group,
-                 groups_group, tenants_group, schedules_group, stats_command, dashboard_command):
+                 groups_group, tenants_group, schedules_group, stats_command, limits_group, dashboard_command):
     main.add_command(_command)
 
 

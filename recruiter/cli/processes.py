@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 
+from recruiter.cli.metrics import metrics_options
 from recruiter.cli.options import (
     CONTEXT,
     DURATION,
@@ -35,6 +36,7 @@ from recruiter.domain.naming import module_problem, modules_under
 from recruiter.domain.selection import CountingScheme
 from recruiter.processes import logs, runtime
 from recruiter.processes.cleaner import CleanerConfig, CleanerProcess
+from recruiter.processes.metrics import MetricsConfig
 from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
 from recruiter.processes.runtime import Check, Instruments, Process
 from recruiter.processes.worker.config import ISOLATIONS
@@ -65,18 +67,18 @@ def subscriber_option(fn: Command) -> Command:
 
 
 def run_process(common: Common, app_name: str, make: MakeObserved, check: Check | None = None,
-                subscribers: tuple[str, ...] = ()) -> None:
+                subscribers: tuple[str, ...] = (), metrics: MetricsConfig | None = None) -> None:
     """Connect, build the process with ``make(db, clock, instruments)`` and run it until a signal stops it.
 
     ``check(db)``, if given, runs first and may refuse to start (click.UsageError); a
     subscriber that cannot be loaded is a usage error."""
     logs.configure(common.log_level, common.log_format)
-    instruments = valid(lambda: runtime.Instruments.build(subscribers))
+    instruments = valid(lambda: runtime.Instruments.build(subscribers, metrics))
     target: Target | None = None
     try:
         target = connect_target(common)
         code = runtime.run(target, app_name, lambda db, clock: make(db, clock, instruments), check,
-                           listeners=instruments.command_listeners)
+                           listeners=instruments.command_listeners, metrics=instruments.metrics)
     except (ConnectionProblem, WorkerIdTaken, ValueError) as exc:
         if common.debug:
             raise
@@ -108,9 +110,10 @@ def run_process(common: Common, app_name: str, make: MakeObserved, check: Check 
               show_envvar=True, help="Least time between the starts of two rounds woken by outcomes, so that one "
                                      "round serves the outcomes of many workers (enqueues are not delayed).")
 @subscriber_option
+@metrics_options("recruiter")
 def start_recruiter(backoff_from: timedelta, backoff_to: timedelta, round_size: int, lease_ttl: timedelta,
                     counting_scheme: CountingScheme, sweep_interval: timedelta, coalesce: timedelta,
-                    subscribers: tuple[str, ...], common: Common) -> None:
+                    subscribers: tuple[str, ...], metrics: MetricsConfig | None, common: Common) -> None:
     """Run the recruiter (one leads; others stand by)."""
     config = valid(lambda: RecruiterConfig(round_size=round_size, backoff_from_s=seconds(backoff_from),
                                             backoff_to_s=seconds(backoff_to), lease_ttl_s=seconds(lease_ttl),
@@ -118,7 +121,7 @@ def start_recruiter(backoff_from: timedelta, backoff_to: timedelta, round_size: 
                                             sweep_interval_s=seconds(sweep_interval),
                                             coalesce_s=seconds(coalesce)))
     run_process(common, "recruiter", lambda db, clock, i: RecruiterProcess(db, clock, config, bus=i.bus),
-                subscribers=subscribers)
+                subscribers=subscribers, metrics=metrics)
 
 
 @click.group("worker", context_settings=CONTEXT)
@@ -182,13 +185,14 @@ def worker_group() -> None:
               help="Exit (status 0) once nothing is left for this worker: no job of its groups due now and none "
                    "assigned to it. Jobs due later are not waited for.")
 @subscriber_option
+@metrics_options("worker", tenant_labels=True)
 def start_worker(groups: tuple[str, ...], concurrency: int, prefetch: int, worker_id: str | None,
                  heartbeat_interval: timedelta,
                  poll_from: timedelta, poll_to: timedelta, max_crashes: int, wake: str, import_path: tuple[str, ...],
                  preload: tuple[str, ...], allow_modules: tuple[str, ...], grace_period: timedelta,
                  memory_limit: int | None, isolation: str, give_back_for: timedelta, max_result_size: int,
                  burst: bool,
-                 subscribers: tuple[str, ...],
+                 subscribers: tuple[str, ...], metrics: MetricsConfig | None,
                  common: Common) -> None:
     """Run workers for the given groups.
 
@@ -212,8 +216,8 @@ def start_worker(groups: tuple[str, ...], concurrency: int, prefetch: int, worke
         memory_limit_bytes=memory_limit, allowed_modules=allowed, burst=burst,
         give_back_for_s=seconds(give_back_for), isolation=isolation, max_result_bytes=max_result_size))
     if runtime.needs_supervisor(memory_limit):
-        sys.exit(runtime.supervised(run_worker, common, config, subscribers))
-    run_worker(common, config, subscribers)
+        sys.exit(runtime.supervised(run_worker, common, config, subscribers, metrics))
+    run_worker(common, config, subscribers, metrics)
 
 
 def allowed_modules(import_path: tuple[str, ...], preload: tuple[str, ...],
@@ -227,7 +231,8 @@ def allowed_modules(import_path: tuple[str, ...], preload: tuple[str, ...],
     return tuple(dict.fromkeys([*found, *preload, *allow_modules]))
 
 
-def run_worker(common: Common, config: WorkerConfig, subscribers: tuple[str, ...] = ()) -> None:
+def run_worker(common: Common, config: WorkerConfig, subscribers: tuple[str, ...] = (),
+               metrics: MetricsConfig | None = None) -> None:
     """Run the worker process itself (in the supervisor's child, with --memory-limit)."""
 
     def make(db: AsyncDb, clock: ServerClock, instruments: runtime.Instruments) -> WorkerProcess:
@@ -236,7 +241,7 @@ def run_worker(common: Common, config: WorkerConfig, subscribers: tuple[str, ...
                                  event_listeners=list(instruments.command_listeners))
         return WorkerProcess(db, clock, config, heartbeat_db=beats[db.name], bus=instruments.bus)
 
-    run_process(common, "recruiter-worker", make, subscribers=subscribers)
+    run_process(common, "recruiter-worker", make, subscribers=subscribers, metrics=metrics)
 
 
 @click.group("cleaner", context_settings=CONTEXT)
@@ -261,8 +266,10 @@ def cleaner_group() -> None:
 @click.option("--lease-ttl", envvar=env("LEASE_TTL"), type=DURATION, default="10s", show_default=True,
               show_envvar=True, help="Cleaner lease; a standby takes over this long after the holder dies.")
 @subscriber_option
+@metrics_options("cleaner")
 def start_cleaner(considered_dead_after: timedelta, heartbeat_interval: timedelta | None, clean_after: timedelta,
-                  interval: timedelta, lease_ttl: timedelta, subscribers: tuple[str, ...], common: Common) -> None:
+                  interval: timedelta, lease_ttl: timedelta, subscribers: tuple[str, ...],
+                  metrics: MetricsConfig | None, common: Common) -> None:
     """Run the cleaner (one active; others stand by)."""
     config = valid(lambda: CleanerConfig(
         considered_dead_after_s=seconds(considered_dead_after), clean_after_s=seconds(clean_after),
@@ -279,7 +286,7 @@ def start_cleaner(considered_dead_after: timedelta, heartbeat_interval: timedelt
             _check_dead_after(dead_after_s, interval_s, f"the heartbeat interval of worker {worker_id!r}")
 
     run_process(common, "recruiter-cleaner", lambda db, clock, i: CleanerProcess(db, clock, config, bus=i.bus),
-                check=check_roster, subscribers=subscribers)
+                check=check_roster, subscribers=subscribers, metrics=metrics)
 
 
 def _check_dead_after(dead_after_s: float, heartbeat_s: float, source: str) -> None:

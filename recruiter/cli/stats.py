@@ -115,6 +115,10 @@ def stats_json(figures: Stats) -> dict[str, Any]:
                     "expires_at": lease.expires_at.isoformat() if lease.expires_at else None}
                    for lease in figures.leases],
         "paused": {"groups": list(figures.paused.groups), "tenants": list(figures.paused.tenants)},
+        "limits": [{"group": v.group, "tenant": v.tenant, "rate": v.limit.rate.text if v.limit.rate else None,
+                    "burst": v.limit.rate.burst if v.limit.rate else None, "max_running": v.limit.max_running,
+                    "running": v.running, "tokens": None if v.tokens is None else round(v.tokens, 2),
+                    "held": v.held} for v in figures.limits],
     }
 
 
@@ -187,6 +191,9 @@ def render_stats(figures: Stats) -> str:
     paused = figures.paused
     lines.append("paused: " + (", ".join([*(f"group {g}" for g in paused.groups),
                                           *(f"tenant {t}" for t in paused.tenants)]) or "none"))
+    for v in figures.limits:
+        now = f"{v.running} running" + ("" if v.tokens is None else f", {v.tokens:.1f} tokens")
+        lines.append(f"limit: {v.describe()} ({now}{'; holding jobs back' if v.held else ''})")
     return "\n".join(lines)
 
 

@@ -47,15 +47,19 @@ from recruiter.domain.records import JobDoc
 from recruiter.domain.refusals import refused_by
 from recruiter.domain.selection import (
     ANY_GROUP,
-    DEFAULT_SCHEME,
+    DEFAULT_POLICY,
     DEFAULT_TENANT,
     FIRST,
     LOW,
+    UNLIMITED,
+    Allowance,
     Candidate,
     CountingScheme,
     Cursor,
     FreeWorker,
+    RoundPolicy,
     Selection,
+    as_policy,
     select,
     select_from,
 )
@@ -213,7 +217,8 @@ def _blocks(rows: list[Candidate]) -> list[tuple[str, str, list[Candidate]]]:
 class Knowledge:
     """What a round has read of the ready jobs, and what that proves about the rest."""
 
-    def __init__(self, workers: Sequence[FreeWorker]) -> None:
+    def __init__(self, workers: Sequence[FreeWorker], allowance: Allowance = UNLIMITED) -> None:
+        self.allowance = allowance
         self.groups: dict[str, GroupKnowledge] = {}
         self.group_coverage = Coverage()
         self.workers = list(workers)
@@ -263,8 +268,11 @@ class Knowledge:
     # -- planning ---------------------------------------------------------------------------
 
     def demand(self, group: str | None) -> int:
-        """Most jobs ``group`` (None: any group) could get this round."""
-        return sum(1 for w in self.workers if (w.takes_any if group is None else w.takes(group)))
+        """Most jobs ``group`` (None: any group) could get this round: its free workers, and no
+        more than its limit allows (a round does not read what it cannot hand out)."""
+        takers = sum(1 for w in self.workers if (w.takes_any if group is None else w.takes(group)))
+        left = None if group is None else self.allowance.left((group, None))
+        return takers if left is None else min(takers, left)
 
     def query_for(self, need: Need) -> Query:
         """The bounded read that answers ``need``.
@@ -282,7 +290,7 @@ class Knowledge:
                      lows_only=need.stream == LOW, skip=need.index)
 
 
-def first_queries(workers: Sequence[FreeWorker], cursor: Cursor) -> list[Query]:
+def first_queries(workers: Sequence[FreeWorker], cursor: Cursor, allowance: Allowance = UNLIMITED) -> list[Query]:
     """The reads a round starts with, predicted from the cursor.
 
     Each group a worker names, and each group ``*`` workers served before, is
@@ -291,10 +299,11 @@ def first_queries(workers: Sequence[FreeWorker], cursor: Cursor) -> list[Query]:
     groups from after the last group and from the start. In the usual case of
     one group and one tenant one of these reads already holds the round.
     """
-    knowledge = Knowledge(workers)
+    knowledge = Knowledge(workers, allowance)
     queries: list[Query] = []
     star = any(w.takes_any for w in workers)
-    named = sorted({g for w in workers for g in w.groups if g != ANY_GROUP})
+    closed = allowance.exhausted_groups()
+    named = sorted({g for w in workers for g in w.groups if g != ANY_GROUP} - closed)
     if star:
         if cursor.last_group is not None:
             queries.append(Query(limit=knowledge.demand(None), group_after=cursor.last_group))
@@ -304,7 +313,7 @@ def first_queries(workers: Sequence[FreeWorker], cursor: Cursor) -> list[Query]:
         later = [g for g in served if cursor.last_group is None or g > cursor.last_group]
         earlier = [g for g in served if g not in later]
         for g in [*later, *earlier][: len(workers)]:
-            if g not in named and not is_worker_group(g):  # '*' never takes a worker's own group
+            if g not in named and g not in closed and not is_worker_group(g):  # '*' never takes a worker's own
                 queries.append(Query(limit=knowledge.demand(g), group=g, tenant_after=cursor.last_tenant[g]))
     for g in named:
         if g in cursor.last_tenant:
@@ -352,7 +361,7 @@ Plan = Generator[list[Query], list[list[Candidate]], Selection]
 
 
 def plan_round(workers: Sequence[FreeWorker], cursor: Cursor, now: datetime,
-               scheme: CountingScheme = DEFAULT_SCHEME) -> Plan:
+               policy: RoundPolicy | CountingScheme = DEFAULT_POLICY) -> Plan:
     """The reads of one round and then its selection, as a generator.
 
     It yields the queries of one read (to run as one round trip) and is sent
@@ -361,14 +370,15 @@ def plan_round(workers: Sequence[FreeWorker], cursor: Cursor, now: datetime,
     most about one read per free worker; past ``2 x workers + 4`` reads (only
     possible if the queue changes under the round) it selects from what it read.
     """
-    knowledge = Knowledge(workers)
-    queries = dedupe(first_queries(workers, cursor))
+    policy = as_policy(policy)
+    knowledge = Knowledge(workers, policy.allowance)
+    queries = dedupe(first_queries(workers, cursor, policy.allowance))
     for _ in range(2 * len(workers) + 4):
         results = yield queries
         for query, rows in zip(queries, results, strict=True):
             knowledge.add(query, rows)
         try:
-            return select_from(KnownSource(knowledge), workers, cursor, scheme)
+            return select_from(KnownSource(knowledge), workers, cursor, policy)
         except Missing as missing:
             queries = [knowledge.query_for(missing.need)]
-    return select(workers, knowledge.candidates(), cursor, now, scheme)
+    return select(workers, knowledge.candidates(), cursor, now, policy)

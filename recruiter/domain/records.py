@@ -168,6 +168,9 @@ class JobFields(TypedDict):
     on_worker: NotRequired[OnWorkerDoc]
     # An occurrence of a periodic job (recruiter.domain.schedules): its schedule and slot.
     schedule: NotRequired[ScheduleRefDoc]
+    # The W3C trace context of the enqueue ({traceparent, tracestate?}: recruiter.tracing). Not
+    # checked by the job's checker: the worker reads it tolerantly and ignores a malformed one.
+    trace_context: NotRequired[object]
 
 
 class JobDoc(JobFields):

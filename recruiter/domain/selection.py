@@ -148,6 +148,58 @@ class CountingScheme:
 DEFAULT_SCHEME = CountingScheme()
 
 
+# A limit's key: (group, None) for a whole group, (group, tenant) for one tenant of it.
+LimitKey = tuple[str, str | None]
+
+
+@dataclass(frozen=True)
+class Allowance:
+    """How many more jobs each limited group, and tenant of a group, may be handed out this
+    round (:mod:`recruiter.domain.limits` computes it); keys not in ``remaining`` are unlimited.
+    ``paced``: the keys with a rate limit, whose jobs go only to workers that start them now."""
+
+    remaining: Mapping[LimitKey, int] = field(default_factory=dict)
+    paced: frozenset[LimitKey] = frozenset()
+
+    def left(self, key: LimitKey) -> int | None:
+        return self.remaining.get(key)
+
+    def exhausted_groups(self) -> frozenset[str]:
+        return frozenset(g for (g, t), n in self.remaining.items() if t is None and n <= 0)
+
+
+UNLIMITED = Allowance()
+
+
+@dataclass(frozen=True)
+class RoundPolicy:
+    """Everything the selection obeys besides the queue and the workers, as one value: the
+    counting scheme, the pause switches, and what the limits allow (:class:`Allowance`)."""
+
+    scheme: CountingScheme = DEFAULT_SCHEME
+    paused_groups: frozenset[str] = frozenset()
+    paused_tenants: frozenset[str] = frozenset()
+    allowance: Allowance = UNLIMITED
+
+    def group_closed(self, group: str) -> bool:
+        return group in self.paused_groups or self.allowance.left((group, None)) == 0
+
+    def tenant_closed(self, group: str, tenant: str) -> bool:
+        return tenant in self.paused_tenants or self.allowance.left((group, tenant)) == 0
+
+    def paced(self, group: str, tenant: str) -> bool:
+        paced = self.allowance.paced
+        return bool(paced) and ((group, None) in paced or (group, tenant) in paced)
+
+
+DEFAULT_POLICY = RoundPolicy()
+
+
+def as_policy(policy: RoundPolicy | CountingScheme) -> RoundPolicy:
+    """A policy; a counting scheme alone is the policy with that scheme and nothing else."""
+    return RoundPolicy(policy) if isinstance(policy, CountingScheme) else policy
+
+
 @dataclass(frozen=True)
 class Cursor:
     """Where the rings and schemes stand; kept in ``metadata`` between rounds.
@@ -214,14 +266,14 @@ def _after(ordered: list[str], after: str | None) -> str | None:
 
 
 def select(workers: Sequence[FreeWorker], candidates: Iterable[Candidate], cursor: Cursor, now: datetime,
-           scheme: CountingScheme = DEFAULT_SCHEME) -> Selection:
+           policy: RoundPolicy | CountingScheme = DEFAULT_POLICY) -> Selection:
     """Assign the due ``candidates`` to ``workers`` by the policy; each job at most once."""
-    return select_from(ListSource(candidates, now), workers, cursor, scheme)
+    return select_from(ListSource(candidates, now), workers, cursor, policy)
 
 
 def select_from(source: Source, workers: Sequence[FreeWorker], cursor: Cursor,
-                scheme: CountingScheme = DEFAULT_SCHEME) -> Selection:
-    return _Round(source, workers, cursor, scheme).run()
+                policy: RoundPolicy | CountingScheme = DEFAULT_POLICY) -> Selection:
+    return _Round(source, workers, cursor, as_policy(policy)).run()
 
 
 def _ring(first: str | None, step: Callable[[str | None], str | None], start: str | None, skip: set[str]) -> str | None:
@@ -244,15 +296,18 @@ def _ring(first: str | None, step: Callable[[str | None], str | None], start: st
 
 class _Round:
     def __init__(self, source: Source, workers: Sequence[FreeWorker], cursor: Cursor,
-                 scheme: CountingScheme) -> None:
+                 policy: RoundPolicy) -> None:
         self.source = source
-        self.scheme = scheme
+        self.policy = policy
+        self.scheme = policy.scheme
+        self.left = dict(policy.allowance.remaining)
         self.free = list(workers)
         self.last_group = cursor.last_group
         self.last_tenant = dict(cursor.last_tenant)
         self.counts = dict(cursor.counts)
         self.taken: dict[tuple[str, str], list[int]] = {}
-        self.empty_groups: set[str] = set()
+        # Groups with no job left this round; paused ones, and those whose limit allows none, from the start.
+        self.empty_groups: set[str] = set(policy.paused_groups) | policy.allowance.exhausted_groups()
         self.empty_tenants: dict[str, set[str]] = {}
 
     def run(self) -> Selection:
@@ -266,14 +321,28 @@ class _Round:
                 self.empty_groups.add(group)
                 continue
             able = [w for w in self.free if w.takes(group) and w.process_key not in job.refused_by]
+            if self.policy.paced(group, job.tenant):
+                able = [w for w in able if w.depth == 0]  # a rate counts starts: never held ahead
             if not able:
                 continue  # only processes that refused it are free: left for another worker
             worker = min(able, key=lambda w: w.specificity)
             self.free.remove(worker)
             assignments.append(Assignment(worker.id, job.id))
             self.last_group = group
+            self._count(group, job.tenant)
         counts = {k: v for k, v in self.counts.items() if v}
         return Selection(assignments, Cursor(self.last_group, self.last_tenant, counts))
+
+    def _count(self, group: str, tenant: str) -> None:
+        """One more job of ``group`` and ``tenant`` handed out: spend their allowances."""
+        for key in ((group, None), (group, tenant)):
+            if key in self.left:
+                self.left[key] -= 1
+                if self.left[key] <= 0:
+                    if key[1] is None:
+                        self.empty_groups.add(group)
+                    else:
+                        self.empty_tenants.setdefault(group, set()).add(tenant)
 
     def _next_group(self) -> str | None:
         """The next group in the ring that a free worker takes and that may have a job."""
@@ -299,6 +368,9 @@ class _Round:
             return self.source.next_tenant(group, after)
 
         while (tenant := _ring(step(start), step, start, empty)) is not None:
+            if self.policy.tenant_closed(group, tenant) or self.left.get((group, tenant), 1) <= 0:
+                empty.add(tenant)  # paused, or its limit allows no more this round
+                continue
             job = self._take(group, tenant)
             if job is not None:
                 self.last_tenant[group] = tenant

@@ -25,8 +25,31 @@ import structlog
 from recruiter.domain.candidates import Query, candidate_from, plan_round
 from recruiter.domain.control import Paused, cursor_changes, cursor_document, read_cursor, read_switches
 from recruiter.domain.documents import Malformed, WarnOnce, check_job
+from recruiter.domain.limits import (
+    NO_LIMITS,
+    STATE_FIELD,
+    Bucket,
+    Key,
+    LimitState,
+    allowance,
+    count_by_key,
+    read_limits,
+    spend,
+    state_document,
+    state_from,
+    state_sets,
+    with_buckets,
+)
 from recruiter.domain.records import JobDoc
-from recruiter.domain.selection import DEFAULT_SCHEME, Candidate, CountingScheme, Cursor, FreeWorker, Selection
+from recruiter.domain.selection import (
+    DEFAULT_SCHEME,
+    Candidate,
+    CountingScheme,
+    Cursor,
+    FreeWorker,
+    RoundPolicy,
+    Selection,
+)
 from recruiter.processes.rounds import CursorWrite
 from recruiter.store import metadata, scheduled
 from recruiter.store.layout import Collections, Document
@@ -43,6 +66,7 @@ class Picked:
     selection: Selection
     documents: dict[object, Document] = field(default_factory=dict)
     malformed: list[Malformed] = field(default_factory=list)
+    paced: set[object] = field(default_factory=set)  # jobs handed out under a rate limit
 
 
 class CandidateReader:
@@ -59,34 +83,60 @@ class CandidateReader:
         self.cursor_epoch: int | None = None
         self.cursor_reset = False  # the stored cursor was malformed: the next save replaces it
         self.paused = Paused()
+        # Flow control (recruiter.domain.limits): the limits as last read, the token state as of
+        # the last committed round, and what the round being planned spends.
+        self.limits = NO_LIMITS
+        self.limit_state = LimitState()
+        self.limiter_reset = False  # the stored state was malformed: the next save writes it whole
+        self.spent: dict[Key, Bucket] = {}
 
     async def warm(self, now: datetime) -> None:
         await self.readahead.warm(now)
 
     def cursor_write(self, cursor: Cursor) -> CursorWrite | None:
-        """What a round that moved the cursor to ``cursor`` writes (:class:`CursorWrite`)."""
+        """What a round that moved the cursor to ``cursor``, and spent the rate limits' tokens
+        :attr:`spent`, writes (:class:`CursorWrite`): one update of the cursor document, the
+        token state riding in it, or nothing when neither changed."""
         if self.cursor_reset:
-            return CursorWrite(cursor_document(cursor), replace=True)
-        changes = cursor_changes(self.cursor, cursor)
-        return None if changes is None else CursorWrite(changes, replace=False)
+            doc = cursor_document(cursor)
+            doc[STATE_FIELD] = state_document(with_buckets(self.limit_state, self.spent))
+            return CursorWrite(doc, replace=True)
+        changes = cursor_changes(self.cursor, cursor) or {}
+        if self.limiter_reset and self.spent:
+            changes.setdefault("$set", {})[STATE_FIELD] = state_document(  # type: ignore[index]
+                with_buckets(LimitState(), self.spent))
+        elif self.spent:
+            changes.setdefault("$set", {}).update(state_sets(self.spent))  # type: ignore[attr-defined]
+        return CursorWrite(changes, replace=False) if changes else None
 
     def committed(self, selection: Selection) -> None:
-        """The round that chose ``selection`` committed: its cursor is the current one."""
+        """The round that chose ``selection`` committed: its cursor is the current one, and so
+        are the tokens it spent."""
         self.cursor = selection.cursor
         self.cursor_reset = False
+        if self.spent:
+            self.limit_state = with_buckets(self.limit_state, self.spent)
+            self.limiter_reset = False
+        self.spent = {}
 
-    async def _load_cursor(self, epoch: int | None) -> None:
+    async def _load_cursor(self, epoch: int | None, now: datetime) -> None:
         """Read the stored cursor once per leadership (a new leader goes on where the last stopped)."""
         if self.cursor_epoch == epoch:
             return
-        self.cursor, problem = read_cursor(await metadata.read_cursor(self.c.metadata))
+        doc = await metadata.read_cursor(self.c.metadata)
+        self.cursor, problem = read_cursor(doc)
         self.cursor_reset = problem is not None
         if problem is not None:
             log.warning("cursor.malformed", reason=problem, detail="the fairness turns start afresh")
+        self.limit_state, problem = state_from(doc, now)
+        self.limiter_reset = problem is not None
+        if problem is not None:
+            log.warning("limiter.malformed", reason=problem, detail="every rate limit starts with no token")
         self.cursor_epoch = epoch
 
     async def select(self, workers: Sequence[FreeWorker], now: datetime, epoch: int | None,
-                     scheme: CountingScheme = DEFAULT_SCHEME) -> Picked:
+                     scheme: CountingScheme = DEFAULT_SCHEME, *, finishing: Sequence[tuple[str, str]] = ()
+                     ) -> Picked:
         """Choose jobs for ``workers`` by the fairness policy (the new cursor is saved
         with the round's writes).
 
@@ -94,25 +144,67 @@ class CandidateReader:
         first one also reads the pause switches, so a pause is obeyed from the
         next round on. If the switches changed since the last round, the round
         is planned again with them."""
-        await self._load_cursor(epoch)
+        await self._load_cursor(epoch, now)
         picked = Picked(Selection([], self.cursor))
+        running = await self._running(finishing)
         for _ in range(3):
-            paused = self.paused
-            # A worker does not take a paused group; '*' workers' reads leave paused groups out.
-            usable = [FreeWorker(w.id, tuple(g for g in w.groups if g not in paused.groups), process=w.process)
+            paused, limits = self.paused, self.limits
+            policy = self.policy(scheme, running, now)
+            # A worker does not take a paused group; '*' workers' reads leave paused groups out,
+            # and groups whose limit allows no job this round.
+            closed = paused.groups | policy.allowance.exhausted_groups()
+            usable = [FreeWorker(w.id, tuple(g for g in w.groups if g not in closed), w.depth, process=w.process)
                       for w in workers]
-            plan = plan_round(usable, self.cursor, now, scheme)
+            plan = plan_round(usable, self.cursor, now, policy)
             queries = next(plan)
-            rows = await self._read(picked, queries, now, paused, with_switches=True)
-            if self.paused == paused:
+            reads = Paused(closed, paused.tenants)
+            rows = await self._read(picked, queries, now, reads, with_switches=True)
+            if self.paused == paused and self.limits == limits:
                 break
+            if self.limits.capped_groups() != limits.capped_groups():
+                running = await self._running(finishing)
         while True:
             try:
                 queries = plan.send(rows)
             except StopIteration as stop:
                 picked.selection = stop.value
+                self.spent = self._spend(picked, now)
                 return picked
-            rows = await self._read(picked, queries, now, paused, with_switches=False)
+            rows = await self._read(picked, queries, now, reads, with_switches=False)
+
+    def policy(self, scheme: CountingScheme, running: dict[Key, int], now: datetime) -> RoundPolicy:
+        """The round's policy: the scheme, the pause switches and what the limits allow now."""
+        return RoundPolicy(scheme, self.paused.groups, self.paused.tenants,
+                           allowance(self.limits, self.limit_state, running, now))
+
+    async def _running(self, finishing: Sequence[tuple[str, str]]) -> dict[Key, int]:
+        """The jobs assigned or running in each limited group and tenant: what ``scheduled`` says
+        is locked (one indexed read, only while a ``max_running`` limit exists), less the jobs
+        ``finishing`` (whose outcomes the round applies, unlocking them)."""
+        groups = self.limits.capped_groups()
+        if not groups:
+            return {}
+        docs = await scheduled.read_locked_in(self.c.scheduled, groups)
+        pairs = [(g, t) for d in docs
+                 if isinstance(g := d.get("group"), str) and isinstance(t := d.get("tenant") or "", str)]
+        counts = count_by_key(pairs, self.limits)
+        for key, n in count_by_key(finishing, self.limits).items():
+            counts[key] = max(0, counts.get(key, 0) - n)
+        return counts
+
+    def _spend(self, picked: Picked, now: datetime) -> dict[Key, Bucket]:
+        """The tokens the selection spends: one per job handed out in a rate-limited key."""
+        if not self.limits.paced():
+            return {}
+        pairs = []
+        paced = self.limits.paced()
+        for a in picked.selection.assignments:
+            doc = picked.documents.get(a.job_id) or {}
+            pair = (str(doc.get("group")), str(doc.get("tenant") or ""))
+            pairs.append(pair)
+            if (pair[0], None) in paced or pair in paced:
+                picked.paced.add(a.job_id)
+        return spend(self.limits, self.limit_state, count_by_key(pairs, self.limits), now)
 
     async def _read(self, picked: Picked, queries: list[Query], now: datetime, paused: Paused,
                     *, with_switches: bool) -> list[list[Candidate]]:
@@ -123,9 +215,13 @@ class CandidateReader:
         one is never a candidate, the round quarantines it; rows the read-ahead answered
         from keys are read whole first (one find by id, in rounds that met new jobs)."""
         if with_switches:
-            docs, switches = await asyncio.gather(self.readahead.answer(queries, now, paused),
-                                                  metadata.read_switches(self.c.metadata))
+            docs, (switches, limits) = await asyncio.gather(self.readahead.answer(queries, now, paused),
+                                                            metadata.read_controls(self.c.metadata))
             self.paused = read_switches(switches, self.warned, log)
+            self.limits, problems = read_limits(limits)
+            for problem in problems:
+                if self.warned.first(("limits", problem), problem):
+                    log.warning("limits.malformed", reason=problem, detail="that limit is not applied until fixed")
         else:
             docs = await self.readahead.answer(queries, now, paused)
         whole, unplaceable = self.readahead.take_found()

@@ -142,6 +142,19 @@ class _Timed:
     took_s: float | None  # None: an idle round
 
 
+def finishing(plan: RoundPlan) -> list[tuple[str, str]]:
+    """The (group, tenant) of each job whose outcome this round applies, which unlocks it: flow
+    control counts them as no longer running (only outcomes whose lock token is the job's)."""
+    out = []
+    for e in plan.outcomes:
+        job = plan.outcome_jobs.get(e["outcome"]["job"])
+        if job and job.get("locked") and job.get("lock_token") == e["outcome"].get("token"):
+            group, tenant = job.get("group"), job.get("tenant") or ""
+            if isinstance(group, str) and isinstance(tenant, str):
+                out.append((group, tenant))
+    return out
+
+
 class RecruiterProcess(LeaderProcess):
 
     def __init__(self, db: AsyncDb, clock: Clock, config: RecruiterConfig, *, owner: str | None = None,
@@ -337,9 +350,10 @@ class RecruiterProcess(LeaderProcess):
             workers = [FreeWorker(e["_id"], tuple(e["work_on"]), d, process=str(e.get("process") or e["_id"]))
                        for e, d in lanes]
             self.timer.mark("plan")
-            picked = await self.reader.select(workers, now, self.lease.epoch, self.config.counting_scheme)
+            picked = await self.reader.select(workers, now, self.lease.epoch, self.config.counting_scheme,
+                                              finishing=finishing(plan))
             self.timer.mark("read_candidates")
-            plan.selection, plan.documents = picked.selection, picked.documents
+            plan.selection, plan.documents, plan.paced = picked.selection, picked.documents, picked.paced
             plan.cursor_write = self.reader.cursor_write(picked.selection.cursor)
             plan.malformed += picked.malformed
         self.lookahead.defer_lone_outcomes(plan, entries)

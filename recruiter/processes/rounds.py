@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import bson
 import structlog
@@ -34,6 +34,7 @@ from bson import ObjectId
 
 from recruiter.domain.documents import Malformed
 from recruiter.domain.job import Status
+from recruiter.domain.limits import PACED_START_S, START_AT
 from recruiter.domain.liveness import Rescue, Stranded
 from recruiter.domain.outcome import jobs_referenced_by
 from recruiter.domain.records import Query
@@ -93,6 +94,8 @@ class RoundPlan:
     stranded: list[Stranded] = field(default_factory=list)
     # Free lanes of busy slots (depth > 0, recruiter.domain.lanes): their jobs are handed out ahead.
     ahead: set[str] = field(default_factory=set)
+    # Jobs handed out under a rate limit: their copies say when to start (recruiter.domain.limits).
+    paced: set[object] = field(default_factory=set)
     # Filled by the writes, read once the round has committed.
     handed_out: dict[object, Document] = field(default_factory=dict)  # job id -> the copy its worker got
     quarantined: list[Malformed] = field(default_factory=list)  # those whose archived copy the round wrote
@@ -204,6 +207,10 @@ class RoundWrites:
         self.mark("lock")
         self.check()
         copies = copies_to_send(locked)
+        if plan.paced:
+            start_at = plan.now + timedelta(seconds=PACED_START_S)
+            copies = [{**copy, START_AT: start_at} if lk.assignment.job_id in plan.paced and is_copy(copy) else copy
+                      for lk, copy in zip(locked, copies, strict=True)]
         assigned = await self.assign(c, locked, plan.now, copies, ahead=plan.ahead)
         # Only the copies are remembered: a big job is read again when its outcome comes back.
         plan.handed_out = handed_out(locked, copies, assigned)

@@ -28,7 +28,8 @@ from typing import Protocol
 import structlog
 
 from recruiter.processes import round_stats
-from recruiter.processes.events import Bus, load_subscriber
+from recruiter.processes.events import Bus, Subscriber, load_subscriber
+from recruiter.processes.metrics import MetricsConfig, ProcessMetrics
 from recruiter.store import (
     AsyncClient,
     AsyncDb,
@@ -74,7 +75,8 @@ Check = Callable[[AsyncDb], Awaitable[None]]
 @dataclass(frozen=True)
 class Instruments:
     """What observes a process, made once at its edge and injected: the event bus (logs, the user's
-    ``--subscriber`` callables, the round timings) and the PyMongo command listeners of its clients.
+    ``--subscriber`` callables, the round timings, the ``--metrics-port`` metrics) and the PyMongo
+    command listeners of its clients.
 
     The benchmarks' instruments are asked for by environment variables, read here and nowhere
     else: ``RECRUITER_ROUND_STATS`` (:mod:`recruiter.processes.round_stats`) and
@@ -82,25 +84,31 @@ class Instruments:
 
     bus: Bus
     command_listeners: tuple[CommandListener, ...] = ()
+    metrics: ProcessMetrics | None = None  # --metrics-port (recruiter.processes.metrics)
 
     @classmethod
-    def build(cls, subscribers: Sequence[str] = ()) -> Instruments:
-        """From ``--subscriber`` specs (``module:callable``; ValueError, one line, if one cannot be loaded)
-        and the environment. Call it in the main thread (the stats writers install a SIGUSR2 handler)."""
+    def build(cls, subscribers: Sequence[str] = (), metrics: MetricsConfig | None = None) -> Instruments:
+        """From ``--subscriber`` specs (``module:callable``; ValueError, one line, if one cannot be loaded),
+        the ``--metrics-*`` options and the environment. Call it in the main thread (the stats writers install
+        a SIGUSR2 handler)."""
         loaded = [load_subscriber(spec) for spec in subscribers]
         rounds = round_stats.from_environment()
-        return cls(Bus.logging(*loaded, *([rounds] if rounds else [])), tuple(monitoring.listeners()))
+        served = ProcessMetrics(metrics) if metrics is not None else None
+        more: list[Subscriber] = [*([rounds] if rounds else []), *([served.events] if served else [])]
+        return cls(Bus.logging(*loaded, *more), tuple(monitoring.listeners()), served)
 
 
 def run(target: Target, app_name: str, make: Make, check: Check | None = None, *,
-        listeners: Sequence[CommandListener] = ()) -> int:
+        listeners: Sequence[CommandListener] = (), metrics: ProcessMetrics | None = None) -> int:
     """Connect to ``target``, build the process with ``make(db, clock)`` and run it until it ends.
 
     ``check(db)``, if given, runs first and may refuse to start by raising. ``listeners``
-    observe the client's commands (:attr:`Instruments.command_listeners`).
+    observe the client's commands (:attr:`Instruments.command_listeners`); ``metrics``, if
+    given, are served meanwhile (a port in use: ValueError, before anything is written).
     Returns the process's exit status.
     """
-    return asyncio.run(_main(target, app_name, make, check, listeners))
+    with metrics.serving(target) if metrics is not None else contextlib.nullcontext():
+        return asyncio.run(_main(target, app_name, make, check, listeners))
 
 
 async def _main(target: Target, app_name: str, make: Make, check: Check | None,

@@ -12,6 +12,7 @@ from typing import Protocol
 
 from bson import ObjectId
 
+from recruiter import tracing
 from recruiter.domain.cancel import parse_job_id
 from recruiter.domain.clock import Clock, utc
 from recruiter.domain.following import JobView, view_of
@@ -66,7 +67,10 @@ Built = tuple[Document, Unique | None]  # a job's document, and its unique key i
 
 
 def built_of(builder: JobBuilder, now: datetime, max_bytes: int) -> Built:
-    return builder.build(now, max_bytes), builder.unique_spec()
+    """The job's document, with the current trace context (:func:`recruiter.tracing.stamp`), and its unique key."""
+    doc = builder.build(now, max_bytes)
+    tracing.stamp(doc)
+    return doc, builder.unique_spec()
 
 
 def built_batch(recruiter: Producer, items: list[JobBuilder | Workable],

@@ -36,7 +36,17 @@ from recruiter.store.heartbeats import heartbeats_by_worker
 from recruiter.store.history import Page, archived_with_why, insert_jobs, list_jobs, read_retry_originals
 from recruiter.store.indexes import ensure_indexes, ensure_indexes_sync
 from recruiter.store.layout import AsyncClient, AsyncDb, Collections, Document, SyncClient, SyncCollections, SyncDb
-from recruiter.store.metadata import read_leases, read_paused, switch_paused, unused_names
+from recruiter.store.metadata import (
+    clear_limit,
+    read_cursor_document,
+    read_leases,
+    read_limits_document,
+    read_paused,
+    replace_limits,
+    set_limit,
+    switch_paused,
+    unused_names,
+)
 from recruiter.store.monitoring import CommandStats
 from recruiter.store.monitoring import listeners as command_listeners
 from recruiter.store.roster import entries_by_id, entries_summary, longest_heartbeat_interval, request_stop
@@ -50,7 +60,7 @@ from recruiter.store.schedule_admin import (
     request_run_now,
     resume_schedule,
 )
-from recruiter.store.scheduled import count_by_status
+from recruiter.store.scheduled import count_by_status, read_locked_in_sync
 from recruiter.store.wakeup import Wake
 
 __all__ = [
@@ -79,6 +89,7 @@ __all__ = [
     "async_client",
     "cancel_job",
     "cancel_job_async",
+    "clear_limit",
     "command_listeners",
     "count_by_status",
     "count_by_why",
@@ -97,9 +108,12 @@ __all__ = [
     "longest_heartbeat_interval",
     "parse_target",
     "pause_schedule",
+    "read_cursor_document",
     "read_job_documents",
     "read_last_jobs",
     "read_leases",
+    "read_limits_document",
+    "read_locked_in_sync",
     "read_paused",
     "read_retry_originals",
     "read_schedule",
@@ -107,9 +121,11 @@ __all__ = [
     "recent_actions",
     "record_action",
     "remove_schedule",
+    "replace_limits",
     "request_run_now",
     "request_stop",
     "resume_schedule",
+    "set_limit",
     "switch_paused",
     "sync_client",
     "unused_names",

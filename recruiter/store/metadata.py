@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from recruiter.domain.control import CURSOR_ID, KINDS, PAUSED_ID, Paused, paused_from_document
+from recruiter.domain.limits import LIMITS_ID, Limit, limit_path
 from recruiter.domain.records import Query
 from recruiter.store import archived, roster, scheduled
 from recruiter.store.layout import AsyncColl, Document, SyncColl, SyncDb
@@ -37,6 +38,40 @@ async def update_cursor(metadata: AsyncColl, changes: Query) -> None:
 async def read_switches(metadata: AsyncColl) -> Document | None:
     """The pause switches document, as stored (recruiter.domain.control.read_switches checks it)."""
     return await metadata.find_one({"_id": PAUSED_ID})
+
+
+async def read_controls(metadata: AsyncColl) -> tuple[Document | None, Document | None]:
+    """The pause switches and the limits documents, as stored, in one read (by ``_id``)."""
+    docs = {d["_id"]: d for d in await metadata.find({"_id": {"$in": [PAUSED_ID, LIMITS_ID]}}).to_list()}
+    return docs.get(PAUSED_ID), docs.get(LIMITS_ID)
+
+
+# -- flow control: the limits document (recruiter.domain.limits) -------------------------
+
+def set_limit(metadata: SyncColl, group: str, tenant: str | None, limit: Limit) -> None:
+    """Set (replace) the limit of ``group``, or of ``tenant`` within it."""
+    metadata.update_one({"_id": LIMITS_ID}, {"$set": {limit_path(group, tenant): limit.document()}}, upsert=True)
+
+
+def clear_limit(metadata: SyncColl, group: str, tenant: str | None) -> bool:
+    """Remove one limit; whether there was one (nothing is written otherwise)."""
+    path = limit_path(group, tenant)
+    result = metadata.update_one({"_id": LIMITS_ID, path: {"$exists": True}}, {"$unset": {path: ""}})
+    return bool(result.modified_count)
+
+
+def replace_limits(metadata: SyncColl, document: Mapping[str, object]) -> None:
+    """Set the whole limits document (limits declared from Python: exactly these, no others)."""
+    metadata.replace_one({"_id": LIMITS_ID}, {**document, "_id": LIMITS_ID}, upsert=True)
+
+
+def read_limits_document(metadata: SyncColl) -> Document | None:
+    return metadata.find_one({"_id": LIMITS_ID})
+
+
+def read_cursor_document(metadata: SyncColl) -> Document | None:
+    """The fairness cursor document (it holds the rate limits' token state too)."""
+    return metadata.find_one({"_id": CURSOR_ID})
 
 
 def switch_paused(metadata: SyncColl, kind: str, names: list[str], pause: bool) -> Paused:

@@ -134,6 +134,18 @@ def unlocked_as_read(job_id: object, attempts: int | None) -> Query:
     return filter_
 
 
+async def read_locked_in(scheduled: AsyncColl, groups: Sequence[str]) -> list[Document]:
+    """The group and tenant of every locked (assigned or running) job of ``groups``: flow control
+    counts them (served by the ``candidates`` index: ``locked``, then ``group``)."""
+    return await scheduled.find({"locked": True, "group": {"$in": list(groups)}},
+                                {"_id": 0, "group": 1, "tenant": 1}).to_list()
+
+
+def read_locked_in_sync(scheduled: SyncColl, groups: Sequence[str]) -> list[Document]:
+    """:func:`read_locked_in`, for the operator's commands."""
+    return list(scheduled.find({"locked": True, "group": {"$in": list(groups)}}, {"_id": 0, "group": 1, "tenant": 1}))
+
+
 async def read_locks(scheduled: AsyncColl) -> list[Document]:
     """Every locked job: its ``locked_by`` and ``lock_token`` only."""
     return await scheduled.find({"locked": True}, {"locked_by": 1, "lock_token": 1}).to_list()

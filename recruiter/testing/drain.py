@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import structlog
@@ -76,6 +77,9 @@ class Drained:
     def whys(self) -> list[object]:
         """``why`` of each enqueued job."""
         return [doc.get("why") for doc in self.enqueued]
+
+
+DUE_SLACK = timedelta(seconds=1)
 
 
 def drain(uri: str, jobs: Iterable[Workable | JobBuilder] = (), *, groups: Sequence[str] = (ANY_GROUP,),
@@ -151,5 +155,7 @@ async def _empty(worker: WorkerProcess, ids: list[Any]) -> bool:
         return False
     groups = None if ANY_GROUP in worker.config.groups else list(worker.config.groups)
     paused = read_switches(await metadata.read_switches(worker.c.metadata), None, None)
+    # Due within DUE_SLACK counts as due: another process's clock (the producer that enqueued
+    # them, calibrated on its own) may be ahead of this one by its calibration error.
     return not await scheduled.work_left_for(worker.c.scheduled, groups, [s.id for s in worker.slots],
-                                             worker.clock.now(), paused.groups, paused.tenants)
+                                             worker.clock.now() + DUE_SLACK, paused.groups, paused.tenants)

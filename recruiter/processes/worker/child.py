@@ -38,6 +38,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext, ForkServerProcess
 from typing import cast
 
+from recruiter import tracing
 from recruiter.domain.attempt import RemoteFailure
 from recruiter.domain.handback import DEFAULT_MAX_RESULT_BYTES, CheckedResult, checked_result, describe
 from recruiter.domain.workable import JobContext, ProgressSink, accepts_context, workable_from_document
@@ -107,7 +108,7 @@ class _Reporter:
 
 
 def _child_main(workable_doc: dict[str, object], ctx: JobContext, sys_path: list[str], out: Connection,
-                max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> None:
+                max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES, trace_carrier: dict[str, str] | None = None) -> None:
     sys.path[:] = sys_path
     reporter = _Reporter(out)
     ctx = dataclasses.replace(ctx, reporter=reporter.progress)
@@ -120,7 +121,8 @@ def _child_main(workable_doc: dict[str, object], ctx: JobContext, sys_path: list
             news.start()
             method = getattr(workable, cast("str", workable_doc.get("method") or "execute"))
             args = (ctx,) if accepts_context(method) else ()
-            value = asyncio.run(method(*args)) if inspect.iscoroutinefunction(method) else method(*args)
+            with tracing.continued(trace_carrier):  # the attempt span's context (recruiter.tracing)
+                value = asyncio.run(method(*args)) if inspect.iscoroutinefunction(method) else method(*args)
         answer = ("ok", CheckedResult(*checked_result(value, max_result_bytes)))
     except BaseException as exc:  # noqa: BLE001 - every failure is reported to the parent
         answer = ("error", describe(exc))
@@ -169,13 +171,15 @@ class ChildAttempt:
 
     async def run(self, workable_doc: dict[str, object], ctx: JobContext, timeout_s: float | None,
                   logs: LogBuffer | None = None, report: ProgressSink | None = None, *,
-                  max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> object:
+                  max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES, trace_carrier: dict[str, str] | None = None
+                  ) -> object:
         """The attempt's value (a :class:`CheckedResult`); what the child logs lands in ``logs``,
-        what it says of its progress goes to ``report``."""
+        what it says of its progress goes to ``report``; ``trace_carrier``: the W3C trace context
+        the job's code runs in (:func:`recruiter.tracing.continued`)."""
         mp = _mp_context()
         logs = logs if logs is not None else LogBuffer()
         receiver, sender = mp.Pipe(duplex=False)
-        args = (workable_doc, ctx, list(sys.path), sender, max_result_bytes)
+        args = (workable_doc, ctx, list(sys.path), sender, max_result_bytes, trace_carrier)
         self.process = mp.Process(target=_child_main, args=args,
                                   name=f"recruiter-job-{ctx.job_id}", daemon=True)
 

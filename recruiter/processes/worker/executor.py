@@ -27,6 +27,7 @@ from typing import cast
 
 from structlog.typing import FilteringBoundLogger
 
+from recruiter import tracing
 from recruiter.domain.attempt import (
     RemoteFailure,
     describe_exception,
@@ -159,6 +160,18 @@ class Executor:
         return self._judged(job, ran, running, bound)
 
     async def _run(self, slot_id: str, running: Running, job: Document, started_at: datetime) -> Ran:
+        """Run the job's method (:meth:`_ran`) inside its spans, when the process traces (:mod:`recruiter.tracing`)."""
+        with tracing.attempt_spans(job, slot_id, _waited_s(job, started_at)) as span:
+            try:
+                ran = await self._ran(slot_id, running, job, started_at)
+            except asyncio.CancelledError:
+                span.ended(running.state.value, None)  # halted or interrupted while it ran
+                raise
+            # A job running in a thread is not stopped by a halt: it ends, and its outcome is discarded.
+            span.ended(ran.kind if running.state is JobState.RUNNING else running.state.value, ran.error)
+        return ran
+
+    async def _ran(self, slot_id: str, running: Running, job: Document, started_at: datetime) -> Ran:
         """Run the job's method; a failure of the job's own code is a result, not an exception:
         any ``BaseException`` it raises (``SystemExit``, ``KeyboardInterrupt``, even a
         ``CancelledError`` when nothing cancelled the attempt) ends the attempt, never the worker."""
@@ -295,7 +308,8 @@ class Executor:
             running.child = ChildAttempt()
             limit = float(timeout_s) if timeout_s else None
             return _guarded(running.child.run(job["workable"], ctx, limit, running.logs, report,
-                                              max_result_bytes=self.result_limit(job))), False
+                                              max_result_bytes=self.result_limit(job),
+                                              trace_carrier=tracing.current_carrier())), False
         args = (ctx,) if accepts_context(method) else ()
         running.in_thread = not is_async
         run = cast("Awaitable[object]", method(*args) if is_async else asyncio.to_thread(method, *args))
@@ -359,6 +373,17 @@ def started_event(job: Document, worker_id: str, started_at: datetime) -> JobSta
         worker_id=worker_id, job_id=job["_id"], group=_text(job.get("group")), tenant=_text(job.get("tenant")),
         class_name=_text(class_name), attempt=job.get("attempts"), started_at=started_at,
         wait_s=max(0.0, (started_at - due).total_seconds()) if isinstance(due, datetime) else None)
+
+
+def _waited_s(job: Document, started_at: datetime) -> float | None:
+    """How long the job waited before this attempt: from its due time (``scheduled_at``) to ``started_at``."""
+    due = job.get("scheduled_at")
+    if not isinstance(due, datetime):
+        return None
+    try:
+        return max(0.0, (started_at - due).total_seconds())
+    except TypeError:  # a naive date against an aware one
+        return None
 
 
 def _text(value: object) -> str | None:

@@ -18,12 +18,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import datetime
 
 import structlog
 from structlog.typing import FilteringBoundLogger
 
 from recruiter.domain.clock import Clock
 from recruiter.domain.lanes import needs_mark
+from recruiter.domain.limits import PACED_START_S, START_AT
 from recruiter.domain.outcome import Outcome
 from recruiter.domain.records import Raw
 from recruiter.domain.retry import RetryAt
@@ -206,6 +208,7 @@ class SlotLoop:
         job_id = turn.job_id
         bound = log.bind(worker_id=slot.id, job_id=str(job_id), group=str(found.get("group"))[:100],
                          attempt=found.get("attempts"))
+        await self._start_at(found)
         slot.running = Running(job_id, self.clock.now(), token=found.get("lock_token"))
         slot.inbox.last_token = found.get("lock_token")
         self.started()
@@ -223,6 +226,16 @@ class SlotLoop:
                 await self.entries.release(slot)
         finally:
             slot.running = None
+
+    async def _start_at(self, job: Document) -> None:
+        """A rate-limited job starts when its copy says (``start_at``: a fixed delay after the round
+        that handed it out, recruiter.domain.limits), so the workers' starts keep the recruiter's
+        spacing; never waits longer than that delay, whatever the value says."""
+        start_at = job.get(START_AT)
+        if isinstance(start_at, datetime):
+            wait_s = (start_at - self.clock.now()).total_seconds()
+            if wait_s > 0:
+                await asyncio.sleep(min(wait_s, PACED_START_S))
 
     async def record(self, slot: Slot, outcome: Outcome, bound: FilteringBoundLogger,
                      then: Turn | None = None) -> None:

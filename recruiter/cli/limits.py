@@ -1,0 +1,126 @@
+"""``recruiter limits set|list|clear``: rate limits and concurrency caps per group and tenant.
+
+Invariant: every value is checked before anything is written (a malformed rate, a cap of 0:
+one line, exit 2, nothing changed); a tenant no job has used yet is set with a warning, as
+tenants appear over time. Semantics: docs/operations/flow-control.md.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+
+import click
+
+from recruiter.admin import limits as admin_limits
+from recruiter.admin.limits import LimitView
+from recruiter.cli.options import target_option, with_database
+from recruiter.domain.limits import Limit
+from recruiter.domain.naming import name_problem
+from recruiter.store import SyncDb
+
+
+@click.group("limits")
+def limits_group() -> None:
+    """Rate limits and concurrency caps per group and tenant, enforced by the recruiter."""
+
+
+def _where(fn: click.decorators.FC) -> click.decorators.FC:
+    fn = click.option("--tenant", default=None, help="A tenant within the group (default: the whole group).")(fn)
+    return click.option("--group", required=True, help="The group the limit applies to.")(fn)
+
+
+def _valid(make: Callable[[], Limit]) -> Limit:
+    try:
+        return make()
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+@limits_group.command("set")
+@_where
+@click.option("--rate", default=None, metavar="N/UNIT",
+              help="At most N starts per interval, paced: 5/s, 100/m, 1000/h, 3/10s (retries count).")
+@click.option("--burst", type=click.IntRange(0, 1_000_000), default=0, show_default=True,
+              help="This many more starts at once after a quiet spell (needs --rate).")
+@click.option("--max-running", type=int, default=None,
+              help="At most this many jobs assigned or running at once, cluster-wide (1 or more).")
+@target_option
+def limits_set(group: str, tenant: str | None, rate: str | None, burst: int, max_running: int | None,
+               target: str) -> None:
+    """Set (replace) the limit of a group, or of one tenant within it, from the next round on."""
+    if rate is None and max_running is None:
+        raise click.UsageError("give --rate, --max-running, or both")
+    limit = _valid(lambda: admin_limits.make_limit(rate, burst, max_running))
+    _names(group, tenant)
+
+    def write(db: SyncDb, now: datetime) -> None:
+        done = admin_limits.set_(db, group, tenant, limit, now)
+        if done.unknown_tenant:
+            click.echo(f"Warning: no job has used the tenant {tenant!r} yet; the limit applies once one does",
+                       err=True)
+        click.echo(f"limit set: {done.view.describe()}")
+
+    with_database(target, write)
+
+
+def _names(group: str, tenant: str | None) -> None:
+    """A usage error, one line, for a name no job could carry."""
+    for kind, name in (("group", group), ("tenant", tenant)):
+        if name is not None and (problem := name_problem(kind, name)):
+            raise click.UsageError(problem)
+
+
+@limits_group.command("clear")
+@_where
+@target_option
+def limits_clear(group: str, tenant: str | None, target: str) -> None:
+    """Remove the limit of a group, or of one tenant within it."""
+    _names(group, tenant)
+
+    def write(db: SyncDb, _now: datetime) -> None:
+        what = f"group {group}" if tenant is None else f"tenant {tenant} of group {group}"
+        if admin_limits.clear(db, group, tenant):
+            click.echo(f"limit cleared: {what}")
+        else:
+            click.echo(f"no limit on {what}; nothing changed", err=True)
+
+    with_database(target, write)
+
+
+@limits_group.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@target_option
+def limits_list(as_json: bool, target: str) -> None:
+    """Every limit, with the jobs it counts now and the tokens of its rate."""
+
+    def read(db: SyncDb, now: datetime) -> None:
+        listing = admin_limits.listing(db, now)
+        for problem in listing.problems:
+            click.echo(f"Warning: a stored limit is malformed and not applied: {problem}", err=True)
+        rows = [_row(v) for v in listing.limits]
+        if as_json:
+            click.echo(json.dumps(rows, indent=2))
+        elif not rows:
+            click.echo("no limits")
+        else:
+            click.echo(_table(rows))
+
+    with_database(target, read)
+
+
+def _row(v: LimitView) -> dict[str, object]:
+    rate = v.limit.rate
+    return {"group": v.group, "tenant": v.tenant, "rate": rate.text if rate else None,
+            "burst": rate.burst if rate else None, "max_running": v.limit.max_running, "running": v.running,
+            "tokens": None if v.tokens is None else round(v.tokens, 2), "held": v.held}
+
+
+def _table(rows: list[dict[str, object]]) -> str:
+    heads = ["group", "tenant", "rate", "burst", "max_running", "running", "tokens", "held"]
+    cells = [[("-" if r[h] is None else str(r[h])) for h in heads] for r in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(heads)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+    return "\n".join(lines)
