@@ -179,7 +179,8 @@ async def schedules(dash: Dashboard, request: Request) -> Response:
 async def switches(dash: Dashboard, request: Request) -> Response:
     paused = await dash.read(dash.admin.paused)
     leases = await dash.read(dash.admin.leases)
-    return dash.page(request, "switches.html", nav="switches", paused=paused, leases=leases)
+    limits = await dash.read(dash.admin.limits)
+    return dash.page(request, "switches.html", nav="switches", paused=paused, leases=leases, flow=limits)
 
 
 async def audit(dash: Dashboard, request: Request) -> Response:

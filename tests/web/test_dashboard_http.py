@@ -341,3 +341,15 @@ def test_without_the_extra_the_command_says_what_to_install() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert done.stderr.strip() == "Error: the dashboard needs its extra: pip install 'recruiter[dashboard]'"
+
+
+def test_the_switches_page_shows_the_flow_control_limits(web: TestClient, store_db: Any,
+                                                         seeded: dict[str, Any]) -> None:
+    assert "no limit set" in web.get("/switches").text
+    Admin(store_db).set_limit("mail", max_running=2)
+    page = web.get("/switches").text
+    row = re.search(r'<table id="limits">.*?</table>', page, flags=re.S)
+    assert row, "no limits table"
+    assert "mail" in row.group(0)
+    assert "(whole group)" in row.group(0)
+    assert "2" in row.group(0)
