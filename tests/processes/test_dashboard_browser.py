@@ -152,8 +152,8 @@ def test_failed_job_retry_pause_and_schedule_in_a_browser(processes: Processes, 
     page.locator("#pause-form select[name=kind]").select_option("group")
     page.locator("#pause-form input[name=name]").fill("mail")
     page.locator("#pause-form button[type=submit]").click()
-    expect(page.locator("#paused-names")).to_contain_text("mail", timeout=15_000)
-    expect(overview.locator("#paused")).to_contain_text("group mail paused", timeout=15_000)
+    expect(page.locator("#paused-names")).to_contain_text("mail", timeout=30_000)
+    expect(overview.locator("#paused")).to_contain_text("group mail paused", timeout=30_000)
     expect(overview.locator("tr.is-paused")).to_contain_text("mail")
     expect(overview.locator("#charts polyline")).to_have_count(4)  # a point per refresh since it opened
     with Recruiter.connect(db_uri) as rec:
@@ -165,7 +165,7 @@ def test_failed_job_retry_pause_and_schedule_in_a_browser(processes: Processes, 
     row = page.locator("#schedule-tick")
     expect(row).to_contain_text("every 1h")
     row.locator("form.action", has=page.locator("input[value=run-now]")).locator("button").click()
-    expect(page.locator(".flash")).to_contain_text("schedule-run-now tick: done", timeout=15_000)
+    expect(page.locator(".flash")).to_contain_text("schedule-run-now tick: done", timeout=30_000)
     wait_for(lambda: db.archived.find_one({"schedule.name": "tick", "why": "done"}), timeout_s=60,
              message="the schedule's job to run")
     page.reload()
