@@ -8,7 +8,7 @@ the MongoDB URI comes from ``--target``, ``RECRUITER_MONGODB_URI`` or ``MONGODB_
 Invariant: this module only assembles the command groups; each group lives in
 its own module (:mod:`~recruiter.cli.processes`, :mod:`~recruiter.cli.admin`, :mod:`~recruiter.cli.jobs`,
 :mod:`~recruiter.cli.pause`, :mod:`~recruiter.cli.embedded`,
-:mod:`~recruiter.cli.schedules`), the shared options
+:mod:`~recruiter.cli.schedules`, :mod:`~recruiter.cli.dashboard`), the shared options
 in :mod:`~recruiter.cli.options`.
 """
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 import click
 
 from recruiter.cli.admin import status, workers_group
+from recruiter.cli.dashboard import dashboard_command
 from recruiter.cli.embedded import embedded_group
 from recruiter.cli.jobs import jobs_group
 from recruiter.cli.limits import limits_group
@@ -34,7 +35,7 @@ def main() -> None:
 
 
 for _command in (start_recruiter, worker_group, cleaner_group, embedded_group, status, workers_group, jobs_group,
-                 groups_group, tenants_group, schedules_group, stats_command, limits_group):
+                 groups_group, tenants_group, schedules_group, stats_command, limits_group, dashboard_command):
     main.add_command(_command)
 
 

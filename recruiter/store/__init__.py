@@ -11,6 +11,7 @@ never a module of the store by name.
 """
 
 from recruiter.store.archived import count_by_why
+from recruiter.store.audit import AuditEntry, ensure_audit_index, recent_actions, record_action
 from recruiter.store.cancel import cancel_job, cancel_job_async
 from recruiter.store.clock import ServerClock
 from recruiter.store.connection import (
@@ -68,6 +69,7 @@ __all__ = [
     "URI_ENVVARS",
     "AsyncClient",
     "AsyncDb",
+    "AuditEntry",
     "Change",
     "Collections",
     "CommandStats",
@@ -94,6 +96,7 @@ __all__ = [
     "count_by_status",
     "count_by_why",
     "describe",
+    "ensure_audit_index",
     "ensure_indexes",
     "ensure_indexes_sync",
     "entries_by_id",
@@ -120,6 +123,8 @@ __all__ = [
     "read_retry_originals",
     "read_schedule",
     "read_schedules",
+    "recent_actions",
+    "record_action",
     "remove_schedule",
     "replace_limits",
     "request_run_now",

@@ -1,0 +1,51 @@
+"""The dashboard's access rules and CSRF tokens as pure values (recruiter.web.security)."""
+
+from __future__ import annotations
+
+import pytest
+
+from recruiter.web import Access, Csrf, check_binding, is_loopback
+
+
+@pytest.mark.parametrize(("host", "loopback"), [
+    ("127.0.0.1", True), ("127.1.2.3", True), ("::1", True), ("[::1]", True), ("localhost", True),
+    ("LOCALHOST", True), ("0.0.0.0", False), ("::", False), ("10.0.0.5", False), ("example.com", False),
+    ("", False)])
+def test_loopback_addresses(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
+
+
+def test_beyond_localhost_needs_a_token_or_a_password() -> None:
+    check_binding("127.0.0.1", Access())
+    check_binding("0.0.0.0", Access(token="t"))
+    check_binding("0.0.0.0", Access(user="ops", password="p"))
+    with pytest.raises(ValueError, match="serves beyond this machine"):
+        check_binding("0.0.0.0", Access())
+
+
+@pytest.mark.parametrize("kwargs", [{"token": ""}, {"user": "ops"}, {"password": "p"},
+                                    {"user": "a:b", "password": "p"}, {"user": "ops", "password": ""}])
+def test_an_incomplete_access_is_refused(kwargs: dict[str, str]) -> None:
+    with pytest.raises(ValueError, match="--"):
+        Access(**kwargs)
+
+
+def test_no_secret_in_the_repr() -> None:
+    text = repr(Access(token="tok-123", user="ops", password="pw-456"))
+    assert "tok-123" not in text
+    assert "pw-456" not in text
+
+
+def test_csrf_tokens_are_signed_by_their_process() -> None:
+    mine, other = Csrf(), Csrf()
+    token = mine.issue()
+    assert mine.valid(token)
+    assert not other.valid(token)
+    assert mine.accepts(token, token)
+    assert not mine.accepts(token, mine.issue())
+    assert not mine.accepts(token, None)
+    assert not mine.accepts(None, token)
+    nonce, signature = token.split(".")
+    assert not mine.valid(f"{nonce}x.{signature}")
+    assert not mine.valid(f"{nonce}.")
+    assert not mine.valid("no-dot")
