@@ -129,14 +129,24 @@ async def _job_view(dash: Dashboard, request: Request) -> JobView:
 async def job(dash: Dashboard, request: Request) -> Response:
     view = await _job_view(dash, request)
     return dash.page(request, "job.html", nav="jobs", job=view, runs=views.executions(view),
-                     parameters=views.parameters(view))
+                     parameters=views.parameters(view), waiting=await _waiting(dash, view))
 
 
 async def job_live(dash: Dashboard, request: Request) -> Response:
     """The live part of a job's page; once the job is archived, status 286 tells htmx to stop polling."""
     view = await _job_view(dash, request)
     return dash.page(request, "job_live.html", STOP_POLLING if view.finished else 200, job=view,
-                     runs=views.executions(view), parameters=views.parameters(view))
+                     runs=views.executions(view), parameters=views.parameters(view),
+                     waiting=await _waiting(dash, view))
+
+
+async def _waiting(dash: Dashboard, view: JobView) -> str | None:
+    """What a waiting job waits for, in one line (``recruiter jobs explain``); None once it runs or ended."""
+    if view.finished or not isinstance(view.id, ObjectId):
+        return None
+    job_id = view.id
+    explained = await dash.read(lambda: dash.admin.explain(job_id))
+    return explained.text if explained is not None and explained.waiting else None
 
 
 def _failures(dash: Dashboard, reasons: tuple[str, ...]) -> tuple[list[views.FailureGroup], dict[str, bool]]:

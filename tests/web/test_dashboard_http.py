@@ -107,6 +107,19 @@ def test_every_page_renders_from_the_read_model(web: TestClient, seeded: dict[st
     assert "acme" in web.get("/").text
 
 
+def test_a_waiting_jobs_page_says_what_it_waits_for(web: TestClient, db: Any, seeded: dict[str, Any]) -> None:
+    queued = seeded["queued"]["_id"]
+    assert 'id="job-waiting"' in web.get(f"/jobs/{queued}").text  # no worker at all: it waits
+    db.metadata.insert_one({"_id": "paused", "groups": ["mail"], "tenants": []})
+    live = web.get(f"/jobs/{queued}/live").text
+    found = re.search(r'id="job-waiting">([^<]+)<', live)
+    assert found, live[:500]
+    assert "paused" in found.group(1)
+    assert "mail" in found.group(1)
+    failed = seeded["failed"][0]["_id"]
+    assert 'id="job-waiting"' not in web.get(f"/jobs/{failed}").text  # archived: nothing to wait for
+
+
 def test_search_finds_a_job_by_id_and_filters_by_class(web: TestClient, seeded: dict[str, Any]) -> None:
     job_id = str(seeded["queued"]["_id"])
     found = web.get(f"/jobs?q={job_id}", follow_redirects=False)
