@@ -29,10 +29,10 @@ def metrics_options(role: str, *, tenant_labels: bool = False) -> Callable[[Comm
             fn(*args, metrics=config, **kwargs)
 
         options: list[Callable[[Command], Command]] = [
-            click.option("--metrics-port", envvar=env("METRICS_PORT"), type=click.IntRange(1, 65535), default=None,
+            click.option("--metrics-port", envvar=env("METRICS_PORT"), type=click.IntRange(0, 65535), default=None,
                          show_envvar=True, metavar="PORT",
-                         help="Serve Prometheus metrics on http://HOST:PORT/metrics (default: off; "
-                              "docs/operations/metrics.md)."),
+                         help="Serve Prometheus metrics on http://HOST:PORT/metrics (default: off; 0: any free port, "
+                              "logged as metrics.serving; docs/operations/metrics.md)."),
             click.option("--metrics-host", envvar=env("METRICS_HOST"), default="127.0.0.1", show_default=True,
                          show_envvar=True, help="Address the metrics server listens on (0.0.0.0: every interface)."),
         ]

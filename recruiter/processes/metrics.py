@@ -82,8 +82,8 @@ class MetricsConfig:
     def __post_init__(self) -> None:
         if self.role not in ROLES:
             raise ValueError(f"metrics: role {self.role!r} is not one of {', '.join(ROLES)}")
-        if not 1 <= self.port <= 65535:
-            raise ValueError(f"--metrics-port {self.port} is not a port (1 to 65535)")
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"--metrics-port {self.port} is not a port (1 to 65535, or 0 for any free one)")
 
 
 def _label(value: object) -> str:
@@ -361,7 +361,8 @@ class ProcessMetrics:
         except OSError as exc:
             raise ValueError(f"--metrics-port: cannot serve metrics on {self.config.host}:{self.config.port}: "
                              f"{exc.strerror or exc}") from None
-        log.info("metrics.serving", url=f"http://{self.config.host}:{self.config.port}/metrics")
+        port = server.server_address[1]  # the one the system chose for --metrics-port 0
+        log.info("metrics.serving", url=f"http://{self.config.host}:{port}/metrics")
         try:
             yield
         finally:

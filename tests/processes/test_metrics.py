@@ -7,6 +7,7 @@ document by document; a standby recruiter says it stands by and serves no cluste
 
 from __future__ import annotations
 
+import json
 import socket
 import urllib.request
 from collections import Counter
@@ -179,6 +180,21 @@ def test_a_port_in_use_is_a_one_line_error(processes: Processes) -> None:
             assert errors == [f"Error: --metrics-port: cannot serve metrics on 127.0.0.1:{port}: "
                               "Address already in use"], proc.log()
             assert "Traceback" not in proc.log()
+
+
+def test_port_0_serves_on_a_free_port_it_logs(processes: Processes) -> None:
+    proc = processes.start("worker", "worker", "start", "--metrics-port", "0", "--heartbeat-interval", "300ms")
+
+    def url() -> str | None:
+        for line in proc.log().splitlines():
+            if '"metrics.serving"' in line:
+                return str(json.loads(line)["url"])
+        return None
+
+    served = wait_for(url, timeout_s=60, message="the metrics.serving line")
+    assert not served.endswith(":0/metrics")
+    text = urllib.request.urlopen(served, timeout=10).read().decode()
+    assert "python_info" in text  # the process's own registry
 
 
 def test_a_bad_metrics_port_is_a_usage_error(processes: Processes) -> None:

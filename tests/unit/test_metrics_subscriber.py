@@ -192,7 +192,10 @@ def test_a_config_refuses_a_bad_role_or_port() -> None:
     with pytest.raises(ValueError, match="role"):
         MetricsConfig("scheduler", 9100)
     with pytest.raises(ValueError, match="not a port"):
-        MetricsConfig("worker", 0)
+        MetricsConfig("worker", 70000)
+    with pytest.raises(ValueError, match="not a port"):
+        MetricsConfig("worker", -1)
+    assert MetricsConfig("worker", 0).port == 0  # any free port, logged
 
 
 def free_port() -> int:
