@@ -122,7 +122,7 @@ def main(workers_spec: str | None, quick: bool, window_s: float | None, warm_up_
     if only_capacity and layout is None:
         raise click.BadParameter("--capacity with --capacity-layout none leaves nothing to run")
     extra = tuple(shlex.split(recruiter_args))
-    chosen = [] if only_backlog or only_capacity else [replace(d, recruiter_args=extra)
+    chosen = [] if only_backlog or only_capacity else [replace(d, recruiter_args=(*d.recruiter_args, *extra))
                                                        for d in _chosen_designs(designs)]
     output.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -195,6 +195,8 @@ def _backlog_plan(quick: bool, backlogs_spec: str | None, only_backlog: bool) ->
 def _chosen_designs(designs: str | None) -> list[Design]:
     """The designs to run: all, or the --designs subset."""
     chosen = available_designs()
+    if not designs:  # the observed design only when asked for (it measures the cost of observing)
+        return [d for d in chosen if d.name != "recruiter-observed"]
     if designs:
         names = [d.strip() for d in designs.split(",") if d.strip()]
         unknown = sorted(set(names) - {d.name for d in chosen})

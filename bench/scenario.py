@@ -44,6 +44,7 @@ class Design:
     name: str
     prefetch: int | None = None  # the product worker's --prefetch, None: not passed (a product without it)
     recruiter_args: tuple[str, ...] = ()  # more options of `recruiter start` (bin/bench --recruiter-args)
+    worker_extra: tuple[str, ...] = ()  # more options of `worker start` (the observed design)
 
     @property
     def is_v1(self) -> bool:
@@ -55,7 +56,7 @@ class Design:
         return 1 + (self.prefetch or 0)
 
     def worker_args(self) -> list[str]:
-        return [] if self.prefetch is None else ["--prefetch", str(self.prefetch)]
+        return ([] if self.prefetch is None else ["--prefetch", str(self.prefetch)]) + list(self.worker_extra)
 
 
 def product_has_prefetch() -> bool:
@@ -65,12 +66,18 @@ def product_has_prefetch() -> bool:
     return "--prefetch" in out
 
 
+# The product as ``recruiter`` with every process observed: Prometheus metrics served (--metrics-port 0:
+# any free port) on top of the event seam's log subscriber; chosen with --designs recruiter,recruiter-observed
+# to print the cost of observing beside the same design without it.
+OBSERVED = Design("recruiter-observed", 1, ("--metrics-port", "0"), ("--metrics-port", "0"))
+
+
 def available_designs() -> list[Design]:
     """The product with its default look-ahead (``--prefetch 1``) and without (``--prefetch 0``,
     the hand-off of every job through a round), and v1. A product without the option runs
     as ``recruiter-prefetch0`` only (its behaviour is that of ``--prefetch 0``)."""
     if product_has_prefetch():
-        return [Design("recruiter", 1), Design("recruiter-prefetch0", 0), Design("v1")]
+        return [Design("recruiter", 1), Design("recruiter-prefetch0", 0), Design("v1"), OBSERVED]
     return [Design("recruiter-prefetch0", None), Design("v1")]
 
 
