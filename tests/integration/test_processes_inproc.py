@@ -37,6 +37,7 @@ from recruiter.processes.worker.runtime import WorkerConfig, WorkerProcess
 from recruiter.processes.worker.state import Running, Slot
 from recruiter.producer.client import AsyncRecruiter
 from recruiter.store import strict
+from recruiter.store.heartbeats import beats_of_async
 from recruiter.store.indexes import ensure_indexes
 from recruiter.store.layout import Collections
 from recruiter.store.leases import Lease
@@ -96,7 +97,8 @@ class Harness:
         return await self.db.roster.find_one({"_id": worker_id})
 
     async def heartbeat(self, worker_id: str) -> dict[str, Any] | None:
-        return await self.db.heartbeats.find_one({"_id": worker_id})
+        """The beat of roster entry ``worker_id``: its slot in its process's heartbeat document."""
+        return (await beats_of_async(self.db.heartbeats, [worker_id])).get(worker_id)
 
     async def ledger(self, **query: Any) -> list[dict[str, Any]]:
         return await self.db.ledger.find(query).to_list()
