@@ -378,7 +378,13 @@ class RecruiterProcess(LeaderProcess):
         of entries that missed their beats. One read by ``_id`` and by ``fresh_until``, both indexed;
         one more only when an entry not among ``entries`` (available or holding an outcome,
         so holding no job) missed its beats."""
-        read = await heartbeats.read_round_beats(self.c.heartbeats, [e["_id"] for e in available], plan.now)
+        read, malformed = await heartbeats.read_round_beats(self.c.heartbeats, [e["_id"] for e in available],
+                                                            plan.now)
+        for doc_id in malformed:
+            if self.warned.first(("heartbeats", doc_id), "malformed"):
+                log.warning("heartbeat.malformed", process=str(doc_id)[:100],
+                            detail="this worker process's heartbeat document names no slot that can be read; "
+                                   "its slots are given no work until it beats again")
         # A process's document gives one beat per entry it names; an entry's is the one with its session.
         beats = pick_beats(read, {e["_id"]: e for e in available})
         known = {e["_id"] for e in entries}

@@ -18,7 +18,14 @@ from datetime import datetime
 from bson import ObjectId
 from pymongo import UpdateOne
 
-from recruiter.domain.liveness import FROM_PROCESS, PROCESS_KIND, expand_beats, pick_beats, slot_key
+from recruiter.domain.liveness import (
+    FROM_PROCESS,
+    PROCESS_KIND,
+    expand_beats,
+    malformed_process_docs,
+    pick_beats,
+    slot_key,
+)
 from recruiter.domain.records import Query, Raw
 from recruiter.store.layout import AsyncClientSession, AsyncColl, ClientSession, Document, SyncColl
 
@@ -102,11 +109,14 @@ def write_beats(heartbeats: SyncColl, beats: Sequence[tuple[str, object, Query]]
 BEAT_FIELDS = {"session": 1, "fresh_until": 1, "last_seen_at": 1, "heartbeat_interval_s": 1, "working_token": 1}
 
 
-async def read_round_beats(heartbeats: AsyncColl, ids: Sequence[object], now: datetime) -> list[Document]:
+async def read_round_beats(heartbeats: AsyncColl, ids: Sequence[object],
+                           now: datetime) -> tuple[list[Document], list[object]]:
     """The beats of entries ``ids`` and every beat no longer fresh at ``now``: one read, all indexed
-    (an entry may have several: pick by session, :func:`recruiter.domain.liveness.pick_beats`)."""
+    (an entry may have several: pick by session, :func:`recruiter.domain.liveness.pick_beats`);
+    and the ``_id`` of the process documents read that are malformed (they name no entry)."""
     query = {"$or": [*_naming(ids)["$or"], {"fresh_until": {"$lte": now}}]}
-    return expand_beats(await heartbeats.find(query, _projection(BEAT_FIELDS)).to_list())
+    docs = await heartbeats.find(query, _projection(BEAT_FIELDS)).to_list()
+    return expand_beats(docs), malformed_process_docs(docs)
 
 
 async def read_stale(heartbeats: AsyncColl, now: datetime, cutoff: datetime) -> list[Document]:
@@ -118,19 +128,9 @@ async def read_stale(heartbeats: AsyncColl, now: datetime, cutoff: datetime) -> 
 async def read_dated(heartbeats: AsyncColl, ids: Sequence[object]) -> set[object]:
     """Which of ``ids`` have a heartbeat with a date in ``last_seen_at`` (one without counts as none)."""
     wanted = set(ids)
-    docs = await heartbeats.find(_naming(ids), {"last_seen_at": 1, "kind": 1, "ids": 1}).to_list()
-    return {b["_id"] for b in _named(docs) if b["_id"] in wanted and isinstance(b.get("last_seen_at"), datetime)}
-
-
-def _named(docs: Sequence[Document]) -> list[Document]:
-    """One ``{_id, last_seen_at}`` per entry the documents name (a process's by its ``ids``)."""
-    beats: list[Document] = []
-    for d in docs:
-        if d.get("kind") != PROCESS_KIND:
-            beats.append(d)
-        elif isinstance(d.get("ids"), list):
-            beats.extend({"_id": i, "last_seen_at": d.get("last_seen_at")} for i in d["ids"] if isinstance(i, str))
-    return beats
+    docs = await heartbeats.find(_naming(ids), _projection({"session": 1})).to_list()
+    return {b["_id"] for b in expand_beats(docs)
+            if b["_id"] in wanted and isinstance(b.get("last_seen_at"), datetime)}
 
 
 async def delete_beat(heartbeats: AsyncColl, beat: Mapping[str, object]) -> bool:
@@ -156,6 +156,9 @@ async def delete_beat(heartbeats: AsyncColl, beat: Mapping[str, object]) -> bool
 async def delete_undated(heartbeats: AsyncColl, worker_id: object) -> None:
     """Delete an unreadable heartbeat (no date in ``last_seen_at``), which goes with its entry."""
     await heartbeats.delete_one({"_id": worker_id, "last_seen_at": {"$not": {"$type": "date"}}})
+    # A process document that names it and cannot be read (no date, or no slots): no slot of it is.
+    await heartbeats.delete_many({"kind": PROCESS_KIND, "ids": worker_id, "$or": [
+        {"last_seen_at": {"$not": {"$type": "date"}}}, {"slots": {"$not": {"$type": "object"}}}]})
 
 
 
