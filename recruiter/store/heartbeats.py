@@ -83,10 +83,6 @@ async def read_entry_beat(heartbeats: AsyncColl, entry: Raw) -> Document | None:
     return beat if beat is not None and beat.get("session") == entry.get("session") else None
 
 
-async def read_beat(heartbeats: AsyncColl, slot_id: str) -> Document | None:
-    return await heartbeats.find_one({"_id": slot_id})
-
-
 async def delete_own_beat(heartbeats: AsyncColl, slot_id: str, session: ObjectId) -> None:
     await heartbeats.delete_one({"_id": slot_id, "session": session})
 
