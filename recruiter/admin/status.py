@@ -91,7 +91,7 @@ def worker_counts(db: SyncDb, now: datetime) -> WorkerCounts:
     # A worker slot is counted once, whatever its look-ahead lanes (recruiter.domain.lanes).
     workers = [e for e in entries if lane_of(e) == 0]
     taking = {runner_of(e) for e in entries if e.get("available")}
-    beats = heartbeats_by_worker(c.heartbeats, {"session": 1, "fresh_until": 1})
+    beats = heartbeats_by_worker(c.heartbeats, {"session": 1, "fresh_until": 1}, {w["_id"]: w for w in workers})
     live = sum(1 for w in workers if is_fresh(beats.get(w["_id"]), w, now))
     return WorkerCounts(total=len(workers), available=sum(1 for w in workers if runner_of(w) in taking),
                         missed_heartbeats=len(workers) - live, by_group=_by_group(workers))

@@ -1,7 +1,7 @@
 """The roster, one value per worker slot (``recruiter workers list``), and asking workers to stop.
 
-Invariant: a worker's state and liveness are judged from its own heartbeat (same
-session), as the recruiter judges them; an entry without one shows its own
+Invariant: a worker's state and liveness are judged from its own heartbeat (its slot in
+its process's heartbeat document, same session), as the recruiter judges them; an entry without one shows its own
 ``last_seen_at`` (an older version's entry). A working slot shows the progress its
 job last reported (carried by the same heartbeat).
 """
@@ -47,8 +47,10 @@ def workers(db: SyncDb, now: datetime) -> list[WorkerView]:
     """One value per roster entry, by id, with its heartbeat (``heartbeats``, see :mod:`recruiter.domain.liveness`)."""
     c = SyncCollections.of(db)
     views = []
-    beats = heartbeats_by_worker(c.heartbeats)
-    for w in entries_by_id(c.roster):
+    entries = entries_by_id(c.roster)
+    # One beat per entry, from its process's heartbeat document (the one naming its session).
+    beats = heartbeats_by_worker(c.heartbeats, entries={w["_id"]: w for w in entries})
+    for w in entries:
         beat = beats.get(w["_id"])
         if beat is None or beat.get("session") != w.get("session"):
             beat = {"last_seen_at": w.get("last_seen_at")}  # none of its own (an older version's entry)

@@ -1,14 +1,26 @@
 """Liveness: which workers may be given work, and what becomes of a dead worker's jobs.
 
 Heartbeats live in a collection of their own, ``heartbeats``: one document per
-roster entry, with the entry's ``_id`` and ``session``::
+worker *process*, whose ``_id`` is the process's registration token (the ``process``
+of its roster entries, as an ObjectId), and which names each of its roster entries
+(slots and look-ahead lanes) with that entry's ``session`` and what it runs::
 
-    {_id, session, last_seen_at, fresh_until, heartbeat_interval_s, pid, hostname,
-     working, working_on, working_token, working_since}
+    {_id, kind: "process", token, pid, hostname, heartbeat_interval_s,
+     last_seen_at, fresh_until, registered_at, ids: [entry ids],
+     slots: {<escaped entry id>: {id, session, worker_group, working, working_on,
+                                  working_token, working_since, progress}}}
+
+A beat is one update of that document, whatever the number of slots: a process
+that dies leaves all its slots silent at once. Readers see one *beat* per roster
+entry (:func:`expand_beats`): the process's fields with the slot's, under the
+entry's ``_id``; an older version's document of one entry, ``{_id: <entry id>,
+session, last_seen_at, fresh_until, ..., working_on, working_token}``, reads as it
+is. An entry's beat is the one that carries its ``session`` (:func:`pick_beats`);
+a malformed process document names no slot, so its entries are never fresh.
 
 Only the worker writes it (at registration, then from its heartbeat thread) and
-only the cleaner deletes it, so a recruiter round, whose transaction writes
-roster entries, never meets a heartbeat in a write conflict. ``working_token``
+only the cleaner deletes it (or removes a dead slot from it), so a recruiter round,
+whose transaction writes roster entries, never meets a heartbeat in a write conflict. ``working_token``
 is the lock token of the job the slot was running at its last beat: the
 evidence that an attempt started. A slot wakes its heartbeat thread when it
 starts a job, so the evidence follows within a fraction of an interval.
@@ -45,9 +57,10 @@ write, are :func:`recruiter.processes.upkeep.find_stranded` and
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
 
 from recruiter.domain.job import Status
 from recruiter.domain.lanes import held_ahead
@@ -77,6 +90,96 @@ def heartbeat_document(worker_id: str, session: object, now: datetime, interval_
             "fresh_until": fresh_until(now, interval_s), "heartbeat_interval_s": interval_s,
             "pid": pid, "hostname": hostname, "working": False, "working_on": None,
             "working_token": None, "working_since": None}
+
+
+# ``kind`` of a worker process's heartbeat document (an older version's per-entry one has none).
+PROCESS_KIND = "process"
+# What a process document holds for all its slots, and what each slot adds.
+PROCESS_FIELDS = ("last_seen_at", "fresh_until", "heartbeat_interval_s", "pid", "hostname", "worker_group")
+SLOT_FIELDS = ("session", "working", "working_on", "working_token", "working_since", "progress")
+# The key under which an expanded beat names the process document it came from.
+FROM_PROCESS = "process_beat"
+
+
+def slot_key(entry_id: str) -> str:
+    """The field name of an entry's slot in its process document: ``%``, ``.`` and ``$`` escaped
+    as :func:`recruiter.domain.control.escape` does (``~`` and ``-`` are kept); ``%`` for none."""
+    if not entry_id:
+        return "%"
+    return entry_id.replace("%", "%25").replace(".", "%2E").replace("$", "%24")
+
+
+def process_document(token: str, now: datetime, interval_s: float, pid: int, hostname: str,
+                     worker_group: str) -> dict[str, object]:
+    """The fields of a process's heartbeat document that its registrations set (and refresh).
+    ``worker_group`` is the reserved group of the jobs aimed at the process: the cleaner
+    reads it when it removes the process's last slot as dead (:mod:`recruiter.domain.placement`)."""
+    return {"kind": PROCESS_KIND, "token": token, "pid": pid, "hostname": hostname, "worker_group": worker_group,
+            "heartbeat_interval_s": interval_s, "last_seen_at": now, "fresh_until": fresh_until(now, interval_s),
+            "registered_at": now}
+
+
+def slot_document(entry_id: str, session: object) -> dict[str, object]:
+    """An idle slot's part of its process's heartbeat document."""
+    return {"id": entry_id, "session": session, "working": False, "working_on": None,
+            "working_token": None, "working_since": None, "progress": None}
+
+
+def is_process_doc(doc: Raw) -> bool:
+    return doc.get("kind") == PROCESS_KIND
+
+
+def expand_beats(docs: Iterable[Raw]) -> list[dict[str, Any]]:
+    """One beat per roster entry named by ``docs`` (documents of ``heartbeats``, untrusted, pure).
+
+    An older version's document is its own entry's beat; a process document gives one
+    per slot it names, with the process's fields; a malformed slot, or a process
+    document whose ``slots`` is not a document, gives none."""
+    out: list[dict[str, Any]] = []
+    for doc in docs:
+        if not is_process_doc(doc):
+            if isinstance(doc.get("_id"), str):
+                out.append(dict(doc))
+            continue
+        slots = doc.get("slots")
+        if not isinstance(slots, Mapping):
+            continue
+        common = {k: doc.get(k) for k in PROCESS_FIELDS}
+        for key, slot in slots.items():
+            if isinstance(slot, Mapping) and isinstance(slot.get("id"), str) and slot_key(slot["id"]) == key:
+                out.append({**common, **{k: slot.get(k) for k in SLOT_FIELDS}, "_id": slot["id"],
+                            FROM_PROCESS: doc.get("_id")})
+    return out
+
+
+def malformed_process_docs(docs: Iterable[Raw]) -> list[object]:
+    """The ``_id`` of each process document that names no slot it could be read for (pure)."""
+    return [d.get("_id") for d in docs if is_process_doc(d) and (
+        not isinstance(d.get("slots"), Mapping) or date_or_none(d.get("last_seen_at")) is None)]
+
+
+_Beat = TypeVar("_Beat", bound=Mapping[str, Any])
+
+
+def pick_beats(beats: Iterable[_Beat], entries: Mapping[object, Raw] | None = None) -> dict[object, _Beat]:
+    """One beat per entry id: the one that carries the entry's ``session`` if ``entries`` has it,
+    else the one last seen latest (pure)."""
+    picked: dict[object, _Beat] = {}
+    for b in beats:
+        entry = (entries or {}).get(b["_id"])
+        old = picked.get(b["_id"])
+        if old is None or _better(b, old, entry):
+            picked[b["_id"]] = b
+    return picked
+
+
+def _better(new: Raw, old: Raw, entry: Raw | None) -> bool:
+    if entry is not None:
+        mine_new, mine_old = new.get("session") == entry.get("session"), old.get("session") == entry.get("session")
+        if mine_new != mine_old:
+            return mine_new
+    seen_new, seen_old = date_or_none(new.get("last_seen_at")), date_or_none(old.get("last_seen_at"))
+    return seen_new is not None and (seen_old is None or seen_new > seen_old)
 
 
 def date_or_none(value: object) -> datetime | None:

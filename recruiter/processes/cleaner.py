@@ -1,8 +1,10 @@
 """The cleaner process: removes dead workers, unlocks their jobs, prunes history.
 
-A worker is dead when the ``last_seen_at`` of its heartbeat document
-(:mod:`recruiter.domain.liveness`) is older than ``considered_dead_after``. Its heartbeat
-document and roster entry are deleted first (so the worker, if it was only
+A worker is dead when the ``last_seen_at`` of its heartbeat
+(:mod:`recruiter.domain.liveness`: its process's document, which names it with its
+session) is older than ``considered_dead_after``; a process that dies makes all its slots
+dead at once. Its heartbeat (its slot in the process's document, the document with its
+last slot) and roster entry are deleted first (so the worker, if it was only
 paused, is fenced: its outcome write finds no entry), then the jobs it held
 are returned or unlocked as crashed attempts, as its heartbeats tell
 (:func:`recruiter.domain.liveness.rescue_update`). An entry that still holds an
@@ -44,7 +46,7 @@ import structlog
 from recruiter.domain.clock import Clock
 from recruiter.domain.documents import Malformed, check_job, outcome_problem
 from recruiter.domain.events import JobArchived, WorkerGone
-from recruiter.domain.liveness import is_dead, missed_beats, rescue_update
+from recruiter.domain.liveness import FROM_PROCESS, is_dead, missed_beats, pick_beats, rescue_update
 from recruiter.domain.outcome import archived_document, jobs_referenced_by
 from recruiter.domain.placement import (
     WORKER_DEADLINE,
@@ -150,14 +152,17 @@ class CleanerProcess(LeaderProcess):
         now = self.clock.now()
         p = Pass(c, now, now - timedelta(seconds=self.config.considered_dead_after_s), CleanReport())
         stale = await heartbeats.read_stale(c.heartbeats, now, p.cutoff)
-        dead = {b["_id"]: b for b in stale if is_dead(b, now, self.config.considered_dead_after_s)}
-        silent = [b for b in stale if b["_id"] not in dead and missed_beats(b, now)]
+        dead_beats = [b for b in stale if is_dead(b, now, self.config.considered_dead_after_s)]
+        dead_ids = {b["_id"] for b in dead_beats}
+        silent = [b for b in stale if b["_id"] not in dead_ids and missed_beats(b, now)]
         taken = await take_back(c, await find_stranded(c, silent), now)
         for s, kind in taken:
             self.events.warning(f"job.{kind}", job_id=str(s.job["_id"]), worker_id=s.entry["_id"],
                                 attempt=s.job.get("attempts"), group=s.job.get("group"), detail=s.reason)
         p.report.unlocked_jobs += len(taken)
-        entries = {e["_id"]: e for e in await roster.read_entries(c.roster, list(dead))}
+        entries = {e["_id"]: e for e in await roster.read_entries(c.roster, list(dead_ids))}
+        dead = await self._own_beats(c, dead_beats, entries)
+        entries = {i: e for i, e in entries.items() if i in dead}
         entries.update(await self._without_heartbeat(c, p.cutoff))
         for worker_id in {*dead, *entries}:
             if not self.lease.held:
@@ -170,6 +175,20 @@ class CleanerProcess(LeaderProcess):
         p.report.unplaced = await self.archive_unplaced(p)
         p.report.pruned = await self.prune(c, now)
         return p.report
+
+    async def _own_beats(self, c: Collections, beats: list[Document],
+                         entries: dict[object, Document]) -> dict[object, Document]:
+        """The dead ``beats`` by entry id, the entry's own (same session) where several name it. A dead
+        process's beat of an entry that another registration has taken since (a process restarted
+        with the same id) is not that entry's: only the beat goes, the entry stays."""
+        own = []
+        for b in beats:
+            entry = entries.get(b["_id"])
+            if FROM_PROCESS in b and entry is not None and b.get("session") != entry.get("session"):
+                await heartbeats.delete_beat(c.heartbeats, b)
+            else:
+                own.append(b)
+        return pick_beats(own, entries)
 
     async def _without_heartbeat(self, c: Collections, cutoff: datetime) -> dict[object, Document]:
         """Roster entries not created since ``cutoff`` that have no (readable) heartbeat document.

@@ -5,8 +5,8 @@ A round first reads (:meth:`RecruiterProcess.plan`), into a
 
 1. the roster entries that are available or hold an outcome, and the jobs the
    outcomes name (unless this leader still has the copies it handed out);
-   the heartbeats of the available ones (only entries with a fresh heartbeat
-   are given work) and those that missed their beats, whose stranded jobs
+   the heartbeats of the available ones (only entries whose process's heartbeat
+   is fresh and names them with their session are given work) and those that missed their beats, whose stranded jobs
    (assigned, never shown started) are taken back (:mod:`recruiter.domain.liveness`);
 2. the candidates the fairness policy needs for the free workers
    (:mod:`recruiter.processes.reading`), and picks jobs (:mod:`recruiter.domain.selection`);
@@ -43,7 +43,7 @@ import structlog
 from recruiter.domain.clock import Clock
 from recruiter.domain.documents import Malformed, WarnOnce, check_job, entry_problem
 from recruiter.domain.events import RoundAbandoned, RoundCommitted, RoundIdle
-from recruiter.domain.liveness import is_fresh, missed_beats
+from recruiter.domain.liveness import is_fresh, missed_beats, pick_beats
 from recruiter.domain.quarantine import log_quarantined
 from recruiter.domain.selection import DEFAULT_SCHEME, Assignment, CountingScheme, FreeWorker
 from recruiter.processes.events import Bus
@@ -378,11 +378,18 @@ class RecruiterProcess(LeaderProcess):
         of entries that missed their beats. One read by ``_id`` and by ``fresh_until``, both indexed;
         one more only when an entry not among ``entries`` (available or holding an outcome,
         so holding no job) missed its beats."""
-        beats = {b["_id"]: b for b in await heartbeats.read_round_beats(
-            self.c.heartbeats, [e["_id"] for e in available], plan.now)}
+        read, malformed = await heartbeats.read_round_beats(self.c.heartbeats, [e["_id"] for e in available],
+                                                            plan.now)
+        for doc_id in malformed:
+            if self.warned.first(("heartbeats", doc_id), "malformed"):
+                log.warning("heartbeat.malformed", process=str(doc_id)[:100],
+                            detail="this worker process's heartbeat document names no slot that can be read; "
+                                   "its slots are given no work until it beats again")
+        # A process's document gives one beat per entry it names; an entry's is the one with its session.
+        beats = pick_beats(read, {e["_id"]: e for e in available})
         known = {e["_id"] for e in entries}
         plan.stranded = await find_stranded(
-            self.c, [b for b in beats.values() if b["_id"] not in known and missed_beats(b, plan.now)])
+            self.c, [b for b in read if b["_id"] not in known and missed_beats(b, plan.now)])
         return [e for e in available if is_fresh(beats.get(e["_id"]), e, plan.now)]
 
     def _well_formed(self, entries: list[Document]) -> list[Document]:

@@ -33,22 +33,25 @@ async def find_stranded(c: Collections, stale: Iterable[Raw]) -> list[Stranded]:
     to the cleaner's ``--considered-dead-after`` (it may have started), unless it
     was held ahead and never started (:func:`recruiter.domain.lanes.held_ahead`).
     """
-    beats = {b["_id"]: b for b in stale}
+    beats: dict[object, list[Raw]] = {}
+    for b in stale:  # an entry id may be named by several (a process restarted with the same id)
+        beats.setdefault(b["_id"], []).append(b)
     if not beats:
         return []
-    held: dict[object, Raw] = {}
+    held: dict[object, tuple[Raw, Raw]] = {}
     for e in await roster.read_assigned_entries(c.roster, list(beats)):
         assigned = e.get("assigned_to")
         job_id = assigned.get(e["_id"]) if isinstance(assigned, dict) else None
-        if job_id is not None and beats[e["_id"]].get("session") == e.get("session"):
-            held[job_id] = e
+        beat = next((b for b in beats[e["_id"]] if b.get("session") == e.get("session")), None)
+        if job_id is not None and beat is not None:
+            held[job_id] = (e, beat)
     if not held:
         return []
     jobs = await scheduled.read_locked(c.scheduled, list(held))
-    return [Stranded(held[j["_id"]], j, beats[held[j["_id"]]["_id"]]) for j in jobs
-            if j.get("locked_by") == held[j["_id"]]["_id"]
-            and (not j.get("at_most_once") or held_ahead(j, held[j["_id"]]))
-            and not shown_started(j, beats[held[j["_id"]]["_id"]])]
+    return [Stranded(held[j["_id"]][0], j, held[j["_id"]][1]) for j in jobs
+            if j.get("locked_by") == held[j["_id"]][0]["_id"]
+            and (not j.get("at_most_once") or held_ahead(j, held[j["_id"]][0]))
+            and not shown_started(j, held[j["_id"]][1])]
 
 
 async def take_back(c: Collections, stranded: list[Stranded], now: datetime) -> list[tuple[Stranded, Rescue]]:

@@ -18,11 +18,12 @@ from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.synchronous.client_session import ClientSession
 
 from recruiter.domain.cancel import CancelPlan, CancelResult, not_scheduled, plan_cancel, with_heartbeat
+from recruiter.domain.records import Raw
+from recruiter.store.heartbeats import beats_of, beats_of_async
 from recruiter.store.layout import AsyncDb, Collections, Document, SyncCollections, SyncDb
 
 ATTEMPTS = 5
 ENTRY_FIELDS = {"assigned_to": 1, "outcome.job": 1, "session": 1, "pid": 1, "hostname": 1}
-BEAT_FIELDS = {"session": 1, "working_on": 1, "working_since": 1}
 
 
 class _Moved(Exception):
@@ -36,6 +37,15 @@ class CancelWrites:
     scheduled: list[DeleteOne] = field(default_factory=list)
     archived: list[UpdateOne] = field(default_factory=list)
     roster: list[UpdateOne] = field(default_factory=list)
+
+
+def _by_id(entry: Document | None) -> dict[object, Raw] | None:
+    return {entry["_id"]: entry} if entry is not None else None
+
+
+def _beat_of(entry: Document | None, beats: dict[object, Document]) -> Document | None:
+    """The heartbeat of ``entry`` (its slot in its process's document), if any."""
+    return beats.get(entry["_id"]) if entry is not None else None
 
 
 def cancel_writes(plan: CancelPlan) -> CancelWrites:
@@ -61,9 +71,9 @@ def cancel_job(db: SyncDb, job_id: ObjectId, now: datetime, reason: str | None =
             return not_scheduled(job_id, inside.archived.find_one({"_id": job_id}, {"why": 1}, session=session))
         entry: Document | None = None
         if job.get("locked"):
-            entry = with_heartbeat(
-                inside.roster.find_one({"_id": job.get("locked_by")}, ENTRY_FIELDS, session=session),
-                inside.heartbeats.find_one({"_id": job.get("locked_by")}, BEAT_FIELDS, session=session))
+            entry = inside.roster.find_one({"_id": job.get("locked_by")}, ENTRY_FIELDS, session=session)
+            entry = with_heartbeat(entry, _beat_of(entry, beats_of(inside.heartbeats, [job.get("locked_by")],
+                                                                   _by_id(entry), session=session)))
         plan = plan_cancel(job, entry, now, reason)
         writes = cancel_writes(plan)
         if writes.scheduled and inside.scheduled.bulk_write(writes.scheduled, session=session).deleted_count != 1:
@@ -92,9 +102,9 @@ async def cancel_job_async(db: AsyncDb, job_id: ObjectId, now: datetime, reason:
             return not_scheduled(job_id, await inside.archived.find_one({"_id": job_id}, {"why": 1}, session=session))
         entry: Document | None = None
         if job.get("locked"):
-            entry = with_heartbeat(
-                await inside.roster.find_one({"_id": job.get("locked_by")}, ENTRY_FIELDS, session=session),
-                await inside.heartbeats.find_one({"_id": job.get("locked_by")}, BEAT_FIELDS, session=session))
+            entry = await inside.roster.find_one({"_id": job.get("locked_by")}, ENTRY_FIELDS, session=session)
+            entry = with_heartbeat(entry, _beat_of(entry, await beats_of_async(
+                inside.heartbeats, [job.get("locked_by")], _by_id(entry), session=session)))
         plan = plan_cancel(job, entry, now, reason)
         writes = cancel_writes(plan)
         if writes.scheduled and (

@@ -21,6 +21,7 @@ from pymongo.synchronous.change_stream import ChangeStream
 from recruiter.domain.following import JobView, view_of
 from recruiter.domain.records import Query
 from recruiter.store.connection import first_line
+from recruiter.store.heartbeats import beats_of, beats_of_async
 from recruiter.store.layout import Collections, Document, SyncCollections
 from recruiter.store.wakeup import CLOSE_TIMEOUT_S, STREAMS_UNSUPPORTED, Stream, unless_ended
 
@@ -55,7 +56,7 @@ def read_job_documents(c: SyncCollections, job_id: object) -> JobDocuments:
         return JobDocuments(job_id, None, archived, None)
     scheduled = c.scheduled.find_one({"_id": {"$eq": job_id}})
     holder = _holder(scheduled)
-    beat = c.heartbeats.find_one({"_id": holder}) if holder is not None else None
+    beat = beats_of(c.heartbeats, [holder]).get(holder) if holder is not None else None
     if scheduled is None:  # archived between the two reads
         archived = c.archived.find_one({"_id": {"$eq": job_id}})
     return JobDocuments(job_id, scheduled, archived, beat)
@@ -68,7 +69,7 @@ async def read_job_documents_async(c: Collections, job_id: object) -> JobDocumen
         return JobDocuments(job_id, None, archived, None)
     scheduled = await c.scheduled.find_one({"_id": {"$eq": job_id}})
     holder = _holder(scheduled)
-    beat = await c.heartbeats.find_one({"_id": holder}) if holder is not None else None
+    beat = (await beats_of_async(c.heartbeats, [holder])).get(holder) if holder is not None else None
     if scheduled is None:
         archived = await c.archived.find_one({"_id": {"$eq": job_id}})
     return JobDocuments(job_id, scheduled, archived, beat)

@@ -1,7 +1,13 @@
-"""The ``heartbeats`` collection: when each worker slot was last seen, and what it runs.
+"""The ``heartbeats`` collection: when each worker process was last seen, and what its slots run.
 
-Invariant: A slot writes only its own heartbeat, fenced by its ``session``; the recruiter
-and the cleaner only read heartbeats and delete those of entries they removed.
+One document per worker process (``_id``: its registration token as an ObjectId, see
+:mod:`recruiter.domain.liveness`), written by one update per beat; an older version's
+document of one roster entry is still read. Every read here returns one beat per roster
+entry (:func:`recruiter.domain.liveness.expand_beats`), so the callers judge entries as before.
+
+Invariant: a process writes only its own document, never creating it in a beat (only a
+registration creates it); the recruiter and the cleaner only read heartbeats, and the
+cleaner removes the slots of the entries it removed (the document with its last slot).
 """
 
 from __future__ import annotations
@@ -12,18 +18,69 @@ from datetime import datetime
 from bson import ObjectId
 from pymongo import UpdateOne
 
-from recruiter.domain.records import Query
-from recruiter.store.layout import AsyncColl, Document, SyncColl
+from recruiter.domain.liveness import (
+    FROM_PROCESS,
+    PROCESS_KIND,
+    expand_beats,
+    malformed_process_docs,
+    pick_beats,
+    slot_key,
+)
+from recruiter.domain.records import Query, Raw
+from recruiter.store.layout import AsyncClientSession, AsyncColl, ClientSession, Document, SyncColl
+
+
+def process_key(token: object) -> ObjectId | None:
+    """The ``_id`` of the heartbeat document of the process whose registration token is ``token``
+    (a roster entry's ``process``); None when it is not one (an older or hand-written entry)."""
+    return ObjectId(token) if isinstance(token, str) and ObjectId.is_valid(token) else None
+
+
+def _naming(ids: Sequence[object]) -> dict[str, list[Query]]:
+    """Documents that may hold the beat of an entry in ``ids``: an older one by ``_id``, a
+    process's by its ``ids`` (both indexed)."""
+    listed = list(ids)
+    return {"$or": [{"_id": {"$in": listed}}, {"ids": {"$in": listed}}]}
+
+
+def _projection(fields: Mapping[str, object] | None) -> Query | None:
+    return None if fields is None else {**fields, "kind": 1, "slots": 1, "last_seen_at": 1, "fresh_until": 1,
+                                        "heartbeat_interval_s": 1}
 
 # -- the worker: its own entry, its job, its heartbeat (processes/worker) --------------
 
 async def write_first_beat(heartbeats: AsyncColl, beat: Query) -> None:
-    """A registration's heartbeat document, replacing whatever an earlier one left."""
+    """A registration's heartbeat document of one entry (a slot without a process token),
+    replacing whatever an earlier one left."""
     await heartbeats.replace_one({"_id": beat["_id"]}, beat, upsert=True)
 
 
-async def read_beat(heartbeats: AsyncColl, slot_id: str) -> Document | None:
-    return await heartbeats.find_one({"_id": slot_id})
+async def register_slot(heartbeats: AsyncColl, key: ObjectId, process: Query, slot: Query) -> None:
+    """A slot's registration in its process's document, created if missing (the first slot,
+    or after the cleaner removed the process as dead): the process is seen now."""
+    entry_id = str(slot["id"])
+    await heartbeats.update_one({"_id": key}, {"$set": {**process, f"slots.{slot_key(entry_id)}": slot},
+                                               "$addToSet": {"ids": entry_id}}, upsert=True)
+
+
+def write_process_beat(heartbeats: SyncColl, key: ObjectId, fields: Query) -> bool:
+    """One beat of a whole process (from its heartbeat thread): one update, never an insert;
+    whether the document was there."""
+    return bool(heartbeats.update_one({"_id": key, "kind": PROCESS_KIND}, {"$set": fields}).matched_count)
+
+
+async def delete_process_beat(heartbeats: AsyncColl, key: ObjectId) -> None:
+    """A process that stopped, every slot gone from the roster: its document goes."""
+    await heartbeats.delete_one({"_id": key, "kind": PROCESS_KIND})
+
+
+async def read_entry_beat(heartbeats: AsyncColl, entry: Raw) -> Document | None:
+    """The beat of roster ``entry`` (same session): from its process's document, else its own."""
+    key = process_key(entry.get("process"))
+    docs = await heartbeats.find({"$or": [{"_id": entry.get("_id")}, *([{"_id": key}] if key else [])]}).to_list()
+    beat = pick_beats([b for b in expand_beats(docs) if b["_id"] == entry.get("_id")],
+                      {entry.get("_id"): entry}).get(entry.get("_id"))
+    return beat if beat is not None and beat.get("session") == entry.get("session") else None
 
 
 async def delete_own_beat(heartbeats: AsyncColl, slot_id: str, session: ObjectId) -> None:
@@ -48,32 +105,56 @@ def write_beats(heartbeats: SyncColl, beats: Sequence[tuple[str, object, Query]]
 BEAT_FIELDS = {"session": 1, "fresh_until": 1, "last_seen_at": 1, "heartbeat_interval_s": 1, "working_token": 1}
 
 
-async def read_round_beats(heartbeats: AsyncColl, ids: Sequence[object], now: datetime) -> list[Document]:
-    """The beats of entries ``ids`` and every beat no longer fresh at ``now``: one read, both indexed."""
-    return await heartbeats.find({"$or": [{"_id": {"$in": list(ids)}}, {"fresh_until": {"$lte": now}}]},
-                                 BEAT_FIELDS).to_list()
+async def read_round_beats(heartbeats: AsyncColl, ids: Sequence[object],
+                           now: datetime) -> tuple[list[Document], list[object]]:
+    """The beats of entries ``ids`` and every beat no longer fresh at ``now``: one read, all indexed
+    (an entry may have several: pick by session, :func:`recruiter.domain.liveness.pick_beats`);
+    and the ``_id`` of the process documents read that are malformed (they name no entry)."""
+    query = {"$or": [*_naming(ids)["$or"], {"fresh_until": {"$lte": now}}]}
+    docs = await heartbeats.find(query, _projection(BEAT_FIELDS)).to_list()
+    return expand_beats(docs), malformed_process_docs(docs)
 
 
 async def read_stale(heartbeats: AsyncColl, now: datetime, cutoff: datetime) -> list[Document]:
-    """Beats no longer fresh at ``now``, or last seen before ``cutoff``."""
-    return await heartbeats.find({"$or": [{"fresh_until": {"$lte": now}}, {"last_seen_at": {"$lt": cutoff}}]}).to_list()
+    """Beats no longer fresh at ``now``, or last seen before ``cutoff`` (one per entry a document names)."""
+    return expand_beats(await heartbeats.find(
+        {"$or": [{"fresh_until": {"$lte": now}}, {"last_seen_at": {"$lt": cutoff}}]}).to_list())
 
 
 async def read_dated(heartbeats: AsyncColl, ids: Sequence[object]) -> set[object]:
     """Which of ``ids`` have a heartbeat with a date in ``last_seen_at`` (one without counts as none)."""
-    return {b["_id"] for b in await heartbeats.find({"_id": {"$in": list(ids)}}, {"last_seen_at": 1}).to_list()
-            if isinstance(b.get("last_seen_at"), datetime)}
+    wanted = set(ids)
+    docs = await heartbeats.find(_naming(ids), _projection({"session": 1})).to_list()
+    return {b["_id"] for b in expand_beats(docs)
+            if b["_id"] in wanted and isinstance(b.get("last_seen_at"), datetime)}
 
 
 async def delete_beat(heartbeats: AsyncColl, beat: Mapping[str, object]) -> bool:
-    """Delete a heartbeat as it was read (same ``last_seen_at``); whether it was deleted."""
-    gone = await heartbeats.delete_one({"_id": beat["_id"], "last_seen_at": beat.get("last_seen_at")})
-    return bool(gone.deleted_count)
+    """Delete a heartbeat as it was read (same ``last_seen_at``); whether it was deleted.
+
+    A slot's beat from a process document is removed from it (fenced on the process's
+    ``last_seen_at`` and the slot's ``session``), and the document goes with its last slot."""
+    if FROM_PROCESS not in beat:
+        gone = await heartbeats.delete_one({"_id": beat["_id"], "last_seen_at": beat.get("last_seen_at")})
+        return bool(gone.deleted_count)
+    key, entry_id = beat[FROM_PROCESS], str(beat["_id"])
+    field = f"slots.{slot_key(entry_id)}"
+    changed = await heartbeats.update_one(
+        {"_id": key, "kind": PROCESS_KIND, "last_seen_at": beat.get("last_seen_at"),
+         f"{field}.session": beat.get("session")},
+        {"$unset": {field: ""}, "$pull": {"ids": entry_id}})
+    if not changed.modified_count:
+        return False
+    await heartbeats.delete_one({"_id": key, "kind": PROCESS_KIND, "ids": {"$size": 0}})
+    return True
 
 
 async def delete_undated(heartbeats: AsyncColl, worker_id: object) -> None:
     """Delete an unreadable heartbeat (no date in ``last_seen_at``), which goes with its entry."""
     await heartbeats.delete_one({"_id": worker_id, "last_seen_at": {"$not": {"$type": "date"}}})
+    # A process document that names it and cannot be read (no date, or no slots): no slot of it is.
+    await heartbeats.delete_many({"kind": PROCESS_KIND, "ids": worker_id, "$or": [
+        {"last_seen_at": {"$not": {"$type": "date"}}}, {"slots": {"$not": {"$type": "object"}}}]})
 
 
 
@@ -83,6 +164,28 @@ async def delete_undated(heartbeats: AsyncColl, worker_id: object) -> None:
 # -- the producer and the operator's commands (producer/, cli/) ------------------------
 
 
-def heartbeats_by_worker(heartbeats: SyncColl, fields: Query | None = None) -> dict[object, Document]:
-    """Every heartbeat by its worker id, with ``fields`` only if given (the operator's reads)."""
-    return {b["_id"]: b for b in heartbeats.find({}, fields)}
+def heartbeats_by_worker(heartbeats: SyncColl, fields: Query | None = None,
+                         entries: Mapping[object, Raw] | None = None) -> dict[object, Document]:
+    """Every roster entry's beat by its id, with ``fields`` only if given (the operator's reads);
+    the one with the entry's session where ``entries`` are given."""
+    return pick_beats(expand_beats(list(heartbeats.find({}, _projection(fields)))), entries)
+
+
+def beats_of(heartbeats: SyncColl, ids: Sequence[object], entries: Mapping[object, Raw] | None = None,
+             session: ClientSession | None = None) -> dict[object, Document]:
+    """The beats of the entries ``ids`` (holders of locked jobs), by entry id: one read."""
+    if not ids:
+        return {}
+    wanted = set(ids)
+    docs = list(heartbeats.find(_naming(ids), session=session))
+    return pick_beats([b for b in expand_beats(docs) if b["_id"] in wanted], entries)
+
+
+async def beats_of_async(heartbeats: AsyncColl, ids: Sequence[object], entries: Mapping[object, Raw] | None = None,
+                         session: AsyncClientSession | None = None) -> dict[object, Document]:
+    """:func:`beats_of` for asyncio code."""
+    if not ids:
+        return {}
+    wanted = set(ids)
+    docs = await heartbeats.find(_naming(ids), session=session).to_list()
+    return pick_beats([b for b in expand_beats(docs) if b["_id"] in wanted], entries)

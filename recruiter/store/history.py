@@ -30,6 +30,7 @@ from itertools import islice
 from recruiter.domain.following import JobView, view_of
 from recruiter.domain.listing import LOCKED_STATES, UNLOCKED_STATES, JobFilter, PageKey, order_key
 from recruiter.domain.records import JobDoc, Query
+from recruiter.store.heartbeats import beats_of
 from recruiter.store.layout import Document, SyncColl, SyncCollections
 
 BATCH = 200
@@ -173,7 +174,7 @@ def _beats(c: SyncCollections, docs: Sequence[Document]) -> dict[object, Documen
     holders = {d.get("locked_by") for d in docs if d.get("locked") is True and isinstance(d.get("locked_by"), str)}
     if not holders:
         return {}
-    return {b["_id"]: b for b in c.heartbeats.find({"_id": {"$in": sorted(str(h) for h in holders)}})}
+    return beats_of(c.heartbeats, sorted(str(h) for h in holders))
 
 
 def _view(doc: Document, source: Source, beats: dict[object, Document], now: datetime) -> JobView:

@@ -81,6 +81,8 @@ INDEXES: dict[str, list[IndexModel]] = {
         # Recruiter and cleaner: workers that missed their heartbeats (recruiter/liveness.py);
         # the recruiter's freshness check reads by _id.
         IndexModel([("fresh_until", ASCENDING)], name="fresh_until"),
+        # Everyone who looks up an entry's beat by its id: the roster entries a process document names.
+        IndexModel([("ids", ASCENDING)], name="process_ids", sparse=True),
     ],
 }
 

@@ -19,6 +19,7 @@ from datetime import datetime
 from enum import Enum
 
 from recruiter.domain.following import JobView, view_of
+from recruiter.store.heartbeats import beats_of
 from recruiter.store.layout import SCHEDULES, Document, SyncDb
 
 
@@ -47,7 +48,7 @@ def read_last_jobs(db: SyncDb, job_ids: Sequence[object], now: datetime) -> dict
     waiting = {d["_id"]: d for d in db.scheduled.find({"_id": {"$in": missing}})} if missing else {}
     holders = [d["locked_by"] for d in waiting.values() if d.get("locked") is True and isinstance(
         d.get("locked_by"), str)]
-    beats = {b["_id"]: b for b in db.heartbeats.find({"_id": {"$in": holders}})} if holders else {}
+    beats = beats_of(db.heartbeats, holders)
     views: dict[object, JobView] = {}
     for job_id in ids:
         doc = waiting.get(job_id)

@@ -241,6 +241,9 @@ def doorbell_pipeline() -> list[Query]:
             {"ns.coll": "roster", "operationType": "insert"},
             # A registration's heartbeat document: the entry may be given work from now on.
             {"ns.coll": "heartbeats", "operationType": {"$in": ["insert", "replace"]}},
+            # A slot's registration in its process's heartbeat document (which it may have created).
+            {"ns.coll": "heartbeats", "operationType": "update",
+             "updateDescription.updatedFields.registered_at": {"$exists": True}},
             {"ns.coll": "roster", "operationType": "update",
              "updateDescription.updatedFields.outcome": {"$exists": True}},
             {"ns.coll": "roster", "operationType": "replace", "fullDocument.outcome": {"$exists": True}},

@@ -240,13 +240,14 @@ def test_a_worker_too_busy_to_halt_a_cancelled_job_still_heartbeats(db_uri: str)
         job_id, process, slot = await assigned_to_w1(h)
         assert await process.poll(slot) == job_id
         busy = SlotView("w1", slot.session, job_id, h.clock.now())
-        assert beat(Collections.of(h.sync_db), h.clock, 5.0, [busy]) == []
+        assert beat(Collections.of(h.sync_db), h.clock, 5.0, [busy], process.heartbeats.key) == []
         assert (await h.producer.cancel(job_id)).state == WAS_ASSIGNED
 
         # The event loop is blocked, so the slot still looks busy with the job at every beat.
         for _ in range(2):
             h.clock.advance(timedelta(seconds=20))
-            assert beat(Collections.of(h.sync_db), h.clock, 5.0, [busy]) == [(busy, JOB_TAKEN_AWAY)]
+            lost = beat(Collections.of(h.sync_db), h.clock, 5.0, [busy], process.heartbeats.key)
+            assert lost == [(busy, JOB_TAKEN_AWAY)]
             beating = await h.heartbeat("w1")
             assert beating is not None
             assert beating["last_seen_at"] == h.clock.now()

@@ -61,7 +61,7 @@ class Witness:
             return e.assigned == 0 or self.db.roster.count_documents({"available": False}) > 0
         if isinstance(e, WorkerRegistered):
             return bool(self.db.roster.find_one({"_id": e.worker_id})) and \
-                bool(self.db.heartbeats.find_one({"_id": e.worker_id}))
+                bool(self.db.heartbeats.find_one({"ids": e.worker_id}))
         if isinstance(e, WorkerGone):
             return self.db.roster.find_one({"_id": e.worker_id}) is None
         if isinstance(e, LeaseWon):

@@ -89,7 +89,7 @@ def test_a_handle_follows_its_job_through_every_state(db_uri: str) -> None:
         assert locked is not None
         slot.running = Running(job.id, h.clock.now(), token=locked["lock_token"])
         await process.heartbeat()
-        await h.db.heartbeats.update_one({"_id": "w1"}, {"$set": {"progress": {
+        await h.db.heartbeats.update_one({"ids": "w1"}, {"$set": {"slots.w1.progress": {
             "value": 0.4, "message": "copied 4 of 10 files", "at": h.clock.now()}}})
         await job.refresh()
         assert (job.state, job.worker) == ("running", "w1")

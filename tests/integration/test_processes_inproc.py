@@ -37,6 +37,7 @@ from recruiter.processes.worker.runtime import WorkerConfig, WorkerProcess
 from recruiter.processes.worker.state import Running, Slot
 from recruiter.producer.client import AsyncRecruiter
 from recruiter.store import strict
+from recruiter.store.heartbeats import beats_of_async
 from recruiter.store.indexes import ensure_indexes
 from recruiter.store.layout import Collections
 from recruiter.store.leases import Lease
@@ -96,7 +97,8 @@ class Harness:
         return await self.db.roster.find_one({"_id": worker_id})
 
     async def heartbeat(self, worker_id: str) -> dict[str, Any] | None:
-        return await self.db.heartbeats.find_one({"_id": worker_id})
+        """The beat of roster entry ``worker_id``: its slot in its process's heartbeat document."""
+        return (await beats_of_async(self.db.heartbeats, [worker_id])).get(worker_id)
 
     async def ledger(self, **query: Any) -> list[dict[str, Any]]:
         return await self.db.ledger.find(query).to_list()
@@ -1072,7 +1074,8 @@ def test_a_heartbeat_during_a_rounds_transaction_does_not_abort_it(db_uri: str) 
 
         def beat_mid_round(point: str) -> None:
             # Synchronous on purpose: the beat lands between the round's first write and its commit.
-            beat(Collections.of(h.sync_db), h.clock, WorkerConfig().heartbeat_interval_s, slot_views(process.slots))
+            beat(Collections.of(h.sync_db), h.clock, WorkerConfig().heartbeat_interval_s, slot_views(process.slots),
+                 process.heartbeats.key)
             beats.append(point)
 
         h.recruiter.fault = beat_mid_round
@@ -1090,12 +1093,12 @@ def test_a_heartbeat_during_a_rounds_transaction_does_not_abort_it(db_uri: str) 
 def test_a_job_still_running_a_quarter_interval_after_its_start_is_shown_early(db_uri: str) -> None:
     async def scenario(h: Harness) -> None:
         interval_s = 8.0  # the regular beat after the first comes too late for the wait below
-        _, slot = await h.worker("w1")
+        process, slot = await h.worker("w1")
         job_id, token = ObjectId(), ObjectId()
         h.clock.advance(timedelta(seconds=1))  # tells the thread's first beat from the registration
         current = [SlotView("w1", slot.session, None, None)]
         thread = HeartbeatThread(Collections.of(h.sync_db), h.clock, interval_s, lambda: current,
-                                 lambda view, reason: None)
+                                 lambda view, reason: None, key=process.heartbeats.key)
         thread.start()
         try:
             async def first_beat() -> bool:
@@ -1119,8 +1122,9 @@ def test_cleaner_removes_entries_without_a_readable_heartbeat(db_uri: str) -> No
     async def scenario(h: Harness) -> None:
         for worker_id in ("lone", "garbled", "fine"):
             await h.worker(worker_id)
-        await h.db.heartbeats.delete_one({"_id": "lone"})  # a registration cut short, or a hand edit
-        await h.db.heartbeats.update_one({"_id": "garbled"}, {"$set": {"last_seen_at": "yesterday",
+        # Each worker's process heartbeat document names its slot in ``ids``.
+        await h.db.heartbeats.delete_one({"ids": "lone"})  # a registration cut short, or a hand edit
+        await h.db.heartbeats.update_one({"ids": "garbled"}, {"$set": {"last_seen_at": "yesterday",
                                                                         "fresh_until": 5}})
         assert (await h.round()).free_workers == 1  # only "fine" is given work meanwhile
         h.clock.advance(timedelta(seconds=DEAD_AFTER_S + 1))
@@ -1128,6 +1132,6 @@ def test_cleaner_removes_entries_without_a_readable_heartbeat(db_uri: str) -> No
         report = await (cleaner := await h.cleaner()).clean(cleaner.c)
         assert report.dead_workers == 3  # lone, garbled, and fine (silent since)
         assert {e["_id"] for e in await h.db.roster.find().to_list()} == {"fine2"}
-        assert {b["_id"] for b in await h.db.heartbeats.find().to_list()} == {"fine2"}
+        assert {i for b in await h.db.heartbeats.find().to_list() for i in b["ids"]} == {"fine2"}
 
     run(db_uri, scenario)

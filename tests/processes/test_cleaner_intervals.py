@@ -21,7 +21,8 @@ def test_a_safe_setting_is_accepted_and_no_live_worker_is_taken_for_dead(process
     quick = ["--poll-from", "10ms", "--poll-to", "100ms"]
     doomed = processes.start("worker", "worker", "start", "--id", "doomed", "--heartbeat-interval", "1s", *quick)
     processes.start("worker", "worker", "start", "--id", "alive", "--heartbeat-interval", "1s", *quick)
-    wait_for(lambda: db.heartbeats.count_documents({}) >= 4, message="both workers registered")  # 2 lanes each
+    # 2 lanes each, named by their process's heartbeat document.
+    wait_for(lambda: sum(len(b["ids"]) for b in db.heartbeats.find()) >= 4, message="both workers registered")
     cleaner = processes.start("cleaner", "cleaner", "start", "--considered-dead-after", "6s", "--interval", "200ms",
                               "--lease-ttl", "2s")
     wait_for(lambda: db.metadata.find_one({"_id": "cleaner"}), timeout_s=20, message="the cleaner leading")

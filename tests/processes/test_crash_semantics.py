@@ -30,7 +30,7 @@ def test_an_at_most_once_job_whose_worker_dies_is_archived_crashed_and_never_rer
     processes.recruiter()
     processes.cleaner()
     first = processes.worker("--id", "first")
-    wait_for(lambda: db.heartbeats.find_one({"_id": "first", "working_on": job_id}), timeout_s=30,
+    wait_for(lambda: db.heartbeats.find_one({"ids": "first", "slots.first.working_on": job_id}), timeout_s=30,
              message="the heartbeat to show the job running")
     processes.worker("--id", "second")
     wait_for(lambda: db.roster.find_one({"_id": "second", "available": True}), timeout_s=30,

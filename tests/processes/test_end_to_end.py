@@ -92,7 +92,7 @@ def test_sigkilled_worker_is_removed_and_its_job_runs_again_elsewhere(
                            timeout_s=30, message="the long job to start")
     assert first_start["worker"] == "first"
     # Killed once its heartbeat shows the job running: a crash, not a return (recruiter.liveness).
-    wait_for(lambda: db.heartbeats.find_one({"_id": "first", "working_on": job_id}), timeout_s=30,
+    wait_for(lambda: db.heartbeats.find_one({"ids": "first", "slots.first.working_on": job_id}), timeout_s=30,
              message="the heartbeat to show the job running")
     processes.worker("--id", "second")
 
@@ -183,7 +183,7 @@ def test_a_paused_worker_declared_dead_cannot_record_its_outcome(
     wait_for(lambda: db.ledger.find_one({"job": str(job_id), "event": "start"}), timeout_s=30,
              message="the first attempt to start")
     # Paused once its heartbeat shows the job running: a crash, not a return (recruiter.liveness).
-    wait_for(lambda: db.heartbeats.find_one({"_id": "zombie", "working_on": job_id}), timeout_s=30,
+    wait_for(lambda: db.heartbeats.find_one({"ids": "zombie", "slots.zombie.working_on": job_id}), timeout_s=30,
              message="the heartbeat to show the job running")
     zombie.signal(signal.SIGSTOP)
     try:

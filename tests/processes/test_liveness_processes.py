@@ -28,7 +28,7 @@ LONG_DEAD_AFTER = ["--considered-dead-after", "60s"]
 
 def registered(db: Any, worker_id: str) -> Any:
     return wait_for(lambda: db.roster.find_one({"_id": worker_id, "available": True})
-                    and db.heartbeats.find_one({"_id": worker_id}),
+                    and db.heartbeats.find_one({"ids": worker_id}),  # its process's heartbeat names it
                     timeout_s=60, message=f"worker {worker_id} registered")
 
 
@@ -46,7 +46,7 @@ def test_a_job_enqueued_after_an_idle_worker_is_killed_runs_on_a_live_one_within
     doomed.signal(signal.SIGKILL)
     doomed.wait(10)
     if enqueued == "once-its-heartbeat-is-stale":
-        wait_for(lambda: db.heartbeats.find_one({"_id": "doomed"})["fresh_until"] < datetime.now(UTC),
+        wait_for(lambda: db.heartbeats.find_one({"ids": "doomed"})["fresh_until"] < datetime.now(UTC),
                  timeout_s=10, message="the killed worker's heartbeat to go stale")
     with Recruiter.connect(db_uri) as rec:
         job_id = rec.enqueue(Record(db_uri, n=1))

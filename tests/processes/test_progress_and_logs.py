@@ -14,6 +14,7 @@ from bench.stats import read_stats
 from recruiter import Recruiter
 from recruiter.domain.attempt import MAX_LOG_BYTES
 from recruiter.domain.retry import RetryManyTimes
+from recruiter.store import heartbeats_by_worker
 from recruiter.store.monitoring import STATS_ENVVAR
 from tests.conftest import wait_for
 from tests.processes.conftest import FAST_WORKER, Proc, Processes
@@ -22,6 +23,11 @@ from tests.workables import AsyncChatty, Chatty, LogsThenHangs, Progressing
 
 INTERVAL_S = 0.3  # FAST_WORKER's --heartbeat-interval
 WRITES = ("insert", "update", "delete", "findAndModify")
+
+
+def beats(db: Any) -> list[Any]:
+    """Every roster entry's beat, read from the worker processes' heartbeat documents."""
+    return list(heartbeats_by_worker(db.heartbeats).values())
 
 
 def enqueue(db_uri: str, job: Any, timeout_s: float | None = None, retries: int = 0) -> Any:
@@ -62,14 +68,14 @@ def run_counted(db: Any, db_uri: str, worker: Proc, stats: Path, job: Any,
     seen: list[Any] = []
 
     def archived() -> bool:
-        beat = db.heartbeats.find_one({"working_on": job_id}, {"progress": 1})
+        beat = next((b for b in beats(db) if b.get("working_on") == job_id), None)
         if beat and beat.get("progress") and (not seen or seen[-1] != beat["progress"]):
             seen.append(beat["progress"])
         return db.archived.count_documents({"_id": job_id, "why": "done"}) == 1
 
     wait_for(archived, timeout_s=60, interval_s=0.02, message="the job archived done")
     elapsed = time.monotonic() - started
-    wait_for(lambda: db.heartbeats.find_one({"working_on": None, "progress": None}), timeout_s=10,
+    wait_for(lambda: any(b.get("working_on") is None and b.get("progress") is None for b in beats(db)), timeout_s=10,
              message="the slot idle again, its progress gone")
     return delta(writes(worker, stats), before), elapsed, seen
 
@@ -80,7 +86,7 @@ def test_progress_rides_on_the_heartbeat_and_costs_no_write(
     processes.recruiter()
     worker = processes.start("worker", "worker", "start", *FAST_WORKER, "--id", "busy",
                              env={STATS_ENVVAR: str(stats)})
-    wait_for(lambda: db.heartbeats.find_one({"_id": "busy"}), message="the worker registered")
+    wait_for(lambda: any(b["_id"] == "busy" for b in beats(db)), message="the worker registered")
 
     quiet, quiet_s, quiet_seen = run_counted(db, db_uri, worker, stats, Progressing(200, 0.015, report=False))
     loud, loud_s, loud_seen = run_counted(db, db_uri, worker, stats, Progressing(200, 0.015))

@@ -7,8 +7,8 @@ about a job also on ``assigned_to.<id>`` naming that job (the filters live in
 with the same ``--id``, or whose job was taken away learns it when such a
 write matches nothing, and its outcome is discarded.
 
-Invariant: the slot writes only its own entry and its own heartbeat
-document, and every write is fenced by its session; an outcome is written once
+Invariant: the slot writes only its own entry (fenced by its session) and its
+own part of its process's heartbeat document (named with its session); an outcome is written once
 (retried on connection errors, since a lost outcome would leave its job
 locked), in the same write that makes the entry available again.
 """
@@ -25,7 +25,13 @@ from structlog.typing import FilteringBoundLogger
 from recruiter.domain.clock import Clock
 from recruiter.domain.events import JobFinished, WorkerGone, WorkerRegistered
 from recruiter.domain.lanes import needs_mark
-from recruiter.domain.liveness import date_or_none, heartbeat_document, rescue_update
+from recruiter.domain.liveness import (
+    date_or_none,
+    heartbeat_document,
+    process_document,
+    rescue_update,
+    slot_document,
+)
 from recruiter.domain.outcome import Outcome, jobs_referenced_by
 from recruiter.domain.placement import worker_group
 from recruiter.domain.records import Query, Raw
@@ -75,6 +81,8 @@ class RosterEntries:
         self.config = config
         self.pid = pid
         self.hostname = hostname
+        # The process's heartbeat document (recruiter.domain.liveness); None: one per entry.
+        self.beat_key = heartbeats.process_key(process)
 
     def process_id(self, slot: Slot) -> str:
         """The id the process was started with (``--id``): its slots are ``ID`` or ``ID-0``, ``ID-1``...
@@ -112,12 +120,20 @@ class RosterEntries:
             old = await roster.read_entry(self.c.roster, slot.id)
             if old is not None and await self.recover(slot, old, now):
                 break
-        # The entry is not given work until this document says it is alive (recruiter.liveness).
-        beat = heartbeat_document(slot.id, slot.session, self.clock.now(), self.config.heartbeat_interval_s,
-                                  self.pid, self.hostname)
-        # Which worker's jobs wait for this slot: the cleaner reads it if it removes the slot as dead.
-        beat["worker_group"] = worker_group(self.process_id(slot))
-        await heartbeats.write_first_beat(self.c.heartbeats, beat)
+        # The entry is not given work until its process's heartbeat names it with its session
+        # (recruiter.domain.liveness). The reserved group of the jobs aimed at this process:
+        # the cleaner reads it if it removes the slot as dead.
+        group = worker_group(self.process_id(slot))
+        if self.beat_key is not None:
+            process = process_document(self.process, self.clock.now(), self.config.heartbeat_interval_s,
+                                       self.pid, self.hostname, group)
+            await heartbeats.register_slot(self.c.heartbeats, self.beat_key, process,
+                                           slot_document(slot.id, slot.session))
+        else:
+            beat = heartbeat_document(slot.id, slot.session, self.clock.now(), self.config.heartbeat_interval_s,
+                                      self.pid, self.hostname)
+            beat["worker_group"] = group
+            await heartbeats.write_first_beat(self.c.heartbeats, beat)
         self.bus.emit(WorkerRegistered(slot.id, tuple(self.config.groups), self.pid))  # logs worker.registered
 
     async def recover(self, slot: Slot, old: Document, now: datetime) -> bool:
@@ -131,9 +147,7 @@ class RosterEntries:
         refused from now on. Returns False when the entry changed under us (read
         it again).
         """
-        beat = await heartbeats.read_beat(self.c.heartbeats, slot.id)
-        if beat is not None and beat.get("session") != old.get("session"):
-            beat = None  # not the heartbeat of that entry
+        beat = await heartbeats.read_entry_beat(self.c.heartbeats, old)  # None: not that entry's
         seen = date_or_none((beat or old).get("last_seen_at"))
         self._refuse_if_alive(slot, old, beat, now - seen if seen is not None else None)
         entry = self.document(slot, now)
@@ -304,7 +318,8 @@ class RosterEntries:
         slot.phase = SlotPhase.LEAVING
         while True:
             if await roster.delete_own_entry(self.c.roster, slot.id, slot.session, max(0.1, deadline - loop.time())):
-                await heartbeats.delete_own_beat(self.c.heartbeats, slot.id, slot.session)
+                if self.beat_key is None:  # else the next beat no longer names it (the process's goes at its end)
+                    await heartbeats.delete_own_beat(self.c.heartbeats, slot.id, slot.session)
                 slot.phase = SlotPhase.LEFT
                 self.bus.emit(WorkerGone(slot.id, "deregistered"))  # logs worker.deregistered
                 return

@@ -6,12 +6,14 @@ would declare a live worker dead. :class:`HeartbeatThread` beats from a daemon
 thread with its own synchronous ``MongoClient``; the worker's event loop checks
 once per interval that the thread is alive and starts a new one if it died.
 
-A beat writes the slots' documents in ``heartbeats`` (:mod:`recruiter.domain.liveness`;
+A beat writes the process's one document in ``heartbeats`` (:mod:`recruiter.domain.liveness`;
 the writes and the fence read are in :mod:`recruiter.store.heartbeats` and
-:mod:`recruiter.store.roster`),
-never the roster entries a recruiter round writes, so the two never conflict.
-Each update is conditional on the slot's ``session``. It says which job each
-slot runs (``working_token``: the evidence that the attempt started) and what
+:mod:`recruiter.store.roster`) with ONE update, however many slots and look-ahead
+lanes the process has, never the roster entries a recruiter round writes, so the
+two never conflict. The update never creates the document (a registration does):
+once the cleaner removed the process as dead, its beats change nothing. It names
+each slot with its ``session`` (a reader believes a slot's beat only for the entry
+with that session) and says which job each slot runs (``working_token``: the evidence that the attempt started) and what
 that job last said of its progress (``progress``, read from memory: ``ctx.progress``
 costs no write and adds no beat), and the thread beats early, batched, when a slot
 starts a job (:meth:`HeartbeatThread.nudge`).
@@ -23,8 +25,8 @@ entry that is gone, carries another ``session``, or whose assignment
 job (cancelled): ``on_lost`` is told, on the event loop, and the worker halts
 the job.
 
-Invariant: a beat never writes a roster entry, every beat is fenced by the
-slot's ``session``, and the thread only reads the slots (:func:`slot_views`):
+Invariant: a beat never writes a roster entry, writes only its own process's
+document and names each slot with its ``session``, and the thread only reads the slots (:func:`slot_views`):
 it changes a job's state only through ``on_lost``, on the event loop.
 """
 
@@ -37,9 +39,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import structlog
+from bson import ObjectId
 
 from recruiter.domain.clock import Clock
-from recruiter.domain.liveness import fresh_until
+from recruiter.domain.liveness import fresh_until, slot_key
 from recruiter.domain.records import ProgressDoc, Query, Raw
 from recruiter.processes.worker.state import Slot, SlotPhase
 from recruiter.store import heartbeats, roster
@@ -93,6 +96,20 @@ def beat_fields(view: SlotView, now: datetime, interval_s: float) -> Query:
             "progress": view.progress if view.job_id is not None else None}
 
 
+def process_beat_fields(views: Sequence[SlotView], now: datetime, interval_s: float) -> Query:
+    """What one beat sets in the process's heartbeat document: when, and every slot's part (pure).
+
+    The whole ``slots`` document is set, so a slot that left is gone from it."""
+    slots: Query = {}
+    for v in views:
+        fields = beat_fields(v, now, interval_s)
+        slots[slot_key(v.id)] = {"id": v.id, "session": v.session,
+                                 **{k: fields[k] for k in ("working", "working_on", "working_token",
+                                                           "working_since", "progress")}}
+    return {"last_seen_at": now, "fresh_until": fresh_until(now, interval_s), "ids": [v.id for v in views],
+            "slots": slots}
+
+
 def lost_slots(slots: Sequence[SlotView], entries: Mapping[str, Raw]) -> list[tuple[SlotView, str]]:
     """The slots whose fence failed, and why, given their current roster entries (pure)."""
     lost = []
@@ -112,8 +129,10 @@ def _assigned(entry: Raw, slot_id: str) -> object:
     return assigned.get(slot_id) if isinstance(assigned, dict) else None
 
 
-def beat(c: SyncCollections, clock: Clock, interval_s: float, slots: Sequence[SlotView]) -> list[tuple[SlotView, str]]:
-    """One heartbeat for every slot (one write), then a read of the busy slots' fences.
+def beat(c: SyncCollections, clock: Clock, interval_s: float, slots: Sequence[SlotView],
+         key: ObjectId | None = None) -> list[tuple[SlotView, str]]:
+    """One heartbeat for every slot (one write: the document of process ``key``, or without
+    one each slot's own document), then a read of the busy slots' fences.
 
     An idle slot needs no read: it learns that it lost its entry when it next
     reads the entry (a change stream reports the removal or the takeover).
@@ -121,7 +140,10 @@ def beat(c: SyncCollections, clock: Clock, interval_s: float, slots: Sequence[Sl
     if not slots:
         return []
     now = clock.now()
-    heartbeats.write_beats(c.heartbeats, [(s.id, s.session, beat_fields(s, now, interval_s)) for s in slots])
+    if key is not None:
+        heartbeats.write_process_beat(c.heartbeats, key, process_beat_fields(slots, now, interval_s))
+    else:
+        heartbeats.write_beats(c.heartbeats, [(s.id, s.session, beat_fields(s, now, interval_s)) for s in slots])
     busy = [s for s in slots if s.job_id is not None]
     if not busy:
         return []
@@ -139,8 +161,10 @@ class HeartbeatThread:
 
     def __init__(self, c: SyncCollections, clock: Clock, interval_s: float,
                  view: Callable[[], Sequence[SlotView]],
-                 on_lost: Callable[[SlotView, str], None]) -> None:
+                 on_lost: Callable[[SlotView, str], None], key: ObjectId | None = None) -> None:
+        """``key``: the ``_id`` of the process's heartbeat document (None: each slot has its own)."""
         self.c = c
+        self.key = key
         self.clock = clock
         self.interval_s = interval_s
         self.view = view
@@ -177,7 +201,7 @@ class HeartbeatThread:
             views = self.view()
             if time.monotonic() >= due or any(v.job_id is not None and v.token not in shown for v in views):
                 try:
-                    for slot, reason in beat(self.c, self.clock, self.interval_s, views):
+                    for slot, reason in beat(self.c, self.clock, self.interval_s, views, self.key):
                         self.on_lost(slot, reason)
                 except StoreError as exc:
                     log.warning("heartbeat.failed", error=first_line(exc))

@@ -58,6 +58,7 @@ from recruiter.processes.worker.heartbeat import JOB_TAKEN_AWAY, HeartbeatThread
 from recruiter.processes.worker.inbox import Inboxes
 from recruiter.processes.worker.slots import SlotLoop
 from recruiter.processes.worker.state import JobState, Runner, Running, Shutdown, Slot, SlotPhase
+from recruiter.store import heartbeats as heartbeat_docs
 from recruiter.store import metadata, scheduled
 from recruiter.store.connection import StoreError, first_line
 from recruiter.store.layout import AsyncDb, Collections, SyncCollections, SyncDb
@@ -108,13 +109,15 @@ class WorkerProcess:
         self._abandoned_threads = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self.inboxes = Inboxes((s.id, s.inbox) for s in self.slots)
-        self.heartbeats = HeartbeatThread(self.sync, clock, config.heartbeat_interval_s,
-                                          lambda: slot_views(self.slots), self._lost_from_thread)
         self.watch: RosterWatch | None = None
         allowed = None if config.allowed_modules is None else AllowedModules(config.allowed_modules)
         # This process's registration: a job it cannot run is never handed to it again
-        # (recruiter.domain.refusals); a restarted process (a new release) gets a new one.
+        # (recruiter.domain.refusals); a restarted process (a new release) gets a new one. It is
+        # also the _id of the process's one heartbeat document (recruiter.domain.liveness).
         self.process_token = str(ObjectId())
+        self.heartbeats = HeartbeatThread(self.sync, clock, config.heartbeat_interval_s,
+                                          lambda: slot_views(self.slots), self._lost_from_thread,
+                                          key=ObjectId(self.process_token))
         self.entries = RosterEntries(self.c, clock, config, self.shutdown, pid=self.pid, hostname=self.hostname,
                                      process=self.process_token, bus=self.bus)
         self.executor = Executor(clock, max_crashes=config.max_crashes, allowed=allowed, pid=self.pid,
@@ -162,12 +165,24 @@ class WorkerProcess:
                 task.cancel()
             await asyncio.gather(*side, return_exceptions=True)
             self.heartbeats.stop()
+            await self._forget_beat()
         if self._abandoned_threads:
             # A synchronous job cannot be stopped inside its thread, and it was given
             # back to the queue: end the process now so it cannot run on beside its rerun.
             log.warning("worker.exit_now", reason="interrupted jobs were running in threads",
                         threads=self._abandoned_threads)
             self.exit_now(self.exit_code)
+
+    async def _forget_beat(self) -> None:
+        """Every slot left the roster: delete the process's heartbeat document. Otherwise it stays,
+        and goes stale: the cleaner removes the entries left behind, and it with the last."""
+        if not all(s.phase is SlotPhase.LEFT for s in self.slots):
+            return
+        try:
+            await heartbeat_docs.delete_process_beat(self.c.heartbeats, ObjectId(self.process_token))
+        except StoreError as exc:
+            log.warning("worker.heartbeat_not_deleted", error=first_line(exc),
+                        detail="the cleaner removes it once it is stale")
 
     async def _side_tasks(self) -> list[asyncio.Task[None]]:
         """The change stream's task, unless the worker polls (by choice, or as the server has no streams)."""
@@ -292,7 +307,7 @@ class WorkerProcess:
     async def heartbeat(self) -> None:
         """One heartbeat now, as the thread does it (for tests and tools)."""
         for view, reason in await asyncio.to_thread(beat, self.sync, self.clock, self.config.heartbeat_interval_s,
-                                                    slot_views(self.slots)):
+                                                    slot_views(self.slots), self.heartbeats.key):
             self._on_lost(view, reason)
 
     def _halted(self, slot: Slot, running: Running, reason: str, *, worker_lost: bool) -> None:
