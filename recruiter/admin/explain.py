@@ -99,7 +99,7 @@ def _explain(c: SyncCollections, docs: JobDocuments, now: datetime) -> Explanati
 def _around(c: SyncCollections, job: Raw, now: datetime) -> Around:
     paused = read_paused(c.metadata)
     entries = read_entries_taking(c.roster, str(job.get("group")))
-    beats = read_beats_of(c.heartbeats, [e["_id"] for e in entries])
+    beats = read_beats_of(c.heartbeats, [e["_id"] for e in entries], {e["_id"]: e for e in entries})
     workers = tuple(worker_fact(e, beats.get(e["_id"]), now) for e in entries)
     count, capped = count_ahead(c.scheduled, ahead_filters(job, now), AHEAD_CAP)
     return Around(paused_groups=paused.groups, paused_tenants=paused.tenants, workers=workers,

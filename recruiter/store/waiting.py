@@ -12,16 +12,14 @@ server walks index keys, and never more than ``cap`` in all. No hint: the planne
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from recruiter.domain.naming import ANY_GROUP
-from recruiter.domain.records import Query
+from recruiter.domain.records import Query, Raw
+from recruiter.store.heartbeats import beats_of
 from recruiter.store.layout import Document, SyncColl
 
 ENTRY_FIELDS = {"work_on": 1, "session": 1, "available": 1, "process": 1, "last_seen_at": 1}
-BEAT_FIELDS = {"session": 1, "fresh_until": 1, "last_seen_at": 1, "working_on": 1, "working_token": 1,
-               "working_since": 1}
-
 
 def read_entry_of(roster: SyncColl, worker_id: str) -> Document | None:
     """The roster entry ``worker_id`` (its groups, session, availability), or None."""
@@ -33,11 +31,11 @@ def read_entries_taking(roster: SyncColl, group: str) -> list[Document]:
     return list(roster.find({"work_on": {"$in": [group, ANY_GROUP]}}, ENTRY_FIELDS))
 
 
-def read_beats_of(heartbeats: SyncColl, ids: Sequence[object]) -> dict[object, Document]:
-    """The heartbeats of ``ids``, by id (one ``find`` by ``_id``)."""
-    if not ids:
-        return {}
-    return {b["_id"]: b for b in heartbeats.find({"_id": {"$in": list(ids)}}, BEAT_FIELDS)}
+def read_beats_of(heartbeats: SyncColl, ids: Sequence[object],
+                  entries: Mapping[object, Raw] | None = None) -> dict[object, Document]:
+    """The heartbeats of the entries ``ids``, by entry id (one ``find``): their worker processes'
+    documents, read per entry, the one with the entry's session where ``entries`` are given."""
+    return beats_of(heartbeats, ids, entries)
 
 
 def count_ahead(scheduled: SyncColl, ranges: Sequence[Query], cap: int) -> tuple[int, bool]:
