@@ -53,9 +53,22 @@ class Retried:
     skipped: tuple[str, ...] = ()
 
 
+# The databases whose indexes this process made sure of (by client and name): a long-lived front end (the
+# dashboard) lists jobs many times, and each check is one command per collection.
+_ENSURED: set[tuple[int, str]] = set()
+
+
+def ensure_indexes_once(db: SyncDb) -> None:
+    """:func:`recruiter.store.ensure_indexes_sync`, once per database and client in this process."""
+    key = (id(db.client), db.name)
+    if key not in _ENSURED:
+        ensure_indexes_sync(db)
+        _ENSURED.add(key)
+
+
 def list_jobs(db: SyncDb, f: JobFilter, after: PageKey | None, limit: int, now: datetime) -> Page:
     """Up to ``limit`` jobs selected by ``f``, newest first, after the page key ``after``; ``next`` keys the rest."""
-    ensure_indexes_sync(db)
+    ensure_indexes_once(db)
     return read_page(SyncCollections.of(db), f, after, limit, now)
 
 
@@ -92,7 +105,7 @@ def retry_archived(db: SyncDb, why: str, since: datetime, group: str | None, lim
 
     Jobs archived malformed (quarantined) are skipped, with their reason. One read on the ``by_why`` index.
     """
-    ensure_indexes_sync(db)
+    ensure_indexes_once(db)
     c = SyncCollections.of(db)
     copies: list[JobDoc] = []
     skipped: list[str] = []

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from recruiter.admin.jobs import ensure_indexes_once
 from recruiter.admin.status import PausedNames, names_of, paused_names
 from recruiter.domain.naming import name_problem
-from recruiter.store import SyncCollections, SyncDb, ensure_indexes_sync, switch_paused, unused_names
+from recruiter.store import SyncCollections, SyncDb, switch_paused, unused_names
 
 
 class UnusedNames(ValueError):
@@ -46,7 +47,7 @@ def paused(db: SyncDb) -> PausedNames:
 
 def unused(db: SyncDb, kind: str, names: Sequence[str]) -> list[str]:
     """The ``names`` (``kind``: group | tenant) no worker and no job, waiting or archived, has used."""
-    ensure_indexes_sync(db)  # the checks are served by indexes; a fresh database has none yet
+    ensure_indexes_once(db)  # the checks are served by indexes; a fresh database has none yet
     return unused_names(db, kind, list(names))
 
 
