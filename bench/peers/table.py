@@ -1,0 +1,106 @@
+"""The peer section of ``bin/bench``: Agenda's series and the SIGKILL test of both, and the peer table.
+
+:func:`run` measures them (Agenda skipped with one line where ``node`` or ``npm`` is
+missing); :func:`table` prints the recruiter (the design measured in the same run)
+and Agenda side by side, with the ratio recruiter / Agenda of every figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.peers import agenda, kill
+from bench.scenario import Sizes
+from bench.server import Server
+
+KILL_JOBS_FULL = 20
+KILL_JOBS_QUICK = 8
+
+
+def run(server: Server, workers: list[int], sizes: Sizes, work_dir: Path, *, kill_jobs: int,
+        recruiter_args: tuple[str, ...], say: Callable[[str], None]) -> dict[str, Any]:
+    """Agenda at ``workers``, then one SIGKILLed worker of each system; ``{"agenda", "kill"}``."""
+    out: dict[str, Any] = {"agenda": None, "kill": {}}
+    peers_dir = work_dir / "peers"
+    peers_dir.mkdir()
+    reason = agenda.missing()
+    if reason is None:
+        out["agenda"] = agenda.series(server, workers, sizes, peers_dir, say)
+    else:
+        say(f"bench: Agenda series skipped: {reason}")
+        out["agenda_skipped"] = reason
+    say(f"bench: SIGKILL of one of two workers, {kill_jobs} jobs of {kill.JOB_S:g} s: recruiter...")
+    (peers_dir / "kill-recruiter").mkdir()
+    out["kill"]["recruiter"] = kill.recruiter_kill(server, kill_jobs, peers_dir / "kill-recruiter", recruiter_args)
+    if reason is None:
+        say("bench: SIGKILL of one of two workers: agenda...")
+        (peers_dir / "kill-agenda").mkdir()
+        out["kill"]["agenda"] = kill.agenda_kill(server, kill_jobs, peers_dir / "kill-agenda")
+    return out
+
+
+def commands_per_job(window: dict[str, Any]) -> float | None:
+    """Round trips per job in a steady window, of every process but the enqueuer (workers, and the
+    recruiter's leader and cleaner): the enqueuer's batches fall in or out of a short window by chance."""
+    per_job = window.get("per_job") or {}
+    kinds = [k for k in per_job if k not in ("all", "enqueue") and per_job[k]]
+    return float(sum(per_job[k]["round_trips"] for k in kinds)) if kinds else None
+
+
+def _figures(point: dict[str, Any] | None) -> dict[str, float | None]:
+    if not point:
+        return {}
+    return {"noop": point["noop"]["jobs_per_s"], "sleep100": point["sleep100"]["jobs_per_s"],
+            "p50": point["latency"]["p50_ms"], "p95": point["latency"]["p95_ms"],
+            "commands": commands_per_job(point["noop"])}
+
+
+ROWS = [("noop", "no-op jobs/s", "{:.1f}"), ("sleep100", "100 ms jobs/s", "{:.1f}"),
+        ("p50", "enqueue-to-start p50 ms", "{:.0f}"), ("p95", "enqueue-to-start p95 ms", "{:.0f}"),
+        ("commands", "commands per no-op job (all but the enqueuer)", "{:.1f}")]
+
+
+def _cell(value: float | None, fmt: str) -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}"
+
+
+def rows(doc: dict[str, Any], design: str) -> list[tuple[str, str, str, str]]:
+    """(figure, recruiter, agenda, ratio) rows of the peer table."""
+    peers = doc.get("peers") or {}
+    ours = doc.get("results", {}).get(design, {})
+    theirs = (peers.get("agenda") or {}).get("results", {})
+    out: list[tuple[str, str, str, str]] = []
+    for n in doc["meta"]["workers"]:
+        r, a = _figures(ours.get(str(n))), _figures(theirs.get(str(n)))
+        for key, label, fmt in ROWS:
+            out.append((f"{label}, {n} worker(s)", _cell(r.get(key), fmt), _cell(a.get(key), fmt),
+                        _ratio(r.get(key), a.get(key))))
+    kills = peers.get("kill") or {}
+    for key, label in (("twice", "jobs run twice"), ("lost", "jobs lost"), ("rerun", "jobs re-run (the killed one)")):
+        cells = [f"{kills[s][key]} of {kills[s]['jobs']}" if s in kills else "-" for s in ("recruiter", "agenda")]
+        out.append((f"{label} after one SIGKILLed worker", cells[0], cells[1], ""))
+    recovered = [kills[s].get("recovered_s") if s in kills else None for s in ("recruiter", "agenda")]
+    out.append(("seconds from the SIGKILL to the last job finished", _cell(recovered[0], "{:.1f}"),
+                _cell(recovered[1], "{:.1f}"), _ratio(recovered[0], recovered[1])))
+    return out
+
+
+def table(doc: dict[str, Any], design: str) -> str:
+    peers = doc.get("peers") or {}
+    a = peers.get("agenda")
+    head = (f"peer table: {design} beside Agenda {a['versions'].get('agenda', '?')} "
+            f"(mongo-backend {a['versions'].get('@agendajs/mongo-backend', '?')}, node {a['versions'].get('node')})"
+            if a else f"peer table: {design} (Agenda skipped: {peers.get('agenda_skipped', '?')})")
+    lines = [head, "ratio = recruiter / Agenda", ""]
+    body = [("figure", design, "agenda", "ratio"), *rows(doc, design)]
+    widths = [max(len(r[i]) for r in body) for i in range(4)]
+    for row in body:
+        cells = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        lines.append("  ".join(cells))
+    return "\n".join(lines)
