@@ -11,7 +11,8 @@ them as it does the recruiter's.
 For each worker count, on a fresh database: ``n`` worker processes, each with
 :data:`SETTINGS` (concurrency 1, like a recruiter worker's one slot), then the same
 phases as a design (:mod:`bench.scenario`): no-op and 100 ms throughput over a steady
-window, and enqueue-to-start latency with idle workers. A job's run is counted when
+window, enqueue-to-start latency with idle workers, requests per second of an idle
+worker, and a worker's resident memory. A job's run is counted when
 the worker records it (collection ``bench_runs``, on an unmonitored client, in
 batches every 100 ms), so the records are not part of Agenda's commands.
 """
@@ -198,6 +199,22 @@ class AgendaRun:
             values.append((found["started"] - found["scheduled"]).total_seconds() * 1000)
         return {**percentiles(values), "values_ms": values}
 
+    def idle(self, sizes: Sizes) -> dict[str, Any]:
+        """Requests per second of one idle worker process (its polls and change-stream waits)."""
+        time.sleep(sizes.idle_settle_s)
+        a, t0 = self.fleet.flush(), time.perf_counter()
+        time.sleep(sizes.idle_window_s)
+        b, t1 = self.fleet.flush(), time.perf_counter()
+        seconds = t1 - t0
+        return {"seconds": seconds,
+                "worker_requests_per_s": (b["worker"]["round_trips"] - a["worker"]["round_trips"]) / seconds
+                / self.workers}
+
+    def memory(self) -> dict[str, Any]:
+        known = [r for r in (p.rss_kib() for p in self.fleet.of_kind("worker")) if r is not None]
+        return {"worker_rss_kib": known[0] if known else None,
+                "worker_rss_kib_mean": sum(known) / len(known) if known else None}
+
 
 @contextmanager
 def agenda_run(server: Server, workers: int, work_dir: Path, settings: Settings,
@@ -226,12 +243,14 @@ def agenda_run(server: Server, workers: int, work_dir: Path, settings: Settings,
 
 def run_workers(server: Server, workers: int, sizes: Sizes, work_dir: Path,
                 settings: Settings = SETTINGS) -> dict[str, Any]:
-    """The figures of one worker count: throughput of no-op and 100 ms jobs, latency."""
+    """The figures of one worker count: throughput of no-op and 100 ms jobs, latency, idle requests, memory."""
     with agenda_run(server, workers, work_dir, settings) as run:
         out: dict[str, Any] = {"workers": workers}
         out["noop"] = run.throughput("noop", sizes, settings)
         out["sleep100"] = run.throughput("sleep100", sizes, settings)
         out["latency"] = run.latency(sizes)
+        out["idle"] = run.idle(sizes)
+        out["memory"] = run.memory()
         return out
 
 

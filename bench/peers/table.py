@@ -54,12 +54,19 @@ def _figures(point: dict[str, Any] | None) -> dict[str, float | None]:
         return {}
     return {"noop": point["noop"]["jobs_per_s"], "sleep100": point["sleep100"]["jobs_per_s"],
             "p50": point["latency"]["p50_ms"], "p95": point["latency"]["p95_ms"],
-            "commands": commands_per_job(point["noop"])}
+            "commands": commands_per_job(point["noop"]),
+            "idle": (point.get("idle") or {}).get("worker_requests_per_s"),
+            "rss": _mib((point.get("memory") or {}).get("worker_rss_kib"))}
+
+
+def _mib(kib: float | None) -> float | None:
+    return None if kib is None else kib / 1024
 
 
 ROWS = [("noop", "no-op jobs/s", "{:.1f}"), ("sleep100", "100 ms jobs/s", "{:.1f}"),
         ("p50", "enqueue-to-start p50 ms", "{:.0f}"), ("p95", "enqueue-to-start p95 ms", "{:.0f}"),
-        ("commands", "commands per no-op job (all but the enqueuer)", "{:.1f}")]
+        ("commands", "commands per no-op job (all but the enqueuer)", "{:.1f}"),
+        ("idle", "requests/s of one idle worker", "{:.1f}"), ("rss", "worker resident memory MiB", "{:.0f}")]
 
 
 def _cell(value: float | None, fmt: str) -> str:
@@ -91,13 +98,27 @@ def rows(doc: dict[str, Any], design: str) -> list[tuple[str, str, str, str]]:
     return out
 
 
-def table(doc: dict[str, Any], design: str) -> str:
+def _title(doc: dict[str, Any], design: str) -> str:
     peers = doc.get("peers") or {}
     a = peers.get("agenda")
-    head = (f"peer table: {design} beside Agenda {a['versions'].get('agenda', '?')} "
-            f"(mongo-backend {a['versions'].get('@agendajs/mongo-backend', '?')}, node {a['versions'].get('node')})"
-            if a else f"peer table: {design} (Agenda skipped: {peers.get('agenda_skipped', '?')})")
-    lines = [head, "ratio = recruiter / Agenda", ""]
+    if not a:
+        return f"peer table: {design} (Agenda skipped: {peers.get('agenda_skipped', '?')})"
+    v = a["versions"]
+    return (f"peer table: {design} beside Agenda {v.get('agenda', '?')} (mongo-backend "
+            f"{v.get('@agendajs/mongo-backend', '?')}, driver {v.get('mongodb', '?')}, node {v.get('node', '?')})")
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """The peer table as markdown (docs/benchmarks.md, "Peers")."""
+    design = doc["peers"]["design"]
+    lines = [f"{_title(doc, design)}; ratio = recruiter / Agenda", "",
+             f"| figure | {design} | Agenda | ratio |", "|---|---|---|---|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows(doc, design)]
+    return "\n".join(lines)
+
+
+def table(doc: dict[str, Any], design: str) -> str:
+    lines = [_title(doc, design), "ratio = recruiter / Agenda", ""]
     body = [("figure", design, "agenda", "ratio"), *rows(doc, design)]
     widths = [max(len(r[i]) for r in body) for i in range(4)]
     for row in body:

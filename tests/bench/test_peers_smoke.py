@@ -34,7 +34,8 @@ def test_quick_peer_table_has_both_systems(server_uri: str, tmp_path: Path) -> N
     rows = {parts[0]: parts[1:] for line in result.stdout.splitlines()
             if len(parts := re.split(r"\s{2,}", line.strip())) == 4}
     for figure in ("no-op jobs/s", "100 ms jobs/s", "enqueue-to-start p50 ms", "enqueue-to-start p95 ms",
-                   "commands per no-op job (all but the enqueuer)"):
+                   "commands per no-op job (all but the enqueuer)", "requests/s of one idle worker",
+                   "worker resident memory MiB"):
         cells = rows[f"{figure}, 1 worker(s)"]
         assert all(NUMBER.match(c) for c in cells), (figure, cells)  # recruiter, Agenda, ratio
 
