@@ -8,11 +8,13 @@ Both count their own commands (the driver's command monitoring) in stats files o
 the shape the Python processes write, so :class:`bench.procs.Fleet` reads and sums
 them as it does the recruiter's.
 
-For each worker count, on a fresh database: ``n`` worker processes, each with
-:data:`SETTINGS` (concurrency 1, like a recruiter worker's one slot), then the same
+Two series (:data:`VARIANTS`): ``agenda``, woken by change streams, and ``agenda-poll``,
+polling only. For each worker count: ``n`` worker processes, each with the variant's
+:class:`Settings` (concurrency 1, like a recruiter worker's one slot), and the same
 phases as a design (:mod:`bench.scenario`): no-op and 100 ms throughput over a steady
 window, enqueue-to-start latency with idle workers, requests per second of an idle
-worker, and a worker's resident memory. A job's run is counted when
+worker, and a worker's resident memory; each throughput phase on fresh processes and
+a fresh database. A job's run is counted when
 the worker records it (collection ``bench_runs``, on an unmonitored client, in
 batches every 100 ms), so the records are not part of Agenda's commands.
 """
@@ -42,6 +44,7 @@ from bench.stats import percentiles, read_stats, totals
 
 AGENDA_DIR = REPO / "bench" / "peers" / "agenda"
 RUNS = "bench_runs"
+LATENCY_WAIT_S = 20.0  # an idle Agenda worker that has not started a job by then has stalled
 
 
 @dataclass(frozen=True)
@@ -50,9 +53,9 @@ class Settings:
 
     concurrency: int = 1  # jobs one worker process runs at once: one slot, like a recruiter worker
     process_every_ms: int = 100  # the poll interval, where Agenda's default is 5 s
-    lock_lifetime_ms: int = 5000  # a lock older than this is taken again (default 10 min)
+    lock_lifetime_ms: int = 30_000  # a lock older than this is taken again (default 10 min)
     lock_limit: int = 2  # jobs one process may hold locked: the running one and one ahead (--prefetch 1)
-    notify: str = "changestream"  # MongoChangeStreamNotificationChannel: new jobs wake the workers
+    notify: str = "changestream"  # MongoChangeStreamNotificationChannel: new jobs wake the workers; or "poll"
 
     def worker_args(self) -> list[str]:
         return ["--concurrency", str(self.concurrency), "--process-every", str(self.process_every_ms),
@@ -61,6 +64,11 @@ class Settings:
 
 
 SETTINGS = Settings()
+# The series of the peer section: Agenda woken by change streams (its lowest latency on MongoDB alone),
+# and Agenda polling only (MongoBackend's own mode), both with SETTINGS' other options.
+VARIANTS = {"agenda": SETTINGS, "agenda-poll": Settings(notify="poll")}
+# The SIGKILL test's lock lifetime: how long a killed worker's jobs stay locked (its 1 s jobs fit well inside).
+KILL_LOCK_LIFETIME_MS = 5000
 
 
 def missing() -> str | None:
@@ -179,7 +187,8 @@ class AgendaRun:
         low, high = backlog_bounds(kind, self.workers, settings.lock_limit)
         feed = steady.Feed(enqueue=lambda n: self.enqueuer.enqueue(kind, n), archived=self.runs,
                            flush=self.flush, check=self.fleet.check_alive, what=f"agenda x{self.workers} {kind}")
-        return window_figures(steady.measure(feed, steady.Plan(low, high, sizes.warm_up_s, sizes.window_s)))
+        plan = steady.Plan(low, high, sizes.warm_up_s, sizes.window_s)
+        return window_figures(steady.measure(feed, plan, drain=False))
 
     def latency(self, sizes: Sizes) -> dict[str, Any]:
         lo, hi = sizes.latency_gap_s
@@ -195,7 +204,7 @@ class AgendaRun:
                     found.update(doc)
                 return doc is not None
 
-            self.wait(recorded, 60, "a latency job")
+            self.wait(recorded, LATENCY_WAIT_S, "a latency job")
             values.append((found["started"] - found["scheduled"]).total_seconds() * 1000)
         return {**percentiles(values), "values_ms": values}
 
@@ -241,27 +250,55 @@ def agenda_run(server: Server, workers: int, work_dir: Path, settings: Settings,
         client.close()
 
 
+def _phase(server: Server, workers: int, work_dir: Path, settings: Settings,
+           measure: Callable[[AgendaRun], dict[str, Any]]) -> dict[str, Any]:
+    """One phase on fresh processes and a fresh database; a phase that fails (Agenda stalled, a process
+    died) is recorded as ``{"error": ...}`` and the series goes on."""
+    work_dir.mkdir()
+    try:
+        with agenda_run(server, workers, work_dir, settings) as run:
+            return measure(run)
+    except RuntimeError as exc:
+        return {"error": str(exc)[:500]}
+
+
 def run_workers(server: Server, workers: int, sizes: Sizes, work_dir: Path,
                 settings: Settings = SETTINGS) -> dict[str, Any]:
-    """The figures of one worker count: throughput of no-op and 100 ms jobs, latency, idle requests, memory."""
-    with agenda_run(server, workers, work_dir, settings) as run:
-        out: dict[str, Any] = {"workers": workers}
-        out["noop"] = run.throughput("noop", sizes, settings)
-        out["sleep100"] = run.throughput("sleep100", sizes, settings)
-        out["latency"] = run.latency(sizes)
-        out["idle"] = run.idle(sizes)
-        out["memory"] = run.memory()
-        return out
+    """The figures of one worker count: throughput of no-op and 100 ms jobs, latency, idle requests, memory.
+
+    Each throughput phase runs on fresh processes and is not drained (Agenda may not drain a backlog
+    in time: the jobs left would run in the next phase); latency, idle requests and memory are
+    measured on a third set of processes, idle."""
+    out: dict[str, Any] = {"workers": workers}
+    for kind in ("noop", "sleep100"):
+
+        def throughput(run: AgendaRun, kind: str = kind) -> dict[str, Any]:
+            return run.throughput(kind, sizes, settings)
+
+        out[kind] = _phase(server, workers, work_dir / kind, settings, throughput)
+
+    def idle_phases(run: AgendaRun) -> dict[str, Any]:
+        return {"latency": run.latency(sizes), "idle": run.idle(sizes), "memory": run.memory()}
+
+    idle = _phase(server, workers, work_dir / "idle", settings, idle_phases)
+    if "error" in idle:
+        out["latency"] = idle
+    else:
+        out.update(idle)
+    return out
 
 
-def series(server: Server, workers: list[int], sizes: Sizes, work_dir: Path,
-           say: Callable[[str], None], settings: Settings = SETTINGS) -> dict[str, Any]:
+def series(server: Server, workers: list[int], sizes: Sizes, work_dir: Path, say: Callable[[str], None],
+           settings: Settings = SETTINGS, name: str = "agenda") -> dict[str, Any]:
     """Agenda at every worker count; ``{"settings", "versions", "results": {count: figures}}``."""
     install()
     out: dict[str, Any] = {"settings": asdict(settings), "versions": versions(), "results": {}}
     for n in workers:
-        say(f"bench: agenda with {n} worker(s)...")
-        point_dir = work_dir / f"agenda-{n}"
+        say(f"bench: {name} with {n} worker(s)...")
+        point_dir = work_dir / f"{name}-{n}"
         point_dir.mkdir()
         out["results"][str(n)] = run_workers(server, n, sizes, point_dir, settings)
+        for kind in ("noop", "sleep100", "latency"):
+            if "error" in out["results"][str(n)].get(kind, {}):
+                say(f"bench: {name} with {n} worker(s): {kind} failed: {out['results'][str(n)][kind]['error']}")
     return out

@@ -14,8 +14,9 @@ when a run starts and when it ends):
 
 The recruiter runs its real CLI processes (a recruiter, a cleaner, two workers),
 the cleaner judging a worker dead after :data:`DEAD_AFTER` (heartbeats every
-:data:`HEARTBEAT`); Agenda runs ``worker.mjs`` with the bench's settings, its lock
-lifetime (5 s) playing the part of the recruiter's dead-worker delay.
+:data:`HEARTBEAT`); Agenda runs ``worker.mjs`` with the bench's settings but a lock
+lifetime of 5 s (:data:`bench.peers.agenda.KILL_LOCK_LIFETIME_MS`), which plays the
+part of the recruiter's dead-worker delay.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
@@ -154,8 +156,8 @@ def recruiter_kill(server: Server, jobs: int, work_dir: Path, recruiter_args: tu
         client.close()
 
 
-def agenda_kill(server: Server, jobs: int, work_dir: Path,
-                settings: agenda.Settings = agenda.SETTINGS) -> dict[str, Any]:
+def agenda_kill(server: Server, jobs: int, work_dir: Path, settings: agenda.Settings | None = None) -> dict[str, Any]:
+    settings = settings or replace(agenda.SETTINGS, lock_lifetime_ms=agenda.KILL_LOCK_LIFETIME_MS)
     database = f"bench_kill_agenda_{os.getpid()}"
     uri = server.database_uri(database)
     client: MongoClient[Any] = MongoClient(uri, tz_aware=True)

@@ -21,13 +21,14 @@ KILL_JOBS_QUICK = 8
 
 def run(server: Server, workers: list[int], sizes: Sizes, work_dir: Path, *, kill_jobs: int,
         recruiter_args: tuple[str, ...], say: Callable[[str], None]) -> dict[str, Any]:
-    """Agenda at ``workers``, then one SIGKILLed worker of each system; ``{"agenda", "kill"}``."""
-    out: dict[str, Any] = {"agenda": None, "kill": {}}
+    """Agenda's series at ``workers``, then one SIGKILLed worker of each system; ``{"series", "kill"}``."""
+    out: dict[str, Any] = {"series": {}, "kill": {}}
     peers_dir = work_dir / "peers"
     peers_dir.mkdir()
     reason = agenda.missing()
     if reason is None:
-        out["agenda"] = agenda.series(server, workers, sizes, peers_dir, say)
+        for name, settings in agenda.VARIANTS.items():
+            out["series"][name] = agenda.series(server, workers, sizes, peers_dir, say, settings, name)
     else:
         say(f"bench: Agenda series skipped: {reason}")
         out["agenda_skipped"] = reason
@@ -49,18 +50,24 @@ def commands_per_job(window: dict[str, Any]) -> float | None:
     return float(sum(per_job[k]["round_trips"] for k in kinds)) if kinds else None
 
 
+def _get(point: dict[str, Any], *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(point, dict) or key not in point:
+            return None
+        point = point[key]
+    return point
+
+
 def _figures(point: dict[str, Any] | None) -> dict[str, float | None]:
+    """The table's figures of one worker count; None for a phase that failed (Agenda stalled)."""
     if not point:
         return {}
-    return {"noop": point["noop"]["jobs_per_s"], "sleep100": point["sleep100"]["jobs_per_s"],
-            "p50": point["latency"]["p50_ms"], "p95": point["latency"]["p95_ms"],
-            "commands": commands_per_job(point["noop"]),
-            "idle": (point.get("idle") or {}).get("worker_requests_per_s"),
-            "rss": _mib((point.get("memory") or {}).get("worker_rss_kib"))}
-
-
-def _mib(kib: float | None) -> float | None:
-    return None if kib is None else kib / 1024
+    rss = _get(point, "memory", "worker_rss_kib")
+    noop = point.get("noop") or {}
+    return {"noop": _get(point, "noop", "jobs_per_s"), "sleep100": _get(point, "sleep100", "jobs_per_s"),
+            "p50": _get(point, "latency", "p50_ms"), "p95": _get(point, "latency", "p95_ms"),
+            "commands": commands_per_job(noop) if "per_job" in noop else None,
+            "idle": _get(point, "idle", "worker_requests_per_s"), "rss": None if rss is None else rss / 1024}
 
 
 ROWS = [("noop", "no-op jobs/s", "{:.1f}"), ("sleep100", "100 ms jobs/s", "{:.1f}"),
@@ -77,51 +84,66 @@ def _ratio(a: float | None, b: float | None) -> str:
     return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}"
 
 
-def rows(doc: dict[str, Any], design: str) -> list[tuple[str, str, str, str]]:
-    """(figure, recruiter, agenda, ratio) rows of the peer table."""
+def columns(doc: dict[str, Any], design: str) -> list[str]:
+    """The table's header: the figure, the recruiter's design, then each Agenda series and its ratio."""
+    out = ["figure", design]
+    for name in (doc.get("peers") or {}).get("series") or {}:
+        out += [name, "ratio"]
+    return out
+
+
+def rows(doc: dict[str, Any], design: str) -> list[list[str]]:
+    """The rows of the peer table: a figure, the recruiter's value, then each Agenda series' value and
+    the ratio recruiter / that series."""
     peers = doc.get("peers") or {}
     ours = doc.get("results", {}).get(design, {})
-    theirs = (peers.get("agenda") or {}).get("results", {})
-    out: list[tuple[str, str, str, str]] = []
+    series = peers.get("series") or {}
+    out: list[list[str]] = []
     for n in doc["meta"]["workers"]:
-        r, a = _figures(ours.get(str(n))), _figures(theirs.get(str(n)))
+        r = _figures(ours.get(str(n)))
+        theirs = [_figures(s.get("results", {}).get(str(n))) for s in series.values()]
         for key, label, fmt in ROWS:
-            out.append((f"{label}, {n} worker(s)", _cell(r.get(key), fmt), _cell(a.get(key), fmt),
-                        _ratio(r.get(key), a.get(key))))
+            row = [f"{label}, {n} worker(s)", _cell(r.get(key), fmt)]
+            for a in theirs:
+                row += [_cell(a.get(key), fmt), _ratio(r.get(key), a.get(key))]
+            out.append(row)
     kills = peers.get("kill") or {}
+    extra = [""] * (2 * len(series) - 2) if series else []
     for key, label in (("twice", "jobs run twice"), ("lost", "jobs lost"), ("rerun", "jobs re-run (the killed one)")):
         cells = [f"{kills[s][key]} of {kills[s]['jobs']}" if s in kills else "-" for s in ("recruiter", "agenda")]
-        out.append((f"{label} after one SIGKILLed worker", cells[0], cells[1], ""))
+        out.append([f"{label} after one SIGKILLed worker", cells[0], *((cells[1], "") if series else ()), *extra])
     recovered = [kills[s].get("recovered_s") if s in kills else None for s in ("recruiter", "agenda")]
-    out.append(("seconds from the SIGKILL to the last job finished", _cell(recovered[0], "{:.1f}"),
-                _cell(recovered[1], "{:.1f}"), _ratio(recovered[0], recovered[1])))
+    out.append(["seconds from the SIGKILL to the last job finished", _cell(recovered[0], "{:.1f}"),
+                *((_cell(recovered[1], "{:.1f}"), _ratio(recovered[0], recovered[1])) if series else ()), *extra])
     return out
 
 
 def _title(doc: dict[str, Any], design: str) -> str:
     peers = doc.get("peers") or {}
-    a = peers.get("agenda")
-    if not a:
+    series = peers.get("series") or {}
+    if not series:
         return f"peer table: {design} (Agenda skipped: {peers.get('agenda_skipped', '?')})"
-    v = a["versions"]
+    v = next(iter(series.values()))["versions"]
     return (f"peer table: {design} beside Agenda {v.get('agenda', '?')} (mongo-backend "
-            f"{v.get('@agendajs/mongo-backend', '?')}, driver {v.get('mongodb', '?')}, node {v.get('node', '?')})")
+            f"{v.get('@agendajs/mongo-backend', '?')}, driver {v.get('mongodb', '?')}, node {v.get('node', '?')}); "
+            "agenda: woken by change streams, agenda-poll: polling only; the SIGKILL rows: agenda with change streams")
 
 
 def markdown(doc: dict[str, Any]) -> str:
     """The peer table as markdown (docs/benchmarks.md, "Peers")."""
     design = doc["peers"]["design"]
-    lines = [f"{_title(doc, design)}; ratio = recruiter / Agenda", "",
-             f"| figure | {design} | Agenda | ratio |", "|---|---|---|---|"]
+    head = columns(doc, design)
+    lines = [f"{_title(doc, design)}; ratio = recruiter / Agenda", "", "| " + " | ".join(head) + " |",
+             "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(row) + " |" for row in rows(doc, design)]
     return "\n".join(lines)
 
 
 def table(doc: dict[str, Any], design: str) -> str:
     lines = [_title(doc, design), "ratio = recruiter / Agenda", ""]
-    body = [("figure", design, "agenda", "ratio"), *rows(doc, design)]
-    widths = [max(len(r[i]) for r in body) for i in range(4)]
+    body = [columns(doc, design), *rows(doc, design)]
+    widths = [max(len(r[i]) for r in body) for i in range(len(body[0]))]
     for row in body:
         cells = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
-        lines.append("  ".join(cells))
+        lines.append("  ".join(cells).rstrip())
     return "\n".join(lines)

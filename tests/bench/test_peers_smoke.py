@@ -32,12 +32,13 @@ def test_quick_peer_table_has_both_systems(server_uri: str, tmp_path: Path) -> N
     assert "peer table: recruiter beside Agenda" in result.stdout
 
     rows = {parts[0]: parts[1:] for line in result.stdout.splitlines()
-            if len(parts := re.split(r"\s{2,}", line.strip())) == 4}
+            if len(parts := re.split(r"\s{2,}", line.strip())) >= 3}
+    assert rows["figure"] == ["recruiter", "agenda", "ratio", "agenda-poll", "ratio"]
     for figure in ("no-op jobs/s", "100 ms jobs/s", "enqueue-to-start p50 ms", "enqueue-to-start p95 ms",
                    "commands per no-op job (all but the enqueuer)", "requests/s of one idle worker",
                    "worker resident memory MiB"):
         cells = rows[f"{figure}, 1 worker(s)"]
-        assert all(NUMBER.match(c) for c in cells), (figure, cells)  # recruiter, Agenda, ratio
+        assert all(NUMBER.match(c) for c in cells), (figure, cells)  # recruiter, each Agenda series and its ratio
 
     doc = json.loads((tmp_path / "latest.json").read_text())
     assert doc["capacity"] is None
@@ -45,13 +46,16 @@ def test_quick_peer_table_has_both_systems(server_uri: str, tmp_path: Path) -> N
     assert list(doc["results"]) == ["recruiter"]
     peers = doc["peers"]
     assert peers["design"] == "recruiter"
-    assert peers["agenda"]["versions"]["agenda"] == "6.2.6"
-    point = peers["agenda"]["results"]["1"]
-    for kind in ("noop", "sleep100"):
-        assert point[kind]["jobs"] > 0
-        assert point[kind]["min_outstanding"] > 0  # the feeder kept jobs waiting through the window
-        assert point[kind]["per_job"]["worker"]["round_trips"] >= 1  # Agenda's own commands were counted
-    assert 0 < point["latency"]["p50_ms"] <= point["latency"]["p95_ms"]
+    assert set(peers["series"]) == {"agenda", "agenda-poll"}
+    for name, series in peers["series"].items():
+        assert series["versions"]["agenda"] == "6.2.6"
+        assert series["settings"]["notify"] == ("poll" if name == "agenda-poll" else "changestream")
+        point = series["results"]["1"]
+        for kind in ("noop", "sleep100"):
+            assert point[kind]["jobs"] > 0, (name, kind)
+            assert point[kind]["min_outstanding"] > 0, (name, kind)  # jobs were waiting through the window
+            assert point[kind]["per_job"]["worker"]["round_trips"] >= 1, (name, kind)  # Agenda's commands counted
+        assert 0 < point["latency"]["p50_ms"] <= point["latency"]["p95_ms"]
     for system in ("recruiter", "agenda"):
         killed = peers["kill"][system]
         assert killed["jobs"] == 8
