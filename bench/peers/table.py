@@ -1,7 +1,7 @@
 """The peer section of ``bin/bench``: Agenda's series and the SIGKILL test of both, and the peer table.
 
 :func:`run` measures them (Agenda skipped with one line where ``node`` or ``npm`` is
-missing); :func:`table` prints the recruiter (the design measured in the same run)
+missing, or when ``npm ci`` fails); :func:`table` prints the recruiter (the design measured in the same run)
 and Agenda side by side, with the ratio recruiter / Agenda of every figure.
 """
 
@@ -26,6 +26,11 @@ def run(server: Server, workers: list[int], sizes: Sizes, work_dir: Path, *, kil
     peers_dir = work_dir / "peers"
     peers_dir.mkdir()
     reason = agenda.missing()
+    if reason is None:
+        try:
+            agenda.install()
+        except RuntimeError as exc:  # no registry, a broken cache...: the recruiter's side still runs
+            reason = str(exc).splitlines()[0]
     if reason is None:
         for name, settings in agenda.VARIANTS.items():
             out["series"][name] = agenda.series(server, workers, sizes, peers_dir, say, settings, name)
