@@ -25,6 +25,7 @@ import contextlib
 import json
 import os
 import random
+import select
 import shutil
 import subprocess
 import time
@@ -44,6 +45,7 @@ from bench.stats import percentiles, read_stats, totals
 
 AGENDA_DIR = REPO / "bench" / "peers" / "agenda"
 RUNS = "bench_runs"
+ENQUEUER_WAIT_S = 120.0  # for the enqueuer to start, or to answer (a hung one is killed: the phase fails)
 LATENCY_WAIT_S = 20.0  # an idle Agenda worker that has not started a job by then has stalled
 
 
@@ -128,13 +130,20 @@ class Enqueuer:
         self.proc = start_node(fleet, "enqueue", "enqueue.mjs", [], pipe=True)
         self._in: IO[bytes] = self.proc.popen.stdin  # type: ignore[assignment]
         self._out: IO[bytes] = self.proc.popen.stdout  # type: ignore[assignment]
-        if self._out.readline().strip() != b"ready":
+        if self._readline(ENQUEUER_WAIT_S).strip() != b"ready":
             raise RuntimeError(f"the Agenda enqueuer did not start: {self.proc.log_path.read_text()[-1500:]}")
+
+    def _readline(self, timeout_s: float) -> bytes:
+        """Its next line; b"" (and the process killed) when none comes within ``timeout_s``."""
+        if not select.select([self._out], [], [], timeout_s)[0]:
+            self.proc.popen.kill()
+            return b""
+        return self._out.readline()
 
     def ask(self, line: str) -> list[str]:
         self._in.write(f"{line}\n".encode())
         self._in.flush()
-        answer = self._out.readline().decode().split()
+        answer = self._readline(ENQUEUER_WAIT_S).decode().split()
         if len(answer) != 3 or answer[0] != "ok":
             raise RuntimeError(f"the Agenda enqueuer answered {answer!r}: {self.proc.log_path.read_text()[-1500:]}")
         return answer[2].split(",")

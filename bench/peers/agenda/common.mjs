@@ -88,8 +88,8 @@ export class CommandStats {
   }
 }
 
-export async function monitoredClient(uri, stats, appName) {
-  const client = new MongoClient(uri, { monitorCommands: true, appName });
+export async function monitoredClient(uri, stats, appName, options = {}) {
+  const client = new MongoClient(uri, { monitorCommands: true, appName, ...options });
   stats.attach(client);
   await client.connect();
   return client;

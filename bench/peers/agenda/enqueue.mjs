@@ -11,7 +11,9 @@ import { CommandStats, monitoredClient, parseArgs } from './common.mjs';
 const opts = parseArgs(process.argv.slice(2), { uri: '', stats: '', collection: 'agendaJobs' });
 if (!opts.uri) throw new Error('--uri is required');
 const stats = new CommandStats(opts.stats);
-const client = await monitoredClient(opts.uri, stats, 'bench-agenda-enqueuer');
+// A small pool: a batch's saves are sent concurrently, and a pool of the driver's default size (100) opened
+// that many connections at once, which the embedded server reset under load.
+const client = await monitoredClient(opts.uri, stats, 'bench-agenda-enqueuer', { maxPoolSize: 8 });
 const agenda = new Agenda({ backend: new MongoBackend({ mongo: client.db(), collection: opts.collection }) });
 await agenda.ready;
 stats.write();

@@ -25,7 +25,7 @@ if (!opts.uri) throw new Error('--uri is required');
 
 const stats = new CommandStats(opts.stats);
 const client = await monitoredClient(opts.uri, stats, 'bench-agenda-worker');
-const recorder = new MongoClient(opts.uri, { appName: 'bench-agenda-recorder' });
+const recorder = new MongoClient(opts.uri, { appName: 'bench-agenda-recorder', maxPoolSize: 2 });
 await recorder.connect();
 const db = client.db();
 const runs = recorder.db().collection('bench_runs');
