@@ -184,6 +184,10 @@ def markdown(doc: dict[str, Any]) -> str:
         from bench.capacity import table as capacity_table
 
         lines += ["", "```", capacity_table(doc["capacity"]).strip(), "```"]
+    if doc.get("peers"):
+        from bench.peers.table import markdown as peer_markdown
+
+        lines += ["", peer_markdown(doc)]
     return "\n".join(lines)
 
 

@@ -16,8 +16,10 @@ each worker count it starts the real processes on a fresh database and measures
 
 Reference figures (the server's raw operation rate and change-notification
 latency) are measured first, in the same run; then the capacity of one leader
-(:mod:`bench.capacity`, ``--capacity`` runs it alone) and the backlog series
-(:mod:`bench.backlog`). Output: tables, the targets of issue 14 (met / missed),
+(:mod:`bench.capacity`, ``--capacity`` runs it alone), the backlog series
+(:mod:`bench.backlog`) and the peers (:mod:`bench.peers`: Agenda at the same worker
+counts, and one SIGKILLed worker of each; ``--peers-only`` runs them beside the
+recruiter alone, ``--no-peers`` leaves them out). Output: tables, the targets of issue 14 (met / missed),
 JSON in ``--output`` (``<timestamp>.json``, ``latest.json``) and a PNG plot;
 ``--publish`` also writes ``docs/bench.json`` and ``docs/bench.png``.
 """
@@ -39,6 +41,7 @@ import click
 from pymongo import MongoClient
 
 from bench import backlog, capacity, report, scenario
+from bench.peers import table as peers
 from bench.procs import REPO
 from bench.reference import notification_latency, raw_rates
 from bench.scenario import Design, Sizes, available_designs, run_scenario
@@ -105,15 +108,21 @@ def parse_counts(value: str) -> list[int]:
 @click.option("--capacity-baseline-args", "baseline_args", default=None,
               envvar="RECRUITER_BENCH_CAPACITY_BASELINE_ARGS", show_envvar=True,
               help="Also measure the capacity with these `recruiter start` options instead, first, in the same run, "
-                   "and print both with their ratio, e.g. '--roster-reads full' (before and after side by side).")
+                   "and print both with their ratio, e.g. '--round-size 84' (before and after side by side).")
+@click.option("--peers/--no-peers", "with_peers", default=True, envvar="RECRUITER_BENCH_PEERS", show_envvar=True,
+              help="Run the peers (Agenda, and one SIGKILLed worker of each system) and print the peer table.")
+@click.option("--peers-only", is_flag=True, envvar="RECRUITER_BENCH_PEERS_ONLY", show_envvar=True,
+              help="Run the recruiter (--prefetch 1) and the peers alone: no other design, capacity or backlog.")
 def main(workers_spec: str | None, quick: bool, window_s: float | None, warm_up_s: float | None,
          latency_samples: int | None, designs: str | None, output: Path, publish: bool, no_plot: bool,
          backlogs_spec: str | None, only_backlog: bool, recruiter_args: str, layout_spec: str | None,
-         only_capacity: bool, baseline_args: str | None) -> None:
+         only_capacity: bool, with_peers: bool, peers_only: bool, baseline_args: str | None) -> None:
     """Benchmark the recruiter against the v1 baseline; print tables, write JSON and a PNG."""
     os.environ.pop(STATS_ENVVAR, None)  # the bench counts its own commands on its producer only
-    if only_backlog and only_capacity:
-        raise click.BadParameter("--only-backlog and --capacity each run one part alone: choose one")
+    if sum((only_backlog, only_capacity, peers_only)) > 1:
+        raise click.BadParameter("--only-backlog, --capacity and --peers-only each run one part alone: choose one")
+    if peers_only:
+        designs, layout_spec, backlogs_spec = _peers_only_design(designs), "none", "none"
     sizes = _sizes(quick, window_s, warm_up_s, latency_samples)
     workers = parse_counts(workers_spec or ("1,2" if quick else "1,2,4,8,16"))
     backlog_plan, run_backlog = _backlog_plan(quick, backlogs_spec, only_backlog)
@@ -138,6 +147,8 @@ def main(workers_spec: str | None, quick: bool, window_s: float | None, warm_up_
                      "notification": notification_latency(reference_uri, sizes.notify_samples)}
         MongoClient(reference_uri).drop_database(f"bench_reference_{os.getpid()}")
         results = _run_designs(server, chosen, workers, sizes, work_dir)
+        peers_result = _run_peers(server, chosen, workers, sizes, work_dir, quick, extra) \
+            if with_peers and chosen else None
         capacity_result = baseline_result = None
         if layout is not None and not only_backlog:
             if baseline_args is not None:
@@ -160,8 +171,9 @@ def main(workers_spec: str | None, quick: bool, window_s: float | None, warm_up_
         "capacity": capacity_result,
         "capacity_baseline": baseline_result,
         "backlog": backlog_result,
+        "peers": peers_result,
     }
-    doc["targets"] = report.targets(doc) if results else []
+    doc["targets"] = report.targets(doc) if results and not peers_only else []
     _write_and_show(doc, output, stamp, no_plot=no_plot, publish=publish)
 
 
@@ -241,6 +253,26 @@ def _run_designs(server: Server, chosen: list[Design], workers: list[int], sizes
     return results
 
 
+def _peers_only_design(designs: str | None) -> str:
+    """--peers-only measures the recruiter with its default look-ahead (or the one design named)."""
+    if designs and "," in designs:
+        raise click.BadParameter("--peers-only runs one design beside the peers", param_hint="--designs")
+    return designs or available_designs()[0].name
+
+
+def _run_peers(server: Server, chosen: list[Design], workers: list[int], sizes: Sizes, work_dir: Path,
+               quick: bool, recruiter_args: tuple[str, ...]) -> dict[str, Any]:
+    """Agenda at the same worker counts and the SIGKILL test (bench/peers), beside the first design chosen."""
+    try:
+        result = peers.run(server, workers, sizes, work_dir, recruiter_args=recruiter_args,
+                           kill_jobs=peers.KILL_JOBS_QUICK if quick else peers.KILL_JOBS_FULL,
+                           say=lambda line: click.echo(line, err=True))
+    except RuntimeError as exc:
+        raise click.ClickException(f"{exc} (process logs in {work_dir / 'peers'})") from None
+    result["design"] = chosen[0].name
+    return result
+
+
 def _run_backlog(server: Server, backlog_plan: backlog.BacklogSizes, work_dir: Path) -> dict[str, Any]:
     """The backlog series (bench/backlog.py)."""
     backlog_dir = work_dir / "backlog"
@@ -261,7 +293,10 @@ def _write_and_show(doc: dict[str, Any], output: Path, stamp: str, *, no_plot: b
     (output / "latest.json").write_text(text)
     if results:
         click.echo(report.table(doc))
-        click.echo(report.target_table(doc["targets"]))
+        if doc["targets"]:
+            click.echo(report.target_table(doc["targets"]))
+    if doc.get("peers"):
+        click.echo(peers.table(doc, doc["peers"]["design"]))
     if doc.get("capacity_baseline") is not None:
         click.echo(capacity.table(doc["capacity_baseline"]))
     if doc["capacity"] is not None:

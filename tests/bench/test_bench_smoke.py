@@ -22,14 +22,15 @@ def _bench(server_uri: str, *args: str, timeout: float = 120) -> subprocess.Comp
 
 
 def test_quick_bench_writes_results(server_uri: str, tmp_path: Path) -> None:
-    result = _bench(server_uri, "--workers", "1", "--backlogs", "none", "--capacity-layout", "none",
+    result = _bench(server_uri, "--workers", "1", "--backlogs", "none", "--capacity-layout", "none", "--no-peers",
                     "--output", str(tmp_path))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "targets of issue 14" in result.stdout
 
     doc = json.loads((tmp_path / "latest.json").read_text())
-    assert set(doc) == {"meta", "reference", "results", "capacity", "targets", "backlog"}
+    assert set(doc) == {"meta", "reference", "results", "capacity", "targets", "backlog", "peers"}
     assert doc["capacity"] is None
+    assert doc["peers"] is None  # --no-peers (tests/bench/test_peers_smoke.py runs them)
     assert doc["backlog"] is None
     assert doc["reference"]["raw"]["job_life_ceiling_per_s"] > 0
     assert doc["reference"]["notification"]["p50_ms"] > 0

@@ -1,0 +1,70 @@
+"""``bin/bench --quick --peers-only`` runs the recruiter beside Agenda and prints the peer table.
+
+A smoke test of the peer harness, not a measurement: it checks that every figure of
+the table was measured for both systems, not how they compare. Skipped where
+``node`` or ``npm`` is missing (the bench then skips the Agenda series with one line).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.peers import agenda
+from tests.conftest import REPO
+
+NUMBER = re.compile(r"^\d+(\.\d+)?$")
+
+
+@pytest.mark.skipif(agenda.missing() is not None, reason=f"Agenda needs Node.js: {agenda.missing()}")
+def test_quick_peer_table_has_both_systems(server_uri: str, tmp_path: Path) -> None:
+    env = {**os.environ, "RECRUITER_TEST_MONGODB_URI": server_uri, "PYTHONPATH": str(REPO)}
+    result = subprocess.run([sys.executable, "-m", "bench.run", "--quick", "--peers-only", "--workers", "1",
+                             "--no-plot", "--output", str(tmp_path)], cwd=REPO, env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "peer table: recruiter beside Agenda" in result.stdout
+
+    rows = {parts[0]: parts[1:] for line in result.stdout.splitlines()
+            if len(parts := re.split(r"\s{2,}", line.strip())) >= 3}
+    assert rows["figure"] == ["recruiter", "agenda", "ratio", "agenda-poll", "ratio"]
+    for figure in ("no-op jobs/s", "100 ms jobs/s", "enqueue-to-start p50 ms", "enqueue-to-start p95 ms",
+                   "commands per no-op job (all but the enqueuer)", "requests/s of one idle worker",
+                   "worker resident memory MiB"):
+        cells = rows[f"{figure}, 1 worker(s)"]
+        assert all(NUMBER.match(c) for c in cells), (figure, cells)  # recruiter, each Agenda series and its ratio
+
+    doc = json.loads((tmp_path / "latest.json").read_text())
+    assert doc["capacity"] is None
+    assert doc["backlog"] is None
+    assert list(doc["results"]) == ["recruiter"]
+    peers = doc["peers"]
+    assert peers["design"] == "recruiter"
+    assert set(peers["series"]) == {"agenda", "agenda-poll"}
+    for name, series in peers["series"].items():
+        assert series["versions"]["agenda"] == "6.2.6"
+        assert series["settings"]["notify"] == ("poll" if name == "agenda-poll" else "changestream")
+        point = series["results"]["1"]
+        for kind in ("noop", "sleep100"):
+            assert point[kind]["jobs"] > 0, (name, kind)
+            assert point[kind]["min_outstanding"] > 0, (name, kind)  # jobs were waiting through the window
+            assert point[kind]["per_job"]["worker"]["round_trips"] >= 1, (name, kind)  # Agenda's commands counted
+        assert 0 < point["latency"]["p50_ms"] <= point["latency"]["p95_ms"]
+    for system in ("recruiter", "agenda"):
+        killed = peers["kill"][system]
+        assert killed["jobs"] == 8
+        assert 0 <= killed["lost"] <= killed["jobs"], (system, killed)
+        assert 0 <= killed["twice"] <= killed["jobs"], (system, killed)
+        # The victim was killed in the middle of a job: some job was started again.
+        assert killed["rerun"] >= 1, (system, killed)
+        assert killed["runs"] > killed["jobs"] - killed["lost"], (system, killed)
+    # The recruiter's promise (the chaos test proves it at length): nothing lost, nothing finished twice.
+    assert peers["kill"]["recruiter"]["all_finished"]
+    assert rows["jobs lost after one SIGKILLed worker"][0] == "0 of 8"
+    assert rows["jobs run twice after one SIGKILLed worker"][0] == "0 of 8"
