@@ -284,6 +284,16 @@ def _run_backlog(server: Server, backlog_plan: backlog.BacklogSizes, work_dir: P
         raise click.ClickException(f"{exc} (process logs in {backlog_dir})") from None
 
 
+def _show_capacity(doc: dict[str, Any]) -> None:
+    """The capacity tables: the baseline's (if measured), the run's, and both side by side."""
+    before, after = doc.get("capacity_baseline"), doc["capacity"]
+    for c in (before, after):
+        if c is not None:
+            click.echo(capacity.table(c))
+    if before is not None and after is not None:
+        click.echo(capacity.comparison(before, after))
+
+
 def _write_and_show(doc: dict[str, Any], output: Path, stamp: str, *, no_plot: bool, publish: bool) -> None:
     """Write the JSON (stamped and latest.json; docs/bench.json when publishing), print the tables,
     draw the plot."""
@@ -297,12 +307,7 @@ def _write_and_show(doc: dict[str, Any], output: Path, stamp: str, *, no_plot: b
             click.echo(report.target_table(doc["targets"]))
     if doc.get("peers"):
         click.echo(peers.table(doc, doc["peers"]["design"]))
-    if doc.get("capacity_baseline") is not None:
-        click.echo(capacity.table(doc["capacity_baseline"]))
-    if doc["capacity"] is not None:
-        click.echo(capacity.table(doc["capacity"]))
-    if doc.get("capacity_baseline") is not None and doc["capacity"] is not None:
-        click.echo(capacity.comparison(doc["capacity_baseline"], doc["capacity"]))
+    _show_capacity(doc)
     if backlog_result is not None:
         click.echo(backlog.table(backlog_result))
     png = None
