@@ -28,7 +28,9 @@ def test_quick_bench_writes_results(server_uri: str, tmp_path: Path) -> None:
     assert "targets of issue 14" in result.stdout
 
     doc = json.loads((tmp_path / "latest.json").read_text())
-    assert set(doc) == {"meta", "reference", "results", "capacity", "targets", "backlog", "peers"}
+    assert set(doc) == {"meta", "reference", "results", "capacity", "capacity_baseline", "targets", "backlog",
+                        "peers"}
+    assert doc["capacity_baseline"] is None
     assert doc["capacity"] is None
     assert doc["peers"] is None  # --no-peers (tests/bench/test_peers_smoke.py runs them)
     assert doc["backlog"] is None
@@ -78,13 +80,19 @@ def test_quick_bench_writes_results(server_uri: str, tmp_path: Path) -> None:
 
 
 def test_quick_capacity_of_one_leader(server_uri: str, tmp_path: Path) -> None:
-    result = _bench(server_uri, "--capacity", "--capacity-layout", "2x2", "--no-plot", "--output", str(tmp_path))
+    result = _bench(server_uri, "--capacity", "--capacity-layout", "2x2", "--no-plot", "--output", str(tmp_path),
+                    "--capacity-baseline-args", "--round-size 2")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "capacity of one leader: 2 worker processes x --concurrency 2 = 4 slots" in result.stdout
+    # The baseline's options measured first, then the run's, side by side with the ratios.
+    assert "capacity of one leader, 4 slots, side by side in one run:" in result.stdout
+    assert "--round-size 2" in result.stdout
 
     doc = json.loads((tmp_path / "latest.json").read_text())
     assert doc["results"] == {}
     assert doc["backlog"] is None
+    assert doc["capacity_baseline"]["recruiter_args"] == ["--round-size", "2"]
+    assert doc["capacity_baseline"]["jobs"] > 0
     c = doc["capacity"]
     assert c["slots"] == 4
     assert c["jobs"] > 0
