@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from pymongo import MongoClient
+from pymongo.errors import PyMongoError
 
 from bench import steady
 from bench.procs import REPO, Fleet, Proc
@@ -239,7 +240,8 @@ def agenda_run(server: Server, workers: int, work_dir: Path, settings: Settings,
                extra: tuple[str, ...] = ()) -> Iterator[AgendaRun]:
     database = f"bench_agenda_{workers}_{os.getpid()}"
     uri = server.database_uri(database)
-    client: MongoClient[Any] = MongoClient(uri, tz_aware=True)
+    # A server that stops answering (seen once, busy at 16 workers) fails the phase instead of the run.
+    client: MongoClient[Any] = MongoClient(uri, tz_aware=True, socketTimeoutMS=120_000)
     client.drop_database(database)
     fleet = Fleet(uri, work_dir)
     enqueuer: Enqueuer | None = None
@@ -267,7 +269,7 @@ def _phase(server: Server, workers: int, work_dir: Path, settings: Settings,
     try:
         with agenda_run(server, workers, work_dir, settings) as run:
             return measure(run)
-    except RuntimeError as exc:
+    except (RuntimeError, PyMongoError) as exc:
         return {"error": str(exc)[:500]}
 
 
