@@ -10,39 +10,19 @@ into JSON (ids as strings, dates in ISO 8601) and anything else into its text.
 from __future__ import annotations
 
 import json
-import math
-import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from bson import Binary, ObjectId
-
 from recruiter.domain.attempt import cut_marker
 from recruiter.domain.following import JobView, Progress
+from recruiter.domain.jsonable import plain as plain  # re-exported: the views speak of it
 from recruiter.domain.records import Raw
 from recruiter.domain.waiting import Explanation
 
 MISSING = "-"
 
 
-def plain(value: object) -> Any:
-    """``value`` as JSON: documents and arrays recursively, ids as strings, dates ISO 8601."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)  # NaN and infinities are not JSON
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
-        return [plain(v) for v in value]
-    if isinstance(value, Binary | bytes):
-        return bytes(value).hex()
-    if isinstance(value, ObjectId | uuid.UUID):
-        return str(value)
-    return str(value)
 
 
 def _text(value: object) -> str:

@@ -9,16 +9,13 @@ everything they print (Jinja's autoescape).
 from __future__ import annotations
 
 import json
-import math
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from bson import Binary, ObjectId
-
 from recruiter.domain.following import JobView
+from recruiter.domain.jsonable import plain as plain  # re-exported: the views speak of it
 from recruiter.domain.records import Raw
 
 MISSING = "-"
@@ -28,23 +25,6 @@ FAILURE_WHYS = ("tried-too-many-times", "non-retriable-exception", "not-schedule
 MESSAGE_CUT = 200
 
 
-def plain(value: object) -> Any:
-    """``value`` as JSON-able values: documents and arrays recursively, ids as strings, dates ISO 8601."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
-        return [plain(v) for v in value]
-    if isinstance(value, Binary | bytes | bytearray):
-        return bytes(value).hex()
-    if isinstance(value, ObjectId | uuid.UUID):
-        return str(value)
-    return str(value)
 
 
 def as_json(value: object) -> str:
