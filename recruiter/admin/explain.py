@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from recruiter.domain.following import JobView
-from recruiter.domain.limits import count_by_key, describe_key, keys_of, read_limits, state_from, waiting_line
+from recruiter.domain.limits import count_locked, describe_key, keys_of, read_limits, state_from, waiting_line
 from recruiter.domain.records import Raw
 from recruiter.domain.waiting import (
     AHEAD_CAP,
@@ -70,8 +70,7 @@ def held_by(c: SyncCollections, job: Raw, now: datetime) -> HeldBy | None:
     keys = [k for k in keys_of(group, tenant if isinstance(tenant, str) else "") if k in limits.by_key]
     if not keys:
         return None
-    locked = read_locked_in_sync(c.scheduled, [group])
-    running = count_by_key(((group, t if isinstance(t := d.get("tenant"), str) else "") for d in locked), limits)
+    running = count_locked(read_locked_in_sync(c.scheduled, [group]), limits)
     state, _ = state_from(read_cursor_document(c.metadata), now)
     for key in keys:
         limit = limits.by_key[key]

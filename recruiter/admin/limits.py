@@ -23,7 +23,7 @@ from recruiter.domain.limits import (
     Limit,
     Limits,
     Rate,
-    count_by_key,
+    count_locked,
     describe_key,
     limit_path,
     read_limits,
@@ -162,9 +162,7 @@ def listing(db: SyncDb, now: datetime) -> LimitListing:
     c = SyncCollections.of(db)
     limits, problems = read_limits(read_limits_document(c.metadata))
     groups = limits.capped_groups()
-    running = count_by_key(((d["group"], d.get("tenant") or "") for d in read_locked_in_sync(c.scheduled, groups)
-                            if isinstance(d.get("group"), str) and isinstance(d.get("tenant") or "", str)),
-                           limits) if groups else {}
+    running = count_locked(read_locked_in_sync(c.scheduled, groups), limits) if groups else {}
     state, _ = state_from(read_cursor_document(c.metadata), now)
     views = []
     for key, limit in sorted(limits.by_key.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):

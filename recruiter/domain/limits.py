@@ -237,6 +237,14 @@ def count_by_key(jobs: Iterable[tuple[str, str]], limits: Limits) -> dict[Key, i
     return counts
 
 
+def count_locked(docs: Iterable[Mapping[str, object]], limits: Limits) -> dict[Key, int]:
+    """How many of the locked jobs ``docs`` (their ``group`` and ``tenant``, as read: untrusted)
+    count against each limited key; a job whose group or tenant is not a name counts nowhere."""
+    pairs = [(g, t) for d in docs
+             if isinstance(g := d.get("group"), str) and isinstance(t := d.get("tenant") or "", str)]
+    return count_by_key(pairs, limits)
+
+
 # -- the documents: {_id: "limits"} (set by the CLI and the API), the state in the cursor ------
 
 _escape, _unescape = escape, unescape  # names as field names: the cursor's escaping

@@ -33,6 +33,7 @@ from recruiter.domain.limits import (
     LimitState,
     allowance,
     count_by_key,
+    count_locked,
     read_limits,
     spend,
     state_document,
@@ -184,10 +185,7 @@ class CandidateReader:
         groups = self.limits.capped_groups()
         if not groups:
             return {}
-        docs = await scheduled.read_locked_in(self.c.scheduled, groups)
-        pairs = [(g, t) for d in docs
-                 if isinstance(g := d.get("group"), str) and isinstance(t := d.get("tenant") or "", str)]
-        counts = count_by_key(pairs, self.limits)
+        counts = count_locked(await scheduled.read_locked_in(self.c.scheduled, groups), self.limits)
         for key, n in count_by_key(finishing, self.limits).items():
             counts[key] = max(0, counts.get(key, 0) - n)
         return counts
