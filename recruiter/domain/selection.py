@@ -181,12 +181,6 @@ class RoundPolicy:
     paused_tenants: frozenset[str] = frozenset()
     allowance: Allowance = UNLIMITED
 
-    def group_closed(self, group: str) -> bool:
-        return group in self.paused_groups or self.allowance.left((group, None)) == 0
-
-    def tenant_closed(self, group: str, tenant: str) -> bool:
-        return tenant in self.paused_tenants or self.allowance.left((group, tenant)) == 0
-
     def paced(self, group: str, tenant: str) -> bool:
         paced = self.allowance.paced
         return bool(paced) and ((group, None) in paced or (group, tenant) in paced)
@@ -368,7 +362,7 @@ class _Round:
             return self.source.next_tenant(group, after)
 
         while (tenant := _ring(step(start), step, start, empty)) is not None:
-            if self.policy.tenant_closed(group, tenant) or self.left.get((group, tenant), 1) <= 0:
+            if tenant in self.policy.paused_tenants or self.left.get((group, tenant), 1) <= 0:
                 empty.add(tenant)  # paused, or its limit allows no more this round
                 continue
             job = self._take(group, tenant)
