@@ -136,7 +136,7 @@ class _CpuClock:
 
 
 def run(server: Server, layout: Layout, work_dir: Path, prefetch_args: list[str],
-        recruiter_args: tuple[str, ...] = ()) -> dict[str, Any]:
+        recruiter_args: tuple[str, ...] = (), code: Path = REPO) -> dict[str, Any]:
     """The capacity scenario on a fresh database; figures as a dict (see the module doc)."""
     database = f"bench_capacity_{os.getpid()}"
     uri = server.database_uri(database)
@@ -144,14 +144,14 @@ def run(server: Server, layout: Layout, work_dir: Path, prefetch_args: list[str]
     observer_client.drop_database(database)
     observer = observer_client[database]
     producer = Producer(uri, create_indexes=True)
-    fleet = Fleet(uri, work_dir)
+    fleet = Fleet(uri, work_dir, code=code)
     rounds_path = work_dir / "recruiter.rounds.json"
     try:
         recruiter = fleet.product("recruiter", "start", *recruiter_args,
                                   extra_env={ROUND_STATS_ENVVAR: str(rounds_path)})
         fleet.product("cleaner", "cleaner", "start")
         for _ in range(layout.processes):
-            fleet.product("worker", "worker", "start", "--group", GROUP, "--import-path", str(REPO),
+            fleet.product("worker", "worker", "start", "--group", GROUP, "--import-path", str(code),
                           "--concurrency", str(layout.concurrency), "--heartbeat-interval", HEARTBEAT,
                           *prefetch_args)
         lanes = 1 + int(prefetch_args[1]) if prefetch_args else 1
@@ -174,7 +174,8 @@ def run(server: Server, layout: Layout, work_dir: Path, prefetch_args: list[str]
 
         feed = steady.Feed(enqueue=lambda n: producer.rec.enqueue_many(Noop() for _ in range(n)),
                            archived=lambda: int(observer["archived"].estimated_document_count()),
-                           flush=flush, check=fleet.check_alive, what="capacity")
+                           flush=flush, check=fleet.check_alive, what="capacity",
+                           outstanding=lambda: int(observer["scheduled"].estimated_document_count()), poll_s=0.2)
         measured = steady.measure(feed, steady.Plan(low, low + max(100, 2 * layout.slots), layout.warm_up_s,
                                                     layout.window_s), on_window=at_window, drain=False)
         before, after = measured.pop("before"), measured.pop("after")
@@ -236,7 +237,8 @@ def table(c: dict[str, Any]) -> str:
         "",
         f"capacity of one leader: {c['processes']} worker processes x --concurrency {c['concurrency']} = "
         f"{c['slots']} slots ({c['lanes']} lane(s) each), no-op jobs, steady window {c['seconds']:.1f} s"
-        + (f"; recruiter start {' '.join(c['recruiter_args'])}" if c.get("recruiter_args") else ""),
+        + (f"; recruiter start {' '.join(c['recruiter_args'])}" if c.get("recruiter_args") else "")
+        + (f"; code of {c['code']}" if c.get("code") else ""),
         f"  {c['jobs_per_s']:.1f} jobs/s; {c['rounds_per_s'] or 0:.2f} rounds/s; "
         f"{c['assigned_per_round'] or 0:.1f} jobs assigned and {c['applied_per_round'] or 0:.1f} outcomes "
         f"applied per round; a round {c['round_ms'] or 0:.1f} ms; leader busy "
@@ -259,7 +261,8 @@ def comparison(before: dict[str, Any], after: dict[str, Any]) -> str:
         return f"{a / b:.2f}x" if b else "-"
 
     def args(c: dict[str, Any]) -> str:
-        return " ".join(c.get("recruiter_args") or []) or "(defaults)"
+        code = (c.get("code") or "").split(" ")[0]  # a baseline's commit, when it ran other code
+        return " ".join(filter(None, [code and f"code {code}", *(c.get("recruiter_args") or [])])) or "(defaults)"
 
     rows = [("", args(before), args(after), "after / before")]
     for key, label, fmt in (("jobs_per_s", "jobs/s", "{:.1f}"), ("round_ms", "ms per round", "{:.1f}"),

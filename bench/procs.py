@@ -67,6 +67,9 @@ class Fleet:
     uri: str
     work_dir: Path
     procs: list[Proc] = field(default_factory=list)
+    # The checkout whose code the processes run (``bin/bench --capacity-baseline-code``: an earlier
+    # commit's worktree, measured beside this one in the same run).
+    code: Path = REPO
 
     def start(self, kind: str, argv: list[str], extra_env: dict[str, str] | None = None) -> Proc:
         n = sum(p.kind == kind for p in self.procs)
@@ -75,12 +78,12 @@ class Fleet:
         # The bench's own settings only: no RECRUITER_* variable of the caller's environment (a target,
         # --prefetch, --coalesce...) changes a process's options.
         env = {k: v for k, v in os.environ.items() if not k.startswith("RECRUITER_") and k != "MONGODB_URI"}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.code), os.environ.get("PYTHONPATH")]))
         env[STATS_ENVVAR] = str(stats_path)
         env.update(extra_env or {})
         with open(log_path, "wb") as out:
             popen = subprocess.Popen([sys.executable, *argv], stdout=out, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, cwd=REPO, env=env)
+                                     stdin=subprocess.DEVNULL, cwd=self.code, env=env)
         proc = Proc(kind, popen, stats_path, log_path)
         self.procs.append(proc)
         return proc

@@ -31,6 +31,7 @@ import os
 import platform
 import shlex
 import shutil
+import subprocess
 import time
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
@@ -109,6 +110,11 @@ def parse_counts(value: str) -> list[int]:
               envvar="RECRUITER_BENCH_CAPACITY_BASELINE_ARGS", show_envvar=True,
               help="Also measure the capacity with these `recruiter start` options instead, first, in the same run, "
                    "and print both with their ratio, e.g. '--round-size 84' (before and after side by side).")
+@click.option("--capacity-baseline-code", "baseline_code", default=None,
+              type=click.Path(exists=True, file_okay=False, path_type=Path),
+              envvar="RECRUITER_BENCH_CAPACITY_BASELINE_CODE", show_envvar=True,
+              help="Also measure the capacity with the code of this checkout (e.g. a `git worktree` of an earlier "
+                   "commit) first, in the same run on the same server, and print both with their ratio.")
 @click.option("--peers/--no-peers", "with_peers", default=True, envvar="RECRUITER_BENCH_PEERS", show_envvar=True,
               help="Run the peers (Agenda, and one SIGKILLed worker of each system) and print the peer table.")
 @click.option("--peers-only", is_flag=True, envvar="RECRUITER_BENCH_PEERS_ONLY", show_envvar=True,
@@ -116,7 +122,8 @@ def parse_counts(value: str) -> list[int]:
 def main(workers_spec: str | None, quick: bool, window_s: float | None, warm_up_s: float | None,
          latency_samples: int | None, designs: str | None, output: Path, publish: bool, no_plot: bool,
          backlogs_spec: str | None, only_backlog: bool, recruiter_args: str, layout_spec: str | None,
-         only_capacity: bool, with_peers: bool, peers_only: bool, baseline_args: str | None) -> None:
+         only_capacity: bool, with_peers: bool, peers_only: bool, baseline_args: str | None,
+         baseline_code: Path | None) -> None:
     """Benchmark the recruiter against the v1 baseline; print tables, write JSON and a PNG."""
     os.environ.pop(STATS_ENVVAR, None)  # the bench counts its own commands on its producer only
     if sum((only_backlog, only_capacity, peers_only)) > 1:
@@ -151,9 +158,9 @@ def main(workers_spec: str | None, quick: bool, window_s: float | None, warm_up_
             if with_peers and chosen else None
         capacity_result = baseline_result = None
         if layout is not None and not only_backlog:
-            if baseline_args is not None:
-                baseline_result = _run_capacity(server, layout, work_dir, tuple(shlex.split(baseline_args)),
-                                                name="capacity-baseline")
+            if baseline_args is not None or baseline_code is not None:
+                baseline_result = _run_capacity(server, layout, work_dir, tuple(shlex.split(baseline_args or "")),
+                                                name="capacity-baseline", code=baseline_code or REPO)
             capacity_result = _run_capacity(server, layout, work_dir, extra)
         run_backlog = run_backlog and not only_capacity
         backlog_result = _run_backlog(server, backlog_plan, work_dir) if run_backlog else None
@@ -220,7 +227,7 @@ def _chosen_designs(designs: str | None) -> list[Design]:
 
 
 def _run_capacity(server: Server, layout: capacity.Layout, work_dir: Path,
-                  recruiter_args: tuple[str, ...], name: str = "capacity") -> dict[str, Any]:
+                  recruiter_args: tuple[str, ...], name: str = "capacity", code: Path = REPO) -> dict[str, Any]:
     """The capacity of one leader, with the product's default look-ahead."""
     default = next((d for d in available_designs() if not d.is_v1), Design("recruiter-prefetch0"))
     click.echo(f"bench: capacity of one leader, {layout.processes} x {layout.concurrency} slots "
@@ -228,12 +235,24 @@ def _run_capacity(server: Server, layout: capacity.Layout, work_dir: Path,
     capacity_dir = work_dir / name
     capacity_dir.mkdir()
     try:
-        result = capacity.run(server, layout, capacity_dir, default.worker_args(), recruiter_args)
+        result = capacity.run(server, layout, capacity_dir, default.worker_args(), recruiter_args, code)
     except RuntimeError as exc:
         raise click.ClickException(f"{exc} (process logs in {capacity_dir})") from None
     result["design"] = default.name
     result["recruiter_args"] = list(recruiter_args)
+    if code != REPO:
+        result["code"] = _describe_code(code)
     return result
+
+
+def _describe_code(code: Path) -> str:
+    """The commit a baseline checkout is at (its path if git cannot say)."""
+    try:
+        out = subprocess.run(["git", "-C", str(code), "log", "-1", "--format=%h %s"], capture_output=True,
+                             text=True, check=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return str(code)
+    return f"{out[:80]} ({code})"
 
 
 def _run_designs(server: Server, chosen: list[Design], workers: list[int], sizes: Sizes,

@@ -255,22 +255,16 @@ class RoundWrites:
         not land are the jobs read back, to tell by their token which are ours.
         """
         tokens = {a.job_id: ObjectId() for a in assignments}
-        lock_fields = {a.job_id: {
-            "locked": True,
-            "locked_by": a.worker_id,
-            "locked_at": now,
-            "lock_token": tokens[a.job_id],
-            "lock_epoch": epoch,
-            "status": Status.ASSIGNED.value,
-        } for a in assignments}
+        common = {"locked": True, "locked_at": now, "lock_epoch": epoch, "status": Status.ASSIGNED.value}
         read = {a.job_id: documents.get(a.job_id) for a in assignments}
-        changed = await scheduled.apply_changes(c.scheduled, [
-            (scheduled.unlocked_as_read(a.job_id, None if (doc := read[a.job_id]) is None else doc.get("attempts", 0)),
-             {"$set": lock_fields[a.job_id], "$inc": {"attempts": 1}})
-            for a in assignments])
+        changed = await scheduled.lock_jobs(c.scheduled, [
+            scheduled.Lock(a.job_id, None if (doc := read[a.job_id]) is None else doc.get("attempts", 0),
+                           a.worker_id, tokens[a.job_id])
+            for a in assignments], common)
         if changed == len(assignments) and all(read.values()):
             return [
-                Locked(a, tokens[a.job_id], {**doc, **lock_fields[a.job_id], "attempts": doc.get("attempts", 0) + 1})
+                Locked(a, tokens[a.job_id], {**doc, **common, "locked_by": a.worker_id, "lock_token": tokens[a.job_id],
+                                             "attempts": doc.get("attempts", 0) + 1})
                 for a in assignments
                 if (doc := read[a.job_id]) is not None
             ]

@@ -202,10 +202,13 @@ async def read_round_entries(roster: AsyncColl) -> list[Document]:
 
 
 async def clear_outcomes(roster: AsyncColl, outcomes: Sequence[tuple[object, object]]) -> None:
-    """Remove applied outcomes, each ``(entry id, outcome token)`` only if still the same."""
+    """Remove applied outcomes, each ``(entry id, outcome token)`` only if still the same: ONE
+    ``update_many`` (ids in the ids, token in the tokens: a token names one lock of one job, held
+    by one entry, so the pair matches exactly as a filter per entry would)."""
     if outcomes:
-        await roster.bulk_write([UpdateOne({"_id": worker_id, "outcome.token": token}, {"$unset": {"outcome": ""}})
-                                 for worker_id, token in outcomes], ordered=False)
+        await roster.update_many({"_id": {"$in": [w for w, _ in outcomes]},
+                                  "outcome.token": {"$in": [t for _, t in outcomes]}},
+                                 {"$unset": {"outcome": ""}})
 
 
 async def assign(roster: AsyncColl, picks: Sequence[Mapping[str, object]], now: datetime) -> int:
@@ -213,10 +216,11 @@ async def assign(roster: AsyncColl, picks: Sequence[Mapping[str, object]], now: 
     handed out ahead, else false}``) to its entry, if still
     available and not stopping, with ONE ``update_many``: an update pipeline keeps in each entry
     only its own part (recruiter.processes.rounds.RoundWrites.assign); how many entries took theirs."""
-    own_pick = {"$arrayElemAt": [
-        {"$filter": {"input": {"$literal": list(picks)}, "cond": {"$eq": ["$$this.w", "$_id"]}}}, 0]}
+    workers = [p["w"] for p in picks]
+    # Each entry's own pick, found by its position (one lookup per entry, not a filter of the list).
+    own_pick = {"$arrayElemAt": [{"$literal": list(picks)}, {"$indexOfArray": [{"$literal": workers}, "$_id"]}]}
     result = await roster.update_many(
-        {"_id": {"$in": list(dict.fromkeys(p["w"] for p in picks))}, "available": True, "stopping": {"$ne": True}},
+        {"_id": {"$in": list(dict.fromkeys(workers))}, "available": True, "stopping": {"$ne": True}},
         [
             {"$set": {"_pick": own_pick}},
             {"$set": {"available": False, "assigned_since": now,

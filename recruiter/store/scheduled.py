@@ -7,6 +7,7 @@ assignment) is written once, here.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from bson.min_key import MinKey
@@ -103,12 +104,21 @@ async def find_candidates(scheduled: AsyncColl, filter_: Query, projection: Quer
 
 
 async def delete_archived(scheduled: AsyncColl, locks: Iterable[tuple[object, object]]) -> int:
-    """Delete jobs whose archived copy was just written: one delete per job by ``_id`` (then its
-    token), a point lookup on any server, where an ``$or`` of them is a scan on the embedded one.
-    A job resubmitted meanwhile is left (recruiter.domain.resubmit); returns how many were deleted."""
-    result = await scheduled.bulk_write([DeleteOne({**held(job_id, token), **late_flag_filter()})
-                                         for job_id, token in locks], ordered=False)
+    """Delete jobs whose archived copy was just written, each only while its lock token is the
+    one given: ONE ``delete_many`` (``_id`` in the ids, ``lock_token`` in the tokens; a token is
+    minted for one lock of one job, so the pair matches exactly as a filter per job would, and the
+    ids make it point lookups on any server). A job resubmitted meanwhile is left
+    (recruiter.domain.resubmit); returns how many were deleted."""
+    ids, tokens = _pairs(locks)
+    if not ids:
+        return 0
+    result = await scheduled.delete_many({"_id": {"$in": ids}, "lock_token": {"$in": tokens}, **late_flag_filter()})
     return int(result.deleted_count)
+
+
+def _pairs(locks: Iterable[tuple[object, object]]) -> tuple[list[object], list[object]]:
+    pairs = list(locks)
+    return [i for i, _ in pairs], [t for _, t in pairs]
 
 
 async def read_resubmitted(scheduled: AsyncColl, locks: Sequence[tuple[object, object]]) -> list[Document]:
@@ -132,6 +142,47 @@ def unlocked_as_read(job_id: object, attempts: int | None) -> Query:
     if attempts is not None:
         filter_["attempts"] = attempts
     return filter_
+
+
+@dataclass(frozen=True)
+class Lock:
+    """One job a round locks: the attempt count it read (None: not read), its worker, its token."""
+
+    job_id: object
+    attempts: int | None
+    worker_id: str
+    token: object
+
+
+def _for_each(ids: list[object], values: list[object]) -> Query:
+    """An update pipeline expression: the value of ``values`` at the position of the document's
+    ``_id`` in ``ids`` (each document its own value, in one statement)."""
+    return {"$arrayElemAt": [{"$literal": values}, {"$indexOfArray": [{"$literal": ids}, "$_id"]}]}
+
+
+async def lock_jobs(scheduled: AsyncColl, locks: Sequence[Lock], fields: Mapping[str, object]) -> int:
+    """Lock each job of ``locks`` for its worker, only if still free with the attempt count read
+    (:func:`unlocked_as_read`): sets ``fields``, its ``locked_by`` and ``lock_token``, and counts the
+    attempt. ONE ``update_many`` per attempt count read (a round's jobs mostly share one), whose
+    pipeline gives each job its own worker and token, where a bulk of updates costs a statement
+    per job. Returns how many jobs it locked."""
+    by_attempts: dict[int | None, list[Lock]] = {}
+    for lk in locks:
+        by_attempts.setdefault(lk.attempts, []).append(lk)
+    changed = 0
+    for attempts, group in by_attempts.items():
+        ids = [lk.job_id for lk in group]
+        filter_: Query = {"_id": {"$in": ids}, "locked": False}
+        if attempts is not None:
+            filter_["attempts"] = attempts
+        result = await scheduled.update_many(filter_, [{"$set": {
+            **{k: {"$literal": v} for k, v in fields.items()},
+            "locked_by": _for_each(ids, [lk.worker_id for lk in group]),
+            "lock_token": _for_each(ids, [lk.token for lk in group]),
+            "attempts": {"$add": [{"$ifNull": ["$attempts", 0]}, 1]},
+        }}])
+        changed += int(result.modified_count)
+    return changed
 
 
 async def read_locked_in(scheduled: AsyncColl, groups: Sequence[str]) -> list[Document]:

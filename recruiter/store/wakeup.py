@@ -85,15 +85,18 @@ def watch_pipeline(slot_ids: list[str]) -> list[Query]:
     an update pipeline as a ``replace`` with the full document, so both forms
     are kept. The worker's own writes (heartbeats, outcomes) do not match.
     """
+    # The kinds of event come first: most roster events (outcomes, cleared outcomes, other
+    # processes' writes) fail them at once, where the ids are a list to search (a server that
+    # matches in order, as the embedded one does, then searches it for assignments only).
     return [
         {"$match": {
-            "documentKey._id": {"$in": slot_ids},
             "$or": [
                 {"operationType": "update", "updateDescription.updatedFields.job": {"$exists": True}},
                 {"operationType": "update", "updateDescription.updatedFields.stop_requested": {"$exists": True}},
                 {"operationType": "update", "updateDescription.updatedFields.session": {"$exists": True}},
                 {"operationType": {"$in": ["replace", "delete"]}},
             ],
+            "documentKey._id": {"$in": slot_ids},
         }},
         {"$project": {
             "operationType": 1,

@@ -170,10 +170,11 @@ def test_round_assigns_fifo_by_group_with_one_roster_update(db_uri: str) -> None
         assert len(roster_updates) == 1
         assert len(roster_updates[0]["updates"]) == 1
         assert roster_updates[0]["updates"][0]["multi"] is True
-        # ONE bulk write locks all the chosen jobs.
+        # ONE statement locks all the chosen jobs (they were all read with the same attempt count).
         job_updates = h.commands.named("update", "scheduled")
         assert len(job_updates) == 1
-        assert len(job_updates[0]["updates"]) == 4
+        assert len(job_updates[0]["updates"]) == 1
+        assert job_updates[0]["updates"][0]["multi"] is True
 
         for worker_id, job_id in expected.items():
             entry = await h.roster(worker_id)
