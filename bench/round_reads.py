@@ -54,7 +54,11 @@ def parse_layouts(value: str) -> tuple[Layout, ...]:
     """``PxC,PxC,...`` (processes x concurrency each)."""
     layouts = []
     for part in (v for v in value.split(",") if v.strip()):
-        layout = parse_layout(part, QUICK.layouts[0])
+        try:
+            layout = parse_layout(part, QUICK.layouts[0])
+        except click.BadParameter as exc:
+            exc.param_hint = "--round-reads-layouts"
+            raise
         if layout is None:
             raise click.BadParameter("'none' is not a layout of the round-reads series",
                                      param_hint="--round-reads-layouts")

@@ -19,7 +19,9 @@ latency) are measured first, in the same run; then the capacity of one leader
 (:mod:`bench.capacity`, ``--capacity`` runs it alone), the backlog series
 (:mod:`bench.backlog`) and the peers (:mod:`bench.peers`: Agenda at the same worker
 counts, and one SIGKILLed worker of each; ``--peers-only`` runs them beside the
-recruiter alone, ``--no-peers`` leaves them out). Output: tables, the targets of issue 14 (met / missed),
+recruiter alone, ``--no-peers`` leaves them out). ``--round-reads`` runs the round-reads
+series alone (:mod:`bench.round_reads`: what a round reads at several roster sizes with
+the same job rate). Output: tables, the targets of issue 14 (met / missed),
 JSON in ``--output`` (``<timestamp>.json``, ``latest.json``) and a PNG plot;
 ``--publish`` also writes ``docs/bench.json`` and ``docs/bench.png``.
 """
@@ -80,9 +82,11 @@ def parse_counts(value: str) -> list[int]:
 @click.option("--quick", is_flag=True, envvar="RECRUITER_BENCH_QUICK", show_envvar=True,
               help="Tiny sizes: a smoke test, not a measurement.")
 @click.option("--window", "window_s", type=click.FloatRange(0.5), default=None, envvar="RECRUITER_BENCH_WINDOW",
-              show_envvar=True, help="Seconds of each throughput point's steady window (default 12; --quick: 1.5).")
+              show_envvar=True, help="Seconds of each throughput point's steady window (default 12; --quick: 1.5; "
+                             "the round-reads series: 30, --quick: 2).")
 @click.option("--warm-up", "warm_up_s", type=click.FloatRange(0), default=None, envvar="RECRUITER_BENCH_WARM_UP",
-              show_envvar=True, help="Seconds fed before each window opens (default 3; --quick: 0.5).")
+              show_envvar=True,
+              help="Seconds fed before each window opens (default 3; --quick: 0.5; the round-reads series: 5).")
 @click.option("--latency-samples", type=click.IntRange(1), default=None, envvar="RECRUITER_BENCH_LATENCY_SAMPLES",
               show_envvar=True, help="Jobs enqueued one at a time for the latency figures.")
 @click.option("--designs", default=None, envvar="RECRUITER_BENCH_DESIGNS", show_envvar=True,
@@ -135,6 +139,8 @@ def main(workers_spec: str | None, quick: bool, window_s: float | None, warm_up_
                                  "alone: choose one")
     if peers_only:
         designs, layout_spec, backlogs_spec = _peers_only_design(designs), "none", "none"
+    if not only_round_reads and (round_layouts_spec or round_rate is not None):
+        raise click.BadParameter("--round-reads-layouts and --round-reads-rate go with --round-reads")
     round_plan = _round_reads_plan(quick, round_layouts_spec, round_rate, window_s, warm_up_s) \
         if only_round_reads else None
     if round_plan is not None:

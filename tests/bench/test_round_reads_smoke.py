@@ -25,7 +25,9 @@ def test_round_reads_series_reports_reads_per_round_for_every_layout(server_uri:
     assert "document writes per job: lock" in result.stdout
 
     doc = json.loads((tmp_path / "latest.json").read_text())
-    assert doc["results"] == {} and doc["capacity"] is None and doc["backlog"] is None
+    assert doc["results"] == {}
+    assert doc["capacity"] is None
+    assert doc["backlog"] is None
     series = doc["round_reads"]
     assert series["rate"] == 5
     assert series["window_s"] == 2
