@@ -260,7 +260,8 @@ def per_round(recruiter: dict[str, Any], rounds: int) -> dict[str, Any]:
 # The documents written per job, by what wrote them: (name, process kind, ``command:collection``s, part).
 # Part "all" is every document the commands wrote; "many" those written by commands whose every statement
 # may touch many documents (the assignment is one update_many), "one" the others (the outcomes cleared
-# one entry each). The lock's update:scheduled also holds reschedules, none with no-op jobs.
+# one entry each: the outcomes no assignment cleared). The lock's update:scheduled also holds reschedules,
+# none with no-op jobs.
 WRITE_KINDS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("lock", "recruiter", ("update:scheduled",), "all"),
     ("assign", "recruiter", ("update:roster",), "many"),
@@ -272,6 +273,9 @@ WRITE_KINDS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("enqueue", "enqueue", ("insert:scheduled",), "all"),
 )
 WRITE_PARTS = {"all": "", "many": " by update_many", "one": " one entry each"}
+# What else a source holds, where it is more than its name says (the worker writes a job's outcome and
+# the started mark of its next job, handed ahead, in one round trip: the replies do not tell them apart).
+WRITE_NOTES = {"outcome": "outcomes and the look-ahead's started marks"}
 
 
 # The bench's own enqueuer is summed as "enqueue" (bench.scenario.Producer); it is the jobs' producer.
@@ -293,7 +297,8 @@ def writes_per_job(phase: dict[str, dict[str, Any]], jobs: int) -> dict[str, Any
     for name, kind, targets, part in WRITE_KINDS:
         found = (phase.get(kind) or {}).get("targets") or {}
         kinds[name] = sum(_written(found.get(t) or {}, part) for t in targets) / jobs
-        named[name] = f"{SHOWN_AS.get(kind, kind)} {'+'.join(targets)}{WRITE_PARTS[part]}"
+        note = f": {WRITE_NOTES[name]}" if name in WRITE_NOTES else ""
+        named[name] = f"{SHOWN_AS.get(kind, kind)} {'+'.join(targets)}{WRITE_PARTS[part]}{note}"
     sources = {f"{SHOWN_AS.get(kind, kind)} {t}": f["written"] / jobs for kind, figures in sorted(phase.items())
                for t, f in sorted((figures.get("targets") or {}).items()) if f.get("written")}
     return {"kinds": kinds, "named": named, "sources": sources}
