@@ -11,7 +11,11 @@ time goes: the recruiter writes its per-phase timings
 applied, the cursor, the locks, the assignment, the outcomes cleared, the commit.
 The CPU seconds of the recruiter, the workers, the server and the bench itself in
 the window tell whether the leader or the machine is the limit: a leader whose
-rounds fill the window (busy near 100 %) is the limit.
+rounds fill the window (busy near 100 %) is the limit. The documents each kind of
+write wrote per job (lock, assign, clear, archive, delete, outcome, heartbeat,
+enqueue: :data:`WRITE_KINDS`, from the write replies the processes count,
+:mod:`recruiter.store.monitoring`) close the table. :func:`leader` sets up the
+processes; the round-reads series (:mod:`bench.round_reads`) uses it too.
 
 Why 8 x 25: slots in one process share one event loop, one change stream and one
 client, so 200 slots cost 8 processes of about 40 MiB each, not 200; fewer

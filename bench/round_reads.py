@@ -10,7 +10,8 @@ pace: every tick enqueues the jobs due by then, so no backlog builds up. After t
 warm-up, over a window, it reports per committed round of the recruiter (its round
 timings, ``RECRUITER_ROUND_STATS``): the round trips, the documents the server
 returned to it (cursor replies) and the KiB it received, in all and per
-``command:collection``; the jobs done per second; and each layout's figures over the
+``command:collection`` (all the recruiter's commands in the window, lease and
+upkeep included, over its committed rounds); the jobs done per second; and each layout's figures over the
 first layout's. The recruiter's reads of idle rounds (those that found nothing to
 write) are in its commands too: the figures per round, idle ones included, are
 given beside.
