@@ -11,7 +11,11 @@ time goes: the recruiter writes its per-phase timings
 applied, the cursor, the locks, the assignment, the outcomes cleared, the commit.
 The CPU seconds of the recruiter, the workers, the server and the bench itself in
 the window tell whether the leader or the machine is the limit: a leader whose
-rounds fill the window (busy near 100 %) is the limit.
+rounds fill the window (busy near 100 %) is the limit. The documents each kind of
+write wrote per job (lock, assign, clear, archive, delete, outcome, heartbeat,
+enqueue: :data:`WRITE_KINDS`, from the write replies the processes count,
+:mod:`recruiter.store.monitoring`) close the table. :func:`leader` sets up the
+processes; the round-reads series (:mod:`bench.round_reads`) uses it too.
 
 Why 8 x 25: slots in one process share one event loop, one change stream and one
 client, so 200 slots cost 8 processes of about 40 MiB each, not 200; fewer
@@ -24,16 +28,19 @@ import json
 import os
 import signal
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 from pymongo import MongoClient
+from pymongo.database import Database
 
 from bench import steady
 from bench.jobs import GROUP, Noop
-from bench.procs import REPO, Fleet, cpu_seconds
+from bench.procs import REPO, Fleet, Proc, cpu_seconds
 from bench.scenario import HEARTBEAT, Producer, sum_kinds
 from bench.server import Server
 from bench.stats import difference
@@ -84,7 +91,8 @@ def _read_rounds(path: Path, asked: float, timeout_s: float = 10.0) -> dict[str,
         time.sleep(0.01)
 
 
-def _phases(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+def rounds_between(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The round figures between two readings of the recruiter's round timings (committed rounds, idle ones, phases)."""
     rounds = after["rounds"] - before["rounds"]
     seconds = {p: after["seconds"].get(p, 0.0) - before["seconds"].get(p, 0.0) for p in PHASES}
     busy = sum(seconds.values()) + after["idle_seconds"] - before["idle_seconds"]
@@ -135,9 +143,50 @@ class _CpuClock:
         return {k: (b[k] - a.get(k, 0.0)) / (t1 - t0) for k in b}
 
 
-def run(server: Server, layout: Layout, work_dir: Path, prefetch_args: list[str],
-        recruiter_args: tuple[str, ...] = (), code: Path = REPO) -> dict[str, Any]:
-    """The capacity scenario on a fresh database; figures as a dict (see the module doc)."""
+@dataclass
+class Leader:
+    """One recruiter (its round timings on), one cleaner and the worker slots of a layout, on a fresh
+    database, every slot registered; the bench's producer and an observer beside them."""
+
+    fleet: Fleet
+    producer: Producer
+    observer: Database[Any]
+    recruiter: Proc
+    rounds_path: Path
+    lanes: int
+
+    def archived(self) -> int:
+        return int(self.observer["archived"].estimated_document_count())
+
+    def outstanding(self) -> int:
+        """The jobs enqueued and not archived yet: ``scheduled`` holds exactly them."""
+        return int(self.observer["scheduled"].estimated_document_count())
+
+    def enqueue(self, n: int) -> None:
+        self.producer.rec.enqueue_many(Noop() for _ in range(n))
+
+    def flush(self) -> dict[str, Any]:
+        """Every process's command figures as of now, per kind; the producer's as ``enqueue``."""
+        snap = self.fleet.flush()
+        snap["enqueue"] = self.producer.totals()
+        return snap
+
+    def rounds(self) -> dict[str, Any]:
+        """The recruiter's round timings as of now (asked for with SIGUSR2)."""
+        asked = time.time()
+        os.kill(self.recruiter.pid, signal.SIGUSR2)
+        return _read_rounds(self.rounds_path, asked)
+
+
+def register_timeout_s(layout: Layout) -> float:
+    """How long the slots may take to register: a worker process's start-up is slow on a busy machine."""
+    return max(120.0, 15.0 * layout.processes)
+
+
+@contextmanager
+def leader(server: Server, layout: Layout, work_dir: Path, prefetch_args: list[str],
+           recruiter_args: tuple[str, ...] = (), code: Path = REPO) -> Iterator[Leader]:
+    """The processes of one leader's layout, started and registered; stopped and the database dropped after."""
     database = f"bench_capacity_{os.getpid()}"
     uri = server.database_uri(database)
     observer_client: MongoClient[Any] = MongoClient(uri, tz_aware=True)
@@ -156,44 +205,9 @@ def run(server: Server, layout: Layout, work_dir: Path, prefetch_args: list[str]
                           *prefetch_args)
         lanes = 1 + int(prefetch_args[1]) if prefetch_args else 1
         _wait(fleet, lambda: all(p.stats_path.exists() for p in fleet.procs) and rounds_path.exists()
-              and observer["roster"].count_documents({}) >= layout.slots * lanes, 120, "the slots to register")
-        low = layout.slots * lanes + max(50, layout.slots)
-        cpu = _CpuClock(fleet, server.pid)
-        rounds: list[dict[str, Any]] = []
-
-        def flush() -> dict[str, Any]:
-            snap = fleet.flush()
-            snap["enqueue"] = producer.totals()
-            return snap
-
-        def at_window(_end: str) -> None:
-            asked = time.time()
-            os.kill(recruiter.pid, signal.SIGUSR2)
-            rounds.append(_read_rounds(rounds_path, asked))
-            cpu.read()
-
-        feed = steady.Feed(enqueue=lambda n: producer.rec.enqueue_many(Noop() for _ in range(n)),
-                           archived=lambda: int(observer["archived"].estimated_document_count()),
-                           flush=flush, check=fleet.check_alive, what="capacity",
-                           outstanding=lambda: int(observer["scheduled"].estimated_document_count()), poll_s=0.2)
-        measured = steady.measure(feed, steady.Plan(low, low + max(100, 2 * layout.slots), layout.warm_up_s,
-                                                    layout.window_s), on_window=at_window, drain=False)
-        before, after = measured.pop("before"), measured.pop("after")
-        phase = {k: difference(after[k], before.get(k, after[k])) for k in after}
-        jobs = measured["jobs"]
-        everything = sum_kinds(phase.values())
-        recruiter_rt = phase["recruiter"]["round_trips"]
-        round_figures = _phases(rounds[0], rounds[1])
-        return {
-            "processes": layout.processes, "concurrency": layout.concurrency, "slots": layout.slots,
-            "lanes": lanes, **measured, **round_figures,
-            "recruiter_round_trips_per_round": recruiter_rt / round_figures["rounds"] if round_figures["rounds"]
-            else None,
-            "recruiter_per_round": _per_round(phase["recruiter"], round_figures["rounds"]),
-            "round_trips_per_job": everything["round_trips"] / jobs if jobs else None,
-            "empty_getmores_per_job": everything["empty_getmores"] / jobs if jobs else None,
-            "cpu": cpu.shares(),
-        }
+              and observer["roster"].count_documents({}) >= layout.slots * lanes, register_timeout_s(layout),
+              "the slots to register")
+        yield Leader(fleet, producer, observer, recruiter, rounds_path, lanes)
     finally:
         fleet.stop()
         producer.close()
@@ -201,12 +215,117 @@ def run(server: Server, layout: Layout, work_dir: Path, prefetch_args: list[str]
         observer_client.close()
 
 
-def _per_round(recruiter: dict[str, Any], rounds: int) -> dict[str, Any]:
-    """The recruiter's commands (by ``command:collection``) and bytes per committed round."""
+def run(server: Server, layout: Layout, work_dir: Path, prefetch_args: list[str],
+        recruiter_args: tuple[str, ...] = (), code: Path = REPO) -> dict[str, Any]:
+    """The capacity scenario on a fresh database; figures as a dict (see the module doc)."""
+    with leader(server, layout, work_dir, prefetch_args, recruiter_args, code) as lead:
+        low = layout.slots * lead.lanes + max(50, layout.slots)
+        cpu = _CpuClock(lead.fleet, server.pid)
+        rounds: list[dict[str, Any]] = []
+
+        def at_window(_end: str) -> None:
+            rounds.append(lead.rounds())
+            cpu.read()
+
+        feed = steady.Feed(enqueue=lead.enqueue, archived=lead.archived, flush=lead.flush,
+                           check=lead.fleet.check_alive, what="capacity", outstanding=lead.outstanding, poll_s=0.2)
+        measured = steady.measure(feed, steady.Plan(low, low + max(100, 2 * layout.slots), layout.warm_up_s,
+                                                    layout.window_s), on_window=at_window, drain=False)
+        before, after = measured.pop("before"), measured.pop("after")
+        phase = {k: difference(after[k], before.get(k, after[k])) for k in after}
+        jobs = measured["jobs"]
+        everything = sum_kinds(phase.values())
+        recruiter_rt = phase["recruiter"]["round_trips"]
+        round_figures = rounds_between(rounds[0], rounds[1])
+        return {
+            "processes": layout.processes, "concurrency": layout.concurrency, "slots": layout.slots,
+            "lanes": lead.lanes, **measured, **round_figures,
+            "recruiter_round_trips_per_round": recruiter_rt / round_figures["rounds"] if round_figures["rounds"]
+            else None,
+            "recruiter_per_round": per_round(phase["recruiter"], round_figures["rounds"]),
+            "round_trips_per_job": everything["round_trips"] / jobs if jobs else None,
+            "empty_getmores_per_job": everything["empty_getmores"] / jobs if jobs else None,
+            "writes_per_job": writes_per_job(phase, jobs),
+            "cpu": cpu.shares(),
+        }
+
+
+def per_round(recruiter: dict[str, Any], rounds: int) -> dict[str, Any]:
+    """The recruiter's commands (by ``command:collection``), the documents its reads returned and the
+    bytes, per committed round; ``targets``: round trips, documents and bytes received of each
+    ``command:collection`` per committed round."""
     if not rounds:
         return {}
+    targets = recruiter.get("targets") or {}
     return {"commands": {k.lstrip("@"): v / rounds for k, v in recruiter["commands"].items() if k.startswith("@")},
-            "request_bytes": recruiter["request_bytes"] / rounds, "reply_bytes": recruiter["reply_bytes"] / rounds}
+            "round_trips": recruiter["round_trips"] / rounds, "documents": recruiter.get("documents", 0) / rounds,
+            "request_bytes": recruiter["request_bytes"] / rounds, "reply_bytes": recruiter["reply_bytes"] / rounds,
+            "targets": {t: {"round_trips": f["count"] / rounds, "documents": f["documents"] / rounds,
+                            "reply_bytes": f["reply_bytes"] / rounds}
+                        for t, f in sorted(targets.items()) if f["count"]}}
+
+
+# The documents written per job, by what wrote them: (name, process kind, ``command:collection``s, part).
+# Part "all" is every document the commands wrote; "many" those written by commands whose every statement
+# may touch many documents (the assignment is one update_many), "one" the others (the outcomes cleared
+# one entry each: the outcomes no assignment cleared). The lock's update:scheduled also holds reschedules,
+# none with no-op jobs.
+WRITE_KINDS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
+    ("lock", "recruiter", ("update:scheduled",), "all"),
+    ("assign", "recruiter", ("update:roster",), "many"),
+    ("clear", "recruiter", ("update:roster",), "one"),
+    ("archive", "recruiter", ("insert:archived", "update:archived"), "all"),
+    ("delete", "recruiter", ("delete:scheduled",), "all"),
+    ("outcome", "worker", ("update:roster",), "all"),
+    ("heartbeat", "worker", ("update:heartbeats",), "all"),
+    ("enqueue", "enqueue", ("insert:scheduled",), "all"),
+)
+WRITE_PARTS = {"all": "", "many": " by update_many", "one": " one entry each"}
+# What else a source holds, where it is more than its name says (the worker writes a job's outcome and
+# the started mark of its next job, handed ahead, in one round trip: the replies do not tell them apart).
+WRITE_NOTES = {"outcome": "outcomes and the look-ahead's started marks"}
+
+
+# The bench's own enqueuer is summed as "enqueue" (bench.scenario.Producer); it is the jobs' producer.
+SHOWN_AS = {"enqueue": "producer"}
+
+
+def _written(figures: dict[str, Any], part: str) -> int:
+    written, many = int(figures.get("written", 0)), int(figures.get("written_by_many", 0))
+    return {"all": written, "many": many, "one": written - many}[part]
+
+
+def writes_per_job(phase: dict[str, dict[str, Any]], jobs: int) -> dict[str, Any]:
+    """Documents written per job: ``kinds`` by the names of :data:`WRITE_KINDS`, ``sources`` per process kind
+    and ``command:collection`` (every write that wrote a document), ``named`` what each kind counts."""
+    if not jobs:
+        return {}
+    kinds: dict[str, float] = {}
+    named: dict[str, str] = {}
+    for name, kind, targets, part in WRITE_KINDS:
+        found = (phase.get(kind) or {}).get("targets") or {}
+        kinds[name] = sum(_written(found.get(t) or {}, part) for t in targets) / jobs
+        note = f": {WRITE_NOTES[name]}" if name in WRITE_NOTES else ""
+        named[name] = f"{SHOWN_AS.get(kind, kind)} {'+'.join(targets)}{WRITE_PARTS[part]}{note}"
+    sources = {f"{SHOWN_AS.get(kind, kind)} {t}": f["written"] / jobs for kind, figures in sorted(phase.items())
+               for t, f in sorted((figures.get("targets") or {}).items()) if f.get("written")}
+    return {"kinds": kinds, "named": named, "sources": sources}
+
+
+def _counted(kind_name: str) -> set[str]:
+    _, kind, targets, _ = next(k for k in WRITE_KINDS if k[0] == kind_name)
+    return {f"{SHOWN_AS.get(kind, kind)} {t}" for t in targets}
+
+
+def writes_line(w: dict[str, Any]) -> str:
+    """``document writes per job: lock x (recruiter update:scheduled), ...; other: ...``."""
+    if not w:
+        return "document writes per job: - (no job done)"
+    counted = set().union(*(_counted(name) for name in w["kinds"]))
+    others = ", ".join(f"{source} {v:.2f}" for source, v in w["sources"].items() if source not in counted)
+    return ("document writes per job: " + ", ".join(f"{name} {v:.2f} ({w['named'][name]})"
+                                                    for name, v in w["kinds"].items())
+            + f"; other: {others or '-'}")
 
 
 def _wait(fleet: Fleet, condition: Any, timeout_s: float, what: str) -> None:
@@ -251,6 +370,7 @@ def table(c: dict[str, Any]) -> str:
         f"backlog never below {c['min_outstanding']} outstanding (low {c['low']})",
         f"  CPU in the window (cores): {cpu}",
         f"  recruiter per round: {_commands(c.get('recruiter_per_round') or {})}",
+        f"  {writes_line(c.get('writes_per_job') or {})}",
     ])
 
 
@@ -270,9 +390,18 @@ def comparison(before: dict[str, Any], after: dict[str, Any]) -> str:
                             ("round_trips_per_job", "round trips per job (all processes)", "{:.2f}"),
                             ("assigned_per_round", "jobs assigned per round", "{:.1f}")):
         rows.append((label, fmt.format(before.get(key) or 0), fmt.format(after.get(key) or 0), ratio(key)))
+    rows.extend(_writes_rows(before, after))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["", f"capacity of one leader, {after['slots']} slots, side by side in one run:"]
     for r in rows:
         cells = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))]
         lines.append("  " + "  ".join(cells))
     return "\n".join(lines)
+
+
+def _writes_rows(before: dict[str, Any], after: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """The comparison's rows of document writes per job, one per kind of write."""
+    b = (before.get("writes_per_job") or {}).get("kinds") or {}
+    a = (after.get("writes_per_job") or {}).get("kinds") or {}
+    return [(f"document writes per job: {name}", f"{b.get(name, 0):.2f}", f"{a.get(name, 0):.2f}",
+             f"{a.get(name, 0) / b[name]:.2f}x" if b.get(name) else "-") for name in dict.fromkeys([*b, *a])]

@@ -19,7 +19,9 @@ latency) are measured first, in the same run; then the capacity of one leader
 (:mod:`bench.capacity`, ``--capacity`` runs it alone), the backlog series
 (:mod:`bench.backlog`) and the peers (:mod:`bench.peers`: Agenda at the same worker
 counts, and one SIGKILLed worker of each; ``--peers-only`` runs them beside the
-recruiter alone, ``--no-peers`` leaves them out). Output: tables, the targets of issue 14 (met / missed),
+recruiter alone, ``--no-peers`` leaves them out). ``--round-reads`` runs the round-reads
+series alone (:mod:`bench.round_reads`: what a round reads at several roster sizes with
+the same job rate). Output: tables, the targets of issue 14 (met / missed),
 JSON in ``--output`` (``<timestamp>.json``, ``latest.json``) and a PNG plot;
 ``--publish`` also writes ``docs/bench.json`` and ``docs/bench.png``.
 """
@@ -41,7 +43,7 @@ from typing import Any
 import click
 from pymongo import MongoClient
 
-from bench import backlog, capacity, report, scenario
+from bench import backlog, capacity, report, round_reads, scenario
 from bench.peers import table as peers
 from bench.procs import REPO
 from bench.reference import notification_latency, raw_rates
@@ -81,9 +83,11 @@ def parse_counts(value: str) -> list[int]:
 @click.option("--quick", is_flag=True, envvar="RECRUITER_BENCH_QUICK", show_envvar=True,
               help="Tiny sizes: a smoke test, not a measurement.")
 @click.option("--window", "window_s", type=click.FloatRange(0.5), default=None, envvar="RECRUITER_BENCH_WINDOW",
-              show_envvar=True, help="Seconds of each throughput point's steady window (default 12; --quick: 1.5).")
+              show_envvar=True, help="Seconds of each throughput point's steady window (default 12; --quick: 1.5; "
+                             "the round-reads series: 30, --quick: 2).")
 @click.option("--warm-up", "warm_up_s", type=click.FloatRange(0), default=None, envvar="RECRUITER_BENCH_WARM_UP",
-              show_envvar=True, help="Seconds fed before each window opens (default 3; --quick: 0.5).")
+              show_envvar=True,
+              help="Seconds fed before each window opens (default 3; --quick: 0.5; the round-reads series: 5).")
 @click.option("--latency-samples", type=click.IntRange(1), default=None, envvar="RECRUITER_BENCH_LATENCY_SAMPLES",
               show_envvar=True, help="Jobs enqueued one at a time for the latency figures.")
 @click.option("--designs", default=None, envvar="RECRUITER_BENCH_DESIGNS", show_envvar=True,
@@ -115,6 +119,16 @@ def parse_counts(value: str) -> list[int]:
               envvar="RECRUITER_BENCH_CAPACITY_BASELINE_CODE", show_envvar=True,
               help="Also measure the capacity with the code of this checkout (e.g. a `git worktree` of an earlier "
                    "commit) first, in the same run on the same server, and print both with their ratio.")
+@click.option("--round-reads", "only_round_reads", is_flag=True, envvar="RECRUITER_BENCH_ROUND_READS",
+              show_envvar=True, help="Run the round-reads series alone: what a recruiter round reads at several "
+                                     "roster sizes with the same job rate.")
+@click.option("--round-reads-layouts", "round_layouts_spec", default=None, envvar="RECRUITER_BENCH_ROUND_READS_LAYOUTS",
+              show_envvar=True, help="Worker processes x --concurrency of each layout of the round-reads series, "
+                                     "comma-separated (default 2x25,8x25,32x25; --quick: 1x2,2x2).")
+@click.option("--round-reads-rate", "round_rate", type=click.FloatRange(0.1), default=None,
+              envvar="RECRUITER_BENCH_ROUND_READS_RATE", show_envvar=True,
+              help="No-op jobs enqueued per second, at a steady pace, in every layout of the round-reads series "
+                   "(default 20; --quick: 5).")
 @click.option("--peers/--no-peers", "with_peers", default=True, envvar="RECRUITER_BENCH_PEERS", show_envvar=True,
               help="Run the peers (Agenda, and one SIGKILLed worker of each system) and print the peer table.")
 @click.option("--peers-only", is_flag=True, envvar="RECRUITER_BENCH_PEERS_ONLY", show_envvar=True,
@@ -123,13 +137,21 @@ def main(workers_spec: str | None, quick: bool, window_s: float | None, warm_up_
          latency_samples: int | None, designs: str | None, output: Path, publish: bool, no_plot: bool,
          backlogs_spec: str | None, only_backlog: bool, recruiter_args: str, layout_spec: str | None,
          only_capacity: bool, with_peers: bool, peers_only: bool, baseline_args: str | None,
-         baseline_code: Path | None) -> None:
+         baseline_code: Path | None, only_round_reads: bool, round_layouts_spec: str | None,
+         round_rate: float | None) -> None:
     """Benchmark the recruiter against the v1 baseline; print tables, write JSON and a PNG."""
     os.environ.pop(STATS_ENVVAR, None)  # the bench counts its own commands on its producer only
-    if sum((only_backlog, only_capacity, peers_only)) > 1:
-        raise click.BadParameter("--only-backlog, --capacity and --peers-only each run one part alone: choose one")
+    if sum((only_backlog, only_capacity, peers_only, only_round_reads)) > 1:
+        raise click.BadParameter("--only-backlog, --capacity, --peers-only and --round-reads each run one part "
+                                 "alone: choose one")
     if peers_only:
         designs, layout_spec, backlogs_spec = _peers_only_design(designs), "none", "none"
+    if not only_round_reads and (round_layouts_spec or round_rate is not None):
+        raise click.BadParameter("--round-reads-layouts and --round-reads-rate go with --round-reads")
+    round_plan = _round_reads_plan(quick, round_layouts_spec, round_rate, window_s, warm_up_s) \
+        if only_round_reads else None
+    if round_plan is not None:
+        layout_spec, backlogs_spec = "none", "none"
     sizes = _sizes(quick, window_s, warm_up_s, latency_samples)
     workers = parse_counts(workers_spec or ("1,2" if quick else "1,2,4,8,16"))
     backlog_plan, run_backlog = _backlog_plan(quick, backlogs_spec, only_backlog)
@@ -138,8 +160,8 @@ def main(workers_spec: str | None, quick: bool, window_s: float | None, warm_up_
     if only_capacity and layout is None:
         raise click.BadParameter("--capacity with --capacity-layout none leaves nothing to run")
     extra = tuple(shlex.split(recruiter_args))
-    chosen = [] if only_backlog or only_capacity else [replace(d, recruiter_args=(*d.recruiter_args, *extra))
-                                                       for d in _chosen_designs(designs)]
+    alone = only_backlog or only_capacity or round_plan is not None
+    chosen = [] if alone else [replace(d, recruiter_args=(*d.recruiter_args, *extra)) for d in _chosen_designs(designs)]
     output.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     work_dir = output / f"{stamp}-work"
@@ -147,7 +169,7 @@ def main(workers_spec: str | None, quick: bool, window_s: float | None, warm_up_
     begun = time.perf_counter()
     with running_server() as server:
         what = (f"designs {', '.join(d.name for d in chosen)}; workers {','.join(map(str, workers))}" if chosen
-                else "capacity only" if only_capacity else "backlog series only")
+                else "capacity only" if only_capacity else "round reads only" if round_plan else "backlog series only")
         click.echo(f"bench: {server.description}; {what}{' (quick)' if quick else ''}", err=True)
         reference_uri = server.database_uri(f"bench_reference_{os.getpid()}")
         reference = {"raw": raw_rates(reference_uri, sizes.raw_ops),
@@ -164,6 +186,9 @@ def main(workers_spec: str | None, quick: bool, window_s: float | None, warm_up_
             capacity_result = _run_capacity(server, layout, work_dir, extra)
         run_backlog = run_backlog and not only_capacity
         backlog_result = _run_backlog(server, backlog_plan, work_dir) if run_backlog else None
+        round_reads_result = None if round_plan is None else round_reads.series(
+            server, round_plan, work_dir, _default_design().worker_args(), extra,
+            lambda line: click.echo(line, err=True))
         server_description = server.description
     doc: dict[str, Any] = {
         "meta": {"started_at": stamp, "seconds": time.perf_counter() - begun, "machine": machine(),
@@ -179,6 +204,7 @@ def main(workers_spec: str | None, quick: bool, window_s: float | None, warm_up_
         "capacity_baseline": baseline_result,
         "backlog": backlog_result,
         "peers": peers_result,
+        "round_reads": round_reads_result,
     }
     doc["targets"] = report.targets(doc) if results and not peers_only else []
     _write_and_show(doc, output, stamp, no_plot=no_plot, publish=publish)
@@ -211,6 +237,21 @@ def _backlog_plan(quick: bool, backlogs_spec: str | None, only_backlog: bool) ->
     return backlog_plan, run_backlog
 
 
+def _round_reads_plan(quick: bool, layouts_spec: str | None, rate: float | None, window_s: float | None,
+                      warm_up_s: float | None) -> round_reads.Plan:
+    """The round-reads series to run: --quick or full, with the layouts, rate, window and warm-up given."""
+    plan = round_reads.QUICK if quick else round_reads.FULL
+    return round_reads.Plan(round_reads.parse_layouts(layouts_spec) if layouts_spec else plan.layouts,
+                            plan.rate if rate is None else rate,
+                            plan.warm_up_s if warm_up_s is None else warm_up_s,
+                            plan.window_s if window_s is None else window_s)
+
+
+def _default_design() -> Design:
+    """The product with its default look-ahead (the capacity and round-reads modes run it)."""
+    return next((d for d in available_designs() if not d.is_v1), Design("recruiter-prefetch0"))
+
+
 def _chosen_designs(designs: str | None) -> list[Design]:
     """The designs to run: all, or the --designs subset."""
     chosen = available_designs()
@@ -229,7 +270,7 @@ def _chosen_designs(designs: str | None) -> list[Design]:
 def _run_capacity(server: Server, layout: capacity.Layout, work_dir: Path,
                   recruiter_args: tuple[str, ...], name: str = "capacity", code: Path = REPO) -> dict[str, Any]:
     """The capacity of one leader, with the product's default look-ahead."""
-    default = next((d for d in available_designs() if not d.is_v1), Design("recruiter-prefetch0"))
+    default = _default_design()
     click.echo(f"bench: capacity of one leader, {layout.processes} x {layout.concurrency} slots "
                f"({default.name})...", err=True)
     capacity_dir = work_dir / name
@@ -329,6 +370,8 @@ def _write_and_show(doc: dict[str, Any], output: Path, stamp: str, *, no_plot: b
     _show_capacity(doc)
     if backlog_result is not None:
         click.echo(backlog.table(backlog_result))
+    if doc.get("round_reads"):
+        click.echo(round_reads.table(doc["round_reads"]))
     png = None
     if not no_plot and results:
         png = report.plot(doc, output / f"{stamp}.png")

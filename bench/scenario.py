@@ -134,7 +134,7 @@ def sum_kinds(parts: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"commands": {}}
     for part in parts:
         for k, v in part.items():
-            if k != "commands":
+            if k not in ("commands", "targets"):
                 out[k] = out.get(k, 0) + v
     return out
 

@@ -8,6 +8,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+# What each ``command:collection`` of a stats file keeps in ``totals()["targets"]`` (summed over processes).
+TARGET_FIELDS = ("count", "request_bytes", "reply_bytes", "documents", "inserted", "matched", "modified", "upserted",
+                 "deleted", "written", "written_by_many")
 READS = frozenset({"find", "aggregate", "count", "distinct", "getMore"})
 WRITES = frozenset({"insert", "update", "delete", "findAndModify"})
 
@@ -42,10 +45,12 @@ def read_stats(path: Path) -> dict[str, Any] | None:
 
 
 def totals(snapshots: Iterable[dict[str, Any] | None]) -> dict[str, Any]:
-    """Sum stats snapshots of several processes: round trips and bytes, by class and by command."""
+    """Sum stats snapshots of several processes: round trips and bytes, by class and by command;
+    ``targets``: per ``command:collection`` the :data:`TARGET_FIELDS` (documents read and written...)."""
     out: dict[str, Any] = {"round_trips": 0, "reads": 0, "writes": 0, "other": 0, "empty_reads": 0,
                            "empty_writes": 0, "empty_getmores": 0, "heartbeat_writes": 0, "heartbeat_reads": 0,
-                           "request_bytes": 0, "reply_bytes": 0, "commands": {}}
+                           "request_bytes": 0, "reply_bytes": 0, "documents": 0, "written": 0, "commands": {},
+                           "targets": {}}
     for snap in snapshots:
         if not snap:
             continue
@@ -59,19 +64,28 @@ def totals(snapshots: Iterable[dict[str, Any] | None]) -> dict[str, Any]:
                 out["empty_getmores"] += tally.get("empty", 0)
             out["request_bytes"] += tally["request_bytes"]
             out["reply_bytes"] += tally["reply_bytes"]
+            out["documents"] += tally.get("documents", 0)
+            out["written"] += tally.get("written", 0)
             out["commands"][name] = out["commands"].get(name, 0) + tally["count"]
         for target, tally in snap.get("targets", {}).items():
             key = f"@{target}"
             if target.endswith(":heartbeats") and (kind := classify(target.split(":", 1)[0])) != "other":
                 out[f"heartbeat_{kind}"] += tally["count"]
             out["commands"][key] = out["commands"].get(key, 0) + tally["count"]
+            summed = out["targets"].setdefault(target, dict.fromkeys(TARGET_FIELDS, 0))
+            for f in TARGET_FIELDS:
+                summed[f] += tally.get(f, 0)
     return out
 
 
 def difference(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
-    out = {k: after[k] - before.get(k, 0) for k in after if k != "commands"}
+    out = {k: after[k] - before.get(k, 0) for k in after if k not in ("commands", "targets")}
     out["commands"] = {k: v - before["commands"].get(k, 0) for k, v in after["commands"].items()
                        if v - before["commands"].get(k, 0)}
+    if "targets" in after:
+        was = before.get("targets") or {}
+        out["targets"] = {t: {f: v - was.get(t, {}).get(f, 0) for f, v in now.items()}
+                          for t, now in after["targets"].items()}
     return out
 
 

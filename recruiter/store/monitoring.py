@@ -4,8 +4,10 @@ When ``RECRUITER_COMMAND_STATS=<path>`` is set, a process's edge makes one
 :class:`CommandStats` listener (:func:`listeners`) and gives it to every client
 the process makes (the processes: :class:`recruiter.processes.runtime.Instruments`).
 It counts round trips (commands started), the bytes of each command sent and
-reply received (their BSON size), and the replies that found nothing (idle
-polls), per command name and per ``command:collection``. It writes the totals
+reply received (their BSON size), the replies that found nothing (idle
+polls), the documents cursor replies carried and the documents writes wrote
+(from each write's reply: inserted, matched, modified, upserted, deleted;
+:func:`_writes_in`), per command name and per ``command:collection``. It writes the totals
 as JSON to ``<path>`` every second (atomically, through a rename), at exit, and
 on ``SIGUSR2`` so a reader can ask for figures as of now (:func:`on_flush`: one
 handler per process, shared with the recruiter's round timings,
@@ -37,6 +39,7 @@ STATS_ENVVAR = "RECRUITER_COMMAND_STATS"
 # The server address a command went to (host, port), which with its request id names it.
 Address = tuple[str, int | None]
 WRITE_INTERVAL_S = 1.0
+WRITE_FIELDS = ("inserted", "matched", "modified", "upserted", "deleted")
 
 
 @dataclass
@@ -47,15 +50,94 @@ class Tally:
     request_bytes: int = 0
     reply_bytes: int = 0
     documents: int = 0  # documents in cursor replies (find, aggregate, getMore)
+    # Documents written, from the write replies (a write in a transaction that aborts is counted too).
+    inserted: int = 0
+    matched: int = 0  # updates: documents matched and not upserted (modified or left as they were)
+    modified: int = 0
+    upserted: int = 0
+    deleted: int = 0
+    written_by_many: int = 0  # of those written, by commands whose every statement may touch many (update_many...)
+
+    @property
+    def written(self) -> int:
+        """Documents the writes inserted, changed, upserted or deleted."""
+        return self.inserted + self.modified + self.upserted + self.deleted
+
+    def add_writes(self, writes: Mapping[str, int], by_many: bool) -> None:
+        before = self.written
+        for name, value in writes.items():
+            setattr(self, name, getattr(self, name) + value)
+        if by_many:
+            self.written_by_many += self.written - before
 
     def to_document(self) -> dict[str, int]:
         return {"count": self.count, "failed": self.failed, "empty": self.empty,
-                "request_bytes": self.request_bytes, "reply_bytes": self.reply_bytes, "documents": self.documents}
+                "request_bytes": self.request_bytes, "reply_bytes": self.reply_bytes, "documents": self.documents,
+                **{name: getattr(self, name) for name in WRITE_FIELDS}, "written": self.written,
+                "written_by_many": self.written_by_many}
+
 
 
 def _collection_of(command_name: str, command: Mapping[str, object]) -> str | None:
     value = command.get(command_name)
-    return value if isinstance(value, str) else None
+    if isinstance(value, str):
+        return value
+    namespaces = command.get("nsInfo")  # a client bulkWrite: its collection when it writes to one only
+    if command_name == "bulkWrite" and isinstance(namespaces, list) and len(namespaces) == 1:
+        ns = namespaces[0].get("ns") if isinstance(namespaces[0], Mapping) else None
+        return ns.split(".", 1)[1] if isinstance(ns, str) and "." in ns else None
+    return None
+
+
+def _touches_many(command_name: str, command: Mapping[str, object]) -> bool:
+    """An update or delete whose every statement may touch many documents (``multi``, ``limit: 0``)."""
+    statements: object
+    value: object
+    if command_name == "update":
+        statements, key, value = command.get("updates"), "multi", True
+    elif command_name == "delete":
+        statements, key, value = command.get("deletes"), "limit", 0
+    else:
+        return False
+    if not isinstance(statements, list) or not statements:
+        return False
+    return all(isinstance(s, Mapping) and s.get(key) == value for s in statements)
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _writes_in(command_name: str, reply: Mapping[str, object]) -> dict[str, int]:
+    """The documents a write command wrote, from its reply (empty for other commands)."""
+    n = _count(reply.get("n"))
+    if command_name == "insert":
+        return {"inserted": n}
+    if command_name == "delete":
+        return {"deleted": n}
+    if command_name == "update":
+        upserted = reply.get("upserted")
+        up = len(upserted) if isinstance(upserted, list) else 0
+        return {"matched": max(0, n - up), "modified": _count(reply.get("nModified")), "upserted": up}
+    if command_name == "findAndModify":
+        return _find_and_modify_writes(reply.get("lastErrorObject"))
+    if command_name == "bulkWrite":
+        return {"inserted": _count(reply.get("nInserted")), "matched": _count(reply.get("nMatched")),
+                "modified": _count(reply.get("nModified")), "upserted": _count(reply.get("nUpserted")),
+                "deleted": _count(reply.get("nDeleted"))}
+    return {}
+
+
+def _find_and_modify_writes(last: object) -> dict[str, int]:
+    """findAndModify reports no modified count: an update that matched counts as modified."""
+    if not isinstance(last, dict):
+        return {}
+    n = _count(last.get("n"))
+    if "upserted" in last:
+        return {"upserted": n}
+    if "updatedExisting" in last:
+        return {"matched": n, "modified": n}
+    return {"deleted": n}  # a remove reports n alone
 
 
 def _documents_in(reply: Mapping[str, object]) -> int:
@@ -79,7 +161,7 @@ class CommandStats(monitoring.CommandListener):
 
     by_command: dict[str, Tally] = field(default_factory=dict)
     by_target: dict[str, Tally] = field(default_factory=dict)
-    _keys: dict[tuple[Address, int], tuple[str, str]] = field(default_factory=dict)
+    _keys: dict[tuple[Address, int], tuple[str, str, bool]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def started(self, event: monitoring.CommandStartedEvent) -> None:
@@ -87,29 +169,33 @@ class CommandStats(monitoring.CommandListener):
         collection = _collection_of(name, event.command)
         target = f"{name}:{collection}" if collection else name
         size = len(bson.encode(event.command))
+        many = _touches_many(name, event.command)
         with self._lock:
-            self._keys[(event.connection_id, event.request_id)] = (name, target)
+            self._keys[(event.connection_id, event.request_id)] = (name, target, many)
             for key, table in ((name, self.by_command), (target, self.by_target)):
                 tally = table.setdefault(key, Tally())
                 tally.count += 1
                 tally.request_bytes += size
 
     def _finished(self, connection_id: Address, request_id: int, reply_size: int, failed: bool, empty: bool,
-                  documents: int = 0) -> None:
+                  documents: int = 0, reply: Mapping[str, object] | None = None) -> None:
         with self._lock:
             keys = self._keys.pop((connection_id, request_id), None)
             if keys is None:
                 return
-            for key, table in zip(keys, (self.by_command, self.by_target), strict=True):
+            name, target, many = keys
+            writes = _writes_in(name, reply) if reply is not None else {}
+            for key, table in ((name, self.by_command), (target, self.by_target)):
                 tally = table[key]
                 tally.reply_bytes += reply_size
                 tally.failed += failed
                 tally.empty += empty
                 tally.documents += documents
+                tally.add_writes(writes, many)
 
     def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
         self._finished(event.connection_id, event.request_id, len(bson.encode(event.reply)), False,
-                       _is_empty_read(event.reply), _documents_in(event.reply))
+                       _is_empty_read(event.reply), _documents_in(event.reply), event.reply)
 
     def failed(self, event: monitoring.CommandFailedEvent) -> None:
         self._finished(event.connection_id, event.request_id, 0, True, False)

@@ -29,7 +29,8 @@ def test_quick_bench_writes_results(server_uri: str, tmp_path: Path) -> None:
 
     doc = json.loads((tmp_path / "latest.json").read_text())
     assert set(doc) == {"meta", "reference", "results", "capacity", "capacity_baseline", "targets", "backlog",
-                        "peers"}
+                        "peers", "round_reads"}
+    assert doc["round_reads"] is None
     assert doc["capacity_baseline"] is None
     assert doc["capacity"] is None
     assert doc["peers"] is None  # --no-peers (tests/bench/test_peers_smoke.py runs them)
@@ -111,6 +112,13 @@ def test_quick_capacity_of_one_leader(server_uri: str, tmp_path: Path) -> None:
     assert abs(sum(c["share"].values()) - 1) < 1e-6
     assert c["recruiter_round_trips_per_round"] > 0
     assert c["cpu"]["recruiter"] > 0
+    # The documents each kind of write wrote per job, from the write replies.
+    writes = c["writes_per_job"]
+    for kind in ("lock", "assign", "archive", "delete", "outcome"):
+        assert writes["kinds"][kind] > 0, (kind, writes)
+    assert writes["sources"]["recruiter delete:scheduled"] == writes["kinds"]["delete"]
+    assert "document writes per job: lock" in result.stdout
+    assert "document writes per job: assign" in result.stdout  # a row of the side-by-side table
 
 
 def test_quick_backlog_series_has_every_size_side_by_side(server_uri: str, tmp_path: Path) -> None:

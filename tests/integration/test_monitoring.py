@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pymongo import UpdateOne
 
 from recruiter.store import monitoring
 from recruiter.store.connection import parse_target, sync_client
@@ -66,3 +67,30 @@ def test_process_writes_its_totals_when_asked_by_the_environment(db_uri: str, tm
 def test_no_listener_without_the_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(STATS_ENVVAR, raising=False)
     assert monitoring.listeners() == []
+
+
+def test_listener_counts_the_documents_writes_wrote(db_uri: str) -> None:
+    stats = CommandStats()
+    client = sync_client(parse_target(db_uri), event_listeners=[stats])
+    try:
+        coll = client.get_default_database()["things"]
+        coll.insert_many([{"_id": i, "n": i} for i in range(5)])
+        coll.update_many({"n": {"$lt": 3}}, {"$set": {"low": True}})  # 3 matched and modified, by one statement
+        coll.update_one({"_id": 0}, {"$set": {"low": True}})  # matched, not modified
+        coll.bulk_write([UpdateOne({"_id": 9}, {"$set": {"n": 9}}, upsert=True),
+                         UpdateOne({"_id": 4}, {"$set": {"n": 40}})])
+        coll.delete_many({"n": {"$gte": 9}})  # _id 9 and 4
+        coll.find_one_and_update({"_id": 1}, {"$set": {"n": 10}})
+        coll.find_one_and_delete({"_id": 2})
+    finally:
+        client.close()
+    targets = stats.snapshot()["targets"]
+    assert targets["insert:things"]["inserted"] == targets["insert:things"]["written"] == 5
+    update = targets["update:things"]
+    assert (update["matched"], update["modified"], update["upserted"]) == (5, 4, 1)
+    assert update["written"] == 5
+    assert update["written_by_many"] == 3  # the update_many's; the bulk's one-document updates are not
+    assert targets["delete:things"]["deleted"] == targets["delete:things"]["written_by_many"] == 2
+    assert targets["findAndModify:things"]["modified"] == 1
+    assert targets["findAndModify:things"]["deleted"] == 1
+    assert all(t["written"] == 0 for k, t in targets.items() if k.startswith("find:"))
