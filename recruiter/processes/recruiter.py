@@ -52,6 +52,7 @@ from recruiter.processes.leadership import Fault, LeaderProcess, Leadership, Pac
 from recruiter.processes.logs import AfterCommit
 from recruiter.processes.lookahead import LookAhead
 from recruiter.processes.reading import CandidateReader
+from recruiter.processes.roster_view import RosterView
 from recruiter.processes.round_stats import RoundTimer
 from recruiter.processes.rounds import Locked, RoundPlan, RoundReport, RoundWrites
 from recruiter.processes.upkeep import find_stranded, sweep
@@ -178,6 +179,7 @@ class RecruiterProcess(LeaderProcess):
         self.firer = ScheduleFirer(db, self.warned, self.events)
         self._handed_out: dict[object, Document] = {}
         self.lookahead = LookAhead()  # the slots' job lengths and the rounds' time
+        self.view = RosterView()  # the free entries and beats read (recruiter.processes.roster_view)
 
     async def run(self) -> None:
         """Wait for the lease, lead while holding it, stand by again when it is lost.
@@ -203,6 +205,7 @@ class RecruiterProcess(LeaderProcess):
         handing them out: those are released before anything is assigned.
         """
         self._handed_out.clear()
+        self.view.reset()
         doorbell = Doorbell(self.db, max_await_s=self.config.backoff_to_s)
         needs_rollback = True
 
@@ -277,6 +280,7 @@ class RecruiterProcess(LeaderProcess):
         plan = await self.leadership.keeping(self.plan())
         self.timer.mark("plan")
         if not rollback and plan.idle:
+            await roster.clear_freed(self.c.roster, plan.freed)  # the marks read: bookkeeping, no fence needed
             phases, took = self.timer.finish()
             self.bus.emit(RoundIdle(took, phases))
             return _Timed(plan.report, None)
@@ -312,6 +316,8 @@ class RecruiterProcess(LeaderProcess):
         this one without reading it again (only if the outcome's lock token matches)."""
         if plan.selection is not None:
             self.reader.committed(plan.selection)
+            # Given work, or found no longer available by the assignment: not free either way.
+            self.view.taken(a.worker_id for a in plan.selection.assignments)
         log_quarantined(log, plan.quarantined)
         for s, kind in plan.taken_back:
             log.warning("job.returned" if kind == "returned" else "job.crashed", job_id=str(s.job["_id"]),
@@ -328,7 +334,8 @@ class RecruiterProcess(LeaderProcess):
         chosen jobs. Writes nothing."""
         now = self.clock.now()
         plan = RoundPlan(now)
-        entries = self._well_formed(await roster.read_round_entries(self.c.roster))
+        read = await self.view.read(self.c.roster, asyncio.get_running_loop().time(), self._well_formed)
+        entries, plan.freed = read.entries, read.marks
         self.timer.mark("read_roster")
         plan.malformed = self.sweeper.take()
         plan.outcomes = [e for e in entries if e.get("outcome")]
@@ -336,7 +343,7 @@ class RecruiterProcess(LeaderProcess):
         self.timer.mark("read_jobs")
         free = sorted(
             await self._live(plan, entries, [e for e in entries if e.get("available") and not e.get("stopping")
-                                             and e.get("work_on")]),
+                                             and e.get("work_on")], read.changed),
             key=lambda e: (e.get("available_since") or now, e["_id"]),
         )
         self.timer.mark("read_beats")
@@ -373,20 +380,23 @@ class RecruiterProcess(LeaderProcess):
                 else:
                     plan.outcome_jobs[j["_id"]] = j
 
-    async def _live(self, plan: RoundPlan, entries: list[Document], available: list[Document]) -> list[Document]:
+    async def _live(self, plan: RoundPlan, entries: list[Document], available: list[Document],
+                    changed: set[object]) -> list[Document]:
         """The ``available`` entries whose heartbeat is fresh; notes in ``plan`` the stranded jobs
-        of entries that missed their beats. One read by ``_id`` and by ``fresh_until``, both indexed;
-        one more only when an entry not among ``entries`` (available or holding an outcome,
-        so holding no job) missed its beats."""
-        read, malformed = await heartbeats.read_round_beats(self.c.heartbeats, [e["_id"] for e in available],
-                                                            plan.now)
+        of entries that missed their beats. One read by ``_id`` (only the entries that changed or
+        whose kept beat is no longer fresh, :mod:`recruiter.processes.roster_view`) and by
+        ``fresh_until``, both indexed; one more only when an entry not among ``entries``
+        (available or holding an outcome, so holding no job) missed its beats."""
+        needed = [e["_id"] for e in available if self.view.needs_beat(e, changed, plan.now)]
+        read, malformed = await heartbeats.read_round_beats(self.c.heartbeats, needed, plan.now)
         for doc_id in malformed:
             if self.warned.first(("heartbeats", doc_id), "malformed"):
                 log.warning("heartbeat.malformed", process=str(doc_id)[:100],
                             detail="this worker process's heartbeat document names no slot that can be read; "
                                    "its slots are given no work until it beats again")
         # A process's document gives one beat per entry it names; an entry's is the one with its session.
-        beats = pick_beats(read, {e["_id"]: e for e in available})
+        self.view.beats.update(pick_beats(read, {e["_id"]: e for e in available}))
+        beats = self.view.beats
         known = {e["_id"] for e in entries}
         plan.stranded = await find_stranded(
             self.c, [b for b in read if b["_id"] not in known and missed_beats(b, plan.now)])

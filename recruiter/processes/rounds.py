@@ -96,6 +96,8 @@ class RoundPlan:
     ahead: set[str] = field(default_factory=set)
     # Jobs handed out under a rate limit: their copies say when to start (recruiter.domain.limits).
     paced: set[object] = field(default_factory=set)
+    # The ``freed`` marks of the entries read (recruiter.store.roster.FREED): removed by the round.
+    freed: list[tuple[object, object]] = field(default_factory=list)
     # Filled by the writes, read once the round has committed.
     handed_out: dict[object, Document] = field(default_factory=dict)  # job id -> the copy its worker got
     quarantined: list[Malformed] = field(default_factory=list)  # those whose archived copy the round wrote
@@ -196,6 +198,7 @@ class RoundWrites:
         self.mark("assign")
         # The assignment removed the outcomes of the workers it reached; clear the others.
         await clear_outcomes(c, [e for e in plan.outcomes if e["_id"] not in assigned])
+        await roster.clear_freed(c.roster, plan.freed)
         self.mark("clear")
         return report
 

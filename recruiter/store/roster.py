@@ -6,6 +6,7 @@ write never lands on a newer registration of the same id) is written once, here.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -156,8 +157,10 @@ async def release_entry(roster: AsyncColl, slot_id: str, session: ObjectId, now:
         unset["recovering"] = ""
     else:
         fence.update({"assigned_to": {"$exists": False}, "recovering": {"$exists": False}})
-    result = await roster.update_one(
-        fence, {"$set": {"available": not stopping, "stopping": stopping, "available_since": now}, "$unset": unset})
+    done: Query = {"available": not stopping, "stopping": stopping, "available_since": now}
+    if not stopping:
+        done[FREED] = freed_mark()
+    result = await roster.update_one(fence, {"$set": done, "$unset": unset})
     return result.matched_count > 0
 
 
@@ -195,10 +198,41 @@ def entry_as_read(worker_id: object, session: object) -> Query:
     return {"_id": worker_id, "session": session}
 
 
+# What a round reads of an entry: everything but the job it holds.
+ROUND_FIELDS = {"assigned_to": 0, "job": 0}
+# Set by a worker on each write that makes its entry available with no outcome (its registration, a
+# release): a new value each time, so the leader, which keeps the free entries it has read
+# (recruiter.processes.roster_view), reads the entry again; removed by the leader once read.
+FREED = "freed"
+
+
+def freed_mark() -> ObjectId:
+    """The value of ``freed`` for one write that makes an entry available."""
+    return ObjectId()
+
+
 async def read_round_entries(roster: AsyncColl) -> list[Document]:
     """The entries a round works on: available, or holding an outcome (without their job copy)."""
     return await roster.find({"$or": [{"available": True}, {"outcome.token": {"$exists": True}}]},
-                             {"assigned_to": 0, "job": 0}).to_list()
+                             ROUND_FIELDS).to_list()
+
+
+async def read_changed_entries(roster: AsyncColl) -> list[Document]:
+    """The entries that changed in a way a round must see since they were last read: holding an
+    outcome, or freed (``FREED``). Two reads at once, each on a sparse index, so what they cost
+    is what changed, not the roster's size."""
+    outcomes, freed = await asyncio.gather(
+        roster.find({"outcome.token": {"$exists": True}}, ROUND_FIELDS).to_list(),
+        roster.find({FREED: {"$exists": True}}, ROUND_FIELDS).to_list())
+    return list({e["_id"]: e for e in [*outcomes, *freed]}.values())
+
+
+async def clear_freed(roster: AsyncColl, marks: Sequence[tuple[object, object]]) -> None:
+    """Remove the ``FREED`` marks read, each ``(entry id, mark)`` only if still the same (a newer
+    mark is read by the next round)."""
+    if marks:
+        await roster.update_many({"_id": {"$in": [w for w, _ in marks]}, FREED: {"$in": [m for _, m in marks]}},
+                                 {"$unset": {FREED: ""}})
 
 
 async def clear_outcomes(roster: AsyncColl, outcomes: Sequence[tuple[object, object]]) -> None:

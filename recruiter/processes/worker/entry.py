@@ -106,6 +106,7 @@ class RosterEntries:
             "lane": slot.lane,
             "lanes": slot.lanes,
             "process": self.process or slot.runner_id,
+            roster.FREED: roster.freed_mark(),  # the leader reads it (recruiter.store.roster.FREED)
         }
 
     # -- register -------------------------------------------------------------------

@@ -1,0 +1,97 @@
+"""What the leader knows of the roster between rounds: the free entries it has read, and their beats.
+
+A round needs every free entry (available, not stopping) and every entry holding an
+outcome. Reading them all each round costs the roster's size. The leader keeps instead
+the free entries it has read, and each round reads only the entries that changed in a
+way it must see (:func:`recruiter.store.roster.read_changed_entries`): those holding an
+outcome, and those freed by their worker (a registration, a release: each writes a new
+``freed`` mark, which the round that reads it removes). Its own assignments take entries
+out of what it keeps. Likewise each entry's heartbeat is kept as last read, and read
+again only once it is no longer fresh, or when the entry changed.
+
+Invariants:
+
+1. What is kept is only ever a hint: every write a round makes to an entry is conditional
+   (``available``, not ``stopping``, the session), so an entry kept but gone or stopped
+   since is found out by the assignment, which rolls its job back, and is forgotten.
+2. A beat is kept only while fresh: a worker process that stops beating is seen as stale
+   when its last ``fresh_until`` passes, as with a read every round.
+3. The whole roster is read again when a leadership starts and every ``full_read_s``
+   (30 s), as a check: an entry freed by a worker of an older version (no ``freed`` mark)
+   is seen by that read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from recruiter.domain.liveness import is_fresh
+from recruiter.store import roster
+from recruiter.store.layout import AsyncColl, Document
+
+FULL_READ_S = 30.0
+
+
+@dataclass(frozen=True)
+class Read:
+    """One round's read of the roster: its entries, the ``freed`` marks to remove, the ids read now."""
+
+    entries: list[Document]
+    marks: list[tuple[object, object]]
+    changed: set[object]
+    full: bool
+
+
+def _kept(entry: Document) -> Document:
+    """An entry as kept between rounds: without its outcome (read again while it holds one) or mark."""
+    return {k: v for k, v in entry.items() if k not in ("outcome", roster.FREED)}
+
+
+@dataclass
+class RosterView:
+    """The free entries and the beats one leader has read (see the module doc)."""
+
+    full_read_s: float = FULL_READ_S
+    free: dict[object, Document] = field(default_factory=dict)
+    beats: dict[object, Document] = field(default_factory=dict)  # entry id -> its beat as last read
+    next_full: float | None = None  # loop time of the next whole read; None: the next read
+
+    def reset(self) -> None:
+        """Forget everything (a leadership starts): the next read is whole."""
+        self.free.clear()
+        self.beats.clear()
+        self.next_full = None
+
+    async def read(self, coll: AsyncColl, at: float, well_formed: Callable[[list[Document]], list[Document]]) -> Read:
+        """The round's entries at loop time ``at``: the whole roster when due, else what changed
+        over what is kept. ``well_formed`` drops the malformed ones (never kept)."""
+        if self.next_full is None or at >= self.next_full:
+            entries = well_formed(await roster.read_round_entries(coll))
+            self.next_full = at + self.full_read_s
+            self.free = {e["_id"]: _kept(e) for e in entries if e.get("available")}
+            self.beats = {k: v for k, v in self.beats.items() if k in self.free}
+            return Read(entries, _marks(entries), {e["_id"] for e in entries}, full=True)
+        changed = well_formed(await roster.read_changed_entries(coll))
+        for e in changed:
+            if e.get("available"):
+                self.free[e["_id"]] = _kept(e)
+            else:
+                self.free.pop(e["_id"], None)
+        ids = {e["_id"] for e in changed}
+        entries = [*changed, *(e for i, e in self.free.items() if i not in ids)]
+        return Read(entries, _marks(changed), ids, full=False)
+
+    def taken(self, ids: Iterable[object]) -> None:
+        """Entries a committed round gave work to (or found no longer available): not free."""
+        for i in ids:
+            self.free.pop(i, None)
+
+    def needs_beat(self, entry: Document, changed: set[object], now: datetime) -> bool:
+        """Whether ``entry``'s beat must be read this round: it changed, or its kept beat is not fresh."""
+        return entry["_id"] in changed or not is_fresh(self.beats.get(entry["_id"]), entry, now)
+
+
+def _marks(entries: list[Document]) -> list[tuple[object, object]]:
+    return [(e["_id"], e[roster.FREED]) for e in entries if roster.FREED in e]
