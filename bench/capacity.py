@@ -403,5 +403,10 @@ def _writes_rows(before: dict[str, Any], after: dict[str, Any]) -> list[tuple[st
     """The comparison's rows of document writes per job, one per kind of write."""
     b = (before.get("writes_per_job") or {}).get("kinds") or {}
     a = (after.get("writes_per_job") or {}).get("kinds") or {}
-    return [(f"document writes per job: {name}", f"{b.get(name, 0):.2f}", f"{a.get(name, 0):.2f}",
+
+    def cell(kinds: dict[str, float], name: str) -> str:
+        # Code whose command stats count no written documents (a baseline older than the count): not known.
+        return f"{kinds.get(name, 0):.2f}" if any(kinds.values()) else "-"
+
+    return [(f"document writes per job: {name}", cell(b, name), cell(a, name),
              f"{a.get(name, 0) / b[name]:.2f}x" if b.get(name) else "-") for name in dict.fromkeys([*b, *a])]

@@ -343,7 +343,7 @@ class RecruiterProcess(LeaderProcess):
         self.timer.mark("read_jobs")
         free = sorted(
             await self._live(plan, entries, [e for e in entries if e.get("available") and not e.get("stopping")
-                                             and e.get("work_on")], read.changed),
+                                             and e.get("work_on")]),
             key=lambda e: (e.get("available_since") or now, e["_id"]),
         )
         self.timer.mark("read_beats")
@@ -380,14 +380,13 @@ class RecruiterProcess(LeaderProcess):
                 else:
                     plan.outcome_jobs[j["_id"]] = j
 
-    async def _live(self, plan: RoundPlan, entries: list[Document], available: list[Document],
-                    changed: set[object]) -> list[Document]:
+    async def _live(self, plan: RoundPlan, entries: list[Document], available: list[Document]) -> list[Document]:
         """The ``available`` entries whose heartbeat is fresh; notes in ``plan`` the stranded jobs
-        of entries that missed their beats. One read by ``_id`` (only the entries that changed or
-        whose kept beat is no longer fresh, :mod:`recruiter.processes.roster_view`) and by
+        of entries that missed their beats. One read by ``_id`` (only the entries whose kept beat is
+        no longer fresh, or not their registration's, :mod:`recruiter.processes.roster_view`) and by
         ``fresh_until``, both indexed; one more only when an entry not among ``entries``
         (available or holding an outcome, so holding no job) missed its beats."""
-        needed = [e["_id"] for e in available if self.view.needs_beat(e, changed, plan.now)]
+        needed = [e["_id"] for e in available if self.view.needs_beat(e, plan.now)]
         read, malformed = await heartbeats.read_round_beats(self.c.heartbeats, needed, plan.now)
         for doc_id in malformed:
             if self.warned.first(("heartbeats", doc_id), "malformed"):

@@ -7,7 +7,7 @@ way it must see (:func:`recruiter.store.roster.read_changed_entries`): those hol
 outcome, and those freed by their worker (a registration, a release: each writes a new
 ``freed`` mark, which the round that reads it removes). Its own assignments take entries
 out of what it keeps. Likewise each entry's heartbeat is kept as last read, and read
-again only once it is no longer fresh, or when the entry changed.
+again only once it is no longer fresh, or no longer the entry's registration's.
 
 Invariants:
 
@@ -88,9 +88,10 @@ class RosterView:
         for i in ids:
             self.free.pop(i, None)
 
-    def needs_beat(self, entry: Document, changed: set[object], now: datetime) -> bool:
-        """Whether ``entry``'s beat must be read this round: it changed, or its kept beat is not fresh."""
-        return entry["_id"] in changed or not is_fresh(self.beats.get(entry["_id"]), entry, now)
+    def needs_beat(self, entry: Document, now: datetime) -> bool:
+        """Whether ``entry``'s beat must be read this round: the beat kept is not fresh, or is not
+        its registration's (another ``session``: a restart took the entry over)."""
+        return not is_fresh(self.beats.get(entry["_id"]), entry, now)
 
 
 def _marks(entries: list[Document]) -> list[tuple[object, object]]:
