@@ -124,7 +124,7 @@ def parse_counts(value: str) -> list[int]:
                                      "roster sizes with the same job rate.")
 @click.option("--round-reads-layouts", "round_layouts_spec", default=None, envvar="RECRUITER_BENCH_ROUND_READS_LAYOUTS",
               show_envvar=True, help="Worker processes x --concurrency of each layout of the round-reads series, "
-                                     "comma-separated (default 2x25,8x25,32x25; --quick: 1x2,2x2).")
+                                     "comma-separated (default 2x25,8x25,8x100; --quick: 1x2,2x2).")
 @click.option("--round-reads-rate", "round_rate", type=click.FloatRange(0.1), default=None,
               envvar="RECRUITER_BENCH_ROUND_READS_RATE", show_envvar=True,
               help="No-op jobs enqueued per second, at a steady pace, in every layout of the round-reads series "
