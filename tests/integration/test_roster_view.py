@@ -1,0 +1,74 @@
+"""The leader keeps the free roster entries it has read (recruiter.processes.roster_view): a steady
+round reads what changed, not the roster; a registration is seen by the next round; an entry kept
+but gone since is found out by the assignment and forgotten."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from tests.integration.test_processes_inproc import Harness, run
+from tests.workables import Record
+
+
+def _full_reads(h: Harness) -> list[dict[str, Any]]:
+    """The round's reads of every free entry (the whole roster's ``$or``)."""
+    return [f for f in h.commands.named("find", "roster") if "$or" in f["filter"]]
+
+
+def test_a_steady_round_reads_the_entries_that_changed_not_the_roster(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        for i in range(30):
+            await h.worker(f"w{i:02}")
+            h.clock.advance(timedelta(milliseconds=10))  # w00 has waited longest
+        first = await h.round()  # a leadership's first round reads the whole roster
+        assert first.free_workers == 30
+        job = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
+
+        h.commands.clear()
+        report = await h.round()
+        full, roster_reads, documents = _full_reads(h), h.commands.named("find", "roster"), h.commands.documents
+        assert report.assigned == 1
+        assert (await h.roster("w00"))["assigned_to"] == {"w00": job}  # longest free first, as before
+        assert full == []
+        assert {next(iter(f["filter"])) for f in roster_reads} == {"outcome.token", "freed"}
+        # Nothing changed in the roster: the 29 other free entries and their beats are not read again.
+        assert documents < 10
+
+    run(db_uri, scenario)
+
+
+def test_a_worker_registered_after_the_first_round_is_given_work_by_the_next(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        await h.worker("old", "a")
+        await h.round()
+        await h.worker("new", "b")  # its entry carries a "freed" mark
+        assert "freed" in (await h.roster("new") or {})
+        job = await Record(h.db_uri, n=1).as_job_of(h.producer).in_group("b").enqueue()
+        h.commands.clear()
+        report = await h.round()
+        assert report.assigned == 1
+        assert (await h.roster("new"))["assigned_to"] == {"new": job}
+        assert "freed" not in (await h.roster("new") or {})  # the round that read the mark removed it
+        assert _full_reads(h) == []
+
+    run(db_uri, scenario)
+
+
+def test_an_entry_kept_but_gone_since_is_found_by_the_assignment_and_its_job_goes_elsewhere(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        await h.worker("first")
+        h.clock.advance(timedelta(seconds=1))
+        await h.worker("second")
+        await h.round()  # both kept as free
+        await h.db.roster.delete_one({"_id": "first"})  # removed behind the leader's back
+        job = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
+        missed = await h.round()
+        assert missed.assigned == 0  # the assignment found "first" gone and rolled the lock back
+        assert (await h.job(job))["locked"] is False
+        assert "first" not in h.recruiter.view.free
+        again = await h.round()
+        assert again.assigned == 1
+        assert (await h.roster("second"))["assigned_to"] == {"second": job}
+
+    run(db_uri, scenario)
