@@ -4,8 +4,8 @@ A round needs every free entry (available, not stopping) and every entry holding
 outcome. Reading them all each round costs the roster's size. The leader keeps instead
 the free entries it has read, and each round reads only the entries that changed in a
 way it must see (:func:`recruiter.store.roster.read_changed_entries`): those holding an
-outcome, and those freed by their worker (a registration, a release: each writes a new
-``freed`` mark, which the round that reads it removes). Its own assignments take entries
+outcome, and those freed or stopped by their worker (a registration, a release, a step
+down: each writes a new ``freed`` mark, which the round that reads it removes). Its own assignments take entries
 out of what it keeps. Likewise each entry's heartbeat is kept as last read, and read
 again only once it is no longer fresh, or no longer the entry's registration's.
 

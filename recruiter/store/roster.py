@@ -157,9 +157,7 @@ async def release_entry(roster: AsyncColl, slot_id: str, session: ObjectId, now:
         unset["recovering"] = ""
     else:
         fence.update({"assigned_to": {"$exists": False}, "recovering": {"$exists": False}})
-    done: Query = {"available": not stopping, "stopping": stopping, "available_since": now}
-    if not stopping:
-        done[FREED] = freed_mark()
+    done: Query = {"available": not stopping, "stopping": stopping, "available_since": now, FREED: freed_mark()}
     result = await roster.update_one(fence, {"$set": done, "$unset": unset})
     return result.matched_count > 0
 
@@ -169,7 +167,7 @@ async def step_down(roster: AsyncColl, slot_id: str, session: ObjectId, timeout_
     (its assignment, job copy, ``ahead`` and ``started``), else None. Bounded by ``timeout_s``."""
     with pymongo.timeout(timeout_s):
         result = await roster.update_one({**entry_as_read(slot_id, session), "available": True},
-                                         {"$set": {"stopping": True, "available": False}})
+                                         {"$set": {"stopping": True, "available": False, FREED: freed_mark()}})
         if result.matched_count:
             return None
         doc: Document | None = await roster.find_one(
@@ -200,9 +198,10 @@ def entry_as_read(worker_id: object, session: object) -> Query:
 
 # What a round reads of an entry: everything but the job it holds.
 ROUND_FIELDS = {"assigned_to": 0, "job": 0}
-# Set by a worker on each write that makes its entry available with no outcome (its registration, a
-# release): a new value each time, so the leader, which keeps the free entries it has read
-# (recruiter.processes.roster_view), reads the entry again; removed by the leader once read.
+# Set by a worker on each write that changes whether its entry may be given work, other than an
+# outcome (its registration, a release, a step down): a new value each time, so the leader, which
+# keeps the free entries it has read (recruiter.processes.roster_view), reads the entry again;
+# removed by the leader once read.
 FREED = "freed"
 
 
