@@ -394,7 +394,10 @@ class RecruiterProcess(LeaderProcess):
                             detail="this worker process's heartbeat document names no slot that can be read; "
                                    "its slots are given no work until it beats again")
         # A process's document gives one beat per entry it names; an entry's is the one with its session.
-        self.view.beats.update(pick_beats(read, {e["_id"]: e for e in available}))
+        # Only the beats read for it replace an entry's kept one: a stale document of an earlier
+        # registration of the same id, read for the stranded jobs, must not hide its fresh one.
+        picked = pick_beats(read, {e["_id"]: e for e in available})
+        self.view.beats.update((i, picked[i]) for i in needed if i in picked)
         beats = self.view.beats
         known = {e["_id"] for e in entries}
         plan.stranded = await find_stranded(
