@@ -44,6 +44,7 @@ from recruiter.processes import logs
 from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
 from recruiter.store.connection import parse_target, wait_until_reachable, with_database
 from recruiter.store.indexes import ensure_indexes_sync
+from recruiter.store.roster import FREED, freed_mark
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -62,8 +63,10 @@ def jobs(backlog: int, tenants: int) -> list[dict[str, Any]]:
 
 def free_all(db: Any, workers: int) -> None:
     db.roster.delete_many({})
-    db.roster.insert_many([{"_id": f"w{i:03d}", "work_on": ["*"], "available": True, "available_since": NOW}
-                           for i in range(workers)])
+    # Each with the "freed" mark a worker's registration writes (recruiter.store.roster.FREED): the
+    # leader, past its first round, reads the entries marked rather than the whole roster.
+    db.roster.insert_many([{"_id": f"w{i:03d}", "work_on": ["*"], "available": True, "available_since": NOW,
+                            FREED: freed_mark()} for i in range(workers)])
     db.heartbeats.delete_many({})  # alive for the whole run (recruiter.liveness)
     db.heartbeats.insert_many([{"_id": f"w{i:03d}", "last_seen_at": NOW, "fresh_until": NOW + timedelta(days=1)}
                                for i in range(workers)])

@@ -41,9 +41,10 @@ def test_round_reads_series_reports_reads_per_round_for_every_layout(server_uri:
         assert row["rounds"] > 0
         per_round = row["per_round"]
         assert per_round["round_trips"] >= 1
-        # Every round reads the roster: a committed round gets back at least the entry it assigned or applied.
+        # Every round reads what changed in the roster (the entries holding an outcome, the entries freed):
+        # two finds at once, which may find nothing (the entries it gives work to, it has kept since).
         assert per_round["documents"] > 0
-        assert per_round["targets"]["find:roster"]["documents"] >= 1
+        assert per_round["targets"]["find:roster"]["round_trips"] >= 1
         assert per_round["kib_received"] > 0
         assert abs(sum(t["reply_bytes"] for t in per_round["targets"].values()) - per_round["reply_bytes"]) < 1e-6
         # Idle rounds only add rounds: per round with them, no more documents than per committed round.
