@@ -36,12 +36,10 @@ FULL_READ_S = 30.0
 
 @dataclass(frozen=True)
 class Read:
-    """One round's read of the roster: its entries, the ``freed`` marks to remove, the ids read now."""
+    """One round's read of the roster: its entries, and the ``freed`` marks to remove."""
 
     entries: list[Document]
     marks: list[tuple[object, object]]
-    changed: set[object]
-    full: bool
 
 
 def _kept(entry: Document) -> Document:
@@ -72,8 +70,9 @@ class RosterView:
             self.next_full = at + self.full_read_s
             self.free = {e["_id"]: _kept(e) for e in entries if e.get("available")}
             self.beats = {k: v for k, v in self.beats.items() if k in self.free}
-            return Read(entries, _marks(entries), {e["_id"] for e in entries}, full=True)
-        changed = well_formed(await roster.read_changed_entries(coll))
+            return Read(entries, _marks(entries))
+        # Well-formed first (a malformed _id may not be hashable), then one of an entry read twice.
+        changed = list({e["_id"]: e for e in well_formed(await roster.read_changed_entries(coll))}.values())
         for e in changed:
             if e.get("available"):
                 self.free[e["_id"]] = _kept(e)
@@ -81,7 +80,7 @@ class RosterView:
                 self.free.pop(e["_id"], None)
         ids = {e["_id"] for e in changed}
         entries = [*changed, *(e for i, e in self.free.items() if i not in ids)]
-        return Read(entries, _marks(changed), ids, full=False)
+        return Read(entries, _marks(changed))
 
     def taken(self, ids: Iterable[object]) -> None:
         """Entries a committed round gave work to (or found no longer available): not free."""

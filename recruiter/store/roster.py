@@ -219,11 +219,12 @@ async def read_round_entries(roster: AsyncColl) -> list[Document]:
 async def read_changed_entries(roster: AsyncColl) -> list[Document]:
     """The entries that changed in a way a round must see since they were last read: holding an
     outcome, or freed (``FREED``). Two reads at once, each on a sparse index, so what they cost
-    is what changed, not the roster's size."""
+    is what changed, not the roster's size. An entry both holding an outcome and freed comes twice
+    (as read: its ``_id`` is not checked yet, :mod:`recruiter.processes.roster_view` drops the twin)."""
     outcomes, freed = await asyncio.gather(
         roster.find({"outcome.token": {"$exists": True}}, ROUND_FIELDS).to_list(),
         roster.find({FREED: {"$exists": True}}, ROUND_FIELDS).to_list())
-    return list({e["_id"]: e for e in [*outcomes, *freed]}.values())
+    return [*outcomes, *freed]
 
 
 async def clear_freed(roster: AsyncColl, marks: Sequence[tuple[object, object]]) -> None:

@@ -72,3 +72,18 @@ def test_an_entry_kept_but_gone_since_is_found_by_the_assignment_and_its_job_goe
         assert (await h.roster("second"))["assigned_to"] == {"second": job}
 
     run(db_uri, scenario)
+
+
+def test_a_hand_written_entry_whose_id_is_a_document_does_not_stop_the_rounds(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        await h.worker("w")
+        await h.round()
+        # A mongosh edit: an entry with a document for _id, holding an outcome and freed.
+        await h.db.roster.insert_one({"_id": {"odd": 1}, "available": True, "freed": 1,
+                                      "outcome": {"token": 1, "job": 1}})
+        job = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
+        report = await h.round()
+        assert report.assigned == 1
+        assert (await h.roster("w"))["assigned_to"] == {"w": job}
+
+    run(db_uri, scenario)
