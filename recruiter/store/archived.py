@@ -16,8 +16,7 @@ from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError
 
 from recruiter.store.layout import AsyncColl, Document, SyncColl
-
-DUPLICATE_KEY = 11000
+from recruiter.store.unique import duplicates
 
 # -- the worker: its own entry, its job, its heartbeat (processes/worker) --------------
 
@@ -46,10 +45,7 @@ async def archive(archived: AsyncColl, docs: Sequence[Mapping[str, object]]) -> 
     try:
         await archived.insert_many(new, ordered=False)
     except BulkWriteError as exc:
-        errors = exc.details.get("writeErrors") or []
-        if exc.details.get("writeConcernErrors") or any(e.get("code") != DUPLICATE_KEY for e in errors):
-            raise
-        return {d["_id"] for d in new} - {new[e["index"]]["_id"] for e in errors}
+        return {d["_id"] for d in new} - {new[i]["_id"] for i in duplicates(exc)}
     return {d["_id"] for d in new}
 
 

@@ -72,7 +72,7 @@ INDEXES: dict[str, list[IndexModel]] = {
         # Recruiter: available workers and workers holding an outcome.
         IndexModel([("available", ASCENDING)], name="available"),
         IndexModel([("outcome.token", ASCENDING)], name="pending_outcomes", sparse=True),
-        # Recruiter: entries made available since it last read them (roster.FREED).
+        # Recruiter: entries freed or stopped by their worker since it last read them (roster.FREED).
         IndexModel([("freed", ASCENDING)], name="freed", sparse=True),
         # Cleaner: entries of an older version, which heartbeat in the entry itself.
         IndexModel([("last_seen_at", ASCENDING)], name="heartbeat"),

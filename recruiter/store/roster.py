@@ -206,7 +206,7 @@ FREED = "freed"
 
 
 def freed_mark() -> ObjectId:
-    """The value of ``freed`` for one write that makes an entry available."""
+    """The value of ``FREED`` for one write that changes whether an entry may be given work."""
     return ObjectId()
 
 
