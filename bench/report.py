@@ -68,7 +68,9 @@ def rows(doc: dict[str, Any]) -> list[list[str]]:
     header = ["design", "W", "noop/s", "xv1", "100ms/s", "xideal", "p50 ms", "p95", "xnotify", "rt/job",
               "rt w/o empty", "wkr r/w", "idle rq/s", "RSS MiB"]
     out = [header]
+    per_process = {d["name"]: d.get("slots_per_process", 1) for d in doc["meta"].get("designs", [])}
     for design, by_count in doc["results"].items():
+        label = design if per_process.get(design, 1) <= 1 else f"{design} ({per_process[design]}/process)"
         for n, r in by_count.items():
             noop = r["noop"]["jobs_per_s"]
             sleep = r["sleep100"]["jobs_per_s"]
@@ -76,7 +78,7 @@ def rows(doc: dict[str, Any]) -> list[list[str]]:
             rt, rt_net = round_trips(r)
             rss = r["memory"]["worker_rss_kib"]
             out.append([
-                design, n, _fmt(noop), _fmt(_ratio(noop, _get(v1, n, "noop", "jobs_per_s")), 2),
+                label, n, _fmt(noop), _fmt(_ratio(noop, _get(v1, n, "noop", "jobs_per_s")), 2),
                 _fmt(sleep), _fmt(_ratio(sleep, int(n) * 10), 2),
                 _fmt(r["latency"]["p50_ms"]), _fmt(r["latency"]["p95_ms"]),
                 _fmt(_ratio(r["latency"]["p50_ms"], notify)), _fmt(rt, 2), _fmt(rt_net, 2),
@@ -95,6 +97,7 @@ LEGEND = [
     "server's empty getMore replies (change streams woken by writes that are not theirs)",
     "wkr r/w: worker reads/writes per no-op job, idle polls and heartbeats left out; idle rq/s: requests per second "
     "of one idle worker process; RSS: one worker process",
+    "W: workers (slots); one process each, or N to a process (--concurrency N) where the design says 'N/process'",
 ]
 
 

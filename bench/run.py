@@ -80,6 +80,10 @@ def parse_counts(value: str) -> list[int]:
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--workers", "workers_spec", default=None, envvar="RECRUITER_BENCH_WORKERS", show_envvar=True,
               help="Worker counts, comma-separated (default 1,2,4,8,16; --quick: 1,2).")
+@click.option("--slots-per-process", type=click.IntRange(1), default=1, envvar="RECRUITER_BENCH_SLOTS_PER_PROCESS",
+              show_envvar=True,
+              help="Run the recruiter's W workers as W / N worker processes of --concurrency N (default 1: one "
+                   "process per worker, as v1 and the peers run); each worker count must split evenly.")
 @click.option("--quick", is_flag=True, envvar="RECRUITER_BENCH_QUICK", show_envvar=True,
               help="Tiny sizes: a smoke test, not a measurement.")
 @click.option("--window", "window_s", type=click.FloatRange(0.5), default=None, envvar="RECRUITER_BENCH_WINDOW",
@@ -133,7 +137,7 @@ def parse_counts(value: str) -> list[int]:
               help="Run the peers (Agenda, and one SIGKILLed worker of each system) and print the peer table.")
 @click.option("--peers-only", is_flag=True, envvar="RECRUITER_BENCH_PEERS_ONLY", show_envvar=True,
               help="Run the recruiter (--prefetch 1) and the peers alone: no other design, capacity or backlog.")
-def main(workers_spec: str | None, quick: bool, window_s: float | None, warm_up_s: float | None,
+def main(workers_spec: str | None, slots_per_process: int, quick: bool, window_s: float | None, warm_up_s: float | None,
          latency_samples: int | None, designs: str | None, output: Path, publish: bool, no_plot: bool,
          backlogs_spec: str | None, only_backlog: bool, recruiter_args: str, layout_spec: str | None,
          only_capacity: bool, with_peers: bool, peers_only: bool, baseline_args: str | None,
@@ -161,7 +165,8 @@ def main(workers_spec: str | None, quick: bool, window_s: float | None, warm_up_
         raise click.BadParameter("--capacity with --capacity-layout none leaves nothing to run")
     extra = tuple(shlex.split(recruiter_args))
     alone = only_backlog or only_capacity or round_plan is not None
-    chosen = [] if alone else [replace(d, recruiter_args=(*d.recruiter_args, *extra)) for d in _chosen_designs(designs)]
+    chosen = [] if alone else _laid_out([replace(d, recruiter_args=(*d.recruiter_args, *extra))
+                                         for d in _chosen_designs(designs)], workers, slots_per_process)
     output.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     work_dir = output / f"{stamp}-work"
@@ -296,6 +301,15 @@ def _describe_code(code: Path) -> str:
     return f"{out[:80]} ({code})"
 
 
+def _laid_out(designs: list[Design], workers: list[int], slots_per_process: int) -> list[Design]:
+    """The designs with their workers run ``slots_per_process`` to a process; every count must split."""
+    for n in workers:
+        if n > slots_per_process and n % slots_per_process:
+            raise click.BadParameter(f"{n} workers do not split into processes of {slots_per_process}",
+                                     param_hint="--slots-per-process")
+    return [replace(d, slots_per_process=slots_per_process) for d in designs]
+
+
 def _run_designs(server: Server, chosen: list[Design], workers: list[int], sizes: Sizes,
                  work_dir: Path) -> dict[str, dict[str, Any]]:
     """Every chosen design at every worker count: design -> worker count -> figures."""
@@ -303,7 +317,9 @@ def _run_designs(server: Server, chosen: list[Design], workers: list[int], sizes
     for design in chosen:
         results[design.name] = {}
         for n in workers:
-            click.echo(f"bench: {design.name} with {n} worker(s)...", err=True)
+            processes, per = design.processes(n)
+            layout = f" ({processes} process(es) x --concurrency {per})" if per > 1 else ""
+            click.echo(f"bench: {design.name} with {n} worker(s){layout}...", err=True)
             scenario_dir = work_dir / f"{design.name}-{n}"
             scenario_dir.mkdir()
             try:

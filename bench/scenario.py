@@ -45,6 +45,9 @@ class Design:
     prefetch: int | None = None  # the product worker's --prefetch, None: not passed (a product without it)
     recruiter_args: tuple[str, ...] = ()  # more options of `recruiter start` (bin/bench --recruiter-args)
     worker_extra: tuple[str, ...] = ()  # more options of `worker start` (the observed design)
+    # Workers (slots) per worker process: W workers run as W / this processes of `--concurrency`
+    # this many (bin/bench --slots-per-process); 1: one process per worker, as the peers run.
+    slots_per_process: int = 1
 
     @property
     def is_v1(self) -> bool:
@@ -57,6 +60,13 @@ class Design:
 
     def worker_args(self) -> list[str]:
         return ([] if self.prefetch is None else ["--prefetch", str(self.prefetch)]) + list(self.worker_extra)
+
+    def processes(self, workers: int) -> tuple[int, int]:
+        """The worker processes that run ``workers`` slots, and each one's ``--concurrency``."""
+        per = 1 if self.is_v1 else min(self.slots_per_process, workers)
+        if workers % per:
+            raise ValueError(f"{workers} workers do not split into processes of {per}")
+        return workers // per, per
 
 
 def product_has_prefetch() -> bool:
@@ -171,6 +181,12 @@ class Scenario:
     def archived(self) -> int:
         return int(self.observer["archived"].estimated_document_count())
 
+    def outstanding(self) -> int:
+        """The jobs enqueued and not archived yet: ``scheduled`` holds exactly them (v1 too: it
+        archives a job before deleting it). The embedded server counts a collection by scanning
+        it, so the feeder counts this small one, not the growing ``archived``."""
+        return int(self.observer["scheduled"].estimated_document_count())
+
     def flush(self) -> dict[str, Any]:
         snap = self.fleet.flush()
         snap["enqueue"] = self.producer.totals()
@@ -182,6 +198,7 @@ class Scenario:
         low, high = backlog_bounds(kind, self.workers, self.design.lanes)
         feed = steady.Feed(enqueue=lambda n: self.producer.rec.enqueue_many(cls() for _ in range(n)),
                            archived=self.archived, flush=self.flush, check=self.fleet.check_alive,
+                           outstanding=self.outstanding,
                            what=f"{self.design.name} x{self.workers} {kind}")
         measured = steady.measure(feed, steady.Plan(low, high, self.sizes.warm_up_s, self.sizes.window_s))
         return window_figures(measured)
@@ -249,10 +266,11 @@ def scenario(server: Server, design: Design, workers: int, sizes: Sizes, work_di
             ready = []
             fleet.product("recruiter", "start", *design.recruiter_args)
             fleet.product("cleaner", "cleaner", "start")
-            for _ in range(workers):
+            processes, per = design.processes(workers)
+            for _ in range(processes):
                 fleet.product("worker", "worker", "start", "--group", GROUP, "--import-path", str(REPO),
                               "--poll-from", POLL_FROM, "--poll-to", POLL_TO, "--heartbeat-interval", HEARTBEAT,
-                              *design.worker_args())
+                              *(("--concurrency", str(per)) if per > 1 else ()), *design.worker_args())
         s = Scenario(design, workers, sizes, fleet, producer, observer)
         s.wait(lambda: all(p.stats_path.exists() for p in fleet.procs), 120, "the processes to start")
         if design.is_v1:

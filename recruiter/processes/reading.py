@@ -145,6 +145,7 @@ class CandidateReader:
         first one also reads the pause switches, so a pause is obeyed from the
         next round on. If the switches changed since the last round, the round
         is planned again with them."""
+        self.readahead.new_round()
         await self._load_cursor(epoch, now)
         picked = Picked(Selection([], self.cursor))
         running = await self._running(finishing)

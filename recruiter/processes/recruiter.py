@@ -387,7 +387,8 @@ class RecruiterProcess(LeaderProcess):
         ``fresh_until``, both indexed; one more only when an entry not among ``entries``
         (available or holding an outcome, so holding no job) missed its beats."""
         needed = [e["_id"] for e in available if self.view.needs_beat(e, plan.now)]
-        read, malformed = await heartbeats.read_round_beats(self.c.heartbeats, needed, plan.now)
+        read, malformed = await heartbeats.read_round_beats(self.c.heartbeats, needed, plan.now,
+                                                            stale=self.view.stale_due(plan.now))
         for doc_id in malformed:
             if self.warned.first(("heartbeats", doc_id), "malformed"):
                 log.warning("heartbeat.malformed", process=str(doc_id)[:100],

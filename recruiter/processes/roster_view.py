@@ -19,19 +19,25 @@ Invariants:
 3. The whole roster is read again when a leadership starts and every ``full_read_s``
    (30 s), as a check: an entry freed by a worker of an older version (no ``freed`` mark)
    is seen by that read.
+4. The beats no longer fresh (whose entries may hold stranded jobs) are read at the first
+   round of a leadership and then at most every ``stale_read_s`` (1 s) of the rounds' clock,
+   not every round: a beat goes stale seconds after its last write (a multiple of the
+   heartbeat interval, 5 s by default), so this delays taking a stranded job back by at
+   most that second, and an idle round reads nothing for it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from recruiter.domain.liveness import is_fresh
 from recruiter.store import roster
 from recruiter.store.layout import AsyncColl, Document
 
 FULL_READ_S = 30.0
+STALE_READ_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -55,12 +61,24 @@ class RosterView:
     free: dict[object, Document] = field(default_factory=dict)
     beats: dict[object, Document] = field(default_factory=dict)  # entry id -> its beat as last read
     next_full: float | None = None  # loop time of the next whole read; None: the next read
+    stale_read_s: float = STALE_READ_S
+    next_stale: datetime | None = None  # the rounds' time of the next read of stale beats; None: the next round
 
     def reset(self) -> None:
         """Forget everything (a leadership starts): the next read is whole."""
         self.free.clear()
         self.beats.clear()
         self.next_full = None
+        self.next_stale = None
+
+    def stale_due(self, now: datetime) -> bool:
+        """Whether the round at ``now`` reads the beats no longer fresh (invariant 4); if so, the
+        next such read is ``stale_read_s`` later. A clock that stepped back makes it due at once."""
+        period = timedelta(seconds=self.stale_read_s)
+        if self.next_stale is not None and now < self.next_stale and now >= self.next_stale - 2 * period:
+            return False
+        self.next_stale = now + period
+        return True
 
     async def read(self, coll: AsyncColl, at: float, well_formed: Callable[[list[Document]], list[Document]]) -> Read:
         """The round's entries at loop time ``at``: the whole roster when due, else what changed

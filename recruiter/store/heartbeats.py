@@ -105,12 +105,16 @@ def write_beats(heartbeats: SyncColl, beats: Sequence[tuple[str, object, Query]]
 BEAT_FIELDS = {"session": 1, "fresh_until": 1, "last_seen_at": 1, "heartbeat_interval_s": 1, "working_token": 1}
 
 
-async def read_round_beats(heartbeats: AsyncColl, ids: Sequence[object],
-                           now: datetime) -> tuple[list[Document], list[object]]:
-    """The beats of entries ``ids`` and every beat no longer fresh at ``now``: one read, all indexed
-    (an entry may have several: pick by session, :func:`recruiter.domain.liveness.pick_beats`);
-    and the ``_id`` of the process documents read that are malformed (they name no entry)."""
-    query = {"$or": [*_naming(ids)["$or"], {"fresh_until": {"$lte": now}}]}
+async def read_round_beats(heartbeats: AsyncColl, ids: Sequence[object], now: datetime, *,
+                           stale: bool = True) -> tuple[list[Document], list[object]]:
+    """The beats of entries ``ids`` and, with ``stale``, every beat no longer fresh at ``now``: one
+    read, all indexed (an entry may have several: pick by session,
+    :func:`recruiter.domain.liveness.pick_beats`); and the ``_id`` of the process documents read
+    that are malformed (they name no entry). Nothing to read: no round trip."""
+    if not ids and not stale:
+        return [], []
+    parts = [*(_naming(ids)["$or"] if ids else []), *([{"fresh_until": {"$lte": now}}] if stale else [])]
+    query = parts[0] if len(parts) == 1 else {"$or": parts}
     docs = await heartbeats.find(query, _projection(BEAT_FIELDS)).to_list()
     return expand_beats(docs), malformed_process_docs(docs)
 

@@ -156,6 +156,14 @@ class ReadAhead:
         self._aimed_at: datetime | None = None
         self.reads = 0
         self.rows_read = 0
+        # The gaps read in this round, by filter: a round asks for the same gap again when its
+        # first read left a worker without a job ("the next tenants after ..."), and within one
+        # round that read would find what the first found, or what the next round reads anyway.
+        self._gaps_read: dict[str, list[Document]] = {}
+
+    def new_round(self) -> None:
+        """A round begins: gaps are read again."""
+        self._gaps_read.clear()
 
     async def _find(self, filter_: Filter, projection: Filter | None,
                     limit: int = 0) -> list[Document]:
@@ -251,8 +259,12 @@ class ReadAhead:
         return rows
 
     async def _gap(self, filter_: Filter, now: datetime) -> list[Document]:
-        """Jobs of groups or tenants not seen yet (keys only); learn them, return the ready ones in order."""
-        found = await self._find(filter_, KEYS)
+        """Jobs of groups or tenants not seen yet (keys only); learn them, return the ready ones in order.
+        A gap read once in a round is not read again in it (:meth:`new_round`)."""
+        gap = repr(filter_)
+        found = self._gaps_read.get(gap)
+        if found is None:
+            found = self._gaps_read[gap] = await self._find(filter_, KEYS)
         self.unplaceable += [k.get("_id") for k in found if not _well_typed(k)]
         keys = [k for k in found if is_ready(k, now) or _placeable(k)]
         by_substream: dict[tuple[str, str, str, str], list[Document]] = {}

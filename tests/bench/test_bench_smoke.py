@@ -80,6 +80,22 @@ def test_quick_bench_writes_results(server_uri: str, tmp_path: Path) -> None:
     assert "| no-op throughput >= v1 at 1 worker(s) |" in markdown
 
 
+def test_workers_can_run_several_to_a_process(server_uri: str, tmp_path: Path) -> None:
+    result = _bench(server_uri, "--workers", "2", "--slots-per-process", "2", "--designs", "recruiter",
+                    "--backlogs", "none", "--capacity-layout", "none", "--no-peers", "--no-plot",
+                    "--output", str(tmp_path))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "1 process(es) x --concurrency 2" in result.stderr
+    assert "recruiter (2/process)" in result.stdout
+    doc = json.loads((tmp_path / "latest.json").read_text())
+    assert doc["meta"]["designs"][0]["slots_per_process"] == 2
+    assert doc["results"]["recruiter"]["2"]["sleep100"]["jobs"] > 0
+
+    uneven = _bench(server_uri, "--workers", "3", "--slots-per-process", "2", "--no-peers", "--output", str(tmp_path))
+    assert uneven.returncode == 2
+    assert "3 workers do not split into processes of 2" in uneven.stderr
+
+
 def test_quick_capacity_of_one_leader(server_uri: str, tmp_path: Path) -> None:
     result = _bench(server_uri, "--capacity", "--capacity-layout", "2x2", "--no-plot", "--output", str(tmp_path),
                     "--capacity-baseline-args", "--round-size 2")

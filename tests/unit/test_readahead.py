@@ -93,6 +93,7 @@ def test_answers_are_the_whole_queues_round_after_round(initial: list[Any], step
     reader = ReadAhead(server.find)
     for queries, taken, arrivals, paused in steps:
         whole = FakeCollection(list(jobs.values()))
+        reader.new_round()
         answers = asyncio.run(reader.answer(queries, NOW, paused))
         for q, rows in zip(queries, answers, strict=True):
             assert ids(rows) == ids(whole.run(q, paused)), q
@@ -113,6 +114,7 @@ def test_a_steady_round_reads_one_window_whatever_the_backlog(monkeypatch: pytes
         for c in list(jobs.values())[:8]:
             del jobs[c.id]
         server.finds.clear()
+        reader.new_round()
         rows = asyncio.run(reader.answer([query], NOW, NOT_PAUSED))[0]
         assert len(rows) == 8
         finds = list(server.finds)
@@ -128,9 +130,27 @@ def test_ties_on_scheduled_at_are_split_by_id() -> None:
     reader = ReadAhead(server.find)
     asyncio.run(reader.answer([Query(limit=2, group="a", tenant="")], NOW, NOT_PAUSED))
     server.finds.clear()
+    reader.new_round()
     rows = asyncio.run(reader.answer([Query(limit=2, group="a", tenant="")], NOW, NOT_PAUSED))[0]
     assert ids(rows) == ["j0000", "j0001"]
     assert any(f.get("scheduled_at") == at and "_id" in f for f in server.finds), server.finds
+
+
+def test_a_gap_is_read_once_in_a_round_and_again_in_the_next() -> None:
+    jobs = {"j1": Candidate("j1", "a", NOW - timedelta(seconds=1))}
+    server = Server(jobs)
+    reader = ReadAhead(server.find)
+    ring = Query(limit=3, group="a", tenant_after="")  # the tenants after the default one: a gap
+    reader.new_round()
+    asyncio.run(reader.answer([ring], NOW, NOT_PAUSED))
+    first = len(server.finds)
+    assert asyncio.run(reader.answer([ring], NOW, NOT_PAUSED)) == [[]]
+    assert len(server.finds) == first, server.finds[first:]  # the same round: not read again
+    jobs["j2"] = Candidate("j2", "a", NOW - timedelta(seconds=1), tenant="t1")
+    reader.new_round()
+    rows = asyncio.run(reader.answer([ring], NOW, NOT_PAUSED))[0]
+    assert len(server.finds) > first
+    assert ids(rows) == ["j2"]  # the next round reads the gap again, and finds the new tenant
 
 
 def test_bounds_have_the_forms_the_embedded_server_answers_right() -> None:
