@@ -68,7 +68,7 @@ def rows(doc: dict[str, Any]) -> list[list[str]]:
     header = ["design", "W", "noop/s", "xv1", "100ms/s", "xideal", "p50 ms", "p95", "xnotify", "rt/job",
               "rt w/o empty", "wkr r/w", "idle rq/s", "RSS MiB"]
     out = [header]
-    per_process = {d["name"]: d.get("slots_per_process", 1) for d in doc["meta"].get("designs", [])}
+    per_process = {d["name"]: d.get("slots_per_process", 1) for d in doc.get("meta", {}).get("designs", [])}
     for design, by_count in doc["results"].items():
         label = design if per_process.get(design, 1) <= 1 else f"{design} ({per_process[design]}/process)"
         for n, r in by_count.items():
