@@ -386,8 +386,9 @@ class RecruiterProcess(LeaderProcess):
         no longer fresh, or not their registration's, :mod:`recruiter.processes.roster_view`) and by
         ``fresh_until``, both indexed; one more only when an entry not among ``entries``
         (available or holding an outcome, so holding no job) missed its beats."""
-        needed = [e["_id"] for e in available if self.view.needs_beat(e, plan.now)]
-        read, malformed = await heartbeats.read_round_beats(self.c.heartbeats, needed, plan.now,
+        needing = [e for e in available if self.view.needs_beat(e, plan.now)]
+        needed = [e["_id"] for e in needing]
+        read, malformed = await heartbeats.read_round_beats(self.c.heartbeats, needing, plan.now,
                                                             stale=self.view.stale_due(plan.now))
         for doc_id in malformed:
             if self.warned.first(("heartbeats", doc_id), "malformed"):
