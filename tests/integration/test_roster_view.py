@@ -38,6 +38,31 @@ def test_a_steady_round_reads_the_entries_that_changed_not_the_roster(db_uri: st
     run(db_uri, scenario)
 
 
+def test_beats_are_read_by_id_and_the_stale_ones_at_most_once_a_second(db_uri: str) -> None:
+    """The beats a round needs are read by ``_id`` (the entries' process documents), never by the
+    documents' ``ids`` arrays, which the embedded server matches by scanning; the stale beats
+    are a read of their own, at a leadership's first round and then once a second at most."""
+    async def scenario(h: Harness) -> None:
+        for i in range(12):
+            await h.worker(f"w{i:02}")
+        h.commands.clear()
+        first = await h.round()
+        assert first.free_workers == 12  # every beat was found by _id
+        reads = [f["filter"] for f in h.commands.named("find", "heartbeats")]
+        assert sorted(next(iter(f)) for f in reads) == ["_id", "fresh_until"], reads
+        assert all("ids" not in str(f) and "$or" not in f for f in reads), reads
+
+        h.commands.clear()
+        h.clock.advance(timedelta(milliseconds=300))
+        await h.round()  # the beats kept are fresh, and the stale ones were read 0.3 s ago
+        assert h.commands.named("find", "heartbeats") == []
+        h.clock.advance(timedelta(seconds=1))
+        await h.round()
+        assert [next(iter(f["filter"])) for f in h.commands.named("find", "heartbeats")] == ["fresh_until"]
+
+    run(db_uri, scenario)
+
+
 def test_a_worker_registered_after_the_first_round_is_given_work_by_the_next(db_uri: str) -> None:
     async def scenario(h: Harness) -> None:
         await h.worker("old", "a")
