@@ -161,10 +161,6 @@ class Leader:
     def archived(self) -> int:
         return int(self.observer["archived"].estimated_document_count())
 
-    def outstanding(self) -> int:
-        """The jobs enqueued and not archived yet: ``scheduled`` holds exactly them."""
-        return int(self.observer["scheduled"].estimated_document_count())
-
     def enqueue(self, n: int) -> None:
         self.producer.rec.enqueue_many(Noop() for _ in range(n))
 
@@ -247,7 +243,8 @@ def run(server: Server, layout: Layout, work_dir: Path, prefetch_args: list[str]
             cpu.read()
 
         feed = steady.Feed(enqueue=lead.enqueue, archived=lead.archived, flush=lead.flush,
-                           check=lead.fleet.check_alive, what="capacity", outstanding=lead.outstanding, poll_s=0.2)
+                           check=lead.fleet.check_alive, what="capacity",
+                           outstanding=lambda: steady.queued(lead.observer), poll_s=0.2)
         measured = steady.measure(feed, steady.Plan(low, low + max(100, 2 * layout.slots), layout.warm_up_s,
                                                     layout.window_s), on_window=at_window, drain=False)
         before, after = measured.pop("before"), measured.pop("after")

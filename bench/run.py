@@ -302,12 +302,16 @@ def _describe_code(code: Path) -> str:
 
 
 def _laid_out(designs: list[Design], workers: list[int], slots_per_process: int) -> list[Design]:
-    """The designs with their workers run ``slots_per_process`` to a process; every count must split."""
-    for n in workers:
-        if n > slots_per_process and n % slots_per_process:
-            raise click.BadParameter(f"{n} workers do not split into processes of {slots_per_process}",
-                                     param_hint="--slots-per-process")
-    return [replace(d, slots_per_process=slots_per_process) for d in designs]
+    """The designs with their workers run ``slots_per_process`` to a process; every count must
+    split (:meth:`Design.processes` says how, and refuses one that does not)."""
+    laid = [replace(d, slots_per_process=slots_per_process) for d in designs]
+    for design in laid:
+        for n in workers:
+            try:
+                design.processes(n)
+            except ValueError as exc:
+                raise click.BadParameter(str(exc), param_hint="--slots-per-process") from None
+    return laid
 
 
 def _run_designs(server: Server, chosen: list[Design], workers: list[int], sizes: Sizes,

@@ -181,12 +181,6 @@ class Scenario:
     def archived(self) -> int:
         return int(self.observer["archived"].estimated_document_count())
 
-    def outstanding(self) -> int:
-        """The jobs enqueued and not archived yet: ``scheduled`` holds exactly them (v1 too: it
-        archives a job before deleting it). The embedded server counts a collection by scanning
-        it, so the feeder counts this small one, not the growing ``archived``."""
-        return int(self.observer["scheduled"].estimated_document_count())
-
     def flush(self) -> dict[str, Any]:
         snap = self.fleet.flush()
         snap["enqueue"] = self.producer.totals()
@@ -198,7 +192,7 @@ class Scenario:
         low, high = backlog_bounds(kind, self.workers, self.design.lanes)
         feed = steady.Feed(enqueue=lambda n: self.producer.rec.enqueue_many(cls() for _ in range(n)),
                            archived=self.archived, flush=self.flush, check=self.fleet.check_alive,
-                           outstanding=self.outstanding,
+                           outstanding=lambda: steady.queued(self.observer),
                            what=f"{self.design.name} x{self.workers} {kind}")
         measured = steady.measure(feed, steady.Plan(low, high, self.sizes.warm_up_s, self.sizes.window_s))
         return window_figures(measured)

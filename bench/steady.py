@@ -53,6 +53,13 @@ class Feed:
     poll_s: float = POLL_S
 
 
+def queued(db: Any) -> int:
+    """A feeder's ``outstanding``: the jobs enqueued and not archived yet, which ``scheduled`` holds
+    exactly (v1 too: it archives a job before deleting it), counted instead of the growing
+    ``archived`` (see :attr:`Feed.outstanding`)."""
+    return int(db["scheduled"].estimated_document_count())
+
+
 def measure(feed: Feed, plan: Plan, on_window: Callable[[str], None] | None = None, *,
             drain: bool = True) -> dict[str, Any]:
     """Feed, warm up, measure one window, drain (unless the processes are stopped next, ``drain=False``).
