@@ -51,7 +51,7 @@ from recruiter.processes.firing import ScheduleFirer
 from recruiter.processes.leadership import Fault, LeaderProcess, Leadership, Pace, leader_owner, no_fault
 from recruiter.processes.logs import AfterCommit
 from recruiter.processes.lookahead import LookAhead
-from recruiter.processes.reading import CandidateReader
+from recruiter.processes.reading import CandidateReader, Picked
 from recruiter.processes.roster_view import RosterView
 from recruiter.processes.round_stats import RoundTimer
 from recruiter.processes.rounds import Locked, RoundPlan, RoundReport, RoundWrites
@@ -156,6 +156,13 @@ def finishing(plan: RoundPlan) -> list[tuple[str, str]]:
     return out
 
 
+def free_workers(lanes: list[tuple[Document, int]]) -> list[FreeWorker]:
+    """The lanes a round may give work (:meth:`recruiter.processes.lookahead.LookAhead.free_lanes`),
+    as the workers the selection serves."""
+    return [FreeWorker(e["_id"], tuple(e["work_on"]), d, process=str(e.get("process") or e["_id"]))
+            for e, d in lanes]
+
+
 class RecruiterProcess(LeaderProcess):
 
     def __init__(self, db: AsyncDb, clock: Clock, config: RecruiterConfig, *, owner: str | None = None,
@@ -180,6 +187,10 @@ class RecruiterProcess(LeaderProcess):
         self._handed_out: dict[object, Document] = {}
         self.lookahead = LookAhead()  # the slots' job lengths and the rounds' time
         self.view = RosterView()  # the free entries and beats read (recruiter.processes.roster_view)
+        # The next round was woken by enqueued jobs alone, after an idle wait: its candidate
+        # reads start with its roster reads, for the free workers kept (see plan()).
+        self.early_candidates = False
+        self.early_used = 0  # rounds whose early candidate reads were the ones chosen from
 
     async def run(self) -> None:
         """Wait for the lease, lead while holding it, stand by again when it is lost.
@@ -214,8 +225,10 @@ class RecruiterProcess(LeaderProcess):
 
         async def one_round() -> bool:
             nonlocal needs_rollback, last_start
-            if self.config.coalesce_s and not doorbell.take("scheduled"):
+            heard = doorbell.drain()
+            if self.config.coalesce_s and "scheduled" not in heard:
                 await self.leadership.sleep(last_start + self.config.coalesce_s - loop.time())
+            self.early_candidates = heard == {"scheduled"}
             last_start = loop.time()
             self.sweeper.start(self.config.sweep_interval_s)
             fired = await self.fire_schedules()
@@ -331,9 +344,32 @@ class RecruiterProcess(LeaderProcess):
 
     async def plan(self) -> RoundPlan:
         """The reads of a round: free workers and outcomes, the jobs outcomes name, the
-        chosen jobs. Writes nothing."""
+        chosen jobs. Writes nothing.
+
+        A round woken by enqueued jobs alone, after an idle wait (:attr:`early_candidates`),
+        starts its candidate reads at once, for the free workers kept from the last rounds
+        (:meth:`_kept_workers`), at the same time as its roster reads, instead of after them:
+        one job's wait from enqueue to start is mostly round trips one after the other. What
+        those reads chose is used only if the roster reads then find exactly those free
+        workers and no outcome; else they are dropped and the round reads its candidates
+        again, as any round does."""
         now = self.clock.now()
         plan = RoundPlan(now)
+        guess = self._kept_workers(now) if self.early_candidates else None
+        self.early_candidates = False
+        early = asyncio.ensure_future(self._select(guess, now, [])) if guess else None
+        try:
+            await self._plan(plan, guess, early)
+        finally:
+            if early is not None and not early.done():  # the round failed first: its reads are not needed
+                early.cancel()
+            if early is not None:
+                await asyncio.gather(early, return_exceptions=True)
+        return plan
+
+    async def _plan(self, plan: RoundPlan, guess: list[FreeWorker] | None,
+                    early: asyncio.Future[Picked] | None) -> None:
+        now = plan.now
         read = await self.view.read(self.c.roster, asyncio.get_running_loop().time(), self._well_formed)
         entries, plan.freed = read.entries, read.marks
         self.timer.mark("read_roster")
@@ -354,17 +390,44 @@ class RecruiterProcess(LeaderProcess):
         plan.ahead = {e["_id"] for e, d in lanes if d > 0}
         plan.report.free_workers = len(lanes)
         if lanes:
-            workers = [FreeWorker(e["_id"], tuple(e["work_on"]), d, process=str(e.get("process") or e["_id"]))
-                       for e, d in lanes]
+            workers = free_workers(lanes)
             self.timer.mark("plan")
-            picked = await self.reader.select(workers, now, self.lease.epoch, self.config.counting_scheme,
-                                              finishing=finishing(plan))
+            picked = await self._chosen(early, workers == guess, workers, plan)
             self.timer.mark("read_candidates")
             plan.selection, plan.documents, plan.paced = picked.selection, picked.documents, picked.paced
             plan.cursor_write = self.reader.cursor_write(picked.selection.cursor)
             plan.malformed += picked.malformed
         self.lookahead.defer_lone_outcomes(plan, entries)
-        return plan
+
+    def _kept_workers(self, now: datetime) -> list[FreeWorker] | None:
+        """The free workers a round finds when its roster reads bring no change: those of the
+        entries kept free (:class:`RosterView`) whose kept beats are fresh, as :meth:`_plan`
+        lays them out. None when any of them needs its beat read (the round may find it dead)."""
+        entries = list(self.view.free.values())
+        available = [e for e in entries if e.get("available") and not e.get("stopping") and e.get("work_on")]
+        if not available or any(self.view.needs_beat(e, now) for e in available):
+            return None
+        free = sorted(available, key=lambda e: (e.get("available_since") or now, e["_id"]))
+        return free_workers(self.lookahead.free_lanes(free, entries, self.config.round_size)) or None
+
+    async def _select(self, workers: list[FreeWorker] | None, now: datetime,
+                      finishing_: list[tuple[str, str]]) -> Picked:
+        assert workers is not None
+        return await self.reader.select(workers, now, self.lease.epoch, self.config.counting_scheme,
+                                        finishing=finishing_)
+
+    async def _chosen(self, early: asyncio.Future[Picked] | None, same: bool, workers: list[FreeWorker],
+                      plan: RoundPlan) -> Picked:
+        """The round's choice for ``workers``: the early reads' if they were for these same
+        workers (``same``) and no outcome frees a running job (flow control counts those), else
+        its own, read once the early ones are over (one reader, one read at a time)."""
+        ending = finishing(plan)
+        if early is not None:
+            picked = (await asyncio.gather(early, return_exceptions=True))[0]
+            if same and not ending and isinstance(picked, Picked):
+                self.early_used += 1
+                return picked
+        return await self._select(workers, plan.now, ending)
 
     async def _read_outcome_jobs(self, plan: RoundPlan) -> None:
         """The jobs the plan's outcomes name: the copies this leader handed out, else read."""

@@ -48,6 +48,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from bson import ObjectId
 
@@ -59,6 +60,9 @@ from recruiter.domain.placement import is_worker_group
 from recruiter.domain.records import Query as Filter
 from recruiter.domain.selection import DEFAULT_TENANT
 from recruiter.store.layout import Document
+
+A = TypeVar("A")
+B = TypeVar("B")
 
 WINDOW = 64  # keys between two fences: what one substream read returns at most, stragglers aside
 KEYS: Filter = {"_id": 1, "group": 1, "tenant": 1, "status": 1, "priority": 1, "scheduled_at": 1}
@@ -134,6 +138,21 @@ def substream_filter(group: str, tenant: str, status: str, priority: str) -> Fil
     return {"locked": False, "group": group, "tenant": tenant or None, "status": status, "priority": priority}
 
 
+async def both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
+    """Run two reads at once; the first to fail cancels the other and is raised as itself
+    (callers handle a store error, not a group of them)."""
+    try:
+        async with asyncio.TaskGroup() as reads:
+            a, b = reads.create_task(_awaited(first)), reads.create_task(_awaited(second))
+    except ExceptionGroup as failed:
+        raise failed.exceptions[0] from None
+    return a.result(), b.result()
+
+
+async def _awaited(step: Awaitable[A]) -> A:
+    return await step
+
+
 class ReadAhead:
     """The leader's knowledge of the ready jobs between rounds (see the module doc).
 
@@ -160,10 +179,14 @@ class ReadAhead:
         # first read left a worker without a job ("the next tenants after ..."), and within one
         # round that read would find what the first found, or what the next round reads anyway.
         self._gaps_read: dict[str, list[Document]] = {}
+        # Likewise the streams of one (group, tenant) read in this round, by (group, tenant, parts):
+        # how many rows were asked, and the rows.
+        self._streams_read: dict[tuple[str, str, tuple[tuple[str, str], ...]], tuple[int, list[Document]]] = {}
 
     def new_round(self) -> None:
-        """A round begins: gaps are read again."""
+        """A round begins: gaps and streams are read again."""
         self._gaps_read.clear()
+        self._streams_read.clear()
 
     async def _find(self, filter_: Filter, projection: Filter | None,
                     limit: int = 0) -> list[Document]:
@@ -187,10 +210,25 @@ class ReadAhead:
             await self._gap({"locked": False}, now)
 
     async def answer(self, queries: list[Query], now: datetime, paused: Paused) -> list[list[Document]]:
-        """The rows each query asks for, in index order (documents, some with only their keys)."""
-        if self._aimed_at != now and any(is_worker_group(q.group) for q in queries):
-            await self._probe_aimed(now)
-        return [await self._answer(q, now, paused) for q in queries]
+        """The rows each query asks for, in index order (documents, some with only their keys).
+        The probe of the workers' own groups is read at the same time as the other queries'
+        answers, which do not depend on it; the queries aimed at workers are answered after."""
+        aimed = [is_worker_group(q.group) for q in queries]
+        rows: list[list[Document]] = [[] for _ in queries]
+
+        async def the_others() -> None:
+            for i, q in enumerate(queries):
+                if not aimed[i]:
+                    rows[i] = await self._answer(q, now, paused)
+
+        if self._aimed_at != now and any(aimed):
+            await both(self._probe_aimed(now), the_others())
+        else:
+            await the_others()
+        for i, q in enumerate(queries):
+            if aimed[i]:
+                rows[i] = await self._answer(q, now, paused)
+        return rows
 
     async def _probe_aimed(self, now: datetime) -> None:
         """Learn, with one read per round, which workers' reserved groups hold unlocked jobs.
@@ -240,8 +278,20 @@ class ReadAhead:
 
     async def _tenants_ring(self, group: str, after: str | None, need: int, now: datetime,
                             paused: Paused) -> list[Document]:
-        rows: list[Document] = []
         known = sorted(t for t in self.groups.get(group, ()) if after is None or t > after)
+        first = min(self.groups.get(group, ()), default=None)
+        if after is None or known or first is None or first in paused.tenants:
+            return await self._ring_of_tenants(group, after, known, need, now, paused)
+        # No tenant known past ``after``: this ring is one gap read, and unless that gap holds a
+        # new tenant the next question is the ring from its start, whose first known tenant's
+        # stream is then read at the same time as the gap (kept for this round, :meth:`_stream`).
+        rows, _ = await both(self._ring_of_tenants(group, after, known, need, now, paused),
+                             self._stream(group, first, SUBSTREAMS, need, now))
+        return rows
+
+    async def _ring_of_tenants(self, group: str, after: str | None, known: list[str], need: int, now: datetime,
+                               paused: Paused) -> list[Document]:
+        rows: list[Document] = []
         lower = after
         for t in [*known, None]:
             found = []
@@ -282,8 +332,17 @@ class ReadAhead:
 
     async def _stream(self, group: str, tenant: str, parts: list[tuple[str, str]], need: int,
                       now: datetime) -> list[Document]:
-        found = await asyncio.gather(*(self._substream((group, tenant, s, p), need, now) for s, p in parts))
-        return [d for rows in found for d in rows][:need]
+        """The first ``need`` ready jobs of ``parts`` of one (group, tenant), whole. Read once per
+        round for as many rows (or fewer, if that read found the stream had no more)."""
+        key = (group, tenant, tuple(parts))
+        if (known := self._streams_read.get(key)) is not None and (need <= known[0] or len(known[1]) < known[0]):
+            rows = known[1][:need]
+        else:
+            found = await asyncio.gather(*(self._substream((group, tenant, s, p), need, now) for s, p in parts))
+            rows = [d for part in found for d in part][:need]
+            self._streams_read[key] = (need, rows)
+        self.documents.update((d["_id"], d) for d in rows)  # whole documents, handed over with the answer
+        return rows
 
     async def _substream(self, key: tuple[str, str, str, str], need: int, now: datetime) -> list[Document]:
         state = self.substreams.get(key)

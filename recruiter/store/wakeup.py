@@ -285,6 +285,11 @@ class Doorbell:
         self.heard.discard(collection)
         return heard
 
+    def drain(self) -> set[str]:
+        """The collections whose events rang since the last call (or :meth:`take`)."""
+        heard, self.heard = self.heard, set()
+        return heard
+
     async def open(self) -> None:
         """Open the stream, unless the server has shown it has no change streams."""
         if self.stream is not None or not self.supported:

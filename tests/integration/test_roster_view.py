@@ -112,3 +112,45 @@ def test_a_hand_written_entry_whose_id_is_a_document_does_not_stop_the_rounds(db
         assert (await h.roster("w"))["assigned_to"] == {"w": job}
 
     run(db_uri, scenario)
+
+
+def test_a_round_woken_by_an_enqueue_reads_its_candidates_with_its_roster_and_chooses_the_same(db_uri: str) -> None:
+    """A round woken by enqueued jobs alone (``early_candidates``) starts its candidate reads for
+    the free workers kept, at the same time as its roster reads: with nothing changed in the
+    roster it chooses from them, and what it hands out is what a plain round would."""
+    async def scenario(h: Harness) -> None:
+        for i in range(3):
+            await h.worker(f"w{i}")
+            h.clock.advance(timedelta(milliseconds=10))  # w0 has waited longest
+        await h.round()
+        job = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
+        h.recruiter.early_candidates = True
+        h.commands.clear()
+        report = await h.round()
+        assert report.assigned == 1
+        assert h.recruiter.early_used == 1
+        assert (await h.roster("w0"))["assigned_to"] == {"w0": job}  # longest free first, as before
+        # One set of candidate reads, not two: no read of scheduled sent twice.
+        reads = [repr(f["filter"]) for f in h.commands.named("find", "scheduled")]
+        assert reads
+        assert len(reads) == len(set(reads)), reads
+        assert h.recruiter.early_candidates is False  # for that round only
+
+    run(db_uri, scenario)
+
+
+def test_early_candidate_reads_are_dropped_when_the_roster_changed_meanwhile(db_uri: str) -> None:
+    """A worker registered between the rounds: the early reads were for the workers kept, the
+    round finds one more, so it reads its candidates again for the workers it found."""
+    async def scenario(h: Harness) -> None:
+        await h.worker("old", "a")
+        await h.round()
+        await h.worker("new", "b")  # not among the workers kept
+        job = await Record(h.db_uri, n=1).as_job_of(h.producer).in_group("b").enqueue()
+        h.recruiter.early_candidates = True
+        report = await h.round()
+        assert h.recruiter.early_used == 0
+        assert report.assigned == 1
+        assert (await h.roster("new"))["assigned_to"] == {"new": job}
+
+    run(db_uri, scenario)

@@ -192,3 +192,77 @@ def _with_rows(find: Any, extra: list[dict[str, Any]]) -> Any:
     async def wrapped(filter_: dict[str, Any], projection: dict[str, Any] | None, limit: int = 0) -> Any:
         return [*await find(filter_, projection, limit), *(extra if "status" not in filter_ else [])]
     return wrapped
+
+
+def test_a_stream_is_read_once_in_a_round_and_again_in_the_next() -> None:
+    jobs = {"j1": Candidate("j1", "a", NOW - timedelta(seconds=1))}
+    server = Server(jobs)
+    reader = ReadAhead(server.find)
+    query = Query(limit=2, group="a", tenant="")
+    reader.new_round()
+    assert ids(asyncio.run(reader.answer([query], NOW, NOT_PAUSED))[0]) == ["j1"]
+    first = len(server.finds)
+    assert ids(asyncio.run(reader.answer([query], NOW, NOT_PAUSED))[0]) == ["j1"]
+    assert len(server.finds) == first, server.finds[first:]  # the same round: answered from that read
+    assert reader.take_found()[0].keys() == {"j1"}  # whole, handed over with each answer
+    jobs["j2"] = Candidate("j2", "a", NOW - timedelta(seconds=1))
+    reader.new_round()
+    assert ids(asyncio.run(reader.answer([query], NOW, NOT_PAUSED))[0]) == ["j1", "j2"]
+
+
+def test_a_stream_read_for_fewer_rows_than_asked_is_read_again() -> None:
+    jobs = {f"j{n}": Candidate(f"j{n}", "a", NOW - timedelta(seconds=10 - n)) for n in range(5)}
+    server = Server(jobs)
+    reader = ReadAhead(server.find)
+    reader.new_round()
+    assert ids(asyncio.run(reader.answer([Query(limit=2, group="a", tenant="")], NOW, NOT_PAUSED))[0]) == ["j0", "j1"]
+    first = len(server.finds)
+    rows = asyncio.run(reader.answer([Query(limit=2, group="a", tenant="", skip=2)], NOW, NOT_PAUSED))[0]
+    assert ids(rows) == ["j2", "j3"]
+    assert len(server.finds) > first
+
+
+def test_the_ring_past_the_last_tenant_reads_the_first_tenants_stream_with_its_gap() -> None:
+    """Asked for the tenants after the last one (a gap), the read-ahead reads the first tenant's
+    stream at the same time: the ring from its start, asked next in the same round, reads nothing."""
+    jobs = {"j1": Candidate("j1", "a", NOW - timedelta(seconds=1))}
+    server = Server(jobs)
+    reader = ReadAhead(server.find)
+    reader.new_round()
+    asyncio.run(reader.answer([Query(limit=1, group="a")], NOW, NOT_PAUSED))  # learns the default tenant
+    reader.take_found()
+    reader.new_round()
+    server.finds.clear()
+    assert asyncio.run(reader.answer([Query(limit=1, group="a", tenant_after="")], NOW, NOT_PAUSED)) == [[]]
+    assert any("tenant" in f and isinstance(f["tenant"], dict) for f in server.finds)  # the gap
+    assert any(f.get("tenant") is None and f.get("status") == "queued" for f in server.finds)  # the stream
+    sent = len(server.finds)
+    rows = asyncio.run(reader.answer([Query(limit=1, group="a")], NOW, NOT_PAUSED))[0]
+    assert ids(rows) == ["j1"]
+    assert len(server.finds) == sent, server.finds[sent:]
+    assert reader.take_found()[0].keys() == {"j1"}
+
+
+def test_the_probe_of_workers_groups_is_read_with_the_other_queries() -> None:
+    """The probe of the workers' own groups and the other queries' reads are in flight together."""
+    jobs = {"j1": Candidate("j1", "a", NOW - timedelta(seconds=1))}
+    server = Server(jobs)
+    log: list[tuple[str, bool]] = []  # (start or end, whether the probe)
+
+    async def slow_find(filter_: dict[str, Any], projection: dict[str, Any] | None,
+                        limit: int = 0) -> list[dict[str, Any]]:
+        probe = isinstance(filter_.get("group"), dict)
+        log.append(("start", probe))
+        await asyncio.sleep(0.01)
+        log.append(("end", probe))
+        return await server.find(filter_, projection, limit)
+
+    reader = ReadAhead(slow_find)
+    reader.new_round()
+    aimed = Query(limit=1, group="@worker:w1", tenant="")
+    answers = asyncio.run(reader.answer([aimed, Query(limit=1, group="a", tenant="")], NOW, NOT_PAUSED))
+    assert ids(answers[1]) == ["j1"]
+    assert answers[0] == []
+    assert log.count(("start", True)) == 1
+    # Another read started before the probe's came back.
+    assert log.index(("start", False)) < log.index(("end", True)), log
