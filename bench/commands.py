@@ -31,3 +31,16 @@ class Commands(monitoring.CommandListener):
     def named(self, name: str, collection: str) -> list[dict[str, Any]]:
         """The ``name`` commands (e.g. ``insert``) sent to ``collection``."""
         return [cmd for n, coll, cmd in self.events if n == name and coll == collection]
+
+    def updates(self, collection: str) -> list[dict[str, Any]]:
+        """Every update statement sent to ``collection`` (``q``, ``u``, ``multi``), whether in an
+        ``update`` command or as an operation of a client ``bulkWrite`` across collections."""
+        out: list[dict[str, Any]] = []
+        for name, coll, cmd in self.events:
+            if name == "update" and coll == collection:
+                out += [{"q": u.get("q"), "u": u.get("u"), "multi": bool(u.get("multi"))} for u in cmd["updates"]]
+            elif name == "bulkWrite":
+                names = [str(ns.get("ns", "")).split(".", 1)[-1] for ns in cmd.get("nsInfo", [])]
+                out += [{"q": op.get("filter"), "u": op.get("updateMods"), "multi": bool(op.get("multi"))}
+                        for op in cmd.get("ops", []) if "update" in op and names[op["update"]] == collection]
+        return out

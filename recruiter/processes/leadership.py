@@ -136,10 +136,12 @@ class Leadership:
                 return
 
     @contextlib.asynccontextmanager
-    async def fenced(self) -> AsyncIterator[Collections]:
-        """The collections of a transaction fenced by the lease (invariant 1)."""
+    async def fenced(self, *, deferred: bool = False) -> AsyncIterator[Collections]:
+        """The collections of a transaction fenced by the lease (invariant 1); with ``deferred``,
+        the fence rides in the transaction's first combined command, or is written before the
+        commit (:func:`recruiter.store.transactions.fenced_transaction`)."""
         try:
-            async with fenced_transaction(self.db, self.lease) as inside:
+            async with fenced_transaction(self.db, self.lease, deferred=deferred) as inside:
                 yield inside
         except LostFence:
             raise LostLease() from None

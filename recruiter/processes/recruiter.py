@@ -54,7 +54,7 @@ from recruiter.processes.lookahead import LookAhead
 from recruiter.processes.reading import CandidateReader, Picked
 from recruiter.processes.roster_view import RosterView
 from recruiter.processes.round_stats import RoundTimer
-from recruiter.processes.rounds import Locked, RoundPlan, RoundReport, RoundWrites
+from recruiter.processes.rounds import Locked, LocksMissed, RoundPlan, RoundReport, RoundWrites
 from recruiter.processes.upkeep import find_stranded, sweep
 from recruiter.store import heartbeats, roster, scheduled
 from recruiter.store.connection import StoreError, first_line
@@ -298,8 +298,17 @@ class RecruiterProcess(LeaderProcess):
             self.bus.emit(RoundIdle(took, phases))
             return _Timed(plan.report, None)
         await self.leadership.keep()  # the reads may have been long (a leader's first round): renew before writing
+        try:
+            return await self._commit(plan, rollback)
+        except LocksMissed as missed:
+            # Nothing was written; the same plan again, its locks and assignment one by one.
+            log.debug("round.written_again", reason=str(missed))
+            return await self._commit(plan, rollback)
+
+    async def _commit(self, plan: RoundPlan, rollback: bool) -> _Timed:
+        """The round's writes in one transaction fenced by the lease."""
         with self.events.held():
-            async with self.leadership.fenced() as inside:
+            async with self.leadership.fenced(deferred=True) as inside:
                 self.timer.mark("fence")
                 if rollback:
                     await self.writes.rollback_unassigned(inside)
@@ -329,8 +338,9 @@ class RecruiterProcess(LeaderProcess):
         this one without reading it again (only if the outcome's lock token matches)."""
         if plan.selection is not None:
             self.reader.committed(plan.selection)
-            # Given work, or found no longer available by the assignment: not free either way.
-            self.view.taken(a.worker_id for a in plan.selection.assignments)
+            # Given work, or found no longer available by the assignment: not free either way (a
+            # worker whose job was not locked was not offered it, and stays free).
+            self.view.taken(plan.offered)
         log_quarantined(log, plan.quarantined)
         for s, kind in plan.taken_back:
             log.warning("job.returned" if kind == "returned" else "job.crashed", job_id=str(s.job["_id"]),

@@ -14,6 +14,9 @@ into a :class:`RoundPlan`: a value holding what it read and chose. Its writes
 4. lock the picked jobs with one bulk write;
 5. assign them with ONE ``update_many`` carrying the ``assigned_to`` map and
    the jobs, which also clears the outcomes of the workers it reaches; clear the others.
+   Inside a transaction, 4 and 5 travel as one command where the server has it
+   (:meth:`RoundWrites.lock_and_assign`); if either falls short, :class:`LocksMissed`
+   aborts the transaction and the round is written again with them apart.
 
 Invariant: every write takes the collections it writes to as an argument (no
 write reaches a collection the caller did not hand over, so a round's writes are
@@ -44,6 +47,7 @@ from recruiter.processes.logs import AfterCommit
 from recruiter.processes.upkeep import quarantine, take_back
 from recruiter.store import metadata, roster, scheduled
 from recruiter.store.layout import Collections, Document
+from recruiter.store.together import update_together
 from recruiter.store.wakeup import is_copy, job_reference
 
 log = structlog.get_logger("recruiter.recruiter")
@@ -100,6 +104,9 @@ class RoundPlan:
     freed: list[tuple[object, object]] = field(default_factory=list)
     # Filled by the writes, read once the round has committed.
     handed_out: dict[object, Document] = field(default_factory=dict)  # job id -> the copy its worker got
+    # The workers the assignment was sent to (whose jobs it locked): given work, or found no longer
+    # available. A worker whose job it could not lock is neither, and is still free.
+    offered: set[str] = field(default_factory=set)
     quarantined: list[Malformed] = field(default_factory=list)  # those whose archived copy the round wrote
     taken_back: list[tuple[Stranded, Rescue]] = field(default_factory=list)
 
@@ -164,6 +171,61 @@ def _hashable(value: object) -> bool:
     return True
 
 
+class LocksMissed(Exception):
+    """A round's locks and assignment, sent as one command, did not all land (a job or a worker
+    changed since the round read it): raised inside the round's transaction, which aborts; the
+    round is then written again with its locks and assignment one by one, which handle that."""
+
+
+def lock_requests(assignments: Sequence[Assignment], now: datetime, epoch: int | None,
+                  read: dict[object, Document | None]
+                  ) -> tuple[dict[object, ObjectId], dict[str, object], list[scheduled.Lock]]:
+    """Each job's new lock token, the fields every lock sets, and the locks (each conditional on
+    the attempt count ``read``, where the job was read)."""
+    tokens = {a.job_id: ObjectId() for a in assignments}
+    common = {"locked": True, "locked_at": now, "lock_epoch": epoch, "status": Status.ASSIGNED.value}
+    locks = [scheduled.Lock(a.job_id, None if (doc := read[a.job_id]) is None else doc.get("attempts", 0),
+                            a.worker_id, tokens[a.job_id]) for a in assignments]
+    return tokens, common, locks
+
+
+def locked_copy(doc: Document, common: dict[str, object], worker_id: str, token: ObjectId) -> Document:
+    """The job as read, with its lock applied: what was locked, exactly."""
+    return {**doc, **common, "locked_by": worker_id, "lock_token": token, "attempts": doc.get("attempts", 0) + 1}
+
+
+def paced_copies(locked: list[Locked], plan: RoundPlan) -> list[Document]:
+    """What each worker receives (:func:`copies_to_send`), the jobs handed out under a rate limit
+    marked to start a little later."""
+    copies = copies_to_send(locked)
+    if not plan.paced:
+        return copies
+    start_at = plan.now + timedelta(seconds=PACED_START_S)
+    return [{**copy, START_AT: start_at} if lk.assignment.job_id in plan.paced and is_copy(copy) else copy
+            for lk, copy in zip(locked, copies, strict=True)]
+
+
+def picks_of(locked: list[Locked], copies: list[Document], ahead: set[str] | frozenset[str]) -> list[Document]:
+    """The assignment's picks (:func:`recruiter.store.roster.assign`): each worker, its job, the
+    copy or reference it receives, and its lock token if it was handed out ahead."""
+    return [{"w": lk.assignment.worker_id, "j": lk.assignment.job_id, "job": copy,
+             "a": lk.token if lk.assignment.worker_id in ahead else False}
+            for lk, copy in zip(locked, copies, strict=True)]
+
+
+@dataclass
+class Together:
+    """Whether a round sends its locks and assignment as one command (:mod:`recruiter.store.together`):
+    while the server has that command, except once after :class:`LocksMissed`."""
+
+    supported: bool = True
+    apart_once: bool = False
+
+    def now(self) -> bool:
+        apart, self.apart_once = self.apart_once, False
+        return self.supported and not apart
+
+
 @dataclass(frozen=True)
 class RoundWrites:
     """The writes of a round. ``check`` raises when the lease is no longer held (it is
@@ -174,10 +236,13 @@ class RoundWrites:
     check: Callable[[], None]
     fault: Callable[[str], None]
     mark: Callable[[str], None] = lambda phase: None  # the round's timer (RoundTimer.mark)
+    together: Together = field(default_factory=Together)
 
     async def carry_out(self, c: Collections, plan: RoundPlan, epoch: int | None) -> RoundReport:
         """The writes of a round on ``c``: take back stranded jobs, apply outcomes, move the
-        fairness cursor, lock, assign (see the module doc)."""
+        fairness cursor, lock, assign (see the module doc). When ``c`` is a transaction's, the
+        locks and the assignment may go as one command (:meth:`lock_and_assign`;
+        :class:`LocksMissed` aborts the transaction)."""
         report = plan.report
         if plan.stranded:
             self.check()
@@ -194,7 +259,8 @@ class RoundWrites:
         self.mark("apply")
         await self.save_cursor(c, plan.cursor_write)
         self.mark("cursor")
-        assigned = await self.hand_out(c, plan, epoch) if plan.selection and plan.selection.assignments else set()
+        assigned = (await self.hand_out(c, plan, epoch, together=c.in_transaction)
+                    if plan.selection and plan.selection.assignments else set())
         self.mark("assign")
         # The assignment removed the outcomes of the workers it reached; clear the others.
         await clear_outcomes(c, [e for e in plan.outcomes if e["_id"] not in assigned])
@@ -202,21 +268,24 @@ class RoundWrites:
         self.mark("clear")
         return report
 
-    async def hand_out(self, c: Collections, plan: RoundPlan, epoch: int | None) -> set[str]:
-        """Lock the plan's picks and assign them; note in ``plan`` the copies handed out."""
+    async def hand_out(self, c: Collections, plan: RoundPlan, epoch: int | None, *, together: bool = False
+                       ) -> set[str]:
+        """Lock the plan's picks and assign them (with ``together``, as one command where it can);
+        note in ``plan`` the copies handed out."""
         assert plan.selection is not None
         self.check()
-        locked = await self.lock(c, plan.selection.assignments, plan.now, epoch, plan.documents)
-        self.mark("lock")
-        self.check()
-        copies = copies_to_send(locked)
-        if plan.paced:
-            start_at = plan.now + timedelta(seconds=PACED_START_S)
-            copies = [{**copy, START_AT: start_at} if lk.assignment.job_id in plan.paced and is_copy(copy) else copy
-                      for lk, copy in zip(locked, copies, strict=True)]
-        assigned = await self.assign(c, locked, plan.now, copies, ahead=plan.ahead)
+        sent = await self.lock_and_assign(c, plan, epoch) if together and self.together.now() else None
+        if sent is None:
+            locked = await self.lock(c, plan.selection.assignments, plan.now, epoch, plan.documents)
+            self.mark("lock")
+            self.check()
+            copies = paced_copies(locked, plan)
+            assigned = await self.assign(c, locked, plan.now, copies, ahead=plan.ahead)
+        else:
+            locked, copies, assigned = sent
         # Only the copies are remembered: a big job is read again when its outcome comes back.
         plan.handed_out = handed_out(locked, copies, assigned)
+        plan.offered = {lk.assignment.worker_id for lk in locked}
         plan.report.assigned = len(assigned)
         if assigned:
             self.events.debug("round.assigned", assigned=len(assigned), free_workers=plan.report.free_workers,
@@ -248,6 +317,35 @@ class RoundWrites:
             await clear_outcomes(c, entries)
         return applied
 
+    async def lock_and_assign(self, c: Collections, plan: RoundPlan, epoch: int | None
+                              ) -> tuple[list[Locked], list[Document], set[str]] | None:
+        """:meth:`lock` and :meth:`assign` as ONE command (:mod:`recruiter.store.together`), when
+        the round read every job it locks (so the locked copies are known without reading them
+        back); None, having written nothing, otherwise or where the server has no such command.
+        Raises :class:`LocksMissed` when a lock or an assignment did not land."""
+        assert plan.selection is not None
+        assignments = plan.selection.assignments
+        read = {a.job_id: plan.documents.get(a.job_id) for a in assignments}
+        if not all(read.values()):
+            return None
+        tokens, common, locks = lock_requests(assignments, plan.now, epoch, read)
+        locked = [Locked(a, tokens[a.job_id], locked_copy(doc, common, a.worker_id, tokens[a.job_id]))
+                  for a in assignments if (doc := read[a.job_id]) is not None]
+        copies = paced_copies(locked, plan)
+        statements = [(c.scheduled, f, u) for f, u in scheduled.lock_statements(locks, common)]
+        statements.append((c.roster, *roster.assign_statement(picks_of(locked, copies, plan.ahead), plan.now)))
+        counts = await update_together(statements, fence=c.fence)
+        if counts is None:
+            self.together.supported = False
+            return None
+        self.mark("lock")
+        workers = {lk.assignment.worker_id for lk in locked}
+        if sum(counts[:-1]) != len(assignments) or counts[-1] != len(workers):
+            self.together.apart_once = True
+            raise LocksMissed(f"{sum(counts[:-1])} of {len(assignments)} locks and {counts[-1]} of "
+                              f"{len(workers)} assignments landed")
+        return locked, copies, workers
+
     async def lock(self, c: Collections, assignments: Sequence[Assignment], now: datetime, epoch: int | None,
                    documents: dict[object, Document]) -> list[Locked]:
         """Lock the chosen jobs for their workers; returns the ones that were still free.
@@ -257,20 +355,12 @@ class RoundWrites:
         exactly what was locked: it travels to the worker as is. Only when some lock did
         not land are the jobs read back, to tell by their token which are ours.
         """
-        tokens = {a.job_id: ObjectId() for a in assignments}
-        common = {"locked": True, "locked_at": now, "lock_epoch": epoch, "status": Status.ASSIGNED.value}
         read = {a.job_id: documents.get(a.job_id) for a in assignments}
-        changed = await scheduled.lock_jobs(c.scheduled, [
-            scheduled.Lock(a.job_id, None if (doc := read[a.job_id]) is None else doc.get("attempts", 0),
-                           a.worker_id, tokens[a.job_id])
-            for a in assignments], common)
+        tokens, common, locks = lock_requests(assignments, now, epoch, read)
+        changed = await scheduled.lock_jobs(c.scheduled, locks, common)
         if changed == len(assignments) and all(read.values()):
-            return [
-                Locked(a, tokens[a.job_id], {**doc, **common, "locked_by": a.worker_id, "lock_token": tokens[a.job_id],
-                                             "attempts": doc.get("attempts", 0) + 1})
-                for a in assignments
-                if (doc := read[a.job_id]) is not None
-            ]
+            return [Locked(a, tokens[a.job_id], locked_copy(doc, common, a.worker_id, tokens[a.job_id]))
+                    for a in assignments if (doc := read[a.job_id]) is not None]
         jobs = {d["_id"]: d for d in await scheduled.read_jobs(c.scheduled, list(tokens))}
         return [
             Locked(a, tokens[a.job_id], jobs[a.job_id])
@@ -296,9 +386,7 @@ class RoundWrites:
         if not locked:
             return set()
         mapping = {lk.assignment.worker_id: lk.assignment.job_id for lk in locked}
-        picks = [{"w": lk.assignment.worker_id, "j": lk.assignment.job_id, "job": copy,
-                  "a": lk.token if lk.assignment.worker_id in ahead else False}
-                 for lk, copy in zip(locked, copies or copies_to_send(locked), strict=True)]
+        picks = picks_of(locked, copies or copies_to_send(locked), ahead)
         if await roster.assign(c.roster, picks, now) == len(mapping):
             return set(mapping)
         # Some workers went away or started stopping between the read and the update.

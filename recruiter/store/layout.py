@@ -44,10 +44,27 @@ class Collections:
     roster: AsyncColl
     metadata: AsyncColl
     heartbeats: AsyncColl
+    # Handed out by recruiter.store.transactions.fenced_transaction: every operation on them runs
+    # in that transaction, so several writes may go as one command and abort together.
+    in_transaction: bool = False
+    # That transaction's fence, when it is left to the first command that carries several writes.
+    fence: PendingFence | None = None
 
     @classmethod
-    def of(cls, db: AsyncDb) -> Collections:
-        return cls(db[SCHEDULED], db[ARCHIVED], db[ROSTER], db[METADATA], db[HEARTBEATS])
+    def of(cls, db: AsyncDb, *, in_transaction: bool = False, fence: PendingFence | None = None) -> Collections:
+        return cls(db[SCHEDULED], db[ARCHIVED], db[ROSTER], db[METADATA], db[HEARTBEATS], in_transaction, fence)
+
+
+@dataclass
+class PendingFence:
+    """A lease's fence write not sent yet (:mod:`recruiter.store.transactions`): the filter that
+    matches the lease document only while it is still ours, and the update; ``sent`` once a
+    command carried it (and found the lease ours)."""
+
+    collection: AsyncColl
+    filter: dict[str, Any]
+    update: dict[str, Any]
+    sent: bool = False
 
 
 @dataclass(frozen=True)

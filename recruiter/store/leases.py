@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import pymongo
 from pymongo import ReturnDocument
@@ -27,7 +28,7 @@ from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from recruiter.domain.clock import Clock
-from recruiter.store.layout import AsyncColl, Document
+from recruiter.store.layout import AsyncColl, Document, PendingFence
 
 
 @dataclass
@@ -44,7 +45,11 @@ class Lease:
     def _new_session(self) -> AsyncClientSession:
         if self.session is not None:
             return self.session
-        self.session = self.collection.database.client.start_session()
+        # Not causally consistent: everything on this session goes to the primary (its reads see its
+        # writes anyway) and its transactions commit with a majority. So the first command of a
+        # transaction carries no readConcern, which the embedded server refuses on a client
+        # bulkWrite (the round's fence, locks and assignment, recruiter.store.together).
+        self.session = self.collection.database.client.start_session(causal_consistency=False)
         return self.session
 
     async def _end_session(self) -> None:
@@ -136,12 +141,17 @@ class Lease:
         """
         if self.epoch is None:
             return False
-        result = await self.collection.update_one(
-            {"_id": self.name, "owner": self.owner, "epoch": self.epoch, "expires_at": {"$gt": self.clock.now()}},
-            {"$inc": {"fenced_rounds": 1}},
-            session=session,
-        )
+        result = await self.collection.update_one(*self._fence_write(), session=session)
         return bool(result.matched_count == 1)
+
+    def pending_fence(self) -> PendingFence | None:
+        """The fence write, to be carried by a command of the transaction (:func:`fenced_transaction`
+        with ``deferred``); None when no lease is held."""
+        return None if self.epoch is None else PendingFence(self.collection, *self._fence_write())
+
+    def _fence_write(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        return ({"_id": self.name, "owner": self.owner, "epoch": self.epoch, "expires_at": {"$gt": self.clock.now()}},
+                {"$inc": {"fenced_rounds": 1}})
 
     async def forget(self) -> None:
         """Drop a lease found lost (a fence that failed), with its session: a new one is used if it is won again."""

@@ -128,6 +128,45 @@ def _writes_in(command_name: str, reply: Mapping[str, object]) -> dict[str, int]
     return {}
 
 
+BulkOp = tuple[str, str, bool]  # a client bulkWrite's operation: (update, insert or delete), collection, many
+
+
+def _bulk_ops(command_name: str, command: Mapping[str, object]) -> list[BulkOp] | None:
+    """A client ``bulkWrite``'s operations, by index, each as (kind, collection, whether it may touch
+    many documents); None for another command or one this cannot read."""
+    ns_info, ops = command.get("nsInfo"), command.get("ops")
+    if command_name != "bulkWrite" or not isinstance(ns_info, list) or not isinstance(ops, list):
+        return None
+    names = [str(ns.get("ns", "")).split(".", 1)[-1] if isinstance(ns, Mapping) else "" for ns in ns_info]
+    out: list[BulkOp] = []
+    for op in ops:
+        kind = next((k for k in ("update", "insert", "delete") if isinstance(op, Mapping) and k in op), None)
+        at = op.get(kind) if kind is not None and isinstance(op, Mapping) else None
+        if kind is None or not isinstance(at, int) or not 0 <= at < len(names):
+            return None
+        out.append((kind, names[at], bool(op.get("multi"))))
+    return out
+
+
+def _bulk_writes(ops: list[BulkOp], reply: Mapping[str, object]) -> list[tuple[str, dict[str, int], bool]]:
+    """What each operation of a verbose client ``bulkWrite`` wrote, as (``kind:collection``, the
+    documents written, many), from its reply's per-operation results (empty when it has none)."""
+    cursor = reply.get("cursor")
+    batch = cursor.get("firstBatch") if isinstance(cursor, Mapping) else None
+    out = []
+    for result in batch if isinstance(batch, list) else []:
+        idx = result.get("idx") if isinstance(result, Mapping) else None
+        if not isinstance(idx, int) or not 0 <= idx < len(ops):
+            continue
+        kind, collection, many = ops[idx]
+        n = _count(result.get("n"))
+        up = 1 if "upserted" in result else 0
+        writes = ({"inserted": n} if kind == "insert" else {"deleted": n} if kind == "delete" else
+                  {"matched": max(0, n - up), "modified": _count(result.get("nModified")), "upserted": up})
+        out.append((f"{kind}:{collection}", writes, many))
+    return out
+
+
 def _find_and_modify_writes(last: object) -> dict[str, int]:
     """findAndModify reports no modified count: an update that matched counts as modified."""
     if not isinstance(last, dict):
@@ -161,7 +200,7 @@ class CommandStats(monitoring.CommandListener):
 
     by_command: dict[str, Tally] = field(default_factory=dict)
     by_target: dict[str, Tally] = field(default_factory=dict)
-    _keys: dict[tuple[Address, int], tuple[str, str, bool]] = field(default_factory=dict)
+    _keys: dict[tuple[Address, int], tuple[str, str, bool, list[BulkOp] | None]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def started(self, event: monitoring.CommandStartedEvent) -> None:
@@ -170,8 +209,9 @@ class CommandStats(monitoring.CommandListener):
         target = f"{name}:{collection}" if collection else name
         size = len(bson.encode(event.command))
         many = _touches_many(name, event.command)
+        ops = _bulk_ops(name, event.command)
         with self._lock:
-            self._keys[(event.connection_id, event.request_id)] = (name, target, many)
+            self._keys[(event.connection_id, event.request_id)] = (name, target, many, ops)
             for key, table in ((name, self.by_command), (target, self.by_target)):
                 tally = table.setdefault(key, Tally())
                 tally.count += 1
@@ -183,15 +223,22 @@ class CommandStats(monitoring.CommandListener):
             keys = self._keys.pop((connection_id, request_id), None)
             if keys is None:
                 return
-            name, target, many = keys
+            name, target, many, ops = keys
             writes = _writes_in(name, reply) if reply is not None else {}
+            # A client bulkWrite's writes count under each operation's own command:collection
+            # (update:scheduled, update:roster...), as if sent apart; its results are no documents read.
+            apart = _bulk_writes(ops, reply) if ops is not None and reply is not None else []
+            if ops is not None:
+                documents = 0
             for key, table in ((name, self.by_command), (target, self.by_target)):
                 tally = table[key]
                 tally.reply_bytes += reply_size
                 tally.failed += failed
                 tally.empty += empty
                 tally.documents += documents
-                tally.add_writes(writes, many)
+                tally.add_writes(writes if not (apart and table is self.by_target) else {}, many)
+            for op_target, op_writes, op_many in apart:
+                self.by_target.setdefault(op_target, Tally()).add_writes(op_writes, op_many)
 
     def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
         self._finished(event.connection_id, event.request_id, len(bson.encode(event.reply)), False,

@@ -250,10 +250,15 @@ async def assign(roster: AsyncColl, picks: Sequence[Mapping[str, object]], now: 
     handed out ahead, else false}``) to its entry, if still
     available and not stopping, with ONE ``update_many``: an update pipeline keeps in each entry
     only its own part (recruiter.processes.rounds.RoundWrites.assign); how many entries took theirs."""
+    return int((await roster.update_many(*assign_statement(picks, now))).modified_count)
+
+
+def assign_statement(picks: Sequence[Mapping[str, object]], now: datetime) -> tuple[Query, list[Query]]:
+    """The ``update_many`` of :func:`assign`, as (filter, pipeline)."""
     workers = [p["w"] for p in picks]
     # Each entry's own pick, found by its position (one lookup per entry, not a filter of the list).
     own_pick = {"$arrayElemAt": [{"$literal": list(picks)}, {"$indexOfArray": [{"$literal": workers}, "$_id"]}]}
-    result = await roster.update_many(
+    return (
         {"_id": {"$in": list(dict.fromkeys(workers))}, "available": True, "stopping": {"$ne": True}},
         [
             {"$set": {"_pick": own_pick}},
@@ -263,7 +268,6 @@ async def assign(roster: AsyncColl, picks: Sequence[Mapping[str, object]], now: 
             {"$unset": ["_pick", "outcome", "started"]},
         ],
     )
-    return int(result.modified_count)
 
 
 async def read_assignments(roster: AsyncColl, ids: Sequence[object]) -> list[Document]:

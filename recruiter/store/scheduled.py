@@ -166,23 +166,30 @@ async def lock_jobs(scheduled: AsyncColl, locks: Sequence[Lock], fields: Mapping
     attempt. ONE ``update_many`` per attempt count read (a round's jobs mostly share one), whose
     pipeline gives each job its own worker and token, where a bulk of updates costs a statement
     per job. Returns how many jobs it locked."""
+    changed = 0
+    for filter_, pipeline in lock_statements(locks, fields):
+        changed += int((await scheduled.update_many(filter_, pipeline)).modified_count)
+    return changed
+
+
+def lock_statements(locks: Sequence[Lock], fields: Mapping[str, object]) -> list[tuple[Query, list[Query]]]:
+    """The ``update_many`` statements of :func:`lock_jobs`, as (filter, pipeline)."""
     by_attempts: dict[int | None, list[Lock]] = {}
     for lk in locks:
         by_attempts.setdefault(lk.attempts, []).append(lk)
-    changed = 0
+    statements: list[tuple[Query, list[Query]]] = []
     for attempts, group in by_attempts.items():
         ids = [lk.job_id for lk in group]
         filter_: Query = {"_id": {"$in": ids}, "locked": False}
         if attempts is not None:
             filter_["attempts"] = attempts
-        result = await scheduled.update_many(filter_, [{"$set": {
+        statements.append((filter_, [{"$set": {
             **{k: {"$literal": v} for k, v in fields.items()},
             "locked_by": _for_each(ids, [lk.worker_id for lk in group]),
             "lock_token": _for_each(ids, [lk.token for lk in group]),
             "attempts": {"$add": [{"$ifNull": ["$attempts", 0]}, 1]},
-        }}])
-        changed += int(result.modified_count)
-    return changed
+        }}]))
+    return statements
 
 
 async def read_locked_in(scheduled: AsyncColl, groups: Sequence[str]) -> list[Document]:

@@ -1,8 +1,13 @@
 """Fenced transactions: a round's writes commit only while its lease is held.
 
-Invariant: the first write of every transaction a leader runs is the fence
-write of its lease (:meth:`recruiter.store.leases.Lease.fence`); if the lease
-was lost, the transaction aborts with nothing written (:class:`LostFence`).
+Invariant: every transaction a leader runs writes the fence of its lease
+(:meth:`recruiter.store.leases.Lease.fence`) before it commits: as its first
+write, or (``deferred``) as the first operation of the first command that
+carries several (:func:`recruiter.store.together.update_together`), else just
+before the commit. If the lease was lost, the transaction aborts with nothing
+written (:class:`LostFence`). Where in the transaction the fence is does not
+matter: a successor's :meth:`~recruiter.store.leases.Lease.acquire` that wrote
+the lease document after the transaction began makes the fence a write conflict.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ def is_conflict(exc: PyMongoError) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def fenced_transaction(db: Any, lease: Any) -> AsyncIterator[Collections]:
+async def fenced_transaction(db: Any, lease: Any, *, deferred: bool = False) -> AsyncIterator[Collections]:
     """A transaction whose first write fences it with ``lease`` (:meth:`recruiter.store.leases.Lease.fence`).
 
     Yields the collections to use inside it: every operation on them runs in the
@@ -42,16 +47,19 @@ async def fenced_transaction(db: Any, lease: Any) -> AsyncIterator[Collections]:
     (4.20) sends a collection's own write concern with operations that use a
     bound session inside a transaction, which the server refuses.
     """
-    inside = Collections.of(db.with_options(write_concern=WriteConcern()))
     session = lease.session
     if session is None:
         raise LostFence()
+    fence = lease.pending_fence() if deferred else None
+    inside = Collections.of(db.with_options(write_concern=WriteConcern()), in_transaction=True, fence=fence)
     try:
         async with await session.start_transaction(write_concern=WriteConcern("majority")):
-            if not await lease.fence(session):
+            if fence is None and not await lease.fence(session):
                 raise LostFence()  # aborts the (empty) transaction
             async with session.bind(end_session=False):
                 yield inside
+            if fence is not None and not fence.sent and not await lease.fence(session):
+                raise LostFence()  # aborts what the block wrote
     except LostFence:
         await lease.forget()
         raise

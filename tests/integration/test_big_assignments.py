@@ -64,7 +64,7 @@ def test_a_round_of_many_jobs_just_under_the_copy_limit_is_assigned_in_one_bound
         assert await recruiter.lease.acquire()
         h.commands.clear()
         assert (await recruiter.fenced_round()).assigned == count
-        assert len(h.commands.named("update", "roster")) == 1, "one assignment update"
+        assert len(h.commands.updates("roster")) == 1, "one assignment update"
         entries: list[dict[str, Any]] = await h.db.roster.find().to_list()
         assert {e["assigned_to"][e["_id"]] for e in entries} == set(ids)
         copied = [e for e in entries if not e["job"].get(NOT_COPIED)]

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pymongo import UpdateOne
+from pymongo import DeleteOne, InsertOne, UpdateMany, UpdateOne
 
 from recruiter.store import monitoring
 from recruiter.store.connection import parse_target, sync_client
@@ -94,3 +94,30 @@ def test_listener_counts_the_documents_writes_wrote(db_uri: str) -> None:
     assert targets["findAndModify:things"]["modified"] == 1
     assert targets["findAndModify:things"]["deleted"] == 1
     assert all(t["written"] == 0 for k, t in targets.items() if k.startswith("find:"))
+
+
+def test_a_client_bulk_write_counts_each_operation_under_its_own_collection(db_uri: str) -> None:
+    """One ``bulkWrite`` command across collections (a round's locks and assignment): its writes
+    are counted under ``update:<collection>``, ``insert:...``, as if sent apart, once."""
+    stats = CommandStats()
+    client = sync_client(parse_target(db_uri), event_listeners=[stats])
+    try:
+        db = client.get_default_database()
+        db["a"].insert_many([{"_id": i} for i in range(3)])
+        stats.by_target.clear()
+        stats.by_command.clear()
+        client.bulk_write([UpdateMany({"_id": {"$lt": 2}}, {"$set": {"x": 1}}, namespace=f"{db.name}.a"),
+                           InsertOne({"_id": 7}, namespace=f"{db.name}.b"),
+                           UpdateOne({"_id": 2}, {"$set": {"x": 2}}, namespace=f"{db.name}.a"),
+                           DeleteOne({"_id": 7}, namespace=f"{db.name}.b")], verbose_results=True)
+    finally:
+        client.close()
+    snap = stats.snapshot()
+    targets = snap["targets"]
+    assert (targets["update:a"]["modified"], targets["update:a"]["written_by_many"]) == (3, 2)
+    assert targets["insert:b"]["inserted"] == 1
+    assert targets["delete:b"]["deleted"] == 1
+    assert targets["bulkWrite"]["count"] == 1
+    assert targets["bulkWrite"]["written"] == 0  # counted once, under the operations
+    assert targets["bulkWrite"]["documents"] == 0  # per-operation results are not documents read
+    assert snap["commands"]["bulkWrite"]["written"] == 5

@@ -167,16 +167,14 @@ def test_round_assigns_fifo_by_group_with_one_roster_update(db_uri: str) -> None
         assert report.applied == 0
         # ONE update of the roster for the whole round, shared by every assigned worker (beside the
         # one removing the new entries' "freed" marks, which this first round reads).
-        roster_updates = [u for u in h.commands.named("update", "roster")
-                          if u["updates"][0]["u"] != {"$unset": {"freed": ""}}]
+        # (Both statements below travel in one bulkWrite command, recruiter.store.together.)
+        roster_updates = [u for u in h.commands.updates("roster") if u["u"] != {"$unset": {"freed": ""}}]
         assert len(roster_updates) == 1
-        assert len(roster_updates[0]["updates"]) == 1
-        assert roster_updates[0]["updates"][0]["multi"] is True
+        assert roster_updates[0]["multi"] is True
         # ONE statement locks all the chosen jobs (they were all read with the same attempt count).
-        job_updates = h.commands.named("update", "scheduled")
+        job_updates = h.commands.updates("scheduled")
         assert len(job_updates) == 1
-        assert len(job_updates[0]["updates"]) == 1
-        assert job_updates[0]["updates"][0]["multi"] is True
+        assert job_updates[0]["multi"] is True
 
         for worker_id, job_id in expected.items():
             entry = await h.roster(worker_id)
@@ -215,8 +213,8 @@ def test_round_assigns_fifo_by_group_with_one_roster_update(db_uri: str) -> None
         assert again.assigned == 0
         assert again.applied == 0
         assert again.free_workers == 1
-        assert h.commands.named("update", "roster") == []
-        assert h.commands.named("update", "scheduled") == []
+        assert h.commands.updates("roster") == []
+        assert h.commands.updates("scheduled") == []
 
     run(db_uri, scenario)
 
@@ -328,9 +326,9 @@ def test_a_steady_round_archives_and_reassigns_without_reading_jobs_or_clearing_
         assert report.assigned == 2
         # Nothing read back for archiving (the candidate reads are ranges, never reads by id).
         assert [f for f in h.commands.named("find", "scheduled") if "$in" in (f["filter"].get("_id") or {})] == []
-        roster_updates = h.commands.named("update", "roster")
+        roster_updates = h.commands.updates("roster")
         assert len(roster_updates) == 1
-        assert roster_updates[0]["updates"][0]["multi"] is True
+        assert roster_updates[0]["multi"] is True
         for _, slot in workers:
             entry = await h.roster(slot.id)
             assert entry is not None
