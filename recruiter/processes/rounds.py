@@ -14,8 +14,8 @@ into a :class:`RoundPlan`: a value holding what it read and chose. Its writes
 4. lock the picked jobs with one bulk write;
 5. assign them with ONE ``update_many`` carrying the ``assigned_to`` map and
    the jobs, which also clears the outcomes of the workers it reaches; clear the others.
-   Inside a transaction, 4 and 5 travel as one command where the server has it
-   (:meth:`RoundWrites.lock_and_assign`); if either falls short, :class:`LocksMissed`
+   Inside a transaction, for a round of a few jobs, 4 and 5 travel as one command where the
+   server has it (:meth:`RoundWrites.lock_and_assign`); if either falls short, :class:`LocksMissed`
    aborts the transaction and the round is written again with them apart.
 
 Invariant: every write takes the collections it writes to as an argument (no
@@ -56,6 +56,11 @@ log = structlog.get_logger("recruiter.recruiter")
 # the entry gets a reference (recruiter.wakeup.job_reference), and the worker reads
 # the job from ``scheduled`` by ``_id`` (one more read, for big jobs only).
 MAX_JOB_COPY_BYTES = 64 * 1024
+# A round that hands out at most this many jobs sends its fence, locks and assignment as one
+# command (RoundWrites.lock_and_assign): it is the round an idle leader runs for a new job, whose
+# round trips are its latency. A bigger round would save the same round trips over many jobs:
+# nothing per job, for a round whose every lock must land at once or be written again.
+TOGETHER_MAX_JOBS = 4
 # The copies one assignment update carries, together, stay under this (the rest go as
 # references), so the update stays far below the 16 MiB command limit whatever the round size.
 MAX_ROUND_COPY_BYTES = 4 * 1024 * 1024
@@ -274,7 +279,8 @@ class RoundWrites:
         note in ``plan`` the copies handed out."""
         assert plan.selection is not None
         self.check()
-        sent = await self.lock_and_assign(c, plan, epoch) if together and self.together.now() else None
+        small = len(plan.selection.assignments) <= TOGETHER_MAX_JOBS
+        sent = await self.lock_and_assign(c, plan, epoch) if together and small and self.together.now() else None
         if sent is None:
             locked = await self.lock(c, plan.selection.assignments, plan.now, epoch, plan.documents)
             self.mark("lock")

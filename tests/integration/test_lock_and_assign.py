@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from recruiter.processes.leadership import LostLease
+from recruiter.processes.rounds import TOGETHER_MAX_JOBS
 from tests.integration.test_processes_inproc import Harness, run
 from tests.workables import Record
 
@@ -135,5 +136,24 @@ def test_the_fence_rides_in_the_same_command_and_a_lost_lease_writes_nothing(db_
         assert job is not None
         assert job["locked"] is False
         assert await h.db.roster.count_documents({"assigned_to": {"$exists": True}}) == 2  # the first two jobs' only
+
+    run(db_uri, scenario)
+
+
+def test_a_round_of_many_jobs_sends_its_statements_apart_and_its_fence_before_its_commit(db_uri: str) -> None:
+    """Past TOGETHER_MAX_JOBS, one round trip less is nothing per job: the statements go apart, and
+    the fence, which no combined command carried, is written before the commit."""
+    async def scenario(h: Harness) -> None:
+        count = TOGETHER_MAX_JOBS + 2
+        for i in range(count):
+            await h.worker(f"w{i}")
+        await h.round()  # the registrations' marks
+        await h.producer.enqueue_many([Record(h.db_uri, n=i) for i in range(count)])
+        h.commands.clear()
+        assert (await h.recruiter.fenced_round()).assigned == count
+        assert _bulk_writes(h) == []
+        writes = [(name, coll) for name, coll, _ in h.commands.events if name in ("update", "commitTransaction")]
+        assert ("update", "metadata") in writes
+        assert writes[-2:] == [("update", "metadata"), ("commitTransaction", 1)]  # the fence, then the commit
 
     run(db_uri, scenario)
