@@ -371,9 +371,8 @@ class RecruiterProcess(LeaderProcess):
         try:
             await self._plan(plan, guess, early)
         finally:
-            if early is not None and not early.done():  # the round failed first: its reads are not needed
+            if early is not None:  # over, or not needed any more (the round failed first)
                 early.cancel()
-            if early is not None:
                 await asyncio.gather(early, return_exceptions=True)
         return plan
 
@@ -420,9 +419,7 @@ class RecruiterProcess(LeaderProcess):
         free = sorted(available, key=lambda e: (e.get("available_since") or now, e["_id"]))
         return free_workers(self.lookahead.free_lanes(free, entries, self.config.round_size)) or None
 
-    async def _select(self, workers: list[FreeWorker] | None, now: datetime,
-                      finishing_: list[tuple[str, str]]) -> Picked:
-        assert workers is not None
+    async def _select(self, workers: list[FreeWorker], now: datetime, finishing_: list[tuple[str, str]]) -> Picked:
         return await self.reader.select(workers, now, self.lease.epoch, self.config.counting_scheme,
                                         finishing=finishing_)
 

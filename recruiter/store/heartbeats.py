@@ -129,8 +129,9 @@ async def read_round_beats(heartbeats: AsyncColl, entries: Sequence[Raw], now: d
         return [], []
     first, *others = await asyncio.gather(*reads)
     docs = list(first)
+    named = {repr(d.get("_id")) for d in first}  # (by repr: a malformed _id may not be hashable)
     for more in others:  # a document both named and stale is read twice: keep it once
-        docs += [d for d in more if not any(d.get("_id") == n.get("_id") for n in first)]
+        docs += [d for d in more if repr(d.get("_id")) not in named]
     return expand_beats(docs), malformed_process_docs(docs)
 
 

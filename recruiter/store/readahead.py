@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TypeVar
@@ -138,19 +138,15 @@ def substream_filter(group: str, tenant: str, status: str, priority: str) -> Fil
     return {"locked": False, "group": group, "tenant": tenant or None, "status": status, "priority": priority}
 
 
-async def both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
+async def both(first: Coroutine[object, object, A], second: Coroutine[object, object, B]) -> tuple[A, B]:
     """Run two reads at once; the first to fail cancels the other and is raised as itself
     (callers handle a store error, not a group of them)."""
     try:
         async with asyncio.TaskGroup() as reads:
-            a, b = reads.create_task(_awaited(first)), reads.create_task(_awaited(second))
+            a, b = reads.create_task(first), reads.create_task(second)
     except ExceptionGroup as failed:
         raise failed.exceptions[0] from None
     return a.result(), b.result()
-
-
-async def _awaited(step: Awaitable[A]) -> A:
-    return await step
 
 
 class ReadAhead:

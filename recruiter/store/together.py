@@ -37,10 +37,9 @@ async def update_together(statements: Sequence[tuple[AsyncColl, Query, list[Quer
     if not statements:
         return []
     client = statements[0][0].database.client
-    fenced = fence is not None and not fence.sent
-    models: list[UpdateOne | UpdateMany] = [
-        UpdateOne(fence.filter, fence.update, namespace=_namespace(fence.collection))
-    ] if fence is not None and fenced else []
+    pending = fence if fence is not None and not fence.sent else None
+    models: list[UpdateOne | UpdateMany] = [] if pending is None else [
+        UpdateOne(pending.filter, pending.update, namespace=_namespace(pending.collection))]
     models += [UpdateMany(filter_, pipeline, namespace=_namespace(coll)) for coll, filter_, pipeline in statements]
     try:
         result = await client.bulk_write(models, ordered=True, verbose_results=True)
@@ -49,12 +48,12 @@ async def update_together(statements: Sequence[tuple[AsyncColl, Query, list[Quer
             raise
         return None
     updates = result.update_results
-    modified = [int(updates[i].modified_count) if i in updates else 0 for i in range(len(models))]
-    if fence is not None and fenced:
-        fence.sent = True
-        if modified.pop(0) != 1:  # the lease document was not ours any more: abort what was written
+    if pending is not None:
+        pending.sent = True
+        if 0 not in updates or updates[0].matched_count != 1:  # the lease is not ours: abort what was written
             raise LostFence()
-    return modified
+    first = 0 if pending is None else 1
+    return [int(updates[i].modified_count) if i in updates else 0 for i in range(first, len(models))]
 
 
 def _namespace(coll: AsyncColl) -> str:

@@ -34,14 +34,16 @@ def is_conflict(exc: PyMongoError) -> bool:
 
 @contextlib.asynccontextmanager
 async def fenced_transaction(db: Any, lease: Any, *, deferred: bool = False) -> AsyncIterator[Collections]:
-    """A transaction whose first write fences it with ``lease`` (:meth:`recruiter.store.leases.Lease.fence`).
+    """A transaction fenced by ``lease`` (:meth:`recruiter.store.leases.Lease.fence`): its first
+    write, or with ``deferred`` the first operation of a combined command (the yielded
+    collections' ``fence``), else a write just before the commit.
 
     Yields the collections to use inside it: every operation on them runs in the
     transaction (the session is bound to the task). It commits with a majority
     write concern when the block ends; raises :class:`LostFence`, with nothing
     written, if the lease is no longer ours. Costs two round trips: the fence
-    write and the commit. Runs on the lease's session, so that a successor can
-    abort it (see :mod:`recruiter.store.leases`).
+    write and the commit (one, the commit, when a combined command carried the fence).
+    Runs on the lease's session, so that a successor can abort it (see :mod:`recruiter.store.leases`).
 
     The yielded collections carry the server's default write concern: PyMongo
     (4.20) sends a collection's own write concern with operations that use a
