@@ -118,7 +118,8 @@ def run_layout(server: Server, layout: Layout, plan: Plan, work_dir: Path, prefe
                 "lanes": lead.lanes, "seconds": seconds, "jobs": a1 - a0, "jobs_per_s": (a1 - a0) / seconds,
                 "enqueued": pace.enqueued, "rounds": rounds["rounds"], "idle_rounds": rounds["idle_rounds"],
                 "unfinished_rounds": rounds["unfinished_rounds"], "rounds_per_s": rounds["rounds_per_s"],
-                "round_ms": rounds["round_ms"], "per_round": committed, "per_round_with_idle": every,
+                "round_ms": rounds["round_ms"], "round_phases_ms": rounds["ms_per_round"],
+                "per_round": committed, "per_round_with_idle": every,
                 "writes_per_job": writes_per_job(phase, a1 - a0)}
 
 

@@ -120,19 +120,33 @@ async def read_round_beats(heartbeats: AsyncColl, entries: Sequence[Raw], now: d
     The stale beats are a second, indexed read, at the same time. Nothing to read: no round trip."""
     ids = [e["_id"] for e in entries]
     keys = [k for k in dict.fromkeys(process_key(e.get("process")) for e in entries) if k is not None]
-    reads = []
-    if ids:
-        reads.append(heartbeats.find({"_id": {"$in": [*ids, *keys]}}, _projection(BEAT_FIELDS)).to_list())
-    if stale:
-        reads.append(heartbeats.find({"fresh_until": {"$lte": now}}, _projection(BEAT_FIELDS)).to_list())
-    if not reads:
-        return [], []
-    first, *others = await asyncio.gather(*reads)
-    docs = list(first)
-    named = {repr(d.get("_id")) for d in first}  # (by repr: a malformed _id may not be hashable)
-    for more in others:  # a document both named and stale is read twice: keep it once
-        docs += [d for d in more if repr(d.get("_id")) not in named]
+    stale_docs, named_docs = await asyncio.gather(
+        heartbeats.find({"fresh_until": {"$lte": now}}, _projection(BEAT_FIELDS)).to_list() if stale else _none(),
+        heartbeats.find({"_id": {"$in": [*ids, *keys]}}, _slots_projection(ids)).to_list() if ids else _none())
+    # A document both named and stale is read twice: the stale read has all its slots, keep that one
+    # (by repr: a malformed _id may not be hashable).
+    whole = {repr(d.get("_id")) for d in stale_docs}
+    docs = [*stale_docs, *(d for d in named_docs if repr(d.get("_id")) not in whole)]
     return expand_beats(docs), malformed_process_docs(docs)
+
+
+async def _none() -> list[Document]:
+    return []
+
+
+# Past this many entries a round's read of named beats takes the process documents' whole ``slots``.
+SLOTS_PROJECTED_MAX = 64
+
+
+def _slots_projection(ids: Sequence[object]) -> Query | None:
+    """What a round reads of the documents holding ``ids``' beats: the round's fields and, of a
+    process document, only the slots of those entries (a process of 100 slots otherwise sends all
+    100 for the one that was freed); every slot past :data:`SLOTS_PROJECTED_MAX` entries."""
+    named = [i for i in ids if isinstance(i, str)]
+    if len(named) > SLOTS_PROJECTED_MAX or len(named) < len(ids):
+        return _projection(BEAT_FIELDS)
+    return {**BEAT_FIELDS, "kind": 1, "last_seen_at": 1, "fresh_until": 1, "heartbeat_interval_s": 1,
+            **{f"slots.{slot_key(i)}": 1 for i in dict.fromkeys(named)}}
 
 
 async def read_stale(heartbeats: AsyncColl, now: datetime, cutoff: datetime) -> list[Document]:

@@ -65,6 +65,12 @@ async def read_assignment(roster: AsyncColl, slot_id: str) -> Document | None:
          "ahead": 1, "started": 1})
 
 
+async def read_slot_entries(roster: AsyncColl, slot_ids: Sequence[str]) -> list[Document]:
+    """A worker process's safety read: what each of its entries says of it (one read for all of them)."""
+    return await roster.find({"_id": {"$in": list(slot_ids)}},
+                             {"available": 1, "session": 1, "stop_requested": 1}).to_list()
+
+
 class OutcomeRefused(Exception):
     """The outcome cannot be written as it is: the driver cannot encode it, or the server refused
     the document. Not a connection problem: writing it again would fail the same way."""

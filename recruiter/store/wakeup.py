@@ -19,8 +19,9 @@ while no stream was open is missed.
 
 Invariant: a stream is only a shortcut. It is read only while its owner is idle
 (a slot waits for work, or the recruiter has no round to run), and nothing waits
-on it alone: a worker's slots read their entries whenever a stream (re)opens and
-at least every ``safety_poll_s``, and the recruiter's backoff bounds its sleep.
+on it alone: a worker's slots read their entries whenever a stream (re)opens, the
+process reads all its entries at once every ``safety_poll_s`` (a slot whose entry
+shows something for it then reads its own), and the recruiter's backoff bounds its sleep.
 """
 
 from __future__ import annotations

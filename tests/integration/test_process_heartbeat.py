@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pymongo import AsyncMongoClient, MongoClient
@@ -87,3 +87,41 @@ async def _named(adb: Any, n: int) -> bool:
 
 async def _beats(seen: Commands, n: int) -> bool:
     return len(seen.named("update", "heartbeats")) >= n
+
+
+def test_a_round_reads_only_the_slots_it_needs_of_a_process_document(db_uri: str, db: Any) -> None:
+    """A round that needs the beat of one entry of a process of 100 slots reads that slot of the
+    process's document, not all 100; a document that is also stale comes back whole (every slot
+    of it is judged); an entry whose slot is gone from its process's document gets no beat, and
+    the document is not taken for malformed."""
+    from bson import ObjectId
+
+    from recruiter.domain.liveness import process_document, slot_document, slot_key
+    from recruiter.store.heartbeats import read_round_beats
+
+    now = datetime.now(UTC)
+    fresh_key, stale_key = ObjectId(), ObjectId()
+
+    def doc(key: ObjectId, prefix: str, at: datetime) -> dict[str, Any]:
+        ids = [f"{prefix}-{i}" for i in range(100)]
+        return {"_id": key, **process_document(str(key), at, 5.0, 1, "h", f"w:{key}"), "ids": ids,
+                "slots": {slot_key(i): slot_document(i, ObjectId()) for i in ids}}
+
+    db.heartbeats.insert_many([doc(fresh_key, "f", now), doc(stale_key, "s", now - timedelta(minutes=5))])
+    entries = [{"_id": "f-7", "process": str(fresh_key)}, {"_id": "s-3", "process": str(stale_key)},
+               {"_id": "f-gone", "process": str(fresh_key)}]
+
+    async def read(stale: bool) -> tuple[list[dict[str, Any]], list[object]]:
+        client: AsyncMongoClient[Any] = AsyncMongoClient(db_uri, tz_aware=True)
+        try:
+            return await read_round_beats(client.get_default_database().heartbeats, entries, now, stale=stale)
+        finally:
+            await client.close()
+
+    beats, malformed = asyncio.run(read(stale=False))
+    assert sorted(b["_id"] for b in beats) == ["f-7", "s-3"]  # one slot of each document, none for f-gone
+    assert malformed == []
+    beats, malformed = asyncio.run(read(stale=True))
+    ids = sorted(b["_id"] for b in beats)
+    assert ids == sorted(["f-7", *(f"s-{i}" for i in range(100))]), ids[:5]  # the stale one whole, once
+    assert malformed == []

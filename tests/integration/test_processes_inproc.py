@@ -297,6 +297,57 @@ def test_a_remote_stop_seen_by_the_slot_itself_ends_the_process_at_once(db_uri: 
     run(db_uri, scenario)
 
 
+def test_a_process_makes_one_safety_read_for_all_its_slots(db_uri: str) -> None:
+    """While the stream runs, the safety net is one read of every entry of the process per
+    ``safety_poll_s``, not one read per slot; a slot whose entry shows work that no event
+    brought (here an assignment written without the job copy the stream reports) is the only
+    one that reads its entry, and it acts on what it finds (the job is not there: it frees itself)."""
+    async def scenario(h: Harness) -> None:
+        config = WorkerConfig(worker_id="w", concurrency=4, wake=Wake.CHANGE_STREAM, safety_poll_s=0.3,
+                              heartbeat_interval_s=3600, deregister_wait_s=0.2)
+        process = WorkerProcess(h.db, h.clock, config, heartbeat_db=h.sync_db)
+        running = asyncio.create_task(process.run())
+        ids = [s.id for s in process.slots]
+
+        def safety_reads() -> list[dict[str, Any]]:
+            return [c for c in h.commands.named("find", "roster") if c["filter"] == {"_id": {"$in": ids}}]
+
+        def entry_reads(slot_id: str) -> list[dict[str, Any]]:
+            return [c for c in h.commands.named("find", "roster")
+                    if c["filter"] == {"_id": slot_id} and f"assigned_to.{slot_id}" in c.get("projection", {})]
+
+        async def reads(n: int) -> bool:
+            return len(safety_reads()) >= n
+
+        try:
+            await eventually(lambda: _all_ready(process), message="the change stream")
+            h.commands.clear()
+            await eventually(lambda: reads(3), message="three safety reads")
+            assert [r for i in ids for r in entry_reads(i)] == []
+
+            missed = ids[1]
+            await h.db.roster.update_one({"_id": missed}, {"$set": {"available": False,
+                                                                    f"assigned_to.{missed}": ObjectId()}})
+            await eventually(lambda: _available(h, missed), message="the slot freeing itself")
+            assert len(entry_reads(missed)) >= 1
+            assert [r for i in ids if i != missed for r in entry_reads(i)] == []
+        finally:
+            process.stop()
+            await asyncio.wait_for(running, timeout=30)
+
+    run(db_uri, scenario)
+
+
+async def _all_ready(process: WorkerProcess) -> bool:
+    streaming = process.watch is not None and process.watch.streaming.is_set()
+    return streaming and all(not s.inbox.must_poll and s.inbox.waiting for s in process.slots)
+
+
+async def _available(h: Harness, worker_id: str) -> bool:
+    entry = await h.roster(worker_id)
+    return entry is not None and entry.get("available") is True
+
+
 async def _ready(process: WorkerProcess) -> bool:
     # The slot has made the read the stream's opening asks for and waits again (a read
     # still in flight when the test starts counting would count against the job).

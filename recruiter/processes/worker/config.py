@@ -43,8 +43,8 @@ class WorkerConfig:
     grace_period_s: float = 30.0
     memory_limit_bytes: int | None = None
     wake: Wake = Wake.AUTO
-    # With a change stream, each slot still reads its entry this often, in case an
-    # event was missed; the stream's own wait (``stream_await_s``) bounds idle cost.
+    # With a change stream, the process still reads all its entries (one read) this often, in
+    # case an event was missed; the stream's own wait (``stream_await_s``) bounds idle cost.
     safety_poll_s: float = 30.0
     stream_await_s: float = 2.0
     # Module prefixes jobs may name (see recruiter.naming.AllowedModules); None allows any

@@ -72,19 +72,27 @@ class Inboxes:
             inbox.must_poll = True
             inbox.wake.set()
 
+    def swept(self, slot_ids: Iterable[str]) -> None:
+        """The process's safety read found something for these slots: each one waiting reads its entry."""
+        for slot_id in slot_ids:
+            inbox = self.by_id.get(slot_id)
+            if inbox is not None and inbox.waiting:
+                inbox.must_poll = True
+                inbox.wake.set()
+
     def wake_all(self) -> None:
         for inbox in self.by_id.values():
             inbox.wake.set()
 
-    async def wait(self, inbox: Inbox, timeout_s: float, *, streaming: bool) -> None:
-        """Wait for ``inbox`` to be woken, at most ``timeout_s``; a timeout while streaming asks for a read."""
+    async def wait(self, inbox: Inbox, timeout_s: float) -> None:
+        """Wait for ``inbox`` to be woken, at most ``timeout_s``. While streaming, a timeout asks
+        for no read: the process's safety read (:meth:`swept`) asks the slots that need one."""
         inbox.waiting = True
         self.idle.set()
         try:
             await asyncio.wait_for(inbox.wake.wait(), timeout=timeout_s)
         except TimeoutError:
-            if streaming:
-                inbox.must_poll = True
+            pass
         finally:
             inbox.waiting = False
             if not any(i.waiting for i in self.by_id.values()):

@@ -59,7 +59,7 @@ from recruiter.processes.worker.inbox import Inboxes
 from recruiter.processes.worker.slots import SlotLoop
 from recruiter.processes.worker.state import JobState, Runner, Running, Shutdown, Slot, SlotPhase
 from recruiter.store import heartbeats as heartbeat_docs
-from recruiter.store import metadata, scheduled
+from recruiter.store import metadata, roster, scheduled
 from recruiter.store.connection import StoreError, first_line
 from recruiter.store.layout import AsyncDb, Collections, SyncCollections, SyncDb
 from recruiter.store.wakeup import RosterWatch, Wake
@@ -194,7 +194,26 @@ class WorkerProcess:
         if self.config.wake is not Wake.CHANGE_STREAM and not await watch.supported():
             return []
         self.watch = watch
-        return [asyncio.create_task(watch.run(), name="worker.watch")]
+        return [asyncio.create_task(watch.run(), name="worker.watch"),
+                asyncio.create_task(self._safety_reads(), name="worker.safety_reads")]
+
+    async def _safety_reads(self) -> None:
+        """While the stream runs, every ``safety_poll_s``: one read of all this process's entries,
+        not one per slot (800 slots polling every 30 s were 27 reads a second). A waiting slot
+        whose entry shows something for it that no event brought (work, a stop, another session,
+        no entry) reads its entry; after a failed read, every waiting slot reads its own."""
+        ids = [s.id for s in self.slots]
+        while True:
+            await asyncio.sleep(self.config.safety_poll_s)
+            if not self._streaming():
+                continue  # the slots poll by themselves
+            try:
+                entries = {d.get("_id"): d for d in await roster.read_slot_entries(self.c.roster, ids)}
+            except StoreError as exc:
+                log.warning("worker.safety_read_failed", error=first_line(exc))
+                self.inboxes.swept(ids)
+                continue
+            self.inboxes.swept(s.id for s in self.slots if needs_read(entries.get(s.id), s))
 
     async def _supervise(self, slot_tasks: list[asyncio.Task[None]], side: list[asyncio.Task[None]]) -> None:
         """Until every slot has stopped: fail if a task fails or a side task ends, keep the
@@ -341,3 +360,10 @@ class WorkerProcess:
 
     async def record(self, slot: Slot, outcome: Outcome, bound: FilteringBoundLogger) -> None:
         await self.slot_loop.record(slot, outcome, bound)
+
+
+def needs_read(entry: Raw | None, slot: Slot) -> bool:
+    """Whether a waiting slot must read its entry, as the safety read saw it: gone, of another
+    session, asked to stop, or not available (it holds work, or a cancelled assignment)."""
+    return (entry is None or entry.get("session") != slot.session or bool(entry.get("stop_requested"))
+            or entry.get("available") is not True)

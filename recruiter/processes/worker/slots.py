@@ -92,8 +92,7 @@ class SlotLoop:
             slot.inbox.wake.clear()
             if self._ended(slot):
                 continue  # stop() ran during this pass (e.g. from fetch): its wake-up was just cleared
-            await self.inboxes.wait(slot.inbox, self.config.safety_poll_s if streaming else backoff,
-                                    streaming=streaming)
+            await self.inboxes.wait(slot.inbox, self.config.safety_poll_s if streaming else backoff)
             backoff = min(backoff * 2, self.config.poll_to_s)
         await self.deregister(slot)
 
