@@ -82,6 +82,8 @@ def _collection_of(command_name: str, command: Mapping[str, object]) -> str | No
     value = command.get(command_name)
     if isinstance(value, str):
         return value
+    if command_name == "getMore" and isinstance(command.get("collection"), str):
+        return str(command["collection"])  # a change stream on a whole database: "$cmd.aggregate"
     namespaces = command.get("nsInfo")  # a client bulkWrite: its collection when it writes to one only
     if command_name == "bulkWrite" and isinstance(namespaces, list) and len(namespaces) == 1:
         ns = namespaces[0].get("ns") if isinstance(namespaces[0], Mapping) else None
