@@ -44,9 +44,13 @@ def _naming(ids: Sequence[object]) -> dict[str, list[Query]]:
     return {"$or": [{"_id": {"$in": listed}}, {"ids": {"$in": listed}}]}
 
 
-def _projection(fields: Mapping[str, object] | None) -> Query | None:
-    return None if fields is None else {**fields, "kind": 1, "slots": 1, "last_seen_at": 1, "fresh_until": 1,
-                                        "heartbeat_interval_s": 1}
+def _projection(fields: Mapping[str, object] | None, slot_keys: Sequence[str] | None = None) -> Query | None:
+    """``fields`` and what a process document's beats need; of its slots, all of them, or only
+    those under ``slot_keys`` (:func:`recruiter.domain.liveness.slot_key`)."""
+    if fields is None:
+        return None
+    slots = {"slots": 1} if slot_keys is None else {f"slots.{k}": 1 for k in dict.fromkeys(slot_keys)}
+    return {**fields, "kind": 1, **slots, "last_seen_at": 1, "fresh_until": 1, "heartbeat_interval_s": 1}
 
 # -- the worker: its own entry, its job, its heartbeat (processes/worker) --------------
 
@@ -143,10 +147,8 @@ def _slots_projection(ids: Sequence[object]) -> Query | None:
     process document, only the slots of those entries (a process of 100 slots otherwise sends all
     100 for the one that was freed); every slot past :data:`SLOTS_PROJECTED_MAX` entries."""
     named = [i for i in ids if isinstance(i, str)]
-    if len(named) > SLOTS_PROJECTED_MAX or len(named) < len(ids):
-        return _projection(BEAT_FIELDS)
-    return {**BEAT_FIELDS, "kind": 1, "last_seen_at": 1, "fresh_until": 1, "heartbeat_interval_s": 1,
-            **{f"slots.{slot_key(i)}": 1 for i in dict.fromkeys(named)}}
+    whole = len(named) > SLOTS_PROJECTED_MAX or len(named) < len(ids)
+    return _projection(BEAT_FIELDS, None if whole else [slot_key(i) for i in named])
 
 
 async def read_stale(heartbeats: AsyncColl, now: datetime, cutoff: datetime) -> list[Document]:

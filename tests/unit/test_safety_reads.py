@@ -7,7 +7,7 @@ import asyncio
 from bson import ObjectId
 
 from recruiter.processes.worker.inbox import Inbox, Inboxes
-from recruiter.processes.worker.runtime import needs_read
+from recruiter.processes.worker.slots import needs_read
 from recruiter.processes.worker.state import Slot
 
 

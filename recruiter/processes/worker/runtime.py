@@ -56,7 +56,7 @@ from recruiter.processes.worker.entry import RosterEntries, WorkerIdTaken
 from recruiter.processes.worker.executor import Executor
 from recruiter.processes.worker.heartbeat import JOB_TAKEN_AWAY, HeartbeatThread, SlotView, beat, slot_views
 from recruiter.processes.worker.inbox import Inboxes
-from recruiter.processes.worker.slots import SlotLoop
+from recruiter.processes.worker.slots import SlotLoop, needs_read
 from recruiter.processes.worker.state import JobState, Runner, Running, Shutdown, Slot, SlotPhase
 from recruiter.store import heartbeats as heartbeat_docs
 from recruiter.store import metadata, roster, scheduled
@@ -360,10 +360,3 @@ class WorkerProcess:
 
     async def record(self, slot: Slot, outcome: Outcome, bound: FilteringBoundLogger) -> None:
         await self.slot_loop.record(slot, outcome, bound)
-
-
-def needs_read(entry: Raw | None, slot: Slot) -> bool:
-    """Whether a waiting slot must read its entry, as the safety read saw it: gone, of another
-    session, asked to stop, or not available (it holds work, or a cancelled assignment)."""
-    return (entry is None or entry.get("session") != slot.session or bool(entry.get("stop_requested"))
-            or entry.get("available") is not True)

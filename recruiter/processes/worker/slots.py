@@ -278,3 +278,10 @@ class SlotLoop:
             log.warning("worker.deregister_failed", worker_id=slot.id, error=first_line(exc),
                         detail="the cleaner removes this entry once it stops heartbeating")
 
+
+def needs_read(entry: Raw | None, slot: Slot) -> bool:
+    """Whether a waiting slot must read its entry (:meth:`SlotLoop.fetch`), as the process's safety
+    read saw it: gone, of another session, asked to stop, or not available (it holds work, or a
+    cancelled assignment). Each is a case ``fetch`` acts on; a free entry of ours needs nothing."""
+    return (entry is None or entry.get("session") != slot.session or bool(entry.get("stop_requested"))
+            or entry.get("available") is not True)
