@@ -51,6 +51,7 @@ from recruiter.domain.selection import (
     RoundPolicy,
     Selection,
 )
+from recruiter.processes.known_jobs import KnownJobs
 from recruiter.processes.rounds import CursorWrite
 from recruiter.store import metadata, scheduled
 from recruiter.store.layout import Collections, Document
@@ -90,6 +91,22 @@ class CandidateReader:
         self.limit_state = LimitState()
         self.limiter_reset = False  # the stored state was malformed: the next save writes it whole
         self.spent: dict[Key, Bucket] = {}
+        # The ready jobs of some groups, known without reading (recruiter.processes.known_jobs),
+        # and whether the switches and limits as last read are still current (the doorbell
+        # reports their changes): a round woken by enqueues alone then reads neither.
+        self.known = KnownJobs()
+        self.controls_current = False
+        self.from_memory = False  # this round may answer from self.known
+
+    def heard(self, arrivals: list[Document], *, disturbed: bool, controls: bool) -> None:
+        """What the doorbell reported since the last round: the jobs enqueued, whether anything
+        else may have changed ``scheduled``, whether the switches or limits changed."""
+        if disturbed:
+            self.known.forget()
+            self.controls_current = False
+        if controls:
+            self.controls_current = False
+        self.known.arrive(arrivals)
 
     async def warm(self, now: datetime) -> None:
         await self.readahead.warm(now)
@@ -115,6 +132,7 @@ class CandidateReader:
         are the tokens it spent."""
         self.cursor = selection.cursor
         self.cursor_reset = False
+        self.known.committed(a.job_id for a in selection.assignments)
         if self.spent:
             self.limit_state = with_buckets(self.limit_state, self.spent)
             self.limiter_reset = False
@@ -213,23 +231,26 @@ class CandidateReader:
         Whole documents are checked (:func:`recruiter.domain.documents.check_job`): a malformed
         one is never a candidate, the round quarantines it; rows the read-ahead answered
         from keys are read whole first (one find by id, in rounds that met new jobs)."""
-        if with_switches:
-            docs, (switches, limits) = await asyncio.gather(self.readahead.answer(queries, now, paused),
+        known = [self.known.answer(q, now, paused) if self.from_memory else None for q in queries]
+        to_read = [q for q, rows in zip(queries, known, strict=True) if rows is None]
+        read_at = self.known.clock()
+        if with_switches and not (self.from_memory and self.controls_current):
+            read, (switches, limits) = await asyncio.gather(self.readahead.answer(to_read, now, paused),
                                                             metadata.read_controls(self.c.metadata))
-            self.paused = read_switches(switches, self.warned, log)
-            self.limits, problems = read_limits(limits)
-            for problem in problems:
-                if self.warned.first(("limits", problem), problem):
-                    log.warning("limits.malformed", reason=problem, detail="that limit is not applied until fixed")
+            self._controls(switches, limits)
         else:
-            docs = await self.readahead.answer(queries, now, paused)
+            read = await self.readahead.answer(to_read, now, paused) if to_read else []
+        answers = iter(read)
+        docs = [next(answers) if rows is None else rows for rows in known]
         whole, unplaceable = self.readahead.take_found()
+        whole.update((d["_id"], d) for rows in known if rows is not None for d in rows)
         await self._meet_unplaceable(picked, unplaceable)
         keys_only = [d["_id"] for found in docs for d in found if d["_id"] not in whole]
         if keys_only:  # rows a keys read answered (new tenants, bursts): read them whole, once
             whole.update((d["_id"], d) for d in await scheduled.read_jobs(self.c.scheduled, keys_only))
         rows: list[list[Candidate]] = [[] for _ in queries]
         for i, found in enumerate(docs):
+            good: list[Document] = []
             for key in found:
                 doc = whole.get(key["_id"])
                 if doc is None:
@@ -239,7 +260,19 @@ class CandidateReader:
                     continue
                 rows[i].append(candidate_from(cast(JobDoc, doc), now))
                 picked.documents[doc["_id"]] = doc
+                good.append(doc)
+            if known[i] is None:
+                self.known.observed(queries[i], good, read_at, short=len(found) < queries[i].limit)
         return rows
+
+    def _controls(self, switches: Document | None, limits: Document | None) -> None:
+        """The pause switches and the limits as just read."""
+        self.paused = read_switches(switches, self.warned, log)
+        self.limits, problems = read_limits(limits)
+        for problem in problems:
+            if self.warned.first(("limits", problem), problem):
+                log.warning("limits.malformed", reason=problem, detail="that limit is not applied until fixed")
+        self.controls_current = True
 
     async def _meet_unplaceable(self, picked: Picked, ids: list[object]) -> None:
         """Jobs whose keys the read-ahead could not place, read whole to be quarantined by this round."""

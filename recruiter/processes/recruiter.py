@@ -191,6 +191,12 @@ class RecruiterProcess(LeaderProcess):
         # reads start with its roster reads, for the free workers kept (see plan()).
         self.early_candidates = False
         self.early_used = 0  # rounds whose early candidate reads were the ones chosen from
+        # The next round was woken by enqueues alone, with nothing else heard since the last:
+        # it reads no roster unless a check is due, and answers candidates from what is known
+        # (recruiter.processes.known_jobs). A known job that was not as known is found out by
+        # its lock; the next round then runs at once, reading.
+        self.insert_woken = False
+        self.known_missed = False
 
     async def run(self) -> None:
         """Wait for the lease, lead while holding it, stand by again when it is lost.
@@ -217,6 +223,8 @@ class RecruiterProcess(LeaderProcess):
         """
         self._handed_out.clear()
         self.view.reset()
+        self.reader.known.forget()
+        self.reader.known.max_age_s = self.config.backoff_to_s
         doorbell = Doorbell(self.db, max_await_s=self.config.backoff_to_s)
         needs_rollback = True
 
@@ -226,15 +234,19 @@ class RecruiterProcess(LeaderProcess):
         async def one_round() -> bool:
             nonlocal needs_rollback, last_start
             heard = doorbell.drain()
+            arrivals, disturbed = doorbell.take_arrivals()
+            self.reader.heard(arrivals, disturbed=disturbed, controls="metadata" in heard)
             if self.config.coalesce_s and "scheduled" not in heard:
                 await self.leadership.sleep(last_start + self.config.coalesce_s - loop.time())
             self.early_candidates = heard == {"scheduled"}
+            self.insert_woken = self.early_candidates and bool(arrivals) and not disturbed
             last_start = loop.time()
             self.sweeper.start(self.config.sweep_interval_s)
             fired = await self.fire_schedules()
             report = await self.fenced_round(rollback=needs_rollback)
             needs_rollback = False
-            return report.busy or fired > 0
+            missed, self.known_missed = self.known_missed, False
+            return report.busy or fired > 0 or missed
 
         async def wait(timeout_s: float) -> bool:
             """The doorbell, or the next due slot if it comes first (a timer, not a poll)."""
@@ -281,6 +293,7 @@ class RecruiterProcess(LeaderProcess):
         try:
             report = await self._timed_round(rollback)
         except BaseException as exc:
+            self.reader.known.abandoned()
             if self.timer.running:
                 self.timer.abandon()
                 self.bus.emit(RoundAbandoned(first_line(exc) if isinstance(exc, Exception) else type(exc).__name__))
@@ -294,6 +307,7 @@ class RecruiterProcess(LeaderProcess):
         self.timer.mark("plan")
         if not rollback and plan.idle:
             await roster.clear_freed(self.c.roster, plan.freed)  # the marks read: bookkeeping, no fence needed
+            self.reader.known.committed(())  # nothing to write: what its reads found whole is known
             phases, took = self.timer.finish()
             self.bus.emit(RoundIdle(took, phases))
             return _Timed(plan.report, None)
@@ -314,6 +328,9 @@ class RecruiterProcess(LeaderProcess):
                     await self.writes.rollback_unassigned(inside)
                 report = await self.carry_out(inside, plan)
                 self.fault("round.before_commit")
+            if plan.quiet and plan.selection is not None and report.assigned < len(plan.selection.assignments):
+                self.reader.known.forget()  # a job or a worker was not as known: read, at once
+                self.known_missed = True
             self.timer.mark("commit")
             phases, took = self.timer.finish()
             self.events.emit(RoundCommitted(report.assigned, report.applied, report.free_workers, took, phases))
@@ -364,9 +381,9 @@ class RecruiterProcess(LeaderProcess):
         workers and no outcome; else they are dropped and the round reads its candidates
         again, as any round does."""
         now = self.clock.now()
-        plan = RoundPlan(now)
-        guess = self._kept_workers(now) if self.early_candidates else None
-        self.early_candidates = False
+        plan = RoundPlan(now, quiet=self.insert_woken and not self.view.full_due(asyncio.get_running_loop().time()))
+        guess = self._kept_workers(now) if self.early_candidates and not plan.quiet else None
+        self.early_candidates = self.insert_woken = False
         early = asyncio.ensure_future(self._select(guess, now, [])) if guess else None
         try:
             await self._plan(plan, guess, early)
@@ -379,7 +396,8 @@ class RecruiterProcess(LeaderProcess):
     async def _plan(self, plan: RoundPlan, guess: list[FreeWorker] | None,
                     early: asyncio.Future[Picked] | None) -> None:
         now = plan.now
-        read = await self.view.read(self.c.roster, asyncio.get_running_loop().time(), self._well_formed)
+        read = await self.view.read(self.c.roster, asyncio.get_running_loop().time(), self._well_formed,
+                                    changed=not plan.quiet)
         entries, plan.freed = read.entries, read.marks
         self.timer.mark("read_roster")
         plan.malformed = self.sweeper.take()
@@ -419,9 +437,14 @@ class RecruiterProcess(LeaderProcess):
         free = sorted(available, key=lambda e: (e.get("available_since") or now, e["_id"]))
         return free_workers(self.lookahead.free_lanes(free, entries, self.config.round_size)) or None
 
-    async def _select(self, workers: list[FreeWorker], now: datetime, finishing_: list[tuple[str, str]]) -> Picked:
-        return await self.reader.select(workers, now, self.lease.epoch, self.config.counting_scheme,
-                                        finishing=finishing_)
+    async def _select(self, workers: list[FreeWorker], now: datetime, finishing_: list[tuple[str, str]],
+                      *, quiet: bool = False) -> Picked:
+        self.reader.from_memory = quiet
+        try:
+            return await self.reader.select(workers, now, self.lease.epoch, self.config.counting_scheme,
+                                            finishing=finishing_)
+        finally:
+            self.reader.from_memory = False
 
     async def _chosen(self, early: asyncio.Future[Picked] | None, same: bool, workers: list[FreeWorker],
                       plan: RoundPlan) -> Picked:
@@ -434,7 +457,7 @@ class RecruiterProcess(LeaderProcess):
             if same and not ending and isinstance(picked, Picked):
                 self.early_used += 1
                 return picked
-        return await self._select(workers, plan.now, ending)
+        return await self._select(workers, plan.now, ending, quiet=plan.quiet)
 
     async def _read_outcome_jobs(self, plan: RoundPlan) -> None:
         """The jobs the plan's outcomes name: the copies this leader handed out, else read."""

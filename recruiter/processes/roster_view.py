@@ -80,25 +80,34 @@ class RosterView:
         self.next_stale = now + period
         return True
 
-    async def read(self, coll: AsyncColl, at: float, well_formed: Callable[[list[Document]], list[Document]]) -> Read:
+    def full_due(self, at: float) -> bool:
+        """Whether the round at loop time ``at`` reads the whole roster."""
+        return self.next_full is None or at >= self.next_full
+
+    async def read(self, coll: AsyncColl, at: float, well_formed: Callable[[list[Document]], list[Document]],
+                   *, changed: bool = True) -> Read:
         """The round's entries at loop time ``at``: the whole roster when due, else what changed
-        over what is kept. ``well_formed`` drops the malformed ones (never kept)."""
-        if self.next_full is None or at >= self.next_full:
+        over what is kept (without ``changed``: what is kept, no read; for a round the doorbell
+        woke for enqueues alone, so no entry rang since the last read). ``well_formed`` drops
+        the malformed ones (never kept)."""
+        if not changed and not self.full_due(at):
+            return Read(list(self.free.values()), [])
+        if self.full_due(at):
             entries = well_formed(await roster.read_round_entries(coll))
             self.next_full = at + self.full_read_s
             self.free = {e["_id"]: _kept(e) for e in entries if e.get("available")}
             self.beats = {k: v for k, v in self.beats.items() if k in self.free}
             return Read(entries, _marks(entries))
         # Well-formed first (a malformed _id may not be hashable), then one of an entry read twice.
-        changed = list({e["_id"]: e for e in well_formed(await roster.read_changed_entries(coll))}.values())
-        for e in changed:
+        found = list({e["_id"]: e for e in well_formed(await roster.read_changed_entries(coll))}.values())
+        for e in found:
             if e.get("available"):
                 self.free[e["_id"]] = _kept(e)
             else:
                 self.free.pop(e["_id"], None)
-        ids = {e["_id"] for e in changed}
-        entries = [*changed, *(e for i, e in self.free.items() if i not in ids)]
-        return Read(entries, _marks(changed))
+        ids = {e["_id"] for e in found}
+        entries = [*found, *(e for i, e in self.free.items() if i not in ids)]
+        return Read(entries, _marks(found))
 
     def taken(self, ids: Iterable[object]) -> None:
         """Entries a committed round gave work to (or found no longer available): not free."""

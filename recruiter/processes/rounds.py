@@ -92,6 +92,8 @@ class RoundPlan:
     """What a round read, and chose, before it writes anything; then what its writes did."""
 
     now: datetime
+    # Woken by enqueues alone: reads no roster (but a due check) and answers from known jobs.
+    quiet: bool = False
     report: RoundReport = field(default_factory=RoundReport)
     outcomes: list[Document] = field(default_factory=list)  # roster entries holding one
     outcome_jobs: dict[object, Document] = field(default_factory=dict)

@@ -33,9 +33,12 @@ from collections.abc import AsyncIterator, Callable
 
 import pymongo
 import structlog
+from bson import ObjectId
 from pymongo.asynchronous.change_stream import AsyncChangeStream
 from pymongo.errors import OperationFailure, PyMongoError
 
+from recruiter.domain.control import PAUSED_ID
+from recruiter.domain.limits import LIMITS_ID
 from recruiter.domain.records import Query, Raw
 from recruiter.store.connection import first_line
 from recruiter.store.layout import AsyncColl, AsyncDb, Document
@@ -231,17 +234,22 @@ class RosterWatch:
 
 
 def doorbell_pipeline() -> list[Query]:
-    """Events after which a round may find work: a job enqueued or unlocked by the
-    cleaner (crashed or returned), a worker registered (its entry, then its
-    heartbeat document) or recording an outcome. The recruiter's own writes
-    do not match, so its rounds do not ring its own bell."""
+    """Events after which a round may find work: a job enqueued, unlocked or changed, a
+    worker registered (its entry, then its heartbeat document) or recording an outcome, the
+    pause switches or limits changed. The recruiter's own locks and assignments do not
+    match, so its rounds do not ring its own bell (a retry it applies does, once)."""
     return [
         {"$match": {"$or": [
             {"ns.coll": "scheduled", "operationType": "insert"},
+            # Any other change to a job but a lock (the leader's own): an unlock by the cleaner
+            # (crashed or returned), a resubmit, a retry applied, an edit. A round woken by
+            # enqueues alone answers from what it knows (recruiter.processes.known_jobs); these
+            # make that knowledge void.
             {"ns.coll": "scheduled", "operationType": "update",
-             "updateDescription.updatedFields.crash_pending": {"$exists": True}},
-            {"ns.coll": "scheduled", "operationType": "update",
-             "updateDescription.updatedFields.unproven_returns": {"$exists": True}},
+             "updateDescription.updatedFields.locked": {"$ne": True}},
+            {"ns.coll": "scheduled", "operationType": "replace", "fullDocument.locked": {"$ne": True}},
+            # The pause switches and the limits: a round reads them again.
+            {"ns.coll": "metadata", "documentKey._id": {"$in": [PAUSED_ID, LIMITS_ID]}},
             {"ns.coll": "roster", "operationType": "insert"},
             # A registration's heartbeat document: the entry may be given work from now on.
             {"ns.coll": "heartbeats", "operationType": {"$in": ["insert", "replace"]}},
@@ -259,7 +267,10 @@ def doorbell_pipeline() -> list[Query]:
                 {"updateDescription.updatedFields.paused": {"$exists": True}},
                 {"updateDescription.updatedFields.run_now": {"$type": "date"}}]},
         ]}},
-        {"$project": {"operationType": 1, "ns": 1}},
+        # An enqueue's event carries the job (the whole document, as inserted); no other does.
+        {"$project": {"operationType": 1, "ns": 1, "fullDocument": {"$cond": [
+            {"$and": [{"$eq": ["$operationType", "insert"]}, {"$eq": ["$ns.coll", "scheduled"]}]},
+            "$fullDocument", "$$REMOVE"]}}},
     ]
 
 
@@ -279,6 +290,11 @@ class Doorbell:
         self.stream: Stream | None = None
         self.supported = True
         self.heard: set[str] = set()  # collections whose events rang since the last take()
+        # Since the last take_arrivals(): the jobs enqueued (by _id, as inserted), and whether
+        # anything else may have changed ``scheduled`` (another event on it, or a stream that
+        # was (re)opened or failed, so events may have been missed).
+        self.arrivals: dict[object, Document] = {}
+        self.disturbed = True
 
     def take(self, collection: str) -> bool:
         """Whether an event of ``collection`` rang since the last call."""
@@ -291,12 +307,32 @@ class Doorbell:
         heard, self.heard = self.heard, set()
         return heard
 
+    def take_arrivals(self) -> tuple[list[Document], bool]:
+        """The jobs enqueued since the last call, and whether ``scheduled`` may have changed otherwise."""
+        arrivals, disturbed = list(self.arrivals.values()), self.disturbed
+        self.arrivals, self.disturbed = {}, False
+        return arrivals, disturbed
+
+    def _heard(self, event: Document) -> None:
+        ns = event.get("ns")
+        coll = str(ns.get("coll")) if isinstance(ns, dict) else ""
+        self.heard.add(coll)
+        if coll != "scheduled":
+            return
+        doc = event.get("fullDocument")
+        job_id = doc.get("_id") if isinstance(doc, dict) else None
+        if event.get("operationType") == "insert" and isinstance(job_id, (str, int, ObjectId)):
+            self.arrivals[job_id] = doc  # type: ignore[assignment]
+        else:
+            self.disturbed = True
+
     async def open(self) -> None:
         """Open the stream, unless the server has shown it has no change streams."""
         if self.stream is not None or not self.supported:
             return
         try:
             self.stream = await self.db.watch(doorbell_pipeline(), max_await_time_ms=self.max_await_ms)
+            self.disturbed = True  # what changed before the stream opened raised no event
         except OperationFailure as exc:
             if exc.code not in STREAMS_UNSUPPORTED:
                 raise
@@ -321,8 +357,7 @@ class Doorbell:
                 # A stream the server ended (a database dropped) fails as any other: the next wait opens another.
                 event = unless_ended(await self.stream.try_next(), self.stream.alive)
                 if event is not None:
-                    ns = event.get("ns")
-                    self.heard.add(str(ns.get("coll")) if isinstance(ns, dict) else "")
+                    self._heard(event)
                     return True
                 streak = streak + 1 if loop.time() - asked_at < QUICK_EMPTY_S else 0
                 await asyncio.sleep(quick_empty_pause(streak))
@@ -334,6 +369,7 @@ class Doorbell:
         return False
 
     async def close(self) -> None:
+        self.disturbed = True
         if self.stream is not None:
             stream, self.stream = self.stream, None
             await close_quietly(stream)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from recruiter.domain.control import PAUSED_ID
 from recruiter.store.connection import async_client, parse_target
 from recruiter.store.wakeup import Doorbell
 
@@ -29,6 +30,51 @@ def test_a_doorbell_whose_stream_the_server_ends_opens_another(db_uri: str, db: 
             await adb.scheduled.insert_one({"_id": "after"})
             assert await bell.wait(5)
             assert bell.take("scheduled")
+        finally:
+            await bell.close()
+            await client.close()
+
+    asyncio.run(scenario())
+
+
+def test_the_doorbell_carries_enqueued_jobs_and_reports_any_other_change_to_a_job(db_uri: str, db: Any) -> None:
+    """An insert's event brings the job; a lock (the leader's own write) raises none; an unlock, an
+    edit, a replace and a change of the pause switches ring, the job changes as ``disturbed``."""
+    async def scenario() -> None:
+        target = parse_target(db_uri)
+        client = async_client(target)
+        adb = client[target.database]
+        bell = Doorbell(adb, max_await_s=0.2)
+        try:
+            await bell.open()
+            assert bell.take_arrivals() == ([], True), "a stream just opened may have missed changes"
+            await adb.scheduled.insert_one({"_id": "j1", "locked": False, "group": "g"})
+            assert await bell.wait(5)
+            arrivals, disturbed = bell.take_arrivals()
+            assert arrivals == [{"_id": "j1", "locked": False, "group": "g"}]
+            assert not disturbed
+            assert bell.drain() == {"scheduled"}
+            # The leader's lock: an update pipeline setting locked, as scheduled.lock_statements writes it.
+            await adb.scheduled.update_many({"_id": {"$in": ["j1"]}, "locked": False},
+                                            [{"$set": {"locked": {"$literal": True}, "lock_token": {"$literal": 1}}}])
+            assert not await bell.wait(0.5)
+            assert bell.drain() == set()
+            assert bell.take_arrivals() == ([], False)
+            changes = [
+                lambda: adb.scheduled.update_one({"_id": "j1"}, {"$set": {"locked": False}}),  # an unlock
+                lambda: adb.scheduled.update_one({"_id": "j1"}, {"$set": {"scheduled_at": 1}}),  # an edit
+                lambda: adb.scheduled.replace_one({"_id": "j1"}, {"locked": False, "group": "h"}),
+            ]
+            for change in changes:
+                await change()
+                assert await bell.wait(5)
+                assert bell.take("scheduled")
+                assert bell.take_arrivals() == ([], True)
+            await adb.metadata.update_one({"_id": PAUSED_ID}, {"$set": {"groups": ["g"]}}, upsert=True)
+            assert await bell.wait(5)
+            assert bell.drain() == {"metadata"}
+            await adb.metadata.update_one({"_id": "some other document"}, {"$set": {"x": 1}}, upsert=True)
+            assert not await bell.wait(0.5)
         finally:
             await bell.close()
             await client.close()

@@ -37,14 +37,15 @@ def test_watch_pipeline_is_limited_to_the_slots_and_keeps_only_the_job_and_ahead
                                         "fullDocument.ahead"}
 
 
-def test_doorbell_rings_for_enqueues_outcomes_new_workers_and_crash_unlocks() -> None:
+def test_doorbell_rings_for_enqueues_outcomes_new_workers_and_job_changes() -> None:
     (match, _) = doorbell_pipeline()
     clauses = match["$match"]["$or"]
     assert {"ns.coll": "scheduled", "operationType": "insert"} in clauses
     assert {"ns.coll": "roster", "operationType": "insert"} in clauses
     assert any("updateDescription.updatedFields.outcome" in c for c in clauses)
-    assert any("updateDescription.updatedFields.crash_pending" in c for c in clauses)
-    assert any("updateDescription.updatedFields.unproven_returns" in c for c in clauses)
+    # Every change to a job but a lock (crash unlocks, returns, resubmits, retries, edits) rings.
+    assert {"ns.coll": "scheduled", "operationType": "update",
+            "updateDescription.updatedFields.locked": {"$ne": True}} in clauses
     assert {"ns.coll": "heartbeats", "operationType": {"$in": ["insert", "replace"]}} in clauses
 
 
