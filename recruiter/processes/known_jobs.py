@@ -52,9 +52,12 @@ def _whole_group(q: Query) -> bool:
 
 def _matches(q: Query, doc: Document, now: datetime, paused: Paused) -> bool:
     tenant = tenant_of(doc)
-    if not is_ready(doc, now) or tenant in paused.tenants:
+    if not is_ready(doc, now):
         return False
-    if q.tenant is not None and tenant != q.tenant:
+    if q.tenant is not None:  # one tenant's stream, as asked (a ring leaves paused tenants out)
+        if tenant != q.tenant:
+            return False
+    elif tenant in paused.tenants:
         return False
     if q.tenant_after is not None and not (isinstance(doc.get("tenant"), str) and tenant > q.tenant_after):
         return False  # strings after it only: the default tenant sorts first, never "after" anything

@@ -197,6 +197,9 @@ class RecruiterProcess(LeaderProcess):
         # its lock; the next round then runs at once, reading.
         self.insert_woken = False
         self.known_missed = False
+        # Every outcome the last round read was applied (none deferred, the round did not fail):
+        # a round that reads no roster could otherwise hand work to an entry still holding one.
+        self.outcomes_settled = False
 
     async def run(self) -> None:
         """Wait for the lease, lead while holding it, stand by again when it is lost.
@@ -225,6 +228,7 @@ class RecruiterProcess(LeaderProcess):
         self.view.reset()
         self.reader.known.forget()
         self.reader.known.max_age_s = self.config.backoff_to_s
+        self.outcomes_settled = False
         doorbell = Doorbell(self.db, max_await_s=self.config.backoff_to_s)
         needs_rollback = True
 
@@ -234,12 +238,9 @@ class RecruiterProcess(LeaderProcess):
         async def one_round() -> bool:
             nonlocal needs_rollback, last_start
             heard = doorbell.drain()
-            arrivals, disturbed = doorbell.take_arrivals()
-            self.reader.heard(arrivals, disturbed=disturbed, controls="metadata" in heard)
+            self.woken(heard, *doorbell.take_arrivals())
             if self.config.coalesce_s and "scheduled" not in heard:
                 await self.leadership.sleep(last_start + self.config.coalesce_s - loop.time())
-            self.early_candidates = heard == {"scheduled"}
-            self.insert_woken = self.early_candidates and bool(arrivals) and not disturbed
             last_start = loop.time()
             self.sweeper.start(self.config.sweep_interval_s)
             fired = await self.fire_schedules()
@@ -270,6 +271,14 @@ class RecruiterProcess(LeaderProcess):
             await self.sweeper.stop()
             await doorbell.close()
 
+    def woken(self, heard: set[str], arrivals: list[Document], disturbed: bool) -> None:
+        """What the doorbell reported before the next round: the collections whose events rang,
+        the jobs enqueued, whether ``scheduled`` may have changed otherwise
+        (:meth:`recruiter.store.wakeup.Doorbell.take_arrivals`)."""
+        self.reader.heard(arrivals, disturbed=disturbed, controls="metadata" in heard)
+        self.early_candidates = heard == {"scheduled"}
+        self.insert_woken = self.early_candidates and bool(arrivals) and not disturbed
+
     async def fire_schedules(self) -> int:
         """Fire the periodic jobs due now, in their own fenced transaction (:mod:`recruiter.processes.firing`)."""
         now = self.clock.now()
@@ -294,6 +303,7 @@ class RecruiterProcess(LeaderProcess):
             report = await self._timed_round(rollback)
         except BaseException as exc:
             self.reader.known.abandoned()
+            self.outcomes_settled = False
             if self.timer.running:
                 self.timer.abandon()
                 self.bus.emit(RoundAbandoned(first_line(exc) if isinstance(exc, Exception) else type(exc).__name__))
@@ -381,7 +391,8 @@ class RecruiterProcess(LeaderProcess):
         workers and no outcome; else they are dropped and the round reads its candidates
         again, as any round does."""
         now = self.clock.now()
-        plan = RoundPlan(now, quiet=self.insert_woken and not self.view.full_due(asyncio.get_running_loop().time()))
+        plan = RoundPlan(now, quiet=self.insert_woken and self.outcomes_settled
+                         and not self.view.full_due(asyncio.get_running_loop().time()))
         guess = self._kept_workers(now) if self.early_candidates and not plan.quiet else None
         self.early_candidates = self.insert_woken = False
         early = asyncio.ensure_future(self._select(guess, now, [])) if guess else None
@@ -424,7 +435,9 @@ class RecruiterProcess(LeaderProcess):
             plan.selection, plan.documents, plan.paced = picked.selection, picked.documents, picked.paced
             plan.cursor_write = self.reader.cursor_write(picked.selection.cursor)
             plan.malformed += picked.malformed
+        read_outcomes = bool(plan.outcomes)
         self.lookahead.defer_lone_outcomes(plan, entries)
+        self.outcomes_settled = not (read_outcomes and not plan.outcomes)  # none left for a later round
 
     def _kept_workers(self, now: datetime) -> list[FreeWorker] | None:
         """The free workers a round finds when its roster reads bring no change: those of the
