@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import structlog
+from bson import ObjectId
 
 from recruiter.domain.clock import Clock
 from recruiter.domain.documents import Malformed, WarnOnce, check_job, entry_problem
@@ -163,6 +164,10 @@ def free_workers(lanes: list[tuple[Document, int]]) -> list[FreeWorker]:
             for e, d in lanes]
 
 
+def _hashable_id(doc: Document) -> bool:
+    return isinstance(doc.get("_id"), (str, int, ObjectId))
+
+
 class RecruiterProcess(LeaderProcess):
 
     def __init__(self, db: AsyncDb, clock: Clock, config: RecruiterConfig, *, owner: str | None = None,
@@ -197,6 +202,10 @@ class RecruiterProcess(LeaderProcess):
         # its lock; the next round then runs at once, reading.
         self.insert_woken = False
         self.known_missed = False
+        # After a known job was not as known, no quiet round until the doorbell has caught up
+        # (its stream found empty more times than this): a busy spell leaves the insert events of
+        # the jobs it handled unread, each of which would otherwise wake a quiet round in vain.
+        self.quiet_after: int | None = None
         # Every outcome the last round read was applied (none deferred, the round did not fail):
         # a round that reads no roster could otherwise hand work to an entry still holding one.
         self.outcomes_settled = False
@@ -238,7 +247,7 @@ class RecruiterProcess(LeaderProcess):
         async def one_round() -> bool:
             nonlocal needs_rollback, last_start
             heard = doorbell.drain()
-            self.woken(heard, *doorbell.take_arrivals())
+            self.woken(heard, *doorbell.take_arrivals(), caught_up=doorbell.caught_up)
             if self.config.coalesce_s and "scheduled" not in heard:
                 await self.leadership.sleep(last_start + self.config.coalesce_s - loop.time())
             last_start = loop.time()
@@ -246,8 +255,7 @@ class RecruiterProcess(LeaderProcess):
             fired = await self.fire_schedules()
             report = await self.fenced_round(rollback=needs_rollback)
             needs_rollback = False
-            missed, self.known_missed = self.known_missed, False
-            return report.busy or fired > 0 or missed
+            return report.busy or fired > 0 or self.known_missed
 
         async def wait(timeout_s: float) -> bool:
             """The doorbell, or the next due slot if it comes first (a timer, not a poll)."""
@@ -271,13 +279,18 @@ class RecruiterProcess(LeaderProcess):
             await self.sweeper.stop()
             await doorbell.close()
 
-    def woken(self, heard: set[str], arrivals: list[Document], disturbed: bool) -> None:
+    def woken(self, heard: set[str], arrivals: list[Document], disturbed: bool, *, caught_up: int = 0) -> None:
         """What the doorbell reported before the next round: the collections whose events rang,
         the jobs enqueued, whether ``scheduled`` may have changed otherwise
-        (:meth:`recruiter.store.wakeup.Doorbell.take_arrivals`)."""
-        self.reader.heard(arrivals, disturbed=disturbed, controls="metadata" in heard)
+        (:meth:`recruiter.store.wakeup.Doorbell.take_arrivals`), how often it caught up."""
+        fresh = [d for d in arrivals if not _hashable_id(d) or d["_id"] not in self._handed_out]
+        self.reader.heard(fresh, disturbed=disturbed, controls="metadata" in heard)
         self.early_candidates = heard == {"scheduled"}
-        self.insert_woken = self.early_candidates and bool(arrivals) and not disturbed
+        if self.known_missed:
+            self.quiet_after, self.known_missed = caught_up, False
+        elif self.quiet_after is not None and caught_up > self.quiet_after:
+            self.quiet_after = None
+        self.insert_woken = self.early_candidates and bool(fresh) and not disturbed and self.quiet_after is None
 
     async def fire_schedules(self) -> int:
         """Fire the periodic jobs due now, in their own fenced transaction (:mod:`recruiter.processes.firing`)."""

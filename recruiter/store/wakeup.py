@@ -295,6 +295,9 @@ class Doorbell:
         # was (re)opened or failed, so events may have been missed).
         self.arrivals: dict[object, Document] = {}
         self.disturbed = True
+        # How many times the stream was found with no event left (a getMore came back empty):
+        # after a busy spell, the events of the jobs it handled are read one wait at a time.
+        self.caught_up = 0
 
     def take(self, collection: str) -> bool:
         """Whether an event of ``collection`` rang since the last call."""
@@ -359,6 +362,7 @@ class Doorbell:
                 if event is not None:
                     self._heard(event)
                     return True
+                self.caught_up += 1  # the server had no event left for this stream
                 streak = streak + 1 if loop.time() - asked_at < QUICK_EMPTY_S else 0
                 await asyncio.sleep(quick_empty_pause(streak))
             except PyMongoError as exc:

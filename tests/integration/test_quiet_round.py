@@ -146,9 +146,17 @@ def test_a_known_job_gone_since_is_found_by_its_lock_and_the_next_round_reads_at
             assert missed.assigned == 0
             assert h.recruiter.known_missed
             assert h.recruiter.reader.known.groups == {}
+            h.recruiter.woken(set(), [], False, caught_up=7)  # the next round, run at once (busy)
             again = await h.round()
             assert again.assigned == 1
             assert (await h.roster("w"))["assigned_to"] == {"w": job}
+            # The events of jobs handled while busy are read one wait at a time: until the doorbell
+            # has caught up with its stream, an enqueue's event wakes a reading round, not a quiet one.
+            later = await h.db.scheduled.find_one({"_id": job})
+            h.recruiter.woken({"scheduled"}, [{**later, "_id": "stale"}], False, caught_up=7)
+            assert not h.recruiter.insert_woken
+            h.recruiter.woken({"scheduled"}, [{**later, "_id": "new"}], False, caught_up=8)
+            assert h.recruiter.insert_woken
         finally:
             await bell.close()
 
