@@ -124,6 +124,12 @@ def parse_counts(value: str) -> list[int]:
               envvar="RECRUITER_BENCH_CAPACITY_BASELINE_CODE", show_envvar=True,
               help="Also measure the capacity with the code of this checkout (e.g. a `git worktree` of an earlier "
                    "commit) first, in the same run on the same server, and print both with their ratio.")
+@click.option("--designs-baseline-code", "designs_baseline", default=None,
+              type=click.Path(exists=True, file_okay=False, path_type=Path),
+              envvar="RECRUITER_BENCH_DESIGNS_BASELINE_CODE", show_envvar=True,
+              help="Also run the first design with the code of this checkout (e.g. a `git worktree` of an earlier "
+                   "commit), first, as the design 'baseline', in the same run on the same server: its throughput "
+                   "and latency beside this code's (before and after side by side).")
 @click.option("--round-reads", "only_round_reads", is_flag=True, envvar="RECRUITER_BENCH_ROUND_READS",
               show_envvar=True, help="Run the round-reads series alone: what a recruiter round reads at several "
                                      "roster sizes with the same job rate.")
@@ -142,8 +148,8 @@ def main(workers_spec: str | None, slots_per_process: int, quick: bool, window_s
          latency_samples: int | None, designs: str | None, output: Path, publish: bool, no_plot: bool,
          backlogs_spec: str | None, only_backlog: bool, recruiter_args: str, layout_spec: str | None,
          only_capacity: bool, with_peers: bool, peers_only: bool, baseline_args: str | None,
-         baseline_code: Path | None, only_round_reads: bool, round_layouts_spec: str | None,
-         round_rate: float | None) -> None:
+         baseline_code: Path | None, designs_baseline: Path | None, only_round_reads: bool,
+         round_layouts_spec: str | None, round_rate: float | None) -> None:
     """Benchmark the recruiter against the v1 baseline; print tables, write JSON and a PNG."""
     os.environ.pop(STATS_ENVVAR, None)  # the bench counts its own commands on its producer only
     if sum((only_backlog, only_capacity, peers_only, only_round_reads)) > 1:
@@ -168,6 +174,8 @@ def main(workers_spec: str | None, slots_per_process: int, quick: bool, window_s
     alone = only_backlog or only_capacity or round_plan is not None
     chosen = [] if alone else _laid_out([replace(d, recruiter_args=(*d.recruiter_args, *extra))
                                          for d in _chosen_designs(designs)], workers, slots_per_process)
+    # The first design again, with an earlier checkout's code, run first (--designs-baseline-code).
+    baseline = [replace(chosen[0], name="baseline", code=designs_baseline)] if designs_baseline and chosen else []
     output.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     work_dir = output / f"{stamp}-work"
@@ -181,7 +189,7 @@ def main(workers_spec: str | None, slots_per_process: int, quick: bool, window_s
         reference = {"raw": raw_rates(reference_uri, sizes.raw_ops),
                      "notification": notification_latency(reference_uri, sizes.notify_samples)}
         MongoClient(reference_uri).drop_database(f"bench_reference_{os.getpid()}")
-        results = _run_designs(server, chosen, workers, sizes, work_dir)
+        results = _run_designs(server, [*baseline, *chosen], workers, sizes, work_dir)
         peers_result = _run_peers(server, chosen, workers, sizes, work_dir, quick, extra) \
             if with_peers and chosen else None
         capacity_result = baseline_result = None
@@ -203,7 +211,7 @@ def main(workers_spec: str | None, slots_per_process: int, quick: bool, window_s
     doc: dict[str, Any] = {
         "meta": {"started_at": stamp, "seconds": time.perf_counter() - begun, "machine": machine(),
                  "server": server_description, "quick": quick, "workers": workers,
-                 "designs": [asdict(d) for d in chosen], "sizes": asdict(sizes),
+                 "designs": [asdict(d) for d in [*baseline, *chosen]], "sizes": asdict(sizes),
                  "settings": {"poll_from": scenario.POLL_FROM, "poll_to": scenario.POLL_TO,
                               "heartbeat_s": scenario.HEARTBEAT_S, "log_level": "warning"},
                  "counted": "command events of the application's clients (PyMongo CommandListener); "

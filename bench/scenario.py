@@ -48,6 +48,8 @@ class Design:
     # Workers (slots) per worker process: W workers run as W / this processes of `--concurrency`
     # this many (bin/bench --slots-per-process); 1: one process per worker, as the peers run.
     slots_per_process: int = 1
+    # The checkout whose code its processes run (bin/bench --designs-baseline-code); None: this one.
+    code: Path | None = None
 
     @property
     def is_v1(self) -> bool:
@@ -249,7 +251,7 @@ def scenario(server: Server, design: Design, workers: int, sizes: Sizes, work_di
     observer = observer_client[database]
     observer_client.drop_database(database)
     producer = Producer(uri, create_indexes=not design.is_v1)
-    fleet = Fleet(uri, work_dir)
+    fleet = Fleet(uri, work_dir, code=design.code or REPO)
     try:
         if design.is_v1:
             ready = [work_dir / f"v1-ready-{i}" for i in range(workers)]

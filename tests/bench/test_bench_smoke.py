@@ -161,3 +161,19 @@ def test_quick_backlog_series_has_every_size_side_by_side(server_uri: str, tmp_p
         assert row["leader_lost_lines"] >= 0
     assert backlog["ratio"] > 0
     assert isinstance(backlog["lease_never_lost"], bool)
+
+
+def test_the_designs_run_beside_an_earlier_checkouts_code(server_uri: str, tmp_path: Path) -> None:
+    """--designs-baseline-code runs the first design first with another checkout's code, in the same run."""
+    result = _bench(server_uri, "--designs", "recruiter", "--workers", "1", "--backlogs", "none",
+                    "--capacity-layout", "none", "--no-peers", "--no-plot", "--output", str(tmp_path),
+                    "--designs-baseline-code", str(REPO))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    doc = json.loads((tmp_path / "latest.json").read_text())
+    assert list(doc["results"]) == ["baseline", "recruiter"]
+    assert [d["name"] for d in doc["meta"]["designs"]] == ["baseline", "recruiter"]
+    assert doc["meta"]["designs"][0]["code"] == str(REPO)
+    assert doc["meta"]["designs"][1]["code"] is None
+    for design in ("baseline", "recruiter"):
+        assert doc["results"][design]["1"]["latency"]["samples"] > 0
+    assert "baseline" in result.stdout
