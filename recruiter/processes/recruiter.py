@@ -39,7 +39,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import structlog
-from bson import ObjectId
 
 from recruiter.domain.clock import Clock
 from recruiter.domain.documents import Malformed, WarnOnce, check_job, entry_problem
@@ -164,10 +163,6 @@ def free_workers(lanes: list[tuple[Document, int]]) -> list[FreeWorker]:
             for e, d in lanes]
 
 
-def _hashable_id(doc: Document) -> bool:
-    return isinstance(doc.get("_id"), (str, int, ObjectId))
-
-
 class RecruiterProcess(LeaderProcess):
 
     def __init__(self, db: AsyncDb, clock: Clock, config: RecruiterConfig, *, owner: str | None = None,
@@ -282,8 +277,9 @@ class RecruiterProcess(LeaderProcess):
     def woken(self, heard: set[str], arrivals: list[Document], disturbed: bool, *, caught_up: int = 0) -> None:
         """What the doorbell reported before the next round: the collections whose events rang,
         the jobs enqueued, whether ``scheduled`` may have changed otherwise
-        (:meth:`recruiter.store.wakeup.Doorbell.take_arrivals`), how often it caught up."""
-        fresh = [d for d in arrivals if not _hashable_id(d) or d["_id"] not in self._handed_out]
+        (:meth:`recruiter.store.wakeup.Doorbell.take_arrivals`: each arrival's ``_id`` is a string,
+        an integer or an ObjectId), how often it caught up. A job handed out already is not new."""
+        fresh = [d for d in arrivals if d["_id"] not in self._handed_out]
         self.reader.heard(fresh, disturbed=disturbed, controls="metadata" in heard)
         self.early_candidates = heard == {"scheduled"}
         if self.known_missed:

@@ -311,7 +311,9 @@ class Doorbell:
         return heard
 
     def take_arrivals(self) -> tuple[list[Document], bool]:
-        """The jobs enqueued since the last call, and whether ``scheduled`` may have changed otherwise."""
+        """The jobs enqueued since the last call (documents whose ``_id`` is a string, an integer or
+        an ObjectId; an insert of any other is reported as a disturbance), and whether ``scheduled``
+        may have changed otherwise."""
         arrivals, disturbed = list(self.arrivals.values()), self.disturbed
         self.arrivals, self.disturbed = {}, False
         return arrivals, disturbed

@@ -75,6 +75,10 @@ def test_the_doorbell_carries_enqueued_jobs_and_reports_any_other_change_to_a_jo
             assert bell.drain() == {"metadata"}
             await adb.metadata.update_one({"_id": "some other document"}, {"$set": {"x": 1}}, upsert=True)
             assert not await bell.wait(0.5)
+            # A hand-written job whose _id is a document is no arrival: the next round reads (and quarantines it).
+            await adb.scheduled.insert_one({"_id": {"odd": 1}, "locked": False, "group": "g"})
+            assert await bell.wait(5)
+            assert bell.take_arrivals() == ([], True)
         finally:
             await bell.close()
             await client.close()
