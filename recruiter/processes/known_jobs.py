@@ -117,9 +117,15 @@ class KnownJobs:
         if _whole_group(q) and short and q.group is not None:
             self.pending[q.group] = KnownGroup(read_at, {d["_id"]: d for d in rows if d.get("_id") is not None})
 
-    def committed(self, handed_out: Iterable[object]) -> None:
-        """The round committed, handing out ``handed_out`` (job ids): what it read whole is known."""
-        self.groups.update(self.pending)
+    def committed(self, handed_out: Iterable[object], *, whole: bool = True) -> None:
+        """The round committed, handing out ``handed_out`` (job ids): what it read whole is known.
+        A reading round (``whole``) replaces what was known: every group known is then as of the
+        last reading round or later, as the doorbell's skipping of older events assumes
+        (:attr:`recruiter.store.wakeup.Doorbell.seen_until`); a quiet round adds to it."""
+        if whole:
+            self.groups = dict(self.pending)
+        else:
+            self.groups.update(self.pending)
         self.pending.clear()
         gone = set(handed_out)
         for known in self.groups.values():

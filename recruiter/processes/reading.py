@@ -132,7 +132,6 @@ class CandidateReader:
         are the tokens it spent."""
         self.cursor = selection.cursor
         self.cursor_reset = False
-        self.known.committed(a.job_id for a in selection.assignments)
         if self.spent:
             self.limit_state = with_buckets(self.limit_state, self.spent)
             self.limiter_reset = False

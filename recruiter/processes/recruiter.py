@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import structlog
 
@@ -155,6 +155,10 @@ def finishing(plan: RoundPlan) -> list[tuple[str, str]]:
                 out.append((group, tenant))
     return out
 
+# How far before a reading round's start the doorbell still takes events for new: well above the
+# error of the server's clock as each process estimates it (recruiter.store.clock).
+SEEN_MARGIN = timedelta(milliseconds=100)
+
 
 def free_workers(lanes: list[tuple[Document, int]]) -> list[FreeWorker]:
     """The lanes a round may give work (:meth:`recruiter.processes.lookahead.LookAhead.free_lanes`),
@@ -204,6 +208,10 @@ class RecruiterProcess(LeaderProcess):
         # Every outcome the last round read was applied (none deferred, the round did not fail):
         # a round that reads no roster could otherwise hand work to an entry still holding one.
         self.outcomes_settled = False
+        # The server time before which every write is reflected in the last reading round (its
+        # start, less a margin for the clock's estimate): the doorbell's events of such writes wake
+        # no round (recruiter.store.wakeup.Doorbell.seen_until).
+        self.seen_until: datetime | None = None
 
     async def run(self) -> None:
         """Wait for the lease, lead while holding it, stand by again when it is lost.
@@ -233,6 +241,7 @@ class RecruiterProcess(LeaderProcess):
         self.reader.known.forget()
         self.reader.known.max_age_s = self.config.backoff_to_s
         self.outcomes_settled = False
+        self.seen_until = None
         doorbell = Doorbell(self.db, max_await_s=self.config.backoff_to_s)
         needs_rollback = True
 
@@ -254,6 +263,7 @@ class RecruiterProcess(LeaderProcess):
 
         async def wait(timeout_s: float) -> bool:
             """The doorbell, or the next due slot if it comes first (a timer, not a poll)."""
+            doorbell.seen_until = self.seen_until
             due_in = self.firer.wake_in_s(self.clock.now())
             bell_s = doorbell.max_await_ms / 1000  # a doorbell wait may last this much longer than asked
             if due_in is None or due_in >= timeout_s + bell_s:
@@ -324,9 +334,15 @@ class RecruiterProcess(LeaderProcess):
     async def _timed_round(self, rollback: bool) -> _Timed:
         plan = await self.leadership.keeping(self.plan())
         self.timer.mark("plan")
+        timed = await self._written(plan, rollback)
+        if not plan.quiet:  # what was written before its reads began, it read
+            self.seen_until = plan.now - SEEN_MARGIN
+        return timed
+
+    async def _written(self, plan: RoundPlan, rollback: bool) -> _Timed:
         if not rollback and plan.idle:
             await roster.clear_freed(self.c.roster, plan.freed)  # the marks read: bookkeeping, no fence needed
-            self.reader.known.committed(())  # nothing to write: what its reads found whole is known
+            self.reader.known.committed((), whole=not plan.quiet)  # nothing to write: what it read whole is known
             phases, took = self.timer.finish()
             self.bus.emit(RoundIdle(took, phases))
             return _Timed(plan.report, None)
@@ -372,6 +388,8 @@ class RecruiterProcess(LeaderProcess):
         the jobs it handed out, until their outcomes are applied: a job
         is not changed while its worker has it, so its archived copy can be made from
         this one without reading it again (only if the outcome's lock token matches)."""
+        self.reader.known.committed([a.job_id for a in plan.selection.assignments] if plan.selection else (),
+                                    whole=not plan.quiet)
         if plan.selection is not None:
             self.reader.committed(plan.selection)
             # Given work, or found no longer available by the assignment: not free either way (a

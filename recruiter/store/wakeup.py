@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import enum
 from collections.abc import AsyncIterator, Callable
+from datetime import datetime
 
 import pymongo
 import structlog
@@ -37,6 +38,7 @@ from bson import ObjectId
 from pymongo.asynchronous.change_stream import AsyncChangeStream
 from pymongo.errors import OperationFailure, PyMongoError
 
+from recruiter.domain.clock import utc
 from recruiter.domain.control import PAUSED_ID
 from recruiter.domain.limits import LIMITS_ID
 from recruiter.domain.records import Query, Raw
@@ -268,10 +270,16 @@ def doorbell_pipeline() -> list[Query]:
                 {"updateDescription.updatedFields.run_now": {"$type": "date"}}]},
         ]}},
         # An enqueue's event carries the job (the whole document, as inserted); no other does.
-        {"$project": {"operationType": 1, "ns": 1, "fullDocument": {"$cond": [
+        {"$project": {"operationType": 1, "ns": 1, "wallTime": 1, "fullDocument": {"$cond": [
             {"$and": [{"$eq": ["$operationType", "insert"]}, {"$eq": ["$ns.coll", "scheduled"]}]},
             "$fullDocument", "$$REMOVE"]}}},
     ]
+
+
+# The collections whose changes a reading round sees (the roster's changed entries, the beats it
+# needs, the candidates): not the schedules, the pause switches or the limits, which only rung
+# events make the leader read again.
+READ_BY_ROUNDS = frozenset({"scheduled", "roster", "heartbeats"})
 
 
 class Doorbell:
@@ -298,6 +306,11 @@ class Doorbell:
         # How many times the stream was found with no event left (a getMore came back empty):
         # after a busy spell, the events of the jobs it handled are read one wait at a time.
         self.caught_up = 0
+        # Set by the leader: events committed before this server time (``wallTime``, MongoDB 6.0+)
+        # to a collection its rounds read are reflected in its last reading round, so they wake
+        # no round. A busy spell leaves the events of every job it handled unread; read one per
+        # wait, they woke an idle round each (1 071 rounds in the 8 s after 1 000 jobs).
+        self.seen_until: datetime | None = None
 
     def take(self, collection: str) -> bool:
         """Whether an event of ``collection`` rang since the last call."""
@@ -331,6 +344,11 @@ class Doorbell:
         else:
             self.disturbed = True
 
+    def _stale(self, event: Document) -> bool:
+        ns, wall = event.get("ns"), event.get("wallTime")
+        return (self.seen_until is not None and isinstance(wall, datetime) and isinstance(ns, dict)
+                and ns.get("coll") in READ_BY_ROUNDS and utc(wall) < self.seen_until)
+
     async def open(self) -> None:
         """Open the stream, unless the server has shown it has no change streams."""
         if self.stream is not None or not self.supported:
@@ -361,6 +379,8 @@ class Doorbell:
                 asked_at = loop.time()
                 # A stream the server ended (a database dropped) fails as any other: the next wait opens another.
                 event = unless_ended(await self.stream.try_next(), self.stream.alive)
+                if event is not None and self._stale(event):
+                    continue  # a write the last reading round saw
                 if event is not None:
                     self._heard(event)
                     return True

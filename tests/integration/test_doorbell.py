@@ -1,8 +1,10 @@
-"""The recruiter's doorbell on the real server: it outlives its stream ended by the server."""
+"""The recruiter's doorbell on the real server: it outlives its stream ended by the server, carries enqueued
+jobs, reports other changes to jobs, and passes over the events of writes the last reading round saw."""
 
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from recruiter.domain.control import PAUSED_ID
@@ -79,6 +81,40 @@ def test_the_doorbell_carries_enqueued_jobs_and_reports_any_other_change_to_a_jo
             await adb.scheduled.insert_one({"_id": {"odd": 1}, "locked": False, "group": "g"})
             assert await bell.wait(5)
             assert bell.take_arrivals() == ([], True)
+        finally:
+            await bell.close()
+            await client.close()
+
+    asyncio.run(scenario())
+
+
+def test_events_of_writes_the_last_reading_round_saw_wake_nothing(db_uri: str, db: Any) -> None:
+    """After a busy spell the stream still holds the events of every job it handled: those older
+    than the leader's last reading round (``seen_until``) are passed over without waking it."""
+    async def scenario() -> None:
+        target = parse_target(db_uri)
+        client = async_client(target)
+        adb = client[target.database]
+        bell = Doorbell(adb, max_await_s=0.2)
+        try:
+            await bell.open()
+            await adb.scheduled.insert_many([{"_id": f"old{i}", "locked": False, "group": "g"} for i in range(50)])
+            await adb.roster.insert_one({"_id": "w"})
+            await asyncio.sleep(0.01)  # apart by more than the events' millisecond
+            bell.seen_until = datetime.now(UTC)  # a reading round began here
+            await asyncio.sleep(0.01)
+            assert not await bell.wait(0.5)
+            assert bell.drain() == set()
+            await adb.scheduled.insert_one({"_id": "new", "locked": False, "group": "g"})
+            assert await bell.wait(5)
+            arrivals, _ = bell.take_arrivals()
+            assert [a["_id"] for a in arrivals] == ["new"]
+            assert bell.drain() == {"scheduled"}
+            # The pause switches are not read by every round: their events always ring.
+            bell.seen_until = datetime.now(UTC) + timedelta(hours=1)
+            await adb.metadata.update_one({"_id": PAUSED_ID}, {"$set": {"groups": []}}, upsert=True)
+            assert await bell.wait(5)
+            assert bell.drain() == {"metadata"}
         finally:
             await bell.close()
             await client.close()

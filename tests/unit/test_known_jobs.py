@@ -81,8 +81,15 @@ def test_a_group_is_known_from_a_read_that_returned_it_whole_once_the_round_comm
     # A round that fails forgets what its reads found.
     known.observed(Query(limit=4, group="h"), [], clock(), short=True)
     known.abandoned()
-    known.committed([])
+    known.committed([], whole=False)
     assert set(known.groups) == {"g"}
+    # A quiet round adds what it read whole; a reading round replaces everything known with what it read.
+    known.observed(Query(limit=4, group="h"), [], clock(), short=True)
+    known.committed([], whole=False)
+    assert set(known.groups) == {"g", "h"}
+    known.observed(Query(limit=4, group="h"), [], clock(), short=True)
+    known.committed([])
+    assert set(known.groups) == {"h"}
 
 
 def test_a_known_group_is_read_again_after_the_longest_idle_wait() -> None:
