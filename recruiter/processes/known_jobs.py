@@ -121,7 +121,7 @@ class KnownJobs:
         """The round committed, handing out ``handed_out`` (job ids): what it read whole is known.
         A reading round (``whole``) replaces what was known: every group known is then as of the
         last reading round or later, as the doorbell's skipping of older events assumes
-        (:attr:`recruiter.store.wakeup.Doorbell.seen_until`); a quiet round adds to it."""
+        (``seen_until`` of :class:`recruiter.store.wakeup.Doorbell`); a quiet round adds to it."""
         if whole:
             self.groups = dict(self.pending)
         else:

@@ -210,7 +210,7 @@ class RecruiterProcess(LeaderProcess):
         self.outcomes_settled = False
         # The server time before which every write is reflected in the last reading round (its
         # start, less a margin for the clock's estimate): the doorbell's events of such writes wake
-        # no round (recruiter.store.wakeup.Doorbell.seen_until).
+        # no round (``seen_until`` of recruiter.store.wakeup.Doorbell).
         self.seen_until: datetime | None = None
 
     async def run(self) -> None:
