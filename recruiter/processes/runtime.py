@@ -132,7 +132,18 @@ async def _main(target: Target, app_name: str, make: Make, check: Check | None,
             calibrator.cancel()
         return process.exit_code
     finally:
+        await _close(client, target)
+
+
+async def _close(client: AsyncClient, target: Target) -> None:
+    """Close the client, unless its server is gone: closing would then spend the server selection
+    timeout (10 s) on the cursors it still means to kill (a change stream closed while the server
+    was unreachable) and print the driver's traceback, for nothing the process's exit does not end."""
+    if await answers_ping_within(client, STOP_PROBE_S):
         await client.close()
+        return
+    log.warning("process.exit_without_server", server=target.display,
+                detail="the server does not answer: leaving without closing the connections")
 
 
 @contextlib.contextmanager

@@ -266,3 +266,51 @@ def test_a_process_whose_server_is_gone_exits_within_seconds_of_sigterm(command:
             proc.kill()
         if server.poll() is None:
             server.kill()
+
+
+def test_a_process_that_stops_without_a_server_leaves_without_waiting_on_its_client(tmp_path: Path) -> None:
+    """A change stream closed while the server was gone leaves the driver a cursor to kill: closing
+    the client then waited out server selection (10 s) and printed the driver's traceback. The
+    process's last step asks the server first, and leaves without closing when it does not answer."""
+    script = tmp_path / "leave.py"
+    script.write_text(
+        "import asyncio, sys, time\n"
+        "from recruiter.processes.runtime import _close\n"
+        "from recruiter.store.connection import async_client, parse_target\n"
+        "async def main():\n"
+        "    target = parse_target(sys.argv[1])\n"
+        "    client = async_client(target)\n"
+        "    stream = await client[target.database].watch(max_await_time_ms=100)\n"
+        "    await stream.try_next()\n"
+        "    print('ready', flush=True)\n"
+        "    sys.stdin.readline()  # the server is killed meanwhile\n"
+        "    await stream.close()\n"
+        "    began = time.monotonic()\n"
+        "    await _close(client, target)\n"
+        "    print(f'closed in {time.monotonic() - began:.1f} s', flush=True)\n"
+        "asyncio.run(main())\n")
+    port = free_port()
+    server = start_server(port, tmp_path / "db", log_path=tmp_path / "server.log")
+    proc = subprocess.Popen([sys.executable, str(script), f"mongodb://127.0.0.1:{port}/gone"], cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdin is not None
+        assert proc.stdout.readline().strip() == "ready"
+        server.kill()
+        server.wait(10)
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        out, _ = proc.communicate(timeout=30)
+        assert proc.returncode == 0, out
+        assert "process.exit_without_server" in out, out
+        assert "Traceback" not in out, out
+        closed = re.search(r"closed in ([0-9.]+) s", out)
+        assert closed is not None, out
+        assert float(closed.group(1)) < 5, out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if server.poll() is None:
+            server.kill()
