@@ -242,6 +242,7 @@ class RecruiterProcess(LeaderProcess):
         self.reader.known.max_age_s = self.config.backoff_to_s
         self.outcomes_settled = False
         self.seen_until = None
+        self.quiet_after, self.known_missed = None, False  # counted on this leadership's doorbell
         doorbell = Doorbell(self.db, max_await_s=self.config.backoff_to_s)
         needs_rollback = True
 
