@@ -4,6 +4,8 @@ jobs, reports other changes to jobs, and passes over the events of writes the la
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -12,29 +14,35 @@ from recruiter.store.connection import async_client, parse_target
 from recruiter.store.wakeup import Doorbell
 
 
+@contextlib.asynccontextmanager
+async def _doorbell(db_uri: str) -> AsyncIterator[tuple[Any, Doorbell]]:
+    """The test's database, on a client of its own, and a doorbell on it, open; both closed after the test."""
+    target = parse_target(db_uri)
+    client = async_client(target)
+    bell = Doorbell(client[target.database], max_await_s=0.2)
+    try:
+        await bell.open()
+        yield client[target.database], bell
+    finally:
+        await bell.close()
+        await client.close()
+
+
 def test_a_doorbell_whose_stream_the_server_ends_opens_another(db_uri: str, db: Any) -> None:
     async def scenario() -> None:
-        target = parse_target(db_uri)
-        client = async_client(target)
-        adb = client[target.database]
-        bell = Doorbell(adb, max_await_s=0.2)
-        try:
-            await bell.open()
+        async with _doorbell(db_uri) as (adb, bell):
             await adb.scheduled.insert_one({"_id": "before"})
             assert await bell.wait(5)
             assert bell.take("scheduled")
             # Dropping the database invalidates a database's stream; the driver then answers
             # "no event" for ever. The bell must see that, not keep reading a dead stream.
-            await client.drop_database(target.database)
+            await adb.client.drop_database(adb.name)
             assert not await bell.wait(1)
             assert bell.stream is None
             await bell.open()
             await adb.scheduled.insert_one({"_id": "after"})
             assert await bell.wait(5)
             assert bell.take("scheduled")
-        finally:
-            await bell.close()
-            await client.close()
 
     asyncio.run(scenario())
 
@@ -43,12 +51,7 @@ def test_the_doorbell_carries_enqueued_jobs_and_reports_any_other_change_to_a_jo
     """An insert's event brings the job; a lock (the leader's own write) raises none; an unlock, an
     edit, a replace and a change of the pause switches ring, the job changes as ``disturbed``."""
     async def scenario() -> None:
-        target = parse_target(db_uri)
-        client = async_client(target)
-        adb = client[target.database]
-        bell = Doorbell(adb, max_await_s=0.2)
-        try:
-            await bell.open()
+        async with _doorbell(db_uri) as (adb, bell):
             assert bell.take_arrivals() == ([], True), "a stream just opened may have missed changes"
             await adb.scheduled.insert_one({"_id": "j1", "locked": False, "group": "g"})
             assert await bell.wait(5)
@@ -81,9 +84,6 @@ def test_the_doorbell_carries_enqueued_jobs_and_reports_any_other_change_to_a_jo
             await adb.scheduled.insert_one({"_id": {"odd": 1}, "locked": False, "group": "g"})
             assert await bell.wait(5)
             assert bell.take_arrivals() == ([], True)
-        finally:
-            await bell.close()
-            await client.close()
 
     asyncio.run(scenario())
 
@@ -92,12 +92,7 @@ def test_events_of_writes_the_last_reading_round_saw_wake_nothing(db_uri: str, d
     """After a busy spell the stream still holds the events of every job it handled: those older
     than the leader's last reading round (``seen_until``) are passed over without waking it."""
     async def scenario() -> None:
-        target = parse_target(db_uri)
-        client = async_client(target)
-        adb = client[target.database]
-        bell = Doorbell(adb, max_await_s=0.2)
-        try:
-            await bell.open()
+        async with _doorbell(db_uri) as (adb, bell):
             await adb.scheduled.insert_many([{"_id": f"old{i}", "locked": False, "group": "g"} for i in range(50)])
             await adb.roster.insert_one({"_id": "w"})
             await asyncio.sleep(0.01)  # apart by more than the events' millisecond
@@ -115,8 +110,5 @@ def test_events_of_writes_the_last_reading_round_saw_wake_nothing(db_uri: str, d
             await adb.metadata.update_one({"_id": PAUSED_ID}, {"$set": {"groups": []}}, upsert=True)
             assert await bell.wait(5)
             assert bell.drain() == {"metadata"}
-        finally:
-            await bell.close()
-            await client.close()
 
     asyncio.run(scenario())

@@ -5,6 +5,8 @@ switches, or a known job that was not as known, makes the next round read."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from datetime import timedelta
 
 from recruiter.admin import Admin
@@ -38,18 +40,22 @@ async def _heard_all(bell: Doorbell) -> None:
     bell.take_arrivals()
 
 
-async def _opened(h: Harness) -> Doorbell:
+@contextlib.asynccontextmanager
+async def _bell(h: Harness) -> AsyncIterator[Doorbell]:
+    """A doorbell on the harness's database, open, closed after the test."""
     bell = Doorbell(h.db, max_await_s=0.2)
-    await bell.open()
-    bell.take_arrivals()  # the stream just opened: the rounds after it read, and know from then on
-    return bell
+    try:
+        await bell.open()
+        bell.take_arrivals()  # the stream just opened: the rounds after it read, and know from then on
+        yield bell
+    finally:
+        await bell.close()
 
 
 def test_a_round_woken_by_an_enqueue_alone_reads_nothing_and_hands_the_job_to_the_same_worker(
         db_uri: str) -> None:
     async def scenario(h: Harness) -> None:
-        bell = await _opened(h)
-        try:
+        async with _bell(h) as bell:
             for i in range(3):
                 await h.worker(f"w{i}", "g")
                 h.clock.advance(timedelta(milliseconds=10))  # w0 has waited longest
@@ -71,8 +77,6 @@ def test_a_round_woken_by_an_enqueue_alone_reads_nothing_and_hands_the_job_to_th
             assert (await h.round()).assigned == 1
             assert _reads(h) == []
             assert (await h.roster("w1"))["assigned_to"] == {"w1": second}
-        finally:
-            await bell.close()
 
     run(db_uri, scenario)
 
@@ -80,8 +84,7 @@ def test_a_round_woken_by_an_enqueue_alone_reads_nothing_and_hands_the_job_to_th
 def test_a_job_unlocked_behind_the_leader_makes_the_next_round_read_and_find_it(db_uri: str) -> None:
     """An unlock is not an enqueue: a round that answered from memory would miss the job."""
     async def scenario(h: Harness) -> None:
-        bell = await _opened(h)
-        try:
+        async with _bell(h) as bell:
             for i in range(2):
                 await h.worker(f"w{i}", "g")
             held = await Record(h.db_uri, n=1).as_job_of(h.producer).in_group("g").enqueue()
@@ -96,16 +99,13 @@ def test_a_job_unlocked_behind_the_leader_makes_the_next_round_read_and_find_it(
             assert report.assigned == 2
             assigned = {(await h.roster(w))["assigned_to"][w] for w in ("w0", "w1")}
             assert assigned == {held, new}
-        finally:
-            await bell.close()
 
     run(db_uri, scenario)
 
 
 def test_a_pause_heard_with_an_enqueue_is_obeyed_by_the_next_round(db_uri: str) -> None:
     async def scenario(h: Harness) -> None:
-        bell = await _opened(h)
-        try:
+        async with _bell(h) as bell:
             await h.worker("w", "g")
             await _heard_all(bell)
             await h.round()
@@ -115,8 +115,6 @@ def test_a_pause_heard_with_an_enqueue_is_obeyed_by_the_next_round(db_uri: str) 
             assert not h.recruiter.insert_woken  # the switches rang too
             assert (await h.round()).assigned == 0
             assert h.commands.named("find", "metadata")
-        finally:
-            await bell.close()
 
     run(db_uri, scenario)
 
@@ -128,8 +126,7 @@ async def _pause(h: Harness, group: str) -> None:
 
 def test_a_known_job_gone_since_is_found_by_its_lock_and_the_next_round_reads_at_once(db_uri: str) -> None:
     async def scenario(h: Harness) -> None:
-        bell = await _opened(h)
-        try:
+        async with _bell(h) as bell:
             await h.worker("w", "g")
             await _heard_all(bell)
             await h.round()
@@ -157,8 +154,6 @@ def test_a_known_job_gone_since_is_found_by_its_lock_and_the_next_round_reads_at
             assert not h.recruiter.insert_woken
             h.recruiter.woken({"scheduled"}, [{**later, "_id": "new"}], False, caught_up=8)
             assert h.recruiter.insert_woken
-        finally:
-            await bell.close()
 
     run(db_uri, scenario)
 
