@@ -101,8 +101,7 @@ class KnownJobs:
 
     def answer(self, q: Query, now: datetime, paused: Paused) -> list[Document] | None:
         """The rows ``q`` would read, from memory; None when its group is not known (or no longer)."""
-        known = self.groups.get(q.group) if q.group is not None else None
-        if known is None or q.group is None:
+        if q.group is None or (known := self.groups.get(q.group)) is None:
             return None
         if self.clock() - known.read_at > self.max_age_s:
             del self.groups[q.group]
