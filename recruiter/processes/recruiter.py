@@ -535,6 +535,7 @@ class RecruiterProcess(LeaderProcess):
         # registration of the same id, read for the stranded jobs, must not hide its fresh one.
         picked = pick_beats(read, {e["_id"]: e for e in needing})  # only the needed ones are used
         self.view.beats.update((i, picked[i]) for i in needed if i in picked)
+        self.view.extend_beats(read)
         beats = self.view.beats
         known = {e["_id"] for e in entries}
         plan.stranded = await find_stranded(

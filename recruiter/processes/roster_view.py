@@ -15,10 +15,19 @@ Invariants:
    (``available``, not ``stopping``, the session), so an entry kept but gone or stopped
    since is found out by the assignment, which rolls its job back, and is forgotten.
 2. A beat is kept only while fresh: a worker process that stops beating is seen as stale
-   when its last ``fresh_until`` passes, as with a read every round.
-3. The whole roster is read again when a leadership starts and every ``full_read_s``
-   (30 s), as a check: an entry freed by a worker of an older version (no ``freed`` mark)
-   is seen by that read.
+   when its last ``fresh_until`` passes, as with a read every round. A beat is the whole
+   process's: one read for one entry refreshes every entry kept from that process's
+   document (:meth:`RosterView.extend_beats`), so a process is read about once per freshness
+   window, not once per entry.
+3. The whole roster is read when a leadership starts and every ``whole_read_s`` (10 min).
+   Every ``full_read_s`` (30 s) in between, a round checks what it keeps with one aggregation
+   (:func:`recruiter.store.roster.settled_free`): the free entries with no ``freed`` mark and no
+   outcome must be as many as the entries it keeps, less those of them this round read with a
+   mark or an outcome, and their sessions must add up the same. Where they differ (an entry
+   freed or registered again without a mark, by a worker of an older version or by hand; one
+   kept but gone, taken or stopped since), the round reads the whole roster instead. So the
+   check returns one document, not the roster. A malformed free entry is counted but never
+   kept: while one is there, each check reads the whole roster, as every check did before.
 4. The beats no longer fresh (whose entries may hold stranded jobs) are read at the first
    round of a leadership and then at most every ``stale_read_s`` (1 s) of the rounds' clock,
    not every round: a beat goes stale seconds after its last write (a multiple of the
@@ -28,15 +37,17 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import asyncio
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from recruiter.domain.liveness import is_fresh
+from recruiter.domain.liveness import FROM_PROCESS, date_or_none, is_fresh
 from recruiter.store import roster
 from recruiter.store.layout import AsyncColl, Document
 
 FULL_READ_S = 30.0
+WHOLE_READ_S = 600.0
 STALE_READ_S = 1.0
 
 
@@ -60,7 +71,9 @@ class RosterView:
     full_read_s: float = FULL_READ_S
     free: dict[object, Document] = field(default_factory=dict)
     beats: dict[object, Document] = field(default_factory=dict)  # entry id -> its beat as last read
-    next_full: float | None = None  # loop time of the next whole read; None: the next read
+    next_full: float | None = None  # loop time of the next check; None: the next read is whole
+    whole_read_s: float = WHOLE_READ_S
+    next_whole: float | None = None  # loop time of the next whole read in place of a check
     stale_read_s: float = STALE_READ_S
     next_stale: datetime | None = None  # the rounds' time of the next read of stale beats; None: the next round
 
@@ -69,6 +82,7 @@ class RosterView:
         self.free.clear()
         self.beats.clear()
         self.next_full = None
+        self.next_whole = None
         self.next_stale = None
 
     def stale_due(self, now: datetime) -> bool:
@@ -81,25 +95,31 @@ class RosterView:
         return True
 
     def full_due(self, at: float) -> bool:
-        """Whether the round at loop time ``at`` reads the whole roster."""
+        """Whether the round at loop time ``at`` reads the whole roster or checks it (invariant 3)."""
         return self.next_full is None or at >= self.next_full
 
     async def read(self, coll: AsyncColl, at: float, well_formed: Callable[[list[Document]], list[Document]],
                    *, changed: bool = True) -> Read:
-        """The round's entries at loop time ``at``: the whole roster when due, else what changed
-        over what is kept (without ``changed``: what is kept, no read; for a round the doorbell
-        woke for enqueues alone, so no entry rang since the last read). ``well_formed`` drops
-        the malformed ones (never kept)."""
+        """The round's entries at loop time ``at``: what changed over what is kept, with the
+        check's differences when due, or the whole roster (invariant 3). Without ``changed``:
+        what is kept, no read (for a round the doorbell woke for enqueues alone, so no entry
+        rang since the last read). ``well_formed`` drops the malformed ones (never kept)."""
         if not changed and not self.full_due(at):
             return Read(list(self.free.values()), [])
+        check = False
         if self.full_due(at):
-            entries = well_formed(await roster.read_round_entries(coll))
+            whole = self.next_full is None or self.next_whole is None or at >= self.next_whole
             self.next_full = at + self.full_read_s
-            self.free = {e["_id"]: _kept(e) for e in entries if e.get("available")}
-            self.beats = {k: v for k, v in self.beats.items() if k in self.free}
-            return Read(entries, _marks(entries))
+            if whole:
+                return await self._read_whole(coll, at, well_formed)
+            changes, settled = await asyncio.gather(roster.read_changed_entries(coll), roster.settled_free(coll))
+            check = True
+        else:
+            changes = await roster.read_changed_entries(coll)
         # Well-formed first (a malformed _id may not be hashable), then one of an entry read twice.
-        found = list({e["_id"]: e for e in well_formed(await roster.read_changed_entries(coll))}.values())
+        found = list({e["_id"]: e for e in well_formed(changes)}.values())
+        if check and settled != self._settled(found):
+            return await self._read_whole(coll, at, well_formed)
         for e in found:
             if e.get("available"):
                 self.free[e["_id"]] = _kept(e)
@@ -109,15 +129,58 @@ class RosterView:
         entries = [*found, *(e for i, e in self.free.items() if i not in ids)]
         return Read(entries, _marks(found))
 
+    def _settled(self, found: list[Document]) -> tuple[int, int]:
+        """What :func:`recruiter.store.roster.settled_free` returns if nothing was missed: the
+        entries kept, less those read now with a mark or an outcome (invariant 3)."""
+        now_marked = {e["_id"] for e in found if e["_id"] in self.free and (roster.FREED in e or _holds_outcome(e))}
+        settled = [e for i, e in self.free.items() if i not in now_marked]
+        return len(settled), sum(roster.session_stamp(e.get("session")) for e in settled)
+
+    async def _read_whole(self, coll: AsyncColl, at: float,
+                          well_formed: Callable[[list[Document]], list[Document]]) -> Read:
+        entries = well_formed(await roster.read_round_entries(coll))
+        self.next_full, self.next_whole = at + self.full_read_s, at + self.whole_read_s
+        self.free = {e["_id"]: _kept(e) for e in entries if e.get("available")}
+        self.beats = {k: v for k, v in self.beats.items() if k in self.free}
+        return Read(entries, _marks(entries))
+
     def taken(self, ids: Iterable[object]) -> None:
         """Entries a committed round gave work to (or found no longer available): not free."""
         for i in ids:
             self.free.pop(i, None)
 
+    def extend_beats(self, read: Iterable[Mapping[str, object]]) -> None:
+        """Carry a process's latest beat, among those ``read`` this round, to every entry whose
+        kept beat came from that process's document: one beat is the whole process's
+        (:mod:`recruiter.domain.liveness`), so one read of it serves all its entries kept. An entry's
+        session stays as it was read for that entry: a new registration of the slot writes a
+        ``freed`` mark, so the round reads the entry again and finds the session changed."""
+        latest: dict[str, tuple[datetime, datetime]] = {}  # repr of a process document's _id -> its beat
+        for b in read:
+            until, seen = date_or_none(b.get("fresh_until")), date_or_none(b.get("last_seen_at"))
+            if FROM_PROCESS in b and until is not None and seen is not None:
+                held = latest.get(repr(b[FROM_PROCESS]))
+                if held is None or until > held[0]:
+                    latest[repr(b[FROM_PROCESS])] = (until, seen)
+        if not latest:
+            return
+        extended = {}
+        for i, kept in self.beats.items():
+            if FROM_PROCESS in kept and (new := latest.get(repr(kept[FROM_PROCESS]))) is not None:
+                until = date_or_none(kept.get("fresh_until"))
+                if until is None or until < new[0]:
+                    extended[i] = {**kept, "fresh_until": new[0], "last_seen_at": new[1]}
+        self.beats.update(extended)
+
     def needs_beat(self, entry: Document, now: datetime) -> bool:
         """Whether ``entry``'s beat must be read this round: the beat kept is not fresh, or is not
         its registration's (another ``session``: a restart took the entry over)."""
         return not is_fresh(self.beats.get(entry["_id"]), entry, now)
+
+
+def _holds_outcome(entry: Document) -> bool:
+    outcome = entry.get("outcome")
+    return isinstance(outcome, dict) and "token" in outcome
 
 
 def _marks(entries: list[Document]) -> list[tuple[object, object]]:

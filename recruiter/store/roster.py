@@ -233,6 +233,28 @@ async def read_changed_entries(roster: AsyncColl) -> list[Document]:
     return [*outcomes, *freed]
 
 
+# A registration's ``session`` as a number, for the leader's check (:func:`settled_free`): an
+# ObjectId's creation time in milliseconds, anything else 0 (the same on both sides).
+_SESSION_STAMP = {"$cond": [{"$eq": [{"$type": "$session"}, "objectId"]}, {"$toLong": {"$toDate": "$session"}}, 0]}
+
+
+def session_stamp(session: object) -> int:
+    """What :func:`settled_free` adds up for an entry of ``session``, computed from the entry kept."""
+    return int(session.generation_time.timestamp()) * 1000 if isinstance(session, ObjectId) else 0
+
+
+async def settled_free(roster: AsyncColl) -> tuple[int, int]:
+    """How many entries are free with no ``FREED`` mark and no outcome (those a leader that missed
+    nothing keeps from earlier rounds, :mod:`recruiter.processes.roster_view`, invariant 3), and the
+    sum of their :func:`session_stamp` (a registration again, without a mark, changes it). One
+    aggregation on the ``available`` index: one document comes back, however large the roster."""
+    got = await (await roster.aggregate([
+        {"$match": {"available": True, FREED: {"$exists": False}, "outcome.token": {"$exists": False}}},
+        {"$group": {"_id": None, "n": {"$sum": 1}, "stamps": {"$sum": _SESSION_STAMP}}},
+    ])).to_list()
+    return (int(got[0]["n"]), int(got[0]["stamps"])) if got else (0, 0)
+
+
 async def clear_freed(roster: AsyncColl, marks: Sequence[tuple[object, object]]) -> None:
     """Remove the ``FREED`` marks read, each ``(entry id, mark)`` only if still the same (a newer
     mark is read by the next round)."""

@@ -7,6 +7,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
+from bson import ObjectId
+
 from tests.integration.test_processes_inproc import Harness, run
 from tests.workables import Record
 
@@ -152,5 +155,104 @@ def test_early_candidate_reads_are_dropped_when_the_roster_changed_meanwhile(db_
         assert h.recruiter.early_used == 0
         assert report.assigned == 1
         assert (await h.roster("new"))["assigned_to"] == {"new": job}
+
+    run(db_uri, scenario)
+
+
+def _checks(h: Harness) -> list[dict[str, Any]]:
+    """The check of what the leader keeps: one aggregation on the roster (``settled_free``)."""
+    return h.commands.named("aggregate", "roster")
+
+
+def test_the_periodic_check_reads_one_document_not_the_roster(db_uri: str) -> None:
+    """Every ``full_read_s`` the leader checks what it keeps with one aggregation: with nothing
+    missed (here a new registration and a kept entry marked again, both read by the round), the
+    roster's other free entries are not read again."""
+    async def scenario(h: Harness) -> None:
+        for i in range(21):
+            await h.worker(f"w{i:02}")
+        await h.round()
+        await h.db.roster.update_one({"_id": "w05"}, {"$set": {"freed": ObjectId()}})  # kept, marked again
+        await h.worker("late")  # a new entry, with its freed mark
+        h.recruiter.view.next_full = 0.0  # the check is due
+        h.commands.clear()
+        await h.round()
+        assert _full_reads(h) == []
+        assert len(_checks(h)) == 1
+        assert len(h.recruiter.view.free) == 22
+        assert h.commands.documents < 10  # the changed entries and the check, not the 22 free entries
+
+    run(db_uri, scenario)
+
+
+def test_the_check_finds_an_entry_freed_without_a_mark(db_uri: str) -> None:
+    """Freed by hand or by an older worker (no ``freed`` mark): the rounds' reads of what changed
+    do not show it; the check counts one free entry more than the leader keeps, and the round
+    reads the whole roster."""
+    async def scenario(h: Harness) -> None:
+        for i in range(3):
+            await h.worker(f"w{i}")
+            h.clock.advance(timedelta(milliseconds=10))
+        await h.round()
+        await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
+        assert (await h.round()).assigned == 1
+        assert "w0" not in h.recruiter.view.free
+        await h.db.roster.update_one({"_id": "w0"}, {"$set": {"available": True},
+                                                    "$unset": {"assigned_to": "", "job": ""}})
+        await h.round()
+        assert "w0" not in h.recruiter.view.free  # no check due: the changed entries alone do not show it
+        h.recruiter.view.next_full = 0.0
+        h.commands.clear()
+        await h.round()
+        assert len(_checks(h)) == 1
+        assert len(_full_reads(h)) == 1
+        assert "w0" in h.recruiter.view.free
+
+    run(db_uri, scenario)
+
+
+def test_a_check_that_finds_a_kept_entry_changed_reads_the_whole_roster(db_uri: str) -> None:
+    """An entry kept but deleted, or registered again (another ``session``) without a mark: the
+    count or the sessions' sum of those kept differs, and the round reads the whole roster."""
+    async def scenario(h: Harness) -> None:
+        for i in range(4):
+            await h.worker(f"w{i}")
+        await h.round()
+        await h.db.roster.delete_one({"_id": "w1"})
+        h.recruiter.view.next_full = 0.0
+        h.commands.clear()
+        await h.round()
+        assert len(_full_reads(h)) == 1
+        assert set(h.recruiter.view.free) == {"w0", "w2", "w3"}
+
+        fresh = ObjectId.from_datetime(ObjectId().generation_time + timedelta(seconds=5))
+        await h.db.roster.update_one({"_id": "w2"}, {"$set": {"session": fresh}})
+        h.recruiter.view.next_full = 0.0
+        h.commands.clear()
+        await h.round()
+        assert len(_full_reads(h)) == 1
+        assert h.recruiter.view.free["w2"]["session"] == fresh
+
+        h.commands.clear()
+        await h.round()  # the check is not due again for full_read_s
+        assert _full_reads(h) == []
+        assert _checks(h) == []
+
+    run(db_uri, scenario)
+
+
+def test_the_whole_roster_is_read_again_every_whole_read_s_in_place_of_a_check(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        await h.worker("w")
+        await h.round()
+        view = h.recruiter.view
+        assert view.next_whole is not None
+        assert view.next_full is not None
+        assert view.next_whole - view.next_full == pytest.approx(view.whole_read_s - view.full_read_s)
+        view.next_full = view.next_whole = 0.0
+        h.commands.clear()
+        await h.round()
+        assert len(_full_reads(h)) == 1
+        assert _checks(h) == []
 
     run(db_uri, scenario)
