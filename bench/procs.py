@@ -135,3 +135,13 @@ class Fleet:
             except subprocess.TimeoutExpired:
                 p.popen.kill()
                 p.popen.wait(5)
+
+
+def describe_code(code: Path) -> str:
+    """The commit a baseline checkout is at (its path if git cannot say)."""
+    try:
+        out = subprocess.run(["git", "-C", str(code), "log", "-1", "--format=%h %s"], capture_output=True,
+                             text=True, check=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return str(code)
+    return f"{out[:80]} ({code})"

@@ -31,6 +31,7 @@ from typing import Any
 import click
 
 from bench.capacity import Layout, leader, parse_layout, per_round, rounds_between, writes_line, writes_per_job
+from bench.procs import REPO, describe_code
 from bench.server import Server
 from bench.stats import difference
 
@@ -89,9 +90,10 @@ class _Pace:
 
 
 def run_layout(server: Server, layout: Layout, plan: Plan, work_dir: Path, prefetch_args: list[str],
-               recruiter_args: tuple[str, ...] = ()) -> dict[str, Any]:
-    """One layout at the plan's rate: its figures per committed round (see the module doc)."""
-    with leader(server, layout, work_dir, prefetch_args, recruiter_args) as lead:
+               recruiter_args: tuple[str, ...] = (), code: Path = REPO) -> dict[str, Any]:
+    """One layout at the plan's rate, its processes running the code of checkout ``code``: its
+    figures per committed round (see the module doc)."""
+    with leader(server, layout, work_dir, prefetch_args, recruiter_args, code) as lead:
         pace = _Pace(plan.rate, lead.enqueue)
 
         def run_for(seconds: float) -> None:
@@ -137,22 +139,44 @@ def _ratios(row: dict[str, Any], first: dict[str, Any]) -> dict[str, Any]:
 
 
 def series(server: Server, plan: Plan, work_dir: Path, prefetch_args: list[str],
-           recruiter_args: tuple[str, ...], say: Callable[[str], None]) -> dict[str, Any]:
-    """Every layout of the plan, one after another; the figures and the ratios to the first layout."""
+           recruiter_args: tuple[str, ...], say: Callable[[str], None], code: Path = REPO) -> dict[str, Any]:
+    """Every layout of the plan, one after another, with the code of checkout ``code`` (``bin/bench
+    --round-reads-baseline-code``: an earlier commit's, run first); the figures and the ratios to
+    the first layout."""
     rows = []
+    other = code.resolve() != REPO.resolve()
     for layout in plan.layouts:
         say(f"bench: round reads with {layout.processes} x {layout.concurrency} = {layout.slots} slots "
-            f"at {plan.rate:g} jobs/s...")
-        layout_dir = work_dir / f"round-reads-{layout.processes}x{layout.concurrency}"
+            f"at {plan.rate:g} jobs/s" + (f", code of {code}" if other else "") + "...")
+        layout_dir = work_dir / f"round-reads-{'baseline-' if other else ''}{layout.processes}x{layout.concurrency}"
         layout_dir.mkdir()
         try:
-            rows.append(run_layout(server, layout, plan, layout_dir, prefetch_args, recruiter_args))
+            rows.append(run_layout(server, layout, plan, layout_dir, prefetch_args, recruiter_args, code))
         except RuntimeError as exc:
             raise click.ClickException(f"{exc} (process logs in {layout_dir})") from None
     for row in rows:
         row["ratio_to_first"] = _ratios(row, rows[0]) if row["per_round"] and rows[0]["per_round"] else {}
     return {"rate": plan.rate, "warm_up_s": plan.warm_up_s, "window_s": plan.window_s,
-            "recruiter_args": list(recruiter_args), "prefetch_args": prefetch_args, "layouts": rows}
+            "recruiter_args": list(recruiter_args), "prefetch_args": prefetch_args, "layouts": rows,
+            "code": describe_code(code) if other else None}
+
+
+def comparison(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """The documents per committed round of both series, layout by layout, with their spread (the
+    largest layout's over the smallest's)."""
+    def docs(result: dict[str, Any]) -> list[float]:
+        return [(r["per_round"] or {}).get("documents", 0.0) for r in result["layouts"]]
+
+    def spread(values: list[float]) -> str:
+        return _cell(max(values) / min(values)) if values and min(values) > 0 else "-"
+
+    b, a = docs(before), docs(after)
+    lines = ["", f"documents per committed round, side by side (code of {before.get('code') or 'this checkout'}, "
+                 "then this checkout)",
+             f"  {'layout':>7} {'before':>7} {'after':>7}"]
+    lines += [f"  {_name(r):>7} {x:>7.1f} {y:>7.1f}" for r, x, y in zip(after["layouts"], b, a, strict=False)]
+    lines.append(f"  largest over smallest: before {spread(b)}, after {spread(a)}")
+    return "\n".join(lines)
 
 
 def _name(row: dict[str, Any]) -> str:
@@ -169,7 +193,8 @@ def table(result: dict[str, Any]) -> str:
     first = _name(rows[0]) if rows else "-"
     lines = ["", f"round reads per committed round at {result['rate']:g} jobs/s (no-op jobs at a steady pace), "
                  f"window {result['window_s']:g} s" + (f"; recruiter start {' '.join(result['recruiter_args'])}"
-                                                       if result["recruiter_args"] else ""),
+                                                       if result["recruiter_args"] else "")
+             + (f"; code of {result['code']}" if result.get("code") else ""),
              f"  {'layout':>7} {'slots':>5} {'jobs/s':>7} {'rounds':>6} {'idle':>5} {'round trips':>11} "
              f"{'documents':>9} {'KiB recv':>8} {'documents*':>10}   ratio to {first}: round trips, documents, KiB, "
              "jobs/s"]

@@ -33,7 +33,6 @@ import os
 import platform
 import shlex
 import shutil
-import subprocess
 import time
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, replace
@@ -46,7 +45,7 @@ from pymongo import MongoClient
 
 from bench import backlog, capacity, report, round_reads, scenario
 from bench.peers import table as peers
-from bench.procs import REPO
+from bench.procs import REPO, describe_code
 from bench.reference import notification_latency, raw_rates
 from bench.scenario import Design, Sizes, available_designs, run_scenario
 from bench.server import Server, running_server
@@ -124,6 +123,11 @@ def parse_counts(value: str) -> list[int]:
               envvar="RECRUITER_BENCH_CAPACITY_BASELINE_CODE", show_envvar=True,
               help="Also measure the capacity with the code of this checkout (e.g. a `git worktree` of an earlier "
                    "commit) first, in the same run on the same server, and print both with their ratio.")
+@click.option("--round-reads-baseline-code", "round_baseline", default=None,
+              type=click.Path(exists=True, file_okay=False, path_type=Path),
+              envvar="RECRUITER_BENCH_ROUND_READS_BASELINE_CODE", show_envvar=True,
+              help="With --round-reads: run the series with the code of this checkout (e.g. a `git worktree` of an "
+                   "earlier commit) first, in the same run on the same server, and print both side by side.")
 @click.option("--designs-baseline-code", "designs_baseline", default=None,
               type=click.Path(exists=True, file_okay=False, path_type=Path),
               envvar="RECRUITER_BENCH_DESIGNS_BASELINE_CODE", show_envvar=True,
@@ -149,7 +153,7 @@ def main(workers_spec: str | None, slots_per_process: int, quick: bool, window_s
          backlogs_spec: str | None, only_backlog: bool, recruiter_args: str, layout_spec: str | None,
          only_capacity: bool, with_peers: bool, peers_only: bool, baseline_args: str | None,
          baseline_code: Path | None, designs_baseline: Path | None, only_round_reads: bool,
-         round_layouts_spec: str | None, round_rate: float | None) -> None:
+         round_layouts_spec: str | None, round_rate: float | None, round_baseline: Path | None) -> None:
     """Benchmark the recruiter against the v1 baseline; print tables, write JSON and a PNG."""
     os.environ.pop(STATS_ENVVAR, None)  # the bench counts its own commands on its producer only
     if sum((only_backlog, only_capacity, peers_only, only_round_reads)) > 1:
@@ -157,8 +161,9 @@ def main(workers_spec: str | None, slots_per_process: int, quick: bool, window_s
                                  "alone: choose one")
     if peers_only:
         designs, layout_spec, backlogs_spec = _peers_only_design(designs), "none", "none"
-    if not only_round_reads and (round_layouts_spec or round_rate is not None):
-        raise click.BadParameter("--round-reads-layouts and --round-reads-rate go with --round-reads")
+    if not only_round_reads and (round_layouts_spec or round_rate is not None or round_baseline is not None):
+        raise click.BadParameter("--round-reads-layouts, --round-reads-rate and --round-reads-baseline-code go with "
+                                 "--round-reads")
     round_plan = _round_reads_plan(quick, round_layouts_spec, round_rate, window_s, warm_up_s) \
         if only_round_reads else None
     if round_plan is not None:
@@ -204,6 +209,9 @@ def main(workers_spec: str | None, slots_per_process: int, quick: bool, window_s
                 capacity_result = _run_capacity(server, layout, work_dir, extra)
         run_backlog = run_backlog and not only_capacity
         backlog_result = _run_backlog(server, backlog_plan, work_dir) if run_backlog else None
+        round_reads_baseline = None if round_plan is None or round_baseline is None else round_reads.series(
+            server, round_plan, work_dir, _default_design().worker_args(), extra,
+            lambda line: click.echo(line, err=True), code=round_baseline)
         round_reads_result = None if round_plan is None else round_reads.series(
             server, round_plan, work_dir, _default_design().worker_args(), extra,
             lambda line: click.echo(line, err=True))
@@ -223,6 +231,7 @@ def main(workers_spec: str | None, slots_per_process: int, quick: bool, window_s
         "backlog": backlog_result,
         "peers": peers_result,
         "round_reads": round_reads_result,
+        "round_reads_baseline": round_reads_baseline,
     }
     doc["targets"] = report.targets(doc) if results and not peers_only else []
     _write_and_show(doc, output, stamp, no_plot=no_plot, publish=publish)
@@ -308,18 +317,8 @@ def _run_capacity(server: Server, layout: capacity.Layout, work_dir: Path,
     result["design"] = default.name
     result["recruiter_args"] = list(recruiter_args)
     if code != REPO:
-        result["code"] = _describe_code(code)
+        result["code"] = describe_code(code)
     return result
-
-
-def _describe_code(code: Path) -> str:
-    """The commit a baseline checkout is at (its path if git cannot say)."""
-    try:
-        out = subprocess.run(["git", "-C", str(code), "log", "-1", "--format=%h %s"], capture_output=True,
-                             text=True, check=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return str(code)
-    return f"{out[:80]} ({code})"
 
 
 def _laid_out(designs: list[Design], workers: list[int], slots_per_process: int) -> list[Design]:
@@ -395,6 +394,16 @@ def _show_capacity(doc: dict[str, Any]) -> None:
         click.echo(capacity.comparison(before, after))
 
 
+def _show_round_reads(doc: dict[str, Any]) -> None:
+    """The round-reads tables: the baseline's (if measured), the run's, and both side by side."""
+    before, after = doc.get("round_reads_baseline"), doc.get("round_reads")
+    for r in (before, after):
+        if r:
+            click.echo(round_reads.table(r))
+    if before and after:
+        click.echo(round_reads.comparison(before, after))
+
+
 def _write_and_show(doc: dict[str, Any], output: Path, stamp: str, *, no_plot: bool, publish: bool) -> None:
     """Write the JSON (stamped and latest.json; docs/bench.json when publishing), print the tables,
     draw the plot."""
@@ -411,8 +420,7 @@ def _write_and_show(doc: dict[str, Any], output: Path, stamp: str, *, no_plot: b
     _show_capacity(doc)
     if backlog_result is not None:
         click.echo(backlog.table(backlog_result))
-    if doc.get("round_reads"):
-        click.echo(round_reads.table(doc["round_reads"]))
+    _show_round_reads(doc)
     png = None
     if not no_plot and results:
         png = report.plot(doc, output / f"{stamp}.png")

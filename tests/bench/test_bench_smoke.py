@@ -29,7 +29,7 @@ def test_quick_bench_writes_results(server_uri: str, tmp_path: Path) -> None:
 
     doc = json.loads((tmp_path / "latest.json").read_text())
     assert set(doc) == {"meta", "reference", "results", "capacity", "capacity_baseline", "targets", "backlog",
-                        "peers", "round_reads"}
+                        "peers", "round_reads", "round_reads_baseline"}
     assert doc["round_reads"] is None
     assert doc["capacity_baseline"] is None
     assert doc["capacity"] is None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -56,3 +57,32 @@ def test_round_reads_series_reports_reads_per_round_for_every_layout(server_uri:
     first, second = layouts
     assert first["ratio_to_first"]["documents"] == 1
     assert second["ratio_to_first"]["documents"] == second["per_round"]["documents"] / first["per_round"]["documents"]
+
+
+def test_round_reads_series_runs_a_baseline_checkout_first_and_prints_both_side_by_side(
+        server_uri: str, tmp_path: Path) -> None:
+    """``--round-reads-baseline-code``: the series with another checkout's code first (here a copy
+    of this one's packages), in the same run, then this code, then both documents per round side
+    by side."""
+    base = tmp_path / "base"
+    for package in ("recruiter", "bench"):
+        shutil.copytree(REPO / package, base / package, ignore=shutil.ignore_patterns("__pycache__", "results"))
+    # The copy's package leaves a mark when a process imports it.
+    with (base / "recruiter" / "__init__.py").open("a") as init:
+        init.write("\nimport pathlib as _p\n(_p.Path(__file__).parent.parent / 'imported').touch()\n")
+    out = tmp_path / "out"
+    env = {**os.environ, "RECRUITER_TEST_MONGODB_URI": server_uri, "PYTHONPATH": str(REPO)}
+    result = subprocess.run([sys.executable, "-m", "bench.run", "--quick", "--round-reads", "--round-reads-layouts",
+                             "1x1", "--round-reads-rate", "5", "--window", "2", "--no-plot",
+                             "--round-reads-baseline-code", str(base), "--output", str(out)],
+                            cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert f"code of {base}" in result.stdout
+    assert "documents per committed round, side by side" in result.stdout
+    doc = json.loads((out / "latest.json").read_text())
+    before, after = doc["round_reads_baseline"], doc["round_reads"]
+    assert str(base) in before["code"]
+    assert after["code"] is None
+    assert before["layouts"][0]["jobs"] > 0
+    assert after["layouts"][0]["jobs"] > 0
+    assert (base / "imported").exists()  # the baseline's processes ran the copy's code
