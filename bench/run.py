@@ -209,12 +209,8 @@ def main(workers_spec: str | None, slots_per_process: int, quick: bool, window_s
                 capacity_result = _run_capacity(server, layout, work_dir, extra)
         run_backlog = run_backlog and not only_capacity
         backlog_result = _run_backlog(server, backlog_plan, work_dir) if run_backlog else None
-        round_reads_baseline = None if round_plan is None or round_baseline is None else round_reads.series(
-            server, round_plan, work_dir, _default_design().worker_args(), extra,
-            lambda line: click.echo(line, err=True), code=round_baseline)
-        round_reads_result = None if round_plan is None else round_reads.series(
-            server, round_plan, work_dir, _default_design().worker_args(), extra,
-            lambda line: click.echo(line, err=True))
+        round_reads_baseline, round_reads_result = (None, None) if round_plan is None else _run_round_reads(
+            server, round_plan, work_dir, extra, round_baseline)
         server_description = server.description
     doc: dict[str, Any] = {
         "meta": {"started_at": stamp, "seconds": time.perf_counter() - begun, "machine": machine(),
@@ -300,6 +296,23 @@ def _own_server(server: Server) -> AbstractContextManager[Server]:
     slower whichever code ran second (the server keeps what the first run left: its records of
     retryable writes, which it scans on every write, up to 10 000)."""
     return running_server() if server.pid is not None else nullcontext(server)
+
+
+def _run_round_reads(server: Server, plan: round_reads.Plan, work_dir: Path, extra: tuple[str, ...],
+                     baseline: Path | None) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """The round-reads series: the baseline checkout's (if any) and this code's. Side by side, each
+    series runs on a fresh server (:func:`_own_server`): the second of two on one embedded server
+    ran half the rounds of the first at 800 slots."""
+    def run(on: Server, code: Path) -> dict[str, Any]:
+        return round_reads.series(on, plan, work_dir, _default_design().worker_args(), extra,
+                                  lambda line: click.echo(line, err=True), code=code)
+
+    if baseline is None:
+        return None, run(server, REPO)
+    with _own_server(server) as own:
+        before = run(own, baseline)
+    with _own_server(server) as own:
+        return before, run(own, REPO)
 
 
 def _run_capacity(server: Server, layout: capacity.Layout, work_dir: Path,
