@@ -127,7 +127,8 @@ def parse_counts(value: str) -> list[int]:
               type=click.Path(exists=True, file_okay=False, path_type=Path),
               envvar="RECRUITER_BENCH_ROUND_READS_BASELINE_CODE", show_envvar=True,
               help="With --round-reads: run the series with the code of this checkout (e.g. a `git worktree` of an "
-                   "earlier commit) first, in the same run on the same server, and print both side by side.")
+                   "earlier commit) first, in the same run, each series on a fresh embedded server, and print both "
+                   "side by side.")
 @click.option("--designs-baseline-code", "designs_baseline", default=None,
               type=click.Path(exists=True, file_okay=False, path_type=Path),
               envvar="RECRUITER_BENCH_DESIGNS_BASELINE_CODE", show_envvar=True,
