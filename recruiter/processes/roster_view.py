@@ -106,19 +106,17 @@ class RosterView:
         rang since the last read). ``well_formed`` drops the malformed ones (never kept)."""
         if not changed and not self.full_due(at):
             return Read(list(self.free.values()), [])
-        check = False
+        settled: tuple[int, int] | None = None  # the check's figures, when it is due
         if self.full_due(at):
-            whole = self.next_full is None or self.next_whole is None or at >= self.next_whole
-            self.next_full = at + self.full_read_s
-            if whole:
+            if self.next_whole is None or at >= self.next_whole:  # None: a leadership's first read
                 return await self._read_whole(coll, at, well_formed)
+            self.next_full = at + self.full_read_s
             changes, settled = await asyncio.gather(roster.read_changed_entries(coll), roster.settled_free(coll))
-            check = True
         else:
             changes = await roster.read_changed_entries(coll)
         # Well-formed first (a malformed _id may not be hashable), then one of an entry read twice.
         found = list({e["_id"]: e for e in well_formed(changes)}.values())
-        if check and settled != self._settled(found):
+        if settled is not None and settled != self._settled(found):
             return await self._read_whole(coll, at, well_formed)
         for e in found:
             if e.get("available"):
@@ -132,7 +130,7 @@ class RosterView:
     def _settled(self, found: list[Document]) -> tuple[int, int]:
         """What :func:`recruiter.store.roster.settled_free` returns if nothing was missed: the
         entries kept, less those read now with a mark or an outcome (invariant 3)."""
-        now_marked = {e["_id"] for e in found if e["_id"] in self.free and (roster.FREED in e or _holds_outcome(e))}
+        now_marked = {e["_id"] for e in found if e["_id"] in self.free and not roster.is_settled(e)}
         settled = [e for i, e in self.free.items() if i not in now_marked]
         return len(settled), sum(roster.session_stamp(e.get("session")) for e in settled)
 
@@ -176,11 +174,6 @@ class RosterView:
         """Whether ``entry``'s beat must be read this round: the beat kept is not fresh, or is not
         its registration's (another ``session``: a restart took the entry over)."""
         return not is_fresh(self.beats.get(entry["_id"]), entry, now)
-
-
-def _holds_outcome(entry: Document) -> bool:
-    outcome = entry.get("outcome")
-    return isinstance(outcome, dict) and "token" in outcome
 
 
 def _marks(entries: list[Document]) -> list[tuple[object, object]]:

@@ -243,13 +243,23 @@ def session_stamp(session: object) -> int:
     return int(session.generation_time.timestamp()) * 1000 if isinstance(session, ObjectId) else 0
 
 
+# A free entry the leader has nothing left to read of: no ``FREED`` mark, no outcome.
+_SETTLED: Query = {FREED: {"$exists": False}, "outcome.token": {"$exists": False}}
+
+
+def is_settled(entry: Mapping[str, object]) -> bool:
+    """Whether ``entry`` as read matches ``_SETTLED`` (the same rule, on the leader's side)."""
+    outcome = entry.get("outcome")
+    return FREED not in entry and not (isinstance(outcome, Mapping) and "token" in outcome)
+
+
 async def settled_free(roster: AsyncColl) -> tuple[int, int]:
     """How many entries are free with no ``FREED`` mark and no outcome (those a leader that missed
     nothing keeps from earlier rounds, :mod:`recruiter.processes.roster_view`, invariant 3), and the
     sum of their :func:`session_stamp` (a registration again, without a mark, changes it). One
     aggregation on the ``available`` index: one document comes back, however large the roster."""
     got = await (await roster.aggregate([
-        {"$match": {"available": True, FREED: {"$exists": False}, "outcome.token": {"$exists": False}}},
+        {"$match": {"available": True, **_SETTLED}},
         {"$group": {"_id": None, "n": {"$sum": 1}, "stamps": {"$sum": _SESSION_STAMP}}},
     ])).to_list()
     return (int(got[0]["n"]), int(got[0]["stamps"])) if got else (0, 0)
