@@ -34,11 +34,12 @@ import platform
 import shlex
 import shutil
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from pymongo import MongoClient
@@ -75,6 +76,18 @@ def parse_counts(value: str) -> list[int]:
     if not counts or any(c < 1 for c in counts):
         raise click.BadParameter("worker counts must be positive")
     return counts
+
+
+FC = TypeVar("FC", bound=Callable[..., Any])
+
+
+def _baseline_code_option(part: str, dest: str, help_text: str) -> Callable[[FC], FC]:
+    """``--<part>-baseline-code DIR`` (env ``RECRUITER_BENCH_<PART>_BASELINE_CODE``): a checkout
+    whose code a part of the run measures first, beside this one's."""
+    return click.option(f"--{part}-baseline-code", dest, default=None,
+                        type=click.Path(exists=True, file_okay=False, path_type=Path),
+                        envvar=f"RECRUITER_BENCH_{part.upper().replace('-', '_')}_BASELINE_CODE", show_envvar=True,
+                        help=help_text)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -118,23 +131,17 @@ def parse_counts(value: str) -> list[int]:
               envvar="RECRUITER_BENCH_CAPACITY_BASELINE_ARGS", show_envvar=True,
               help="Also measure the capacity with these `recruiter start` options instead, first, in the same run, "
                    "and print both with their ratio, e.g. '--round-size 84' (before and after side by side).")
-@click.option("--capacity-baseline-code", "baseline_code", default=None,
-              type=click.Path(exists=True, file_okay=False, path_type=Path),
-              envvar="RECRUITER_BENCH_CAPACITY_BASELINE_CODE", show_envvar=True,
-              help="Also measure the capacity with the code of this checkout (e.g. a `git worktree` of an earlier "
-                   "commit) first, in the same run on the same server, and print both with their ratio.")
-@click.option("--round-reads-baseline-code", "round_baseline", default=None,
-              type=click.Path(exists=True, file_okay=False, path_type=Path),
-              envvar="RECRUITER_BENCH_ROUND_READS_BASELINE_CODE", show_envvar=True,
-              help="With --round-reads: run the series with the code of this checkout (e.g. a `git worktree` of an "
-                   "earlier commit) first, in the same run, each series on a fresh embedded server, and print both "
-                   "side by side.")
-@click.option("--designs-baseline-code", "designs_baseline", default=None,
-              type=click.Path(exists=True, file_okay=False, path_type=Path),
-              envvar="RECRUITER_BENCH_DESIGNS_BASELINE_CODE", show_envvar=True,
-              help="Also run the first design with the code of this checkout (e.g. a `git worktree` of an earlier "
-                   "commit), first, as the design 'baseline', in the same run on the same server: its throughput "
-                   "and latency beside this code's (before and after side by side).")
+@_baseline_code_option("capacity", "baseline_code",
+                       "Also measure the capacity with the code of this checkout (e.g. a `git worktree` of an earlier "
+                       "commit) first, in the same run on the same server, and print both with their ratio.")
+@_baseline_code_option("round-reads", "round_baseline",
+                       "With --round-reads: run the series with the code of this checkout (e.g. a `git worktree` of "
+                       "an earlier commit) first, in the same run, each series on a fresh embedded server, and print "
+                       "both side by side.")
+@_baseline_code_option("designs", "designs_baseline",
+                       "Also run the first design with the code of this checkout (e.g. a `git worktree` of an earlier "
+                       "commit), first, as the design 'baseline', in the same run on the same server: its throughput "
+                       "and latency beside this code's (before and after side by side).")
 @click.option("--round-reads", "only_round_reads", is_flag=True, envvar="RECRUITER_BENCH_ROUND_READS",
               show_envvar=True, help="Run the round-reads series alone: what a recruiter round reads at several "
                                      "roster sizes with the same job rate.")
