@@ -262,6 +262,7 @@ def run(server: Server, layout: Layout, work_dir: Path, prefetch_args: list[str]
             "round_trips_per_job": everything["round_trips"] / jobs if jobs else None,
             "empty_getmores_per_job": everything["empty_getmores"] / jobs if jobs else None,
             "writes_per_job": writes_per_job(phase, jobs),
+            "retryable_per_job": retryable_per_job(phase, jobs),
             "cpu": cpu.shares(),
         }
 
@@ -328,6 +329,24 @@ def writes_per_job(phase: dict[str, dict[str, Any]], jobs: int) -> dict[str, Any
     return {"kinds": kinds, "named": named, "sources": sources}
 
 
+def retryable_per_job(phase: dict[str, dict[str, Any]], jobs: int) -> dict[str, float]:
+    """Retryable writes sent per job, per process kind and ``all`` (recruiter.store.unrecorded: the
+    embedded server keeps each one's reply and goes through all it keeps on every one); empty when no
+    job was done or the code counts none (a baseline older than the count)."""
+    if not jobs or not all("retryable" in figures for figures in phase.values()):
+        return {}
+    out = {SHOWN_AS.get(kind, kind): figures.get("retryable", 0) / jobs for kind, figures in sorted(phase.items())}
+    return {**out, "all": sum(out.values())}
+
+
+def retryable_line(r: dict[str, float]) -> str:
+    """``retryable writes per job: 0.05 (worker 0.00, recruiter 0.03, ...)``."""
+    if not r:
+        return "retryable writes per job: - (not counted)"
+    parts = ", ".join(f"{kind} {v:.2f}" for kind, v in r.items() if kind != "all")
+    return f"retryable writes per job: {r['all']:.2f} ({parts})"
+
+
 def _counted(kind_name: str) -> set[str]:
     _, kind, targets, _ = next(k for k in WRITE_KINDS if k[0] == kind_name)
     return {f"{SHOWN_AS.get(kind, kind)} {t}" for t in targets}
@@ -387,6 +406,7 @@ def table(c: dict[str, Any]) -> str:
         f"  CPU in the window (cores): {cpu}",
         f"  recruiter per round: {_commands(c.get('recruiter_per_round') or {})}",
         f"  {writes_line(c.get('writes_per_job') or {})}",
+        f"  {retryable_line(c.get('retryable_per_job') or {})}",
     ])
 
 
@@ -407,12 +427,21 @@ def comparison(before: dict[str, Any], after: dict[str, Any]) -> str:
                             ("assigned_per_round", "jobs assigned per round", "{:.1f}")):
         rows.append((label, fmt.format(before.get(key) or 0), fmt.format(after.get(key) or 0), ratio(key)))
     rows.extend(_writes_rows(before, after))
+    rows.append(_retryable_row(before, after))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["", f"capacity of one leader, {after['slots']} slots, side by side in one run:"]
     for r in rows:
         cells = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))]
         lines.append("  " + "  ".join(cells))
     return "\n".join(lines)
+
+
+def _retryable_row(before: dict[str, Any], after: dict[str, Any]) -> tuple[str, str, str, str]:
+    """The comparison's row of retryable writes per job, all processes (- where not counted)."""
+    b = (before.get("retryable_per_job") or {}).get("all")
+    a = (after.get("retryable_per_job") or {}).get("all")
+    return ("retryable writes per job (all processes)", "-" if b is None else f"{b:.2f}",
+            "-" if a is None else f"{a:.2f}", f"{a / b:.2f}x" if a is not None and b else "-")
 
 
 def _writes_rows(before: dict[str, Any], after: dict[str, Any]) -> list[tuple[str, str, str, str]]:

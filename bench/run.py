@@ -34,8 +34,8 @@ import platform
 import shlex
 import shutil
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,7 +44,7 @@ from typing import Any, TypeVar
 import click
 from pymongo import MongoClient
 
-from bench import backlog, capacity, report, round_reads, scenario
+from bench import aging, backlog, capacity, report, round_reads, scenario
 from bench.peers import table as peers
 from bench.procs import REPO, describe_code
 from bench.reference import notification_latency, raw_rates
@@ -133,7 +133,8 @@ def _baseline_code_option(part: str, dest: str, help_text: str) -> Callable[[FC]
                    "and print both with their ratio, e.g. '--round-size 84' (before and after side by side).")
 @_baseline_code_option("capacity", "baseline_code",
                        "Also measure the capacity with the code of this checkout (e.g. a `git worktree` of an earlier "
-                       "commit) first, in the same run on the same server, and print both with their ratio.")
+                       "commit) first, in the same run, each on a fresh embedded server, and print both with their "
+                       "ratio.")
 @_baseline_code_option("round-reads", "round_baseline",
                        "With --round-reads: run the series with the code of this checkout (e.g. a `git worktree` of "
                        "an earlier commit) first, in the same run, each series on a fresh embedded server, and print "
@@ -154,6 +155,10 @@ def _baseline_code_option(part: str, dest: str, help_text: str) -> Callable[[FC]
                    "(default 20; --quick: 5).")
 @click.option("--peers/--no-peers", "with_peers", default=True, envvar="RECRUITER_BENCH_PEERS", show_envvar=True,
               help="Run the peers (Agenda, and one SIGKILLed worker of each system) and print the peer table.")
+@click.option("--aged-server", "aged", is_flag=True, envvar="RECRUITER_BENCH_AGED_SERVER", show_envvar=True,
+              help=f"Before measuring, send {aging.AGED_WRITES} retryable writes to each server the run uses, as a "
+                   "server holds after it has run a while (the embedded server keeps each one's reply for 30 "
+                   "minutes, up to 10 000, and goes through them all on every retryable write).")
 @click.option("--peers-only", is_flag=True, envvar="RECRUITER_BENCH_PEERS_ONLY", show_envvar=True,
               help="Run the recruiter (--prefetch 1) and the peers alone: no other design, capacity or backlog.")
 def main(workers_spec: str | None, slots_per_process: int, quick: bool, window_s: float | None, warm_up_s: float | None,
@@ -161,7 +166,8 @@ def main(workers_spec: str | None, slots_per_process: int, quick: bool, window_s
          backlogs_spec: str | None, only_backlog: bool, recruiter_args: str, layout_spec: str | None,
          only_capacity: bool, with_peers: bool, peers_only: bool, baseline_args: str | None,
          baseline_code: Path | None, designs_baseline: Path | None, only_round_reads: bool,
-         round_layouts_spec: str | None, round_rate: float | None, round_baseline: Path | None) -> None:
+         round_layouts_spec: str | None, round_rate: float | None, round_baseline: Path | None,
+         aged: bool) -> None:
     """Benchmark the recruiter against the v1 baseline; print tables, write JSON and a PNG."""
     os.environ.pop(STATS_ENVVAR, None)  # the bench counts its own commands on its producer only
     if sum((only_backlog, only_capacity, peers_only, only_round_reads)) > 1:
@@ -195,6 +201,8 @@ def main(workers_spec: str | None, slots_per_process: int, quick: bool, window_s
     work_dir.mkdir()
     begun = time.perf_counter()
     with running_server() as server:
+        if aged:
+            _age(server)
         what = (f"designs {', '.join(d.name for d in chosen)}; workers {','.join(map(str, workers))}" if chosen
                 else "capacity only" if only_capacity else "round reads only" if round_plan else "backlog series only")
         click.echo(f"bench: {server.description}; {what}{' (quick)' if quick else ''}", err=True)
@@ -208,21 +216,21 @@ def main(workers_spec: str | None, slots_per_process: int, quick: bool, window_s
         capacity_result = baseline_result = None
         if layout is not None and not only_backlog:
             if baseline_args is not None or baseline_code is not None:
-                with _own_server(server) as own:
+                with _own_server(server, aged) as own:
                     baseline_result = _run_capacity(own, layout, work_dir, tuple(shlex.split(baseline_args or "")),
                                                     name="capacity-baseline", code=baseline_code or REPO)
-                with _own_server(server) as own:
+                with _own_server(server, aged) as own:
                     capacity_result = _run_capacity(own, layout, work_dir, extra)
             else:
                 capacity_result = _run_capacity(server, layout, work_dir, extra)
         run_backlog = run_backlog and not only_capacity
         backlog_result = _run_backlog(server, backlog_plan, work_dir) if run_backlog else None
         round_reads_baseline, round_reads_result = (None, None) if round_plan is None else _run_round_reads(
-            server, round_plan, work_dir, extra, round_baseline)
+            server, round_plan, work_dir, extra, round_baseline, aged)
         server_description = server.description
     doc: dict[str, Any] = {
         "meta": {"started_at": stamp, "seconds": time.perf_counter() - begun, "machine": machine(),
-                 "server": server_description, "quick": quick, "workers": workers,
+                 "server": server_description, "aged_server": aged, "quick": quick, "workers": workers,
                  "designs": [asdict(d) for d in [*baseline, *chosen]], "sizes": asdict(sizes),
                  "settings": {"poll_from": scenario.POLL_FROM, "poll_to": scenario.POLL_TO,
                               "heartbeat_s": scenario.HEARTBEAT_S, "log_level": "warning"},
@@ -298,16 +306,29 @@ def _chosen_designs(designs: str | None) -> list[Design]:
     return chosen
 
 
-def _own_server(server: Server) -> AbstractContextManager[Server]:
-    """A fresh embedded server for one of two runs measured side by side; ``server`` itself when
-    it is an external MongoDB. On one embedded server the second of two capacity runs was 20%
-    slower whichever code ran second (the server keeps what the first run left: its records of
-    retryable writes, which it scans on every write, up to 10 000)."""
-    return running_server() if server.pid is not None else nullcontext(server)
+def _age(server: Server) -> None:
+    """--aged-server: the retryable writes of a server that has run a while (:mod:`bench.aging`)."""
+    click.echo(f"bench: aged the server with {aging.AGED_WRITES} retryable writes in {aging.age(server):.1f} s",
+               err=True)
+
+
+@contextmanager
+def _own_server(server: Server, aged: bool) -> Iterator[Server]:
+    """A fresh embedded server for one of two runs measured side by side (aged like the first with
+    ``--aged-server``); ``server`` itself when it is an external MongoDB. On one embedded server the
+    second of two capacity runs was 20% slower whichever code ran second (the server keeps what the
+    first run left: its records of retryable writes, which it goes through on every one, up to 10 000)."""
+    if server.pid is None:
+        yield server
+        return
+    with running_server() as own:
+        if aged:
+            _age(own)
+        yield own
 
 
 def _run_round_reads(server: Server, plan: round_reads.Plan, work_dir: Path, extra: tuple[str, ...],
-                     baseline: Path | None) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+                     baseline: Path | None, aged: bool) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """The round-reads series: the baseline checkout's (if any) and this code's. Side by side, each
     series runs on a fresh server (:func:`_own_server`): the second of two on one embedded server
     ran half the rounds of the first at 800 slots."""
@@ -317,9 +338,9 @@ def _run_round_reads(server: Server, plan: round_reads.Plan, work_dir: Path, ext
 
     if baseline is None:
         return None, run(server, REPO)
-    with _own_server(server) as own:
+    with _own_server(server, aged) as own:
         before = run(own, baseline)
-    with _own_server(server) as own:
+    with _own_server(server, aged) as own:
         return before, run(own, REPO)
 
 

@@ -49,8 +49,9 @@ def totals(snapshots: Iterable[dict[str, Any] | None]) -> dict[str, Any]:
     ``targets``: per ``command:collection`` the :data:`TARGET_FIELDS` (documents read and written...)."""
     out: dict[str, Any] = {"round_trips": 0, "reads": 0, "writes": 0, "other": 0, "empty_reads": 0,
                            "empty_writes": 0, "empty_getmores": 0, "heartbeat_writes": 0, "heartbeat_reads": 0,
-                           "request_bytes": 0, "reply_bytes": 0, "documents": 0, "written": 0, "commands": {},
-                           "targets": {}}
+                           "request_bytes": 0, "reply_bytes": 0, "documents": 0, "written": 0, "retryable": 0,
+                           "commands": {}, "targets": {}}
+    uncounted = False  # stats written by code that does not count retryable writes (an older checkout's)
     for snap in snapshots:
         if not snap:
             continue
@@ -66,6 +67,8 @@ def totals(snapshots: Iterable[dict[str, Any] | None]) -> dict[str, Any]:
             out["reply_bytes"] += tally["reply_bytes"]
             out["documents"] += tally.get("documents", 0)
             out["written"] += tally.get("written", 0)
+            out["retryable"] += tally.get("retryable", 0)
+            uncounted = uncounted or "retryable" not in tally
             out["commands"][name] = out["commands"].get(name, 0) + tally["count"]
         for target, tally in snap.get("targets", {}).items():
             key = f"@{target}"
@@ -75,6 +78,8 @@ def totals(snapshots: Iterable[dict[str, Any] | None]) -> dict[str, Any]:
             summed = out["targets"].setdefault(target, dict.fromkeys(TARGET_FIELDS, 0))
             for f in TARGET_FIELDS:
                 summed[f] += tally.get(f, 0)
+    if uncounted:
+        del out["retryable"]
     return out
 
 

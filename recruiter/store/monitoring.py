@@ -57,6 +57,7 @@ class Tally:
     upserted: int = 0
     deleted: int = 0
     written_by_many: int = 0  # of those written, by commands whose every statement may touch many (update_many...)
+    retryable: int = 0  # retryable writes sent (:func:`_is_retryable_write`), whose replies a server keeps
 
     @property
     def written(self) -> int:
@@ -74,7 +75,7 @@ class Tally:
         return {"count": self.count, "failed": self.failed, "empty": self.empty,
                 "request_bytes": self.request_bytes, "reply_bytes": self.reply_bytes, "documents": self.documents,
                 **{name: getattr(self, name) for name in WRITE_FIELDS}, "written": self.written,
-                "written_by_many": self.written_by_many}
+                "written_by_many": self.written_by_many, "retryable": self.retryable}
 
 
 
@@ -104,6 +105,12 @@ def _touches_many(command_name: str, command: Mapping[str, object]) -> bool:
     if not isinstance(statements, list) or not statements:
         return False
     return all(isinstance(s, Mapping) and s.get(key) == value for s in statements)
+
+
+def _is_retryable_write(command: Mapping[str, object]) -> bool:
+    """A retryable write: a transaction number outside a transaction (whose statements carry
+    ``autocommit``). The server keeps each one's reply for a retry (:mod:`recruiter.store.unrecorded`)."""
+    return "txnNumber" in command and "autocommit" not in command
 
 
 def _count(value: object) -> int:
@@ -212,12 +219,14 @@ class CommandStats(monitoring.CommandListener):
         size = len(bson.encode(event.command))
         many = _touches_many(name, event.command)
         ops = _bulk_ops(name, event.command)
+        retryable = _is_retryable_write(event.command)
         with self._lock:
             self._keys[(event.connection_id, event.request_id)] = (name, target, many, ops)
             for key, table in ((name, self.by_command), (target, self.by_target)):
                 tally = table.setdefault(key, Tally())
                 tally.count += 1
                 tally.request_bytes += size
+                tally.retryable += retryable
 
     def _finished(self, connection_id: Address, request_id: int, reply_size: int, failed: bool, empty: bool,
                   documents: int = 0, reply: Mapping[str, object] | None = None) -> None:

@@ -14,11 +14,11 @@ from datetime import datetime
 import pymongo
 from bson import ObjectId
 from bson.errors import InvalidDocument
-from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError, DocumentTooLarge, DuplicateKeyError, WriteError
 
 from recruiter.domain.outcome import REFERENCE_FIELDS
 from recruiter.domain.records import Query
+from recruiter.store import unrecorded
 from recruiter.store.layout import AsyncColl, Document, SyncColl
 
 # -- the worker: its own entry, its job, its heartbeat (processes/worker) --------------
@@ -89,8 +89,8 @@ async def record_outcome(roster: AsyncColl, slot_id: str, session: ObjectId, job
     nothing; :class:`OutcomeRefused` if it cannot be written as it is.
     """
     try:
-        result = await roster.update_one(
-            {**entry_as_read(slot_id, session), f"assigned_to.{slot_id}": job_id},
+        result = await unrecorded.update(
+            roster, {**entry_as_read(slot_id, session), f"assigned_to.{slot_id}": job_id},
             {"$set": {"outcome": outcome, "available": not stopping, "stopping": stopping, "available_since": now},
              "$unset": {"assigned_to": "", "job": ""}},
         )
@@ -117,12 +117,12 @@ async def record_outcome_and_mark(roster: AsyncColl, slot_id: str, session: Obje
     lane, lane_session, next_id, token = mark
     try:
         result = await roster.bulk_write([
-            UpdateOne({**entry_as_read(slot_id, session), f"assigned_to.{slot_id}": job_id},
-                      {"$set": {"outcome": outcome, "available": not stopping, "stopping": stopping,
-                                "available_since": now},
-                       "$unset": {"assigned_to": "", "job": ""}}),
-            UpdateOne({**entry_as_read(lane, lane_session), f"assigned_to.{lane}": next_id},
-                      {"$set": {"started": token}}),
+            unrecorded.update_model({**entry_as_read(slot_id, session), f"assigned_to.{slot_id}": job_id},
+                                    {"$set": {"outcome": outcome, "available": not stopping, "stopping": stopping,
+                                              "available_since": now},
+                                     "$unset": {"assigned_to": "", "job": ""}}),
+            unrecorded.update_model({**entry_as_read(lane, lane_session), f"assigned_to.{lane}": next_id},
+                                    {"$set": {"started": token}}),
         ], ordered=True)
     except _REFUSALS as exc:
         raise OutcomeRefused(_refusal(exc)) from None
@@ -134,7 +134,7 @@ async def mark_started(roster: AsyncColl, slot_id: str, session: ObjectId, job_i
     """Record in the slot's entry that it starts the job it was handed ahead (``started``: its
     lock token), fenced by the session and the assignment; False if that matched nothing (the
     job was taken away, or the worker declared dead or replaced)."""
-    result = await roster.update_one({**entry_as_read(slot_id, session), f"assigned_to.{slot_id}": job_id},
+    result = await unrecorded.update(roster, {**entry_as_read(slot_id, session), f"assigned_to.{slot_id}": job_id},
                                      {"$set": {"started": token}})
     return result.matched_count > 0
 

@@ -135,6 +135,11 @@ def test_quick_capacity_of_one_leader(server_uri: str, tmp_path: Path) -> None:
     assert writes["sources"]["recruiter delete:scheduled"] == writes["kinds"]["delete"]
     assert "document writes per job: lock" in result.stdout
     assert "document writes per job: assign" in result.stdout  # a row of the side-by-side table
+    # The retryable writes per job, per process kind: the worker's writes of each job are none.
+    retryable = c["retryable_per_job"]
+    assert set(retryable) >= {"recruiter", "worker", "producer", "all"}
+    assert retryable["worker"] < 0.1, retryable
+    assert "retryable writes per job (all processes)" in result.stdout
 
 
 def test_quick_backlog_series_has_every_size_side_by_side(server_uri: str, tmp_path: Path) -> None:

@@ -121,3 +121,28 @@ def test_a_client_bulk_write_counts_each_operation_under_its_own_collection(db_u
     assert targets["bulkWrite"]["written"] == 0  # counted once, under the operations
     assert targets["bulkWrite"]["documents"] == 0  # per-operation results are not documents read
     assert snap["commands"]["bulkWrite"]["written"] == 5
+
+
+def test_listener_counts_the_retryable_writes_sent(db_uri: str) -> None:
+    """A retryable write (one statement per document, outside a transaction) carries a transaction
+    number, and the server keeps its reply: the count the bench prints per job."""
+    stats = CommandStats()
+    client = sync_client(parse_target(db_uri), event_listeners=[stats])
+    try:
+        coll = client.get_default_database()["things"]
+        coll.insert_many([{"_id": i} for i in range(3)])  # one command: one retryable write
+        coll.update_one({"_id": 0}, {"$set": {"x": 1}})
+        coll.update_many({"_id": 0}, {"$set": {"x": 2}})  # may touch many: not retryable
+        coll.bulk_write([UpdateOne({"_id": 1}, {"$set": {"x": 1}}), UpdateMany({"_id": 2}, {"$set": {"x": 1}})])
+        coll.find_one({"_id": 0})
+        with client.start_session() as session, session.start_transaction():
+            coll.update_one({"_id": 0}, {"$set": {"x": 3}}, session=session)  # in a transaction: not one
+    finally:
+        client.close()
+    commands = stats.snapshot()["commands"]
+    if commands["update"]["retryable"] == 0:
+        pytest.skip("this server takes no retryable writes (a standalone mongod)")
+    assert commands["insert"]["retryable"] == 1
+    assert commands["update"]["retryable"] == 1  # the update_one; not the update_many, the mixed bulk, the txn's
+    assert commands["update"]["count"] == 4
+    assert commands["find"]["retryable"] == 0

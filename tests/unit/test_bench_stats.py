@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bench.capacity import retryable_line, retryable_per_job
 from bench.stats import difference, per_job, percentile, totals
 
 
@@ -56,3 +58,21 @@ def test_empty_getmores_and_heartbeats_are_counted_apart() -> None:
     assert t["empty_reads"] == 9
     assert (t["heartbeat_reads"], t["heartbeat_writes"]) == (1, 2)
     assert per_job(t, 2)["empty_getmores"] == 3.5
+
+
+def test_retryable_writes_are_summed_and_dropped_where_a_process_did_not_count_them() -> None:
+    counted = {"commands": {"update": {"count": 5, "request_bytes": 0, "reply_bytes": 0, "retryable": 3},
+                            "find": {"count": 2, "request_bytes": 0, "reply_bytes": 0, "retryable": 0}}}
+    older = {"commands": {"update": {"count": 5, "request_bytes": 0, "reply_bytes": 0}}}
+    assert totals([counted, counted])["retryable"] == 6
+    assert "retryable" not in totals([counted, older])  # not known, rather than too low
+
+
+def test_retryable_writes_per_job_by_process_kind() -> None:
+    phase = {"worker": {"retryable": 10}, "recruiter": {"retryable": 5}, "enqueue": {"retryable": 1}}
+    per_job = retryable_per_job(phase, 100)
+    assert per_job == pytest.approx({"producer": 0.01, "recruiter": 0.05, "worker": 0.1, "all": 0.16})
+    assert retryable_line(per_job).startswith("retryable writes per job: 0.16 (producer 0.01, recruiter 0.05")
+    assert retryable_per_job({**phase, "worker": {}}, 100) == {}  # a kind that did not count them
+    assert retryable_per_job(phase, 0) == {}
+    assert retryable_line({}) == "retryable writes per job: - (not counted)"
