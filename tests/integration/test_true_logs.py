@@ -143,8 +143,10 @@ class ReplyLost:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._roster, name)
 
-    async def update_one(self, filter_: Any, update: Any, **kwargs: Any) -> Any:
-        result = await self._roster.update_one(filter_, update, **kwargs)
+    async def update_many(self, filter_: Any, update: Any, **kwargs: Any) -> Any:
+        # The outcome write (recruiter.store.unrecorded: not a retryable write, so the worker's
+        # own retry is all there is).
+        result = await self._roster.update_many(filter_, update, **kwargs)
         if not self.fired and "outcome" in update.get("$set", {}):
             assert result.modified_count == 1
             self.fired = True
