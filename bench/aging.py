@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from pymongo import MongoClient, monitoring
 
@@ -38,3 +39,20 @@ def age(server: Server, writes: int = AGED_WRITES,
     finally:
         client.close()
     return time.perf_counter() - began
+
+
+@dataclass
+class Aging:
+    """``--aged-server`` across a run: :meth:`ready` ages each server once, just before the first
+    series that runs on it (a server no series runs on is left alone, and the reference figures,
+    measured first, are a fresh server's)."""
+
+    on: bool
+    say: Callable[[str], None]
+    done: set[str] = field(default_factory=set)  # the servers aged, by uri
+
+    def ready(self, server: Server) -> Server:
+        if self.on and server.uri not in self.done:
+            self.done.add(server.uri)
+            self.say(f"bench: aged the server with {AGED_WRITES} retryable writes in {age(server):.1f} s")
+        return server

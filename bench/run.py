@@ -156,9 +156,9 @@ def _baseline_code_option(part: str, dest: str, help_text: str) -> Callable[[FC]
 @click.option("--peers/--no-peers", "with_peers", default=True, envvar="RECRUITER_BENCH_PEERS", show_envvar=True,
               help="Run the peers (Agenda, and one SIGKILLed worker of each system) and print the peer table.")
 @click.option("--aged-server", "aged", is_flag=True, envvar="RECRUITER_BENCH_AGED_SERVER", show_envvar=True,
-              help=f"Before measuring, send {aging.AGED_WRITES} retryable writes to each server the run uses, as a "
-                   "server holds after it has run a while (the embedded server keeps each one's reply for 30 "
-                   "minutes, up to 10 000, and goes through them all on every retryable write).")
+              help=f"Before the first series on each server the run uses, send it {aging.AGED_WRITES} retryable "
+                   "writes, as a server holds after it has run a while (the embedded server keeps each one's reply "
+                   "for 30 minutes, up to 10 000, and goes through them all on every retryable write).")
 @click.option("--peers-only", is_flag=True, envvar="RECRUITER_BENCH_PEERS_ONLY", show_envvar=True,
               help="Run the recruiter (--prefetch 1) and the peers alone: no other design, capacity or backlog.")
 def main(workers_spec: str | None, slots_per_process: int, quick: bool, window_s: float | None, warm_up_s: float | None,
@@ -200,9 +200,8 @@ def main(workers_spec: str | None, slots_per_process: int, quick: bool, window_s
     work_dir = output / f"{stamp}-work"
     work_dir.mkdir()
     begun = time.perf_counter()
+    ager = aging.Aging(aged, lambda line: click.echo(line, err=True))
     with running_server() as server:
-        if aged:
-            _age(server)
         what = (f"designs {', '.join(d.name for d in chosen)}; workers {','.join(map(str, workers))}" if chosen
                 else "capacity only" if only_capacity else "round reads only" if round_plan else "backlog series only")
         click.echo(f"bench: {server.description}; {what}{' (quick)' if quick else ''}", err=True)
@@ -210,23 +209,23 @@ def main(workers_spec: str | None, slots_per_process: int, quick: bool, window_s
         reference = {"raw": raw_rates(reference_uri, sizes.raw_ops),
                      "notification": notification_latency(reference_uri, sizes.notify_samples)}
         MongoClient(reference_uri).drop_database(f"bench_reference_{os.getpid()}")
-        results = _run_designs(server, [*baseline, *chosen], workers, sizes, work_dir)
-        peers_result = _run_peers(server, chosen, workers, sizes, work_dir, quick, extra) \
+        results = _run_designs(ager.ready(server), [*baseline, *chosen], workers, sizes, work_dir) if chosen else {}
+        peers_result = _run_peers(ager.ready(server), chosen, workers, sizes, work_dir, quick, extra) \
             if with_peers and chosen else None
         capacity_result = baseline_result = None
         if layout is not None and not only_backlog:
             if baseline_args is not None or baseline_code is not None:
-                with _own_server(server, aged) as own:
+                with _own_server(server, ager) as own:
                     baseline_result = _run_capacity(own, layout, work_dir, tuple(shlex.split(baseline_args or "")),
                                                     name="capacity-baseline", code=baseline_code or REPO)
-                with _own_server(server, aged) as own:
+                with _own_server(server, ager) as own:
                     capacity_result = _run_capacity(own, layout, work_dir, extra)
             else:
-                capacity_result = _run_capacity(server, layout, work_dir, extra)
+                capacity_result = _run_capacity(ager.ready(server), layout, work_dir, extra)
         run_backlog = run_backlog and not only_capacity
-        backlog_result = _run_backlog(server, backlog_plan, work_dir) if run_backlog else None
+        backlog_result = _run_backlog(ager.ready(server), backlog_plan, work_dir) if run_backlog else None
         round_reads_baseline, round_reads_result = (None, None) if round_plan is None else _run_round_reads(
-            server, round_plan, work_dir, extra, round_baseline, aged)
+            server, round_plan, work_dir, extra, round_baseline, ager)
         server_description = server.description
     doc: dict[str, Any] = {
         "meta": {"started_at": stamp, "seconds": time.perf_counter() - begun, "machine": machine(),
@@ -306,29 +305,21 @@ def _chosen_designs(designs: str | None) -> list[Design]:
     return chosen
 
 
-def _age(server: Server) -> None:
-    """--aged-server: the retryable writes of a server that has run a while (:mod:`bench.aging`)."""
-    click.echo(f"bench: aged the server with {aging.AGED_WRITES} retryable writes in {aging.age(server):.1f} s",
-               err=True)
-
-
 @contextmanager
-def _own_server(server: Server, aged: bool) -> Iterator[Server]:
+def _own_server(server: Server, ager: aging.Aging) -> Iterator[Server]:
     """A fresh embedded server for one of two runs measured side by side (aged like the first with
     ``--aged-server``); ``server`` itself when it is an external MongoDB. On one embedded server the
     second of two capacity runs was 20% slower whichever code ran second (the server keeps what the
     first run left: its records of retryable writes, which it goes through on every one, up to 10 000)."""
     if server.pid is None:
-        yield server
+        yield ager.ready(server)
         return
     with running_server() as own:
-        if aged:
-            _age(own)
-        yield own
+        yield ager.ready(own)
 
 
 def _run_round_reads(server: Server, plan: round_reads.Plan, work_dir: Path, extra: tuple[str, ...],
-                     baseline: Path | None, aged: bool) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+                     baseline: Path | None, ager: aging.Aging) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """The round-reads series: the baseline checkout's (if any) and this code's. Side by side, each
     series runs on a fresh server (:func:`_own_server`): the second of two on one embedded server
     ran half the rounds of the first at 800 slots."""
@@ -337,10 +328,10 @@ def _run_round_reads(server: Server, plan: round_reads.Plan, work_dir: Path, ext
                                   lambda line: click.echo(line, err=True), code=code)
 
     if baseline is None:
-        return None, run(server, REPO)
-    with _own_server(server, aged) as own:
+        return None, run(ager.ready(server), REPO)
+    with _own_server(server, ager) as own:
         before = run(own, baseline)
-    with _own_server(server, aged) as own:
+    with _own_server(server, ager) as own:
         return before, run(own, REPO)
 
 
