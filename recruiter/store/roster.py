@@ -81,6 +81,20 @@ _REFUSALS = (InvalidDocument, DocumentTooLarge, UnicodeEncodeError, RecursionErr
              WriteError, BulkWriteError)
 
 
+def _outcome_write(slot_id: str, session: ObjectId, job_id: object, outcome: Query, *, stopping: bool,
+                   now: datetime) -> tuple[Query, Query]:
+    """The filter and update of an outcome (:func:`record_outcome`): fenced by the session and the
+    assignment still naming ``job_id``; the entry becomes available (unless stopping)."""
+    return ({**entry_as_read(slot_id, session), f"assigned_to.{slot_id}": job_id},
+            {"$set": {"outcome": outcome, "available": not stopping, "stopping": stopping, "available_since": now},
+             "$unset": {"assigned_to": "", "job": ""}})
+
+
+def _mark_write(slot_id: str, session: ObjectId, job_id: object, token: object) -> tuple[Query, Query]:
+    """The filter and update of a ``started`` mark (:func:`mark_started`), fenced like an outcome."""
+    return {**entry_as_read(slot_id, session), f"assigned_to.{slot_id}": job_id}, {"$set": {"started": token}}
+
+
 async def record_outcome(roster: AsyncColl, slot_id: str, session: ObjectId, job_id: object,
                          outcome: Query, *, stopping: bool, now: datetime) -> bool:
     """Write ``outcome`` and make the entry available (unless stopping), in one write.
@@ -90,10 +104,7 @@ async def record_outcome(roster: AsyncColl, slot_id: str, session: ObjectId, job
     """
     try:
         result = await unrecorded.update(
-            roster, {**entry_as_read(slot_id, session), f"assigned_to.{slot_id}": job_id},
-            {"$set": {"outcome": outcome, "available": not stopping, "stopping": stopping, "available_since": now},
-             "$unset": {"assigned_to": "", "job": ""}},
-        )
+            roster, *_outcome_write(slot_id, session, job_id, outcome, stopping=stopping, now=now))
     except _REFUSALS as exc:
         raise OutcomeRefused(_refusal(exc)) from None
     return result.matched_count > 0
@@ -117,12 +128,8 @@ async def record_outcome_and_mark(roster: AsyncColl, slot_id: str, session: Obje
     lane, lane_session, next_id, token = mark
     try:
         result = await roster.bulk_write([
-            unrecorded.update_model({**entry_as_read(slot_id, session), f"assigned_to.{slot_id}": job_id},
-                                    {"$set": {"outcome": outcome, "available": not stopping, "stopping": stopping,
-                                              "available_since": now},
-                                     "$unset": {"assigned_to": "", "job": ""}}),
-            unrecorded.update_model({**entry_as_read(lane, lane_session), f"assigned_to.{lane}": next_id},
-                                    {"$set": {"started": token}}),
+            unrecorded.update_model(*_outcome_write(slot_id, session, job_id, outcome, stopping=stopping, now=now)),
+            unrecorded.update_model(*_mark_write(lane, lane_session, next_id, token)),
         ], ordered=True)
     except _REFUSALS as exc:
         raise OutcomeRefused(_refusal(exc)) from None
@@ -134,8 +141,7 @@ async def mark_started(roster: AsyncColl, slot_id: str, session: ObjectId, job_i
     """Record in the slot's entry that it starts the job it was handed ahead (``started``: its
     lock token), fenced by the session and the assignment; False if that matched nothing (the
     job was taken away, or the worker declared dead or replaced)."""
-    result = await unrecorded.update(roster, {**entry_as_read(slot_id, session), f"assigned_to.{slot_id}": job_id},
-                                     {"$set": {"started": token}})
+    result = await unrecorded.update(roster, *_mark_write(slot_id, session, job_id, token))
     return result.matched_count > 0
 
 
