@@ -40,6 +40,34 @@ def configure(level: str = "info", fmt: str = "auto") -> None:
         cache_logger_on_first_use=True,
     )
     logging.basicConfig(level=max(numeric, logging.WARNING), stream=sys.stderr)
+    if numeric > logging.DEBUG:
+        for handler in logging.getLogger().handlers:
+            if type(handler.formatter) is logging.Formatter or handler.formatter is None:
+                handler.setFormatter(DriverErrorsOnOneLine(handler.formatter))
+
+
+class DriverErrorsOnOneLine(logging.Formatter):
+    """Prints what the driver logs from its background tasks (``pymongo.*``, for example
+    "MongoClient background task encountered an error" when a cursor cannot be killed on a
+    server that is gone) on one line, its exception as ``Type: message``: an internal traceback
+    is for ``--log-level debug``, where this formatter is not installed. Other records, a job's
+    own included, print as the formatter it replaces printed them."""
+
+    def __init__(self, previous: logging.Formatter | None = None) -> None:
+        super().__init__()
+        self._previous = previous or logging.Formatter(logging.BASIC_FORMAT)
+
+    def format(self, record: logging.LogRecord) -> str:
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is None or not (record.name == "pymongo" or record.name.startswith("pymongo.")):
+            return self._previous.format(record)
+        brief = logging.makeLogRecord(record.__dict__)
+        brief.msg = f"{record.getMessage()} {type(exc).__name__}: {exc}".replace("\n", " ")
+        brief.args = None
+        brief.exc_info = None
+        brief.exc_text = None
+        brief.stack_info = None
+        return self._previous.format(brief)
 
 
 class Logger(Protocol):

@@ -23,7 +23,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 import structlog
 
@@ -115,35 +115,55 @@ async def _main(target: Target, app_name: str, make: Make, check: Check | None,
                 listeners: Sequence[CommandListener]) -> int:
     client = async_client(target, app_name=app_name, event_listeners=list(listeners))
     try:
-        clock = ServerClock()
-        await clock.calibrate(client)
-        db = client[target.database]
-        await ensure_indexes(db)
-        if check is not None:
-            await check(db)
-        process = make(db, clock)
-        calibrator = asyncio.create_task(_recalibrate(clock, client), name="clock.calibrate")
-        try:
-            with _signals(process, client, target):
-                await process.run()
-        except asyncio.CancelledError:
-            log.warning("process.forced_stop")
-        finally:
-            calibrator.cancel()
-        return process.exit_code
-    finally:
+        code = await _serve(client, target, make, check)
+    except BaseException:
         await _close(client, target)
+        raise
+    if not await _close(client, target):
+        _leave_now(code)
+    return code
 
 
-async def _close(client: AsyncClient, target: Target) -> None:
-    """Close the client, unless its server is gone: closing would then spend the server selection
-    timeout (10 s) on the cursors it still means to kill (a change stream closed while the server
-    was unreachable) and print the driver's traceback, for nothing the process's exit does not end."""
+async def _serve(client: AsyncClient, target: Target, make: Make, check: Check | None) -> int:
+    clock = ServerClock()
+    await clock.calibrate(client)
+    db = client[target.database]
+    await ensure_indexes(db)
+    if check is not None:
+        await check(db)
+    process = make(db, clock)
+    calibrator = asyncio.create_task(_recalibrate(clock, client), name="clock.calibrate")
+    try:
+        with _signals(process, client, target):
+            await process.run()
+    except asyncio.CancelledError:
+        log.warning("process.forced_stop")
+    finally:
+        calibrator.cancel()
+    return process.exit_code
+
+
+async def _close(client: AsyncClient, target: Target) -> bool:
+    """Close the client and return True, unless its server is gone: closing would then spend the
+    server selection timeout (10 s) on the cursors it still means to kill (a change stream closed
+    while the server was unreachable) and print the driver's traceback, for nothing the process's
+    exit does not end. Returns False then, having said so in one line."""
     if await answers_ping_within(client, STOP_PROBE_S):
         await client.close()
-        return
+        return True
     log.warning("process.exit_without_server", server=target.display,
                 detail="the server does not answer: leaving without closing the connections")
+    return False
+
+
+def _leave_now(code: int) -> NoReturn:
+    """End the process with ``code`` without waiting on the driver's background tasks. A client
+    left open holds a task that kills the cursors it was told to; when the server is gone that task
+    waits out server selection (10 s), and PyMongo 4.20's task does not end when the event loop
+    cancels it at exit, so ``asyncio.run`` would wait with it."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 @contextlib.contextmanager
@@ -190,9 +210,7 @@ async def exit_without_server(client: AsyncClient, process: Process, target: Tar
             log.warning("process.exit_without_server", server=target.display,
                         detail="the server does not answer: leaving now without deregistering or releasing "
                                "leases; the cleaner removes this process's roster entries, and leases expire")
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(0)
+            _leave_now(0)
         await asyncio.sleep(STOP_PROBE_S)
 
 

@@ -280,12 +280,15 @@ class _StatsFile:
             json.dump(self.snapshot(), out)
         os.replace(tmp, self.path)
 
+    def write_if_read(self) -> None:
+        with contextlib.suppress(OSError):  # the reader's directory went away: nobody to report to
+            self.write()
+
     def loop(self) -> None:
         # The first write happens at once: a reader can tell from the file that
         # the SIGUSR2 handler is in place.
         while True:
-            with contextlib.suppress(OSError):  # the reader's directory went away: nobody to report to
-                self.write()
+            self.write_if_read()
             self.wake.wait(WRITE_INTERVAL_S)
             self.wake.clear()
 
@@ -297,7 +300,7 @@ def write_periodically(snapshot: Callable[[], dict[str, object]], path: str, nam
     writer = _StatsFile(snapshot, path)
     on_flush(writer.wake.set)
     threading.Thread(target=writer.loop, name=name, daemon=True).start()
-    atexit.register(writer.write)
+    atexit.register(writer.write_if_read)
 
 
 _flush_callbacks: list[Callable[[], None]] = []
