@@ -45,7 +45,7 @@ Invariants:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 
 from recruiter.domain.records import Raw
@@ -104,6 +104,19 @@ def depths(free: Sequence[Mapping[str, object]], unheld: Iterable[Mapping[str, o
         for k, e in enumerate(sorted(lanes, key=lane_of)):
             out[e["_id"]] = held + k
     return out
+
+
+def serving_order(now: datetime) -> Callable[[Mapping[str, object]], tuple[bool, datetime, str]]:
+    """Sort key of the free entries a round may serve: the entries holding an outcome first, then
+    the longest available, then by ``_id``. A round writes to an entry holding an outcome either
+    way: the assignment that reaches it also clears its outcome, where one that goes elsewhere
+    leaves it a write of its own (with no-op jobs at capacity, about one per job). Which
+    free worker runs a job changes neither when it starts (the depth comes first) nor the order
+    of the jobs."""
+    def key(entry: Mapping[str, object]) -> tuple[bool, datetime, str]:
+        since = entry.get("available_since")
+        return not entry.get("outcome"), since if isinstance(since, datetime) else now, str(entry["_id"])
+    return key
 
 
 def is_ahead(ahead: object, job: Mapping[str, object] | None) -> bool:

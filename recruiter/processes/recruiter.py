@@ -43,6 +43,7 @@ import structlog
 from recruiter.domain.clock import Clock
 from recruiter.domain.documents import Malformed, WarnOnce, check_job, entry_problem
 from recruiter.domain.events import RoundAbandoned, RoundCommitted, RoundIdle
+from recruiter.domain.lanes import serving_order
 from recruiter.domain.liveness import is_fresh, missed_beats, pick_beats
 from recruiter.domain.quarantine import log_quarantined
 from recruiter.domain.selection import DEFAULT_SCHEME, Assignment, CountingScheme, FreeWorker
@@ -446,11 +447,11 @@ class RecruiterProcess(LeaderProcess):
         free = sorted(
             await self._live(plan, entries, [e for e in entries if e.get("available") and not e.get("stopping")
                                              and e.get("work_on")]),
-            key=lambda e: (e.get("available_since") or now, e["_id"]),
+            key=serving_order(now),
         )
         self.timer.mark("read_beats")
-        # Lanes of idle slots first (recruiter.domain.lanes), then the longest available; a busy
-        # slot is topped up only if its jobs outlast a hand-off.
+        # Lanes of idle slots first (recruiter.domain.lanes), then those holding an outcome, then the
+        # longest available; a busy slot is topped up only if its jobs outlast a hand-off.
         self.lookahead.note_run_times(plan.outcomes)
         lanes = self.lookahead.free_lanes(free, entries, self.config.round_size)
         plan.ahead = {e["_id"] for e, d in lanes if d > 0}
@@ -475,7 +476,7 @@ class RecruiterProcess(LeaderProcess):
         available = [e for e in entries if e.get("available") and not e.get("stopping") and e.get("work_on")]
         if not available or any(self.view.needs_beat(e, now) for e in available):
             return None
-        free = sorted(available, key=lambda e: (e.get("available_since") or now, e["_id"]))
+        free = sorted(available, key=serving_order(now))
         return free_workers(self.lookahead.free_lanes(free, entries, self.config.round_size)) or None
 
     async def _select(self, workers: list[FreeWorker], now: datetime, finishing_: list[tuple[str, str]],
