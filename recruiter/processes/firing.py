@@ -201,7 +201,11 @@ class ScheduleFirer:
             update["$set"]["last_skip"] = {"slot": slot, "reason": reason, "at": now}
             # A $set of the count read (checked an integer), not an $inc: safe whatever is stored.
             update["$set"]["skipped"] = int(doc.get("skipped") or 0) + len(plan.skip) + plan.more_skipped
-            self.events.info("schedule.skipped", schedule=defn.name, slots=len(plan.skip), reason=reason)
+            # The latest slot skipped and, for an overlap, the job still unfinished: what an
+            # operator needs to see why (and a test, that a run which had ended never counts).
+            extra = {"waiting_on": str(last_job)} if reason == "overlap" else {}
+            self.events.info("schedule.skipped", schedule=defn.name, slots=len(plan.skip), reason=reason,
+                             slot=slot.isoformat(), **extra)
 
     async def _occurrences(self, db: AsyncDb, defn: Definition, fired: list[tuple[datetime, str]],
                            now: datetime) -> list[tuple[datetime, ObjectId, Document]]:

@@ -160,11 +160,17 @@ def test_overlap_skip_counts_slots_while_the_previous_runs(db_uri: str) -> None:
         await h.producer.schedule("tick", every="1m", job=Record(db_uri, 1).as_job_of(h.producer))
         h.clock.advance(timedelta(minutes=1))
         assert await fire(h) == 1
+        first = (await occurrences(h))[0]["_id"]
         h.clock.advance(timedelta(minutes=1))
-        assert await fire(h) == 0  # the first is still waiting: skipped
+        with capture_logs() as logs:
+            assert await fire(h) == 0  # the first is still waiting: skipped
         sched = await h.db.schedules.find_one({"_id": "tick"})
         assert sched["skipped"] == 1
         assert sched["last_skip"]["reason"] == "overlap"
+        # The log names the slot skipped and the job in the way.
+        (skipped,) = [e for e in logs if e["event"] == "schedule.skipped"]
+        assert skipped["slot"] == (START + timedelta(minutes=2)).isoformat()
+        assert (skipped["reason"], skipped["slots"], skipped["waiting_on"]) == ("overlap", 1, str(first))
         process, slot = await h.worker("w1")
         await h.round()
         await take_and_work(process, slot)

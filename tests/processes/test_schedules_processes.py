@@ -18,8 +18,10 @@ import json
 import signal
 import time
 from collections import Counter
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
+
+from bson import ObjectId
 
 from recruiter import Recruiter
 from tests.conftest import wait_for
@@ -109,17 +111,32 @@ def test_overlap_skip_skips_slots_while_the_previous_runs(processes: Processes, 
         assert nxt["created_at"] >= previous["last_execution"]["ended_at"]
 
 
-def overlap_skips(processes: Processes) -> int:
-    """Slots the recruiters' logs count as skipped for overlap."""
-    total = 0
+def overlap_skips(processes: Processes) -> list[dict[str, Any]]:
+    """The recruiters' ``schedule.skipped`` events for overlap."""
+    out = []
     for p in processes.started:
         if p.name != "recruiter":
             continue
         for line in p.log().splitlines():
             if '"schedule.skipped"' in line:
                 event = json.loads(line)
-                total += event["slots"] if event.get("reason") == "overlap" else 0
-    return total
+                if event.get("reason") == "overlap":
+                    out.append(event)
+    return out
+
+
+def ended_runs_counted_as_overlaps(db: Any, processes: Processes) -> list[str]:
+    """The overlap skips whose job in the way had ended its run before the skip was logged (by
+    more than 0.1 s: the processes' clocks are estimates of the server's). On a loaded machine a
+    job may still wait for its worker, or run, when the next slot comes: that skip is right."""
+    wrong = []
+    for event in overlap_skips(processes):
+        logged = datetime.fromisoformat(event["timestamp"].replace("Z", "+00:00"))
+        job = db.archived.find_one({"_id": ObjectId(event["waiting_on"])}) or {}
+        ended = (job.get("last_execution") or {}).get("ended_at")
+        if ended is not None and ended < logged - timedelta(milliseconds=100):
+            wrong.append(f"slot {event['slot']}: {event['waiting_on']} ended at {ended}, skip logged at {logged}")
+    return wrong
 
 
 def test_a_short_job_every_second_fires_every_slot(processes: Processes, db_uri: str, db: Any) -> None:
@@ -139,12 +156,12 @@ def test_a_short_job_every_second_fires_every_slot(processes: Processes, db_uri:
     schedule = db.schedules.find_one({"_id": "quick"})
     slots = fired(db, "quick")
     assert len(slots) == len(set(slots))
-    assert overlap_skips(processes) == 0
+    assert ended_runs_counted_as_overlaps(db, processes) == []
     # Every slot fired, but for a round late by over a second on a loaded machine (the
-    # ``none`` catch-up then fires the latest slot and counts the other: never silently).
+    # ``none`` catch-up then fires the latest slot and counts the other: never silently), or a
+    # job still waiting or running when the next slot came (an overlap, checked just above).
     expected = int((schedule["next_slot"] - first_slot) / TICK)
     assert expected - len(slots) == schedule.get("skipped", 0)
-    assert schedule.get("skipped", 0) == 0 or schedule["last_skip"]["reason"] == "catch-up"
     assert len(slots) >= RUN_S - 3, f"{len(slots)} fires in {RUN_S:.0f} s"
 
 
@@ -172,7 +189,8 @@ def test_a_short_job_every_second_across_a_leader_kill(processes: Processes, db_
     assert len(slots) == len(set(slots))
     # The occurrence fired just before the kill waits for the next leader to be assigned: it
     # has not run, so the first slot after the failover may be skipped as an overlap.
-    assert overlap_skips(processes) <= 2
+    assert len(overlap_skips(processes)) <= 2
+    assert ended_runs_counted_as_overlaps(db, processes) == []
     expected = int((schedule["next_slot"] - first_slot) / TICK)
     missed = expected - len(slots)
     assert missed == schedule.get("skipped", 0)  # every missed slot is counted
