@@ -189,7 +189,7 @@ def test_a_short_job_every_second_across_a_leader_kill(processes: Processes, db_
     assert len(slots) == len(set(slots))
     # The occurrence fired just before the kill waits for the next leader to be assigned: it
     # has not run, so the first slot after the failover may be skipped as an overlap.
-    assert len(overlap_skips(processes)) <= 2
+    assert sum(event["slots"] for event in overlap_skips(processes)) <= 2
     assert ended_runs_counted_as_overlaps(db, processes) == []
     expected = int((schedule["next_slot"] - first_slot) / TICK)
     missed = expected - len(slots)
