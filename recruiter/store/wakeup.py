@@ -29,7 +29,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-from collections.abc import AsyncIterator, Callable
+import os
+import re
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime
 
 import pymongo
@@ -83,6 +85,26 @@ def quick_empty_pause(streak: int) -> float:
 STREAMS_UNSUPPORTED = frozenset({40573, 40324, 115, 136})
 
 
+# The longest pattern ids_condition sends. MongoDB refuses a regular expression longer than
+# 32 KiB; past this, the ids go as a list.
+MAX_IDS_PATTERN = 16_000
+
+
+def ids_condition(ids: Sequence[str]) -> Query:
+    """A condition that holds for exactly the strings ``ids``: ``^<common prefix>(?:<rest of
+    each>)`` then the end of the string, each part escaped. ``$`` would also match before a
+    final newline (in PCRE, as in Python), so the end is "no character follows". Where the
+    pattern would be too long, or there is no id, the ids go as a list (``$in``)."""
+    if not ids:
+        return {"$in": []}
+    prefix = os.path.commonprefix(list(ids))  # noqa: RUF071 - character by character is what a pattern needs
+    rests = "|".join(re.escape(i[len(prefix):]) for i in sorted(set(ids)))
+    pattern = f"^{re.escape(prefix)}(?:{rests})(?![\\s\\S])"
+    if len(pattern) > MAX_IDS_PATTERN:
+        return {"$in": list(ids)}
+    return {"$regex": pattern}
+
+
 def watch_pipeline(slot_ids: list[str]) -> list[Query]:
     """Events a worker acts on: its entry got a job, was asked to stop, was taken
     over by a restart with the same id (a new ``session``), or was removed.
@@ -91,18 +113,19 @@ def watch_pipeline(slot_ids: list[str]) -> list[Query]:
     an update pipeline as a ``replace`` with the full document, so both forms
     are kept. The worker's own writes (heartbeats, outcomes) do not match.
     """
-    # The kinds of event come first: most roster events (outcomes, cleared outcomes, other
-    # processes' writes) fail them at once, where the ids are a list to search (a server that
-    # matches in order, as the embedded one does, then searches it for assignments only).
+    # The ids come first, as one anchored pattern (ids_condition): nearly every roster event is
+    # another process's, and a server that matches in order, as the embedded one does, then drops
+    # it at the first character past the common prefix, where a list of ids was searched one id
+    # at a time and the kinds of event tried one after another before it.
     return [
         {"$match": {
+            "documentKey._id": ids_condition(slot_ids),
             "$or": [
                 {"operationType": "update", "updateDescription.updatedFields.job": {"$exists": True}},
                 {"operationType": "update", "updateDescription.updatedFields.stop_requested": {"$exists": True}},
                 {"operationType": "update", "updateDescription.updatedFields.session": {"$exists": True}},
                 {"operationType": {"$in": ["replace", "delete"]}},
             ],
-            "documentKey._id": {"$in": slot_ids},
         }},
         {"$project": {
             "operationType": 1,

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 from bson import ObjectId
+from hypothesis import given
+from hypothesis import strategies as st
 
 from recruiter.store.wakeup import (
+    MAX_IDS_PATTERN,
     QUICK_EMPTY_PACE_CAP_S,
     doorbell_pipeline,
+    ids_condition,
     job_of,
     quick_empty_pause,
     watch_pipeline,
@@ -25,7 +30,8 @@ def test_job_of_reads_the_copy_from_updates_and_replaces() -> None:
 
 def test_watch_pipeline_is_limited_to_the_slots_and_keeps_only_the_job_and_ahead() -> None:
     match, project = watch_pipeline(["a", "b"])
-    assert match["$match"]["documentKey._id"] == {"$in": ["a", "b"]}
+    assert next(iter(match["$match"])) == "documentKey._id", "the ids come first: most events are other processes'"
+    assert match["$match"]["documentKey._id"] == ids_condition(["a", "b"])
     watched = {next(k for k in c if k.startswith("updateDescription")) for c in match["$match"]["$or"]
                if c.get("operationType") == "update"}
     assert watched == {"updateDescription.updatedFields.job", "updateDescription.updatedFields.stop_requested",
@@ -55,3 +61,33 @@ def test_quick_empty_batches_are_paced_up_to_a_cap() -> None:
     assert all(a <= b for a, b in itertools.pairwise(pauses))
     assert pauses[2] > 0
     assert pauses[-1] == QUICK_EMPTY_PACE_CAP_S
+
+
+def _holds(condition: dict[str, object], value: str) -> bool:
+    if "$in" in condition:
+        return value in condition["$in"]  # type: ignore[operator]
+    return re.search(str(condition["$regex"]), value) is not None
+
+
+# Ids as workers make them (a worker id, "-<slot>", "~<lane>"), and any text at all: regex
+# metacharacters, newlines, other scripts.
+_worker_ids = st.builds(lambda base, slots, lanes: [f"{base}-{s}{f'~{k}' if k else ''}"
+                                                     for s in range(slots) for k in range(lanes + 1)],
+                        st.text(min_size=1, max_size=12), st.integers(1, 30), st.integers(0, 3))
+_any_ids = st.lists(st.text(max_size=8), min_size=1, max_size=12)
+
+
+@given(st.one_of(_worker_ids, _any_ids), st.lists(st.text(max_size=10), max_size=10))
+def test_the_ids_condition_holds_for_exactly_the_ids(ids: list[str], others: list[str]) -> None:
+    condition = ids_condition(ids)
+    near = [i + tail for i in ids for tail in ("\n", "0", "~1", "-1", " ")] + [i[:-1] for i in ids]
+    for value in [*ids, *near, *others]:
+        assert _holds(condition, value) == (value in ids), (condition, value)
+
+
+def test_the_ids_condition_is_a_pattern_of_the_common_prefix_and_a_list_when_too_long() -> None:
+    condition = ids_condition(["w1-0", "w1-1", "w1-1~1"])
+    assert condition == {"$regex": "^w1\\-(?:0|1|1\\~1)(?![\\s\\S])"}
+    many = [f"w{'x' * 40}-{n}" for n in range(MAX_IDS_PATTERN)]
+    assert ids_condition(many) == {"$in": many}
+    assert ids_condition([]) == {"$in": []}
