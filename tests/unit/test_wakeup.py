@@ -90,4 +90,8 @@ def test_the_ids_condition_is_a_pattern_of_the_common_prefix_and_a_list_when_too
     assert condition == {"$regex": "^w1\\-(?:0|1|1\\~1)(?![\\s\\S])"}
     many = [f"w{'x' * 40}-{n}" for n in range(MAX_IDS_PATTERN)]
     assert ids_condition(many) == {"$in": many}
+    # The bound is on bytes: MongoDB counts the pattern's UTF-8 bytes.
+    wide = [f"w-{chr(0x4E00 + n) * 3}" for n in range(MAX_IDS_PATTERN // 9)]
+    assert ids_condition(wide) == {"$in": wide}
+    assert "$regex" in ids_condition(wide[:100])
     assert ids_condition([]) == {"$in": []}
