@@ -92,8 +92,8 @@ def _one_run(uri: str, pid: int | None, kind: str, processes: list[list[str]], j
         listener.close()
     heard: Counter[str] = Counter()
     for ids, listener in zip(processes, listeners, strict=True):
-        if set(listener.heard) - set(ids):
-            strays = set(listener.heard) - set(ids)
+        strays = set(listener.heard) - set(ids)
+        if strays:
             raise SystemExit(f"bench: the {kind} filter heard another process's entries: {strays}")
         heard.update(listener.heard)
     if heard != expected:

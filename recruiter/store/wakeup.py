@@ -199,7 +199,7 @@ class RosterWatch:
                  on_open: Callable[[], None], idle: asyncio.Event, *, max_await_s: float = 2.0,
                  retry_s: float = 1.0, eager: Callable[[], bool] = lambda: True) -> None:
         self.roster = roster
-        self.slot_ids = slot_ids
+        self.pipeline = watch_pipeline(slot_ids)  # the slots are the process's for its whole life
         self.on_event = on_event
         self.on_open = on_open
         self.idle = idle
@@ -212,7 +212,7 @@ class RosterWatch:
         """Whether the server runs change streams. Every other error counts as yes: the
         stream is opened again and again by :meth:`run`, and slots poll meanwhile."""
         try:
-            stream = await self.roster.watch(watch_pipeline(self.slot_ids), max_await_time_ms=1)
+            stream = await self.roster.watch(self.pipeline, max_await_time_ms=1)
             await stream.close()
         except OperationFailure as exc:
             if exc.code in STREAMS_UNSUPPORTED:
@@ -228,7 +228,7 @@ class RosterWatch:
         while True:
             try:
                 async with closing(await self.roster.watch(
-                    watch_pipeline(self.slot_ids), max_await_time_ms=self.max_await_ms, resume_after=resume_after,
+                    self.pipeline, max_await_time_ms=self.max_await_ms, resume_after=resume_after,
                 )) as stream:
                     self.streaming.set()
                     self.on_open()

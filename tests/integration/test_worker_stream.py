@@ -8,6 +8,7 @@ from typing import Any
 
 from recruiter.store.connection import async_client, parse_target
 from recruiter.store.wakeup import RosterWatch, watch_pipeline
+from tests.conftest import wait_for_async
 
 MINE = ["w1-0", "w1-1", "w1-1~1", "a.b*(c)-0"]
 # Ids one character away from one of MINE: longer, shorter, a final newline, another lane or slot.
@@ -20,35 +21,27 @@ def test_a_worker_stream_hears_its_own_entries_and_no_other(db_uri: str, db: Any
     assert "$regex" in watch_pipeline(MINE)[0]["$match"]["documentKey._id"]
     heard: list[str] = []
 
+    async def heard_at_least(count: int) -> bool:
+        return len(heard) >= count
+
     async def scenario() -> None:
-        arrived = asyncio.Event()
-
-        def hear(slot: str, job: object, ahead: object) -> None:
-            heard.append(slot)
-            arrived.set()
-
-        async def until_heard(count: int) -> None:
-            async with asyncio.timeout(10):
-                while len(heard) < count:
-                    arrived.clear()
-                    await arrived.wait()
-
         target = parse_target(db_uri)
         client = async_client(target)
         idle = asyncio.Event()
         idle.set()
         opened = asyncio.Event()
-        watch = RosterWatch(client[target.database].roster, MINE, hear, opened.set, idle, max_await_s=0.2)
+        watch = RosterWatch(client[target.database].roster, MINE, lambda slot, job, ahead: heard.append(slot),
+                            opened.set, idle, max_await_s=0.2)
         task = asyncio.create_task(watch.run())
         try:
             await asyncio.wait_for(opened.wait(), 10)
             roster = client[target.database].roster
             for entry in [*ALIKE, *MINE]:
                 await roster.update_one({"_id": entry}, {"$set": {"job": {"_id": entry}, "available": False}})
-            await until_heard(len(MINE))
+            await wait_for_async(lambda: heard_at_least(len(MINE)), 10, message="its own assignments")
             # One more event of its own, after every other: nothing alike was heard before it.
             await roster.update_one({"_id": MINE[0]}, {"$set": {"stop_requested": True}})
-            await until_heard(len(MINE) + 1)
+            await wait_for_async(lambda: heard_at_least(len(MINE) + 1), 10, message="its stop")
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
