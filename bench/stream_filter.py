@@ -49,19 +49,23 @@ def _pipeline(kind: str, ids: list[str]) -> list[Query]:
 
 
 class Listener(threading.Thread):
-    """One process's stream: counts the events it hears, by entry id."""
+    """One process's stream, reading all the time: counts the events it hears, by entry id, and
+    its empty replies."""
 
     def __init__(self, uri: str, pipeline: list[Query]) -> None:
         super().__init__(daemon=True)
         self.client: MongoClient[Any] = MongoClient(uri)
         self.stream = self.client.get_default_database().roster.watch(pipeline, max_await_time_ms=500)
         self.heard: Counter[str] = Counter()
+        self.empty = 0
         self.stop = threading.Event()
 
     def run(self) -> None:
         while not self.stop.is_set():
             event = self.stream.try_next()
-            if event is not None:
+            if event is None:
+                self.empty += 1
+            else:
                 self.heard[event["documentKey"]["_id"]] += 1
 
     def close(self) -> None:
@@ -103,12 +107,12 @@ def _one_run(uri: str, pid: int | None, kind: str, processes: list[list[str]], j
             "server_cpu_ms_per_job": None if cpu0 is None or cpu1 is None else 1000 * (cpu1 - cpu0) / jobs}
 
 
-def _median(runs: list[dict[str, Any]], key: str) -> float | None:
+def median_of(runs: list[dict[str, Any]], key: str) -> float | None:
     values = [r[key] for r in runs if r[key] is not None]
     return statistics.median(values) if values else None
 
 
-def _cell(value: float | None) -> str:
+def cell(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
@@ -137,10 +141,10 @@ def main(processes: int, slots: int, lanes: int, jobs: int, rounds: int) -> None
               f"{jobs} jobs a run (an assignment and an outcome each), median of {rounds} rounds")
         print(f"{'filter':<10}{'server CPU ms/job':>20}{'wall ms/job':>14}")
         for kind in FILTERS:
-            print(f"{kind:<10}{_cell(_median(runs[kind], 'server_cpu_ms_per_job')):>20}"
-                  f"{_cell(_median(runs[kind], 'wall_ms_per_job')):>14}")
+            print(f"{kind:<10}{cell(median_of(runs[kind], 'server_cpu_ms_per_job')):>20}"
+                  f"{cell(median_of(runs[kind], 'wall_ms_per_job')):>14}")
         for key in ("server_cpu_ms_per_job", "wall_ms_per_job"):
-            before, after = _median(runs["listed"], key), _median(runs["pattern"], key)
+            before, after = median_of(runs["listed"], key), median_of(runs["pattern"], key)
             ratio = "-" if not before or after is None else f"{after / before:.2f}x"
             print(f"pattern / listed, {key.replace('_', ' ')}: {ratio}")
         print(json.dumps({"runs": runs}))
