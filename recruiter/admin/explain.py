@@ -8,13 +8,15 @@ the roster entries that take its group and their heartbeats, the limits document
 when a limit names its group or tenant, the jobs locked in its group and the token state),
 and the count of the ready jobs ahead of it, served by the ``candidates`` index and capped
 at :data:`recruiter.domain.waiting.AHEAD_CAP` (at most five counts). A job not due yet
-needs no read beyond its own document.
+needs no read beyond its own document. The roster entries that take its group are checked as
+they are read (:mod:`recruiter.admin.roster`): a malformed one is left out, as the recruiter skips it.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from recruiter.admin.roster import checked_entries
 from recruiter.domain.following import JobView
 from recruiter.domain.limits import count_locked, describe_key, keys_of, read_limits, state_from, waiting_line
 from recruiter.domain.records import Raw
@@ -97,7 +99,7 @@ def _explain(c: SyncCollections, docs: JobDocuments, now: datetime) -> Explanati
 
 def _around(c: SyncCollections, job: Raw, now: datetime) -> Around:
     paused = read_paused(c.metadata)
-    entries = read_entries_taking(c.roster, str(job.get("group")))
+    entries, _ = checked_entries(read_entries_taking(c.roster, str(job.get("group"))))
     beats = read_beats_of(c.heartbeats, [e["_id"] for e in entries], {e["_id"]: e for e in entries})
     workers = tuple(worker_fact(e, beats.get(e["_id"]), now) for e in entries)
     count, capped = count_ahead(c.scheduled, ahead_filters(job, now), AHEAD_CAP)

@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 
 from recruiter.admin.limits import LimitView, listing
 from recruiter.admin.status import LeaseView, PausedNames, leases, paused_names
-from recruiter.admin.workers import WorkerView, workers
+from recruiter.admin.workers import MALFORMED, WorkerView, workers
 from recruiter.domain.following import running_in
 from recruiter.domain.lanes import slot_of
 from recruiter.store import Document, SyncCollections, SyncDb, heartbeats_by_worker
@@ -93,12 +93,14 @@ class GroupStats:
 
 @dataclass(frozen=True)
 class WorkerFigures:
-    """Worker slots by state; ``zombies``: entries whose heartbeat is late (given no work, the cleaner's)."""
+    """Worker slots by state; ``zombies``: entries whose heartbeat is late (given no work, the cleaner's);
+    ``malformed``: roster entries set aside (:mod:`recruiter.admin.roster`), in no slot and no group."""
 
     idle: int = 0
     busy: int = 0
     stopping: int = 0
     zombies: int = 0
+    malformed: int = 0
 
 
 @dataclass(frozen=True)
@@ -178,7 +180,8 @@ def _depth(c: SyncCollections, now: datetime, paused: PausedNames) -> dict[Key, 
     locked = locked_jobs(c.scheduled)
     beats = heartbeats_by_worker(c.heartbeats) if locked else {}
     for job in locked:
-        beat = beats.get(job.get("locked_by"))
+        holder = job.get("locked_by")
+        beat = beats.get(holder) if isinstance(holder, str) else None  # a malformed one may not be hashable
         running = beat is not None and running_in(beat, {**job, "locked": True})
         key = _key(job)
         depth[key] = depth[key] + (Depth(running=1) if running else Depth(assigned=1))
@@ -263,10 +266,11 @@ def _groups(keys: list[Key], depth: dict[Key, Depth], windows: list[_Window]) ->
 
 
 def _slots(views: Iterable[WorkerView]) -> dict[str, list[WorkerView]]:
-    """The roster entries by worker slot (a slot's look-ahead lanes are entries of their own)."""
+    """The well-formed roster entries by worker slot (a slot's look-ahead lanes are entries of their own)."""
     by: dict[str, list[WorkerView]] = defaultdict(list)
     for w in views:
-        by[slot_of(w.id)].append(w)
+        if w.state != MALFORMED:
+            by[slot_of(w.id)].append(w)
     return by
 
 
@@ -286,7 +290,7 @@ def _figures(slots: Iterable[list[WorkerView]]) -> WorkerFigures:
 
 
 def _worker_figures(views: list[WorkerView]) -> WorkerFigures:
-    return _figures(_slots(views).values())
+    return replace(_figures(_slots(views).values()), malformed=sum(1 for w in views if w.state == MALFORMED))
 
 
 def _workers_by_group(views: list[WorkerView]) -> dict[str, WorkerFigures]:

@@ -3,7 +3,8 @@
 Invariant: read through :mod:`recruiter.store`'s counting functions (one aggregation
 per collection, served by indexes) and judged on the server's clock ``now`` (a worker
 counts as live by its own heartbeat, a lease as held until it expires); the values
-returned are frozen and hold no driver object.
+returned are frozen and hold no driver object. A malformed roster entry is counted as
+such and in no other figure (:mod:`recruiter.admin.roster`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from recruiter.admin.roster import checked_entries
 from recruiter.domain.control import Paused
 from recruiter.domain.lanes import lane_of, runner_of
 from recruiter.domain.liveness import is_fresh
@@ -21,7 +23,7 @@ from recruiter.store import (
     SyncDb,
     count_by_status,
     count_by_why,
-    entries_summary,
+    entries_by_id,
     heartbeats_by_worker,
     read_leases,
     read_paused,
@@ -30,12 +32,14 @@ from recruiter.store import (
 
 @dataclass(frozen=True)
 class WorkerCounts:
-    """Worker slots in the roster (a slot's look-ahead lanes count once)."""
+    """Worker slots in the roster (a slot's look-ahead lanes count once); ``malformed``: roster entries
+    set aside, counted in no other figure (the recruiter gives them no work)."""
 
     total: int
     available: int
     missed_heartbeats: int
     by_group: Mapping[str, int]
+    malformed: int = 0
 
 
 @dataclass(frozen=True)
@@ -87,14 +91,15 @@ def names_of(paused: Paused) -> PausedNames:
 
 def worker_counts(db: SyncDb, now: datetime) -> WorkerCounts:
     c = SyncCollections.of(db)
-    entries = entries_summary(c.roster)
+    # Read with their assignment, so an entry is judged malformed here as in ``workers list``.
+    entries, malformed = checked_entries(entries_by_id(c.roster))
     # A worker slot is counted once, whatever its look-ahead lanes (recruiter.domain.lanes).
     workers = [e for e in entries if lane_of(e) == 0]
     taking = {runner_of(e) for e in entries if e.get("available")}
     beats = heartbeats_by_worker(c.heartbeats, {"session": 1, "fresh_until": 1}, {w["_id"]: w for w in workers})
     live = sum(1 for w in workers if is_fresh(beats.get(w["_id"]), w, now))
     return WorkerCounts(total=len(workers), available=sum(1 for w in workers if runner_of(w) in taking),
-                        missed_heartbeats=len(workers) - live, by_group=_by_group(workers))
+                        missed_heartbeats=len(workers) - live, by_group=_by_group(workers), malformed=len(malformed))
 
 
 def status(db: SyncDb, now: datetime) -> Status:
@@ -112,6 +117,7 @@ def status(db: SyncDb, now: datetime) -> Status:
 
 
 def _by_group(workers: list[Document]) -> dict[str, int]:
+    """Slots by the group names they take (checked entries: each ``work_on`` a list of names)."""
     counts: dict[str, int] = {}
     for w in workers:
         for g in w.get("work_on") or []:

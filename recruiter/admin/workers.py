@@ -3,7 +3,9 @@
 Invariant: a worker's state and liveness are judged from its own heartbeat (its slot in
 its process's heartbeat document, same session), as the recruiter judges them; an entry without one shows its own
 ``last_seen_at`` (an older version's entry). A working slot shows the progress its
-job last reported (carried by the same heartbeat).
+job last reported (carried by the same heartbeat). A malformed entry (:mod:`recruiter.admin.roster`)
+is one value too, in state ``malformed`` with its reason, after the others: it is in the roster,
+but the recruiter gives it no work.
 """
 
 from __future__ import annotations
@@ -12,10 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from recruiter.admin.roster import MalformedEntry, checked_entries
 from recruiter.domain.following import progress_of
 from recruiter.domain.lanes import slot_of
 from recruiter.domain.liveness import is_fresh
 from recruiter.store import Document, SyncCollections, SyncDb, entries_by_id, heartbeats_by_worker, request_stop
+
+MALFORMED = "malformed"  # the state of a roster entry set aside (recruiter.admin.roster)
 
 
 @dataclass(frozen=True)
@@ -30,7 +35,8 @@ class ProgressView:
 
 @dataclass(frozen=True)
 class WorkerView:
-    """One roster entry: ``state`` is idle, assigned, held (a job handed out ahead), working or stopping."""
+    """One roster entry: ``state`` is idle, assigned, held (a job handed out ahead), working, stopping, or
+    malformed (``problem`` says why; its ``id`` is its ``_id`` as text, which may not be a string)."""
 
     id: str
     groups: tuple[str, ...]
@@ -41,13 +47,14 @@ class WorkerView:
     last_seen_s: float | None
     live: bool
     progress: ProgressView | None
+    problem: str | None = None
 
 
 def workers(db: SyncDb, now: datetime) -> list[WorkerView]:
     """One value per roster entry, by id, with its heartbeat (``heartbeats``, see :mod:`recruiter.domain.liveness`)."""
     c = SyncCollections.of(db)
     views = []
-    entries = entries_by_id(c.roster)
+    entries, malformed = checked_entries(entries_by_id(c.roster))
     # One beat per entry, from its process's heartbeat document (the one naming its session).
     beats = heartbeats_by_worker(c.heartbeats, entries={w["_id"]: w for w in entries})
     for w in entries:
@@ -62,7 +69,7 @@ def workers(db: SyncDb, now: datetime) -> list[WorkerView]:
             last_seen_s=round((now - seen).total_seconds(), 1) if isinstance(seen, datetime) else None,
             live=is_fresh(beat, w, now), progress=_progress(beat),
         ))
-    return views
+    return views + [_malformed(m) for m in malformed]
 
 
 def stop_workers(db: SyncDb, ids: Sequence[str] | None) -> list[str]:
@@ -73,6 +80,11 @@ def stop_workers(db: SyncDb, ids: Sequence[str] | None) -> list[str]:
     asked = request_stop(SyncCollections.of(db).roster, None if ids is None else list(ids))
     # Each roster entry is asked; a slot's look-ahead lanes are named once, as the slot.
     return sorted({slot_of(i) for i in asked})
+
+
+def _malformed(entry: MalformedEntry) -> WorkerView:
+    return WorkerView(id=entry.id, groups=(), state=MALFORMED, job="", pid=None, hostname=None, last_seen_s=None,
+                      live=False, progress=None, problem=entry.problem)
 
 
 def _progress(beat: Document) -> ProgressView | None:

@@ -41,7 +41,7 @@ def workers_list(target: str, as_json: bool) -> None:
 
     def read(db: SyncDb, now: datetime) -> None:
         rows = describe_workers(db, now)
-        click.echo(json.dumps(rows, indent=2) if as_json else render_workers(rows))
+        click.echo(json.dumps(rows, indent=2, default=str) if as_json else render_workers(rows))
 
     with_database(target, read)
 

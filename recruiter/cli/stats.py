@@ -78,7 +78,8 @@ def _totals(counter: CommandStats) -> tuple[int, int]:
 def _print(figures: Stats, cost: tuple[int, int], as_json: bool, watch: bool) -> None:
     if as_json:
         doc = {**stats_json(figures), "cost": {"round_trips": cost[0], "documents": cost[1]}}
-        click.echo(json.dumps(doc) if watch else json.dumps(doc, indent=2))
+        # A lease's owner and epoch are as stored (any type): shown as text if JSON has none for them.
+        click.echo(json.dumps(doc, default=str) if watch else json.dumps(doc, indent=2, default=str))
         return
     if watch:
         click.echo("\x1b[2J\x1b[H", nl=False)  # a fresh screen per refresh
@@ -109,7 +110,7 @@ def stats_json(figures: Stats) -> dict[str, Any]:
     return {
         "at": figures.at.isoformat(),
         "groups": [_group_json(g) for g in figures.groups],
-        "workers": _workers_json(figures.workers),
+        "workers": {**_workers_json(figures.workers), "malformed": figures.workers.malformed},
         "workers_by_group": {g: _workers_json(f) for g, f in figures.workers_by_group.items()},
         "leases": [{"name": str(lease.name), "owner": lease.owner, "epoch": lease.epoch, "held": lease.held,
                     "expires_at": lease.expires_at.isoformat() if lease.expires_at else None}
@@ -184,6 +185,9 @@ def render_stats(figures: Stats) -> str:
     lines += ["", f"workers: {w.idle} idle, {w.busy} busy, {w.stopping} stopping, {w.zombies} zombies"
               + "".join(f"; {g}: {f.idle}/{f.busy}/{f.stopping}/{f.zombies}" for g, f in
                         figures.workers_by_group.items())]
+    if w.malformed:
+        lines.append(f"{w.malformed} malformed roster entr{'y' if w.malformed == 1 else 'ies'}, given no work "
+                     "(see workers list)")
     for lease in figures.leases:
         held = f"held by {lease.owner} until {_iso(lease.expires_at)}" if lease.held else \
             f"free (last held by {lease.owner})"

@@ -16,6 +16,7 @@ class WorkerCounts(TypedDict):
     available: int
     missed_heartbeats: int
     by_group: dict[str, int]
+    malformed: int
 
 
 class LeaseFigures(TypedDict):
@@ -47,7 +48,7 @@ def figures_of(status: admin_status.Status) -> Status:
         "scheduled": dict(status.scheduled),
         "archived": dict(status.archived),
         "workers": {"total": w.total, "available": w.available, "missed_heartbeats": w.missed_heartbeats,
-                    "by_group": dict(w.by_group)},
+                    "by_group": dict(w.by_group), "malformed": w.malformed},
         "leases": {name: LeaseFigures(owner=lease.owner, epoch=lease.epoch, held=lease.held,
                                       expires_at=lease.expires_at.isoformat() if lease.expires_at else None)
                    for name, lease in status.leases.items()},
@@ -62,7 +63,8 @@ def render_status(figures: Status, as_json: bool) -> str:
              "archived:  " + (", ".join(f"{k}={v}" for k, v in figures["archived"].items()) or "none"),
              f"workers:   {figures['workers']['total']} ({figures['workers']['available']} available, "
              f"{figures['workers']['missed_heartbeats']} missed heartbeats)"
-             + "".join(f", {g}={n}" for g, n in figures["workers"]["by_group"].items())]
+             + "".join(f", {g}={n}" for g, n in figures["workers"]["by_group"].items())
+             + _malformed(figures["workers"]["malformed"])]
     for name, lease in figures["leases"].items():
         if lease["held"]:
             lines.append(f"{name} lease: epoch {lease['epoch']} held by {lease['owner']} until {lease['expires_at']}")
@@ -72,3 +74,7 @@ def render_status(figures: Status, as_json: bool) -> str:
     lines.append("paused:    " + (", ".join([*(f"group {g}" for g in paused["groups"]),
                                               *(f"tenant {t}" for t in paused["tenants"])]) or "none"))
     return "\n".join(lines)
+
+
+def _malformed(n: int) -> str:
+    return f"; {n} malformed roster entr{'y' if n == 1 else 'ies'}, given no work (see workers list)" if n else ""

@@ -24,6 +24,7 @@ class WorkerRow(TypedDict):
     last_seen_s: float | None
     live: bool
     progress: ProgressRow | None
+    problem: str | None  # what is wrong with a malformed entry (state ``malformed``)
 
 
 class ProgressRow(TypedDict):
@@ -38,7 +39,7 @@ class ProgressRow(TypedDict):
 def describe_workers(db: SyncDb, now: datetime) -> list[WorkerRow]:
     """One row per roster entry (the read model's :func:`recruiter.admin.workers.workers`), as JSON prints it."""
     return [WorkerRow(id=w.id, groups=list(w.groups), state=w.state, job=w.job, pid=w.pid, hostname=w.hostname,
-                      last_seen_s=w.last_seen_s, live=w.live, progress=_progress(w.progress))
+                      last_seen_s=w.last_seen_s, live=w.live, progress=_progress(w.progress), problem=w.problem)
             for w in workers(db, now)]
 
 
@@ -49,15 +50,20 @@ def _progress(p: ProgressView | None) -> ProgressRow | None:
 
 
 def render_workers(rows: list[WorkerRow]) -> str:
+    """The well-formed entries as a table, then one line per malformed entry (its reason)."""
     if not rows:
         return "no workers in the roster"
+    good = [r for r in rows if r["problem"] is None]
     header = ("id", "groups", "state", "job", "progress", "pid", "host", "last seen")
     table = [header] + [
         (r["id"], ",".join(r["groups"]), r["state"], r["job"], r["progress"]["text"] if r["progress"] else "",
          str(r["pid"]), str(r["hostname"]),
          (f"{r['last_seen_s']}s ago" if r["last_seen_s"] is not None else "never")
          + ("" if r["live"] else " (missed heartbeats: given no work)"))
-        for r in rows
+        for r in good
     ]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table)
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table] \
+        if good else []
+    lines += [f"malformed roster entry {r['id']}: {r['problem']} (given no work)" for r in rows if r["problem"]]
+    return "\n".join(lines)

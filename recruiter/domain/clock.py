@@ -21,6 +21,22 @@ def utc(dt: datetime) -> datetime:
     return dt.replace(microsecond=dt.microsecond // 1000 * 1000)
 
 
+# How far ahead of its reader's clock a date a process stored (a heartbeat, a token bucket) is believed.
+# Every process's clock follows the server's (store.clock.ServerClock), so what one process wrote
+# at its ``now`` is within milliseconds of another's; a tool or a host on its own clock may be off
+# by minutes, or hours across a wrong time zone (a beat an hour ahead is still taken as live).
+# A date further ahead than this no process of this code wrote at its own ``now``: a hand edit, a
+# host whose clock is years off, ``datetime(9999, 12, 31)``. Believed, it would stop progress until
+# that date (a dead worker live, a rate limit never refilled), so it is malformed: set aside, with
+# a warning, and never waited for.
+MAX_AHEAD = timedelta(days=1)
+
+
+def too_far_ahead(when: datetime, now: datetime, allowed: timedelta = MAX_AHEAD) -> bool:
+    """Whether the stored date ``when`` is further ahead of ``now`` than ``allowed`` (:data:`MAX_AHEAD`)."""
+    return when > now + allowed
+
+
 class Clock(Protocol):
     def now(self) -> datetime: ...
 

@@ -39,7 +39,9 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Any
 
+from recruiter.domain.clock import MAX_AHEAD, too_far_ahead
 from recruiter.domain.control import escape, unescape
 from recruiter.domain.selection import Allowance
 
@@ -262,16 +264,22 @@ def limit_from(doc: object) -> tuple[Limit | None, str | None]:
     if not isinstance(doc, Mapping):
         return None, "expected an embedded document"
     max_running, rate, burst = doc.get("max_running"), doc.get("rate"), doc.get("burst", 0)
-    if max_running is not None and (type(max_running) is not int):
+    if max_running is not None and not _integer(max_running):
         return None, f"max_running: expected an integer, got {type(max_running).__name__}"
     if rate is not None and not isinstance(rate, str):
         return None, f"rate: expected a text such as 5/s, got {type(rate).__name__}"
-    if type(burst) is not int:
+    if not _integer(burst):
         return None, f"burst: expected an integer, got {type(burst).__name__}"
     try:
-        return Limit(max_running, Rate.parse(rate, burst) if rate is not None else None), None
+        return Limit(None if max_running is None else int(max_running),
+                     Rate.parse(rate, int(burst)) if rate is not None else None), None
     except ValueError as exc:
         return None, str(exc)
+
+
+def _integer(value: object) -> bool:
+    """An integer as stored: an int or a BSON Int64 (mongosh's NumberLong, an int subclass), not a bool."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def read_limits(doc: object) -> tuple[Limits, list[str]]:
@@ -319,7 +327,7 @@ def state_from(cursor_doc: object, now: datetime) -> tuple[LimitState, str | Non
     if raw is None:
         return LimitState(), None
     buckets: dict[Key, Bucket] = {}
-    problem = _state_problem(raw)
+    problem = _state_problem(raw) or _dated_ahead(raw, now)
     if problem is not None:
         return LimitState(empty_from=now), problem
     assert isinstance(raw, Mapping)
@@ -349,6 +357,16 @@ def _state_problem(raw: object) -> str | None:
         if not isinstance(by_tenant, Mapping) or any(_bucket_problem(b) for b in by_tenant.values()):
             return f"{STATE_FIELD}.tenants.{g}: expected tenant -> {{t: tokens >= 0, at: a date}}"
     return None
+
+
+def _dated_ahead(raw: Mapping[str, Any], now: datetime) -> str | None:
+    """A bucket of the well-formed state ``raw`` dated further ahead of ``now`` than a recruiter writes it
+    (:data:`recruiter.domain.clock.MAX_AHEAD`): it would refill only after that date (never back in time)."""
+    found = [(f"groups.{g}", b["at"]) for g, b in (raw.get("groups") or {}).items()]
+    found += [(f"tenants.{g}.{t}", b["at"]) for g, by_tenant in (raw.get("tenants") or {}).items()
+              for t, b in by_tenant.items()]
+    return next((f"{STATE_FIELD}.{path}.at: {at.isoformat()} is more than {MAX_AHEAD} ahead of this clock"
+                 for path, at in found if too_far_ahead(at, now)), None)
 
 
 def state_sets(changed: Mapping[Key, Bucket]) -> dict[str, object]:

@@ -29,7 +29,10 @@ Invariants:
 
 1. The recruiter assigns only to entries whose heartbeat is fresh: their
    document carries the entry's session and ``fresh_until`` (the last beat plus
-   ``FRESH_BEATS`` intervals) is after ``now`` by the server clock.
+   ``FRESH_BEATS`` intervals) is after ``now`` by the server clock. A beat dated
+   further ahead than a process could have written it (:func:`dated_ahead`: a day
+   past ``now``, :data:`recruiter.domain.clock.MAX_AHEAD`) is malformed: never
+   fresh, and its worker is silent and dead to the recruiter and the cleaner.
 2. A job whose worker died is **returned** when that worker's heartbeats never
    showed it started: unlocked as it was before, its attempt given back, no
    crash counted, nothing archived. Otherwise it is a **crash**
@@ -62,6 +65,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypeVar, cast
 
+from recruiter.domain.clock import MAX_AHEAD, too_far_ahead
 from recruiter.domain.job import Status
 from recruiter.domain.lanes import held_ahead
 from recruiter.domain.outcome import LOCK_FIELDS, crash_update
@@ -188,24 +192,55 @@ def date_or_none(value: object) -> datetime | None:
 
 
 def is_fresh(beat: Raw | None, entry: Raw, now: datetime) -> bool:
-    """Whether ``entry`` may be given work: its own heartbeat (same session) is fresh."""
+    """Whether ``entry`` may be given work: its own heartbeat (same session) is fresh, and not
+    dated too far ahead to be believed (:func:`dated_ahead`)."""
     if beat is None or beat.get("session") != entry.get("session"):
         return False
     until = date_or_none(beat.get("fresh_until"))
-    return until is not None and until > now
+    return until is not None and until > now and dated_ahead(beat, now) is None
 
 
 # The longest heartbeat interval a worker's registration is believed for (a longer stored one
 # is read as none: a hand-written 1e300 must not make a dead worker live for ever).
 MAX_BELIEVED_INTERVAL_S = 86_400.0
+# How far ahead of the reader's clock a beat's ``fresh_until`` may be: its ``last_seen_at``'s
+# allowance (recruiter.domain.clock.MAX_AHEAD) plus FRESH_BEATS of the longest believed interval.
+MAX_FRESH_AHEAD = MAX_AHEAD + timedelta(seconds=FRESH_BEATS * MAX_BELIEVED_INTERVAL_S)
+
+
+def dated_ahead(beat: Raw, now: datetime) -> str | None:
+    """What makes ``beat`` malformed by its dates, or None: ``last_seen_at`` further ahead of ``now``
+    than :data:`~recruiter.domain.clock.MAX_AHEAD`, or ``fresh_until`` further than
+    :data:`MAX_FRESH_AHEAD` (a worker beats at its own ``now``, which follows the server's clock).
+    Such a beat is read as a malformed one: never fresh, its worker silent and dead, so a dead
+    worker's document dated in year 9999 does not keep it live, and its jobs held, for ever."""
+    seen, until = date_or_none(beat.get("last_seen_at")), date_or_none(beat.get("fresh_until"))
+    if seen is not None and too_far_ahead(seen, now):
+        return f"last_seen_at {seen.isoformat()} is more than {MAX_AHEAD} ahead of this clock ({now.isoformat()})"
+    if until is not None and too_far_ahead(until, now, MAX_FRESH_AHEAD):
+        return (f"fresh_until {until.isoformat()} is more than {MAX_FRESH_AHEAD} ahead of this clock "
+                f"({now.isoformat()})")
+    return None
+
+
+def seen_ahead(now: datetime) -> Query:
+    """A filter of ``heartbeats`` for the beats :func:`dated_ahead` at ``now`` by ``last_seen_at`` (indexed)."""
+    return {"last_seen_at": {"$gt": now + MAX_AHEAD}}
+
+
+def fresh_ahead(now: datetime) -> Query:
+    """A filter of ``heartbeats`` for the beats :func:`dated_ahead` at ``now`` by ``fresh_until`` (indexed):
+    the stale reads add it, so a beat dated too far ahead is read as silent, not passed over."""
+    return {"fresh_until": {"$gt": now + MAX_FRESH_AHEAD}}
 
 
 def is_dead(beat: Raw, now: datetime, considered_dead_after_s: float) -> bool:
     """Whether the worker of ``beat`` is dead: silent ``considered_dead_after_s``, and at least
     twice the heartbeat interval it registered, so a live worker that beats less often than the
-    cleaner was told (one registered after it started) is never taken for dead."""
+    cleaner was told (one registered after it started) is never taken for dead. A beat whose
+    dates are not believed (none, or :func:`dated_ahead`) is a dead worker's."""
     seen, interval = date_or_none(beat.get("last_seen_at")), beat.get("heartbeat_interval_s")
-    if seen is None:
+    if seen is None or dated_ahead(beat, now) is not None:
         return True
     believed = (isinstance(interval, int | float) and not isinstance(interval, bool)
                 and 0 < interval <= MAX_BELIEVED_INTERVAL_S)
@@ -214,7 +249,10 @@ def is_dead(beat: Raw, now: datetime, considered_dead_after_s: float) -> bool:
 
 
 def missed_beats(beat: Raw, now: datetime) -> bool:
-    """Whether the entry of ``beat`` has been silent ``TAKE_BACK_BEATS`` of its intervals."""
+    """Whether the entry of ``beat`` has been silent ``TAKE_BACK_BEATS`` of its intervals (a beat
+    :func:`dated_ahead` has: its dates are not believed)."""
+    if dated_ahead(beat, now) is not None:
+        return True
     seen, interval = date_or_none(beat.get("last_seen_at")), beat.get("heartbeat_interval_s")
     if seen is None or not isinstance(interval, int | float) or isinstance(interval, bool) or interval <= 0:
         until = date_or_none(beat.get("fresh_until"))

@@ -203,9 +203,12 @@ class CleanerProcess(LeaderProcess):
         if not ids:
             return {}
         # A heartbeat document without a date in last_seen_at counts as none: no query finds it stale.
-        beating = await heartbeats.read_dated(c.heartbeats, ids)
-        lone = [i for i in ids if i not in beating]
-        return {e["_id"]: e for e in await roster.read_entries(c.roster, lone)} if lone else {}
+        # Only a string names a beat (liveness.expand_beats): an entry with any other _id (a hand edit,
+        # another language; a document or an array is not even hashable) has none, and goes as such.
+        named = [i for i in ids if isinstance(i, str)]
+        beating = await heartbeats.read_dated(c.heartbeats, named) if named else set()
+        lone = [i for i in ids if not isinstance(i, str) or i not in beating]
+        return {entry_key(e["_id"]): e for e in await roster.read_entries(c.roster, lone)} if lone else {}
 
     async def remove_dead_worker(self, p: Pass, worker: Document | None, beat: Document | None) -> int | None:
         """Delete a dead worker's heartbeat and entry and unlock its jobs; None if the entry was not deleted."""
@@ -345,6 +348,12 @@ class CleanerProcess(LeaderProcess):
         if deleted:
             self.events.info("archived.pruned", count=deleted)
         return deleted
+
+
+def entry_key(entry_id: object) -> object:
+    """A key for the roster entry ``entry_id`` among others: the id itself if it is a string (as every
+    beat's), else a tuple naming it (hashable whatever the id, and never equal to a beat's id)."""
+    return entry_id if isinstance(entry_id, str) else ("_id", repr(entry_id))
 
 
 def _when(value: object) -> str:

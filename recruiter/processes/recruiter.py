@@ -44,7 +44,7 @@ from recruiter.domain.clock import Clock
 from recruiter.domain.documents import Malformed, WarnOnce, check_job, entry_problem
 from recruiter.domain.events import RoundAbandoned, RoundCommitted, RoundIdle
 from recruiter.domain.lanes import serving_order
-from recruiter.domain.liveness import is_fresh, missed_beats, pick_beats
+from recruiter.domain.liveness import FROM_PROCESS, dated_ahead, is_fresh, missed_beats, pick_beats
 from recruiter.domain.quarantine import log_quarantined
 from recruiter.domain.selection import DEFAULT_SCHEME, Assignment, CountingScheme, FreeWorker
 from recruiter.processes.events import Bus
@@ -60,6 +60,7 @@ from recruiter.processes.upkeep import find_stranded, sweep
 from recruiter.store import heartbeats, roster, scheduled
 from recruiter.store.connection import StoreError, first_line
 from recruiter.store.layout import AsyncDb, Collections, Document
+from recruiter.store.leases import MAX_TTL
 from recruiter.store.wakeup import Doorbell
 
 log = structlog.get_logger("recruiter.recruiter")
@@ -89,8 +90,8 @@ class RecruiterConfig:
             raise ValueError("round size must be at least 1")
         if not 0 < self.backoff_from_s <= self.backoff_to_s:
             raise ValueError("backoff-from must be positive and not above backoff-to")
-        if self.lease_ttl_s <= 0:
-            raise ValueError("lease ttl must be positive")
+        if not 0 < self.lease_ttl_s <= MAX_TTL.total_seconds():
+            raise ValueError(f"lease ttl must be positive and at most {MAX_TTL} (recruiter.store.leases.MAX_TTL)")
         if self.sweep_interval_s <= 0:
             raise ValueError("sweep interval must be positive")
         if not 0 <= self.coalesce_s <= 1:
@@ -531,6 +532,7 @@ class RecruiterProcess(LeaderProcess):
                 log.warning("heartbeat.malformed", process=str(doc_id)[:100],
                             detail="this worker process's heartbeat document names no slot that can be read; "
                                    "its slots are given no work until it beats again")
+        self._warn_dated_ahead(read, plan.now)
         # A process's document gives one beat per entry it names; an entry's is the one with its session.
         # Only the beats read for it replace an entry's kept one: a stale document of an earlier
         # registration of the same id, read for the stranded jobs, must not hide its fresh one.
@@ -545,6 +547,18 @@ class RecruiterProcess(LeaderProcess):
         # are judged again (at 1 600 entries, judging each twice was a tenth of the leader's time).
         return [e for e in available
                 if e["_id"] not in needed_ids or is_fresh(beats.get(e["_id"]), e, plan.now)]
+
+    def _warn_dated_ahead(self, read: list[Document], now: datetime) -> None:
+        """One warning per heartbeat document dated too far ahead to be believed (its dates as read):
+        its entries are given no work and taken for silent (:func:`recruiter.domain.liveness.dated_ahead`)."""
+        for b in read:
+            if (problem := dated_ahead(b, now)) is None:
+                continue
+            source = b.get(FROM_PROCESS, b["_id"])
+            if self.warned.first(("heartbeats", source), f"ahead {b.get('last_seen_at')!r} {b.get('fresh_until')!r}"):
+                log.warning("heartbeat.malformed", process=str(source)[:100], worker_id=str(b["_id"])[:100],
+                            reason=problem, detail="dated too far ahead to be believed: its slots are given no "
+                                                   "work, and a job they hold is taken back, until it beats again")
 
     def _well_formed(self, entries: list[Document]) -> list[Document]:
         """The roster entries a round can use; a malformed one is skipped, with one warning

@@ -49,7 +49,7 @@ from recruiter.store.metadata import (
 )
 from recruiter.store.monitoring import CommandStats
 from recruiter.store.monitoring import listeners as command_listeners
-from recruiter.store.roster import entries_by_id, entries_summary, longest_heartbeat_interval, request_stop
+from recruiter.store.roster import entries_by_id, longest_heartbeat_interval, request_stop
 from recruiter.store.schedule_admin import (
     Change,
     pause_schedule,
@@ -100,7 +100,6 @@ __all__ = [
     "ensure_indexes",
     "ensure_indexes_sync",
     "entries_by_id",
-    "entries_summary",
     "first_line",
     "heartbeat_client",
     "heartbeats_by_worker",

@@ -16,6 +16,7 @@ from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError
 
 from recruiter.store.layout import AsyncColl, Document, SyncColl
+from recruiter.store.stats import count_by
 from recruiter.store.unique import duplicates
 
 # -- the worker: its own entry, its job, its heartbeat (processes/worker) --------------
@@ -108,4 +109,4 @@ def carries_name(archived: SyncColl, kind: str, name: str) -> bool:
 
 def count_by_why(archived: SyncColl) -> dict[object, int]:
     """How many archived jobs there are for each ``why`` (``recruiter status``)."""
-    return {d["_id"]: d["n"] for d in archived.aggregate([{"$group": {"_id": "$why", "n": {"$sum": 1}}}])}
+    return count_by(archived, "why")

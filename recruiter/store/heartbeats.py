@@ -23,8 +23,10 @@ from recruiter.domain.liveness import (
     FROM_PROCESS,
     PROCESS_KIND,
     expand_beats,
+    fresh_ahead,
     malformed_process_docs,
     pick_beats,
+    seen_ahead,
     slot_key,
 )
 from recruiter.domain.records import Query, Raw
@@ -113,7 +115,8 @@ BEAT_FIELDS = {"session": 1, "fresh_until": 1, "last_seen_at": 1, "heartbeat_int
 async def read_round_beats(heartbeats: AsyncColl, entries: Sequence[Raw], now: datetime, *,
                            stale: bool = True) -> tuple[list[Document], list[object]]:
     """The beats of the roster ``entries`` and, with ``stale``, every beat no longer fresh at
-    ``now`` (an entry may have several: pick by session, :func:`recruiter.domain.liveness.pick_beats`);
+    ``now`` or dated too far ahead (:func:`recruiter.domain.liveness.dated_ahead`); an entry may
+    have several: pick by session, :func:`recruiter.domain.liveness.pick_beats`;
     and the ``_id`` of the process documents read that are malformed (they name no entry).
 
     An entry's beat is in its process's document (``_id``: :func:`process_key` of the entry's
@@ -121,12 +124,16 @@ async def read_round_beats(heartbeats: AsyncColl, entries: Sequence[Raw], now: d
     one read by ``_id``, served by point lookups. It is not read by the documents' ``ids``
     arrays, which the embedded server matches by scanning every document and comparing
     each listed id with each asked one: at 800 slots that was about a third of its time.
-    The stale beats are a second, indexed read, at the same time. Nothing to read: no round trip."""
+    The stale beats are a second, indexed read, and those dated too far ahead a third (not an ``$or``
+    of the two, which the embedded server would serve by a scan), at the same time. Nothing to read:
+    no round trip."""
     ids = [e["_id"] for e in entries]
     keys = [k for k in dict.fromkeys(process_key(e.get("process")) for e in entries) if k is not None]
-    stale_docs, named_docs = await asyncio.gather(
+    stale_docs, ahead_docs, named_docs = await asyncio.gather(
         heartbeats.find({"fresh_until": {"$lte": now}}, _projection(BEAT_FIELDS)).to_list() if stale else _none(),
+        heartbeats.find(fresh_ahead(now), _projection(BEAT_FIELDS)).to_list() if stale else _none(),
         heartbeats.find({"_id": {"$in": [*ids, *keys]}}, _slots_projection(ids)).to_list() if ids else _none())
+    stale_docs += ahead_docs
     # A document both named and stale is read twice: the stale read has all its slots, keep that one
     # (by repr: a malformed _id may not be hashable).
     whole = {repr(d.get("_id")) for d in stale_docs}
@@ -152,9 +159,11 @@ def _slots_projection(ids: Sequence[object]) -> Query | None:
 
 
 async def read_stale(heartbeats: AsyncColl, now: datetime, cutoff: datetime) -> list[Document]:
-    """Beats no longer fresh at ``now``, or last seen before ``cutoff`` (one per entry a document names)."""
+    """Beats no longer fresh at ``now``, last seen before ``cutoff``, or dated too far ahead to be
+    believed (:func:`recruiter.domain.liveness.dated_ahead`): one per entry a document names."""
     return expand_beats(await heartbeats.find(
-        {"$or": [{"fresh_until": {"$lte": now}}, {"last_seen_at": {"$lt": cutoff}}]}).to_list())
+        {"$or": [{"fresh_until": {"$lte": now}}, {"last_seen_at": {"$lt": cutoff}},
+                 seen_ahead(now), fresh_ahead(now)]}).to_list())
 
 
 async def read_dated(heartbeats: AsyncColl, ids: Sequence[object]) -> set[object]:
@@ -175,13 +184,17 @@ async def delete_beat(heartbeats: AsyncColl, beat: Mapping[str, object]) -> bool
         return bool(gone.deleted_count)
     key, entry_id = beat[FROM_PROCESS], str(beat["_id"])
     field = f"slots.{slot_key(entry_id)}"
-    changed = await heartbeats.update_one(
-        {"_id": key, "kind": PROCESS_KIND, "last_seen_at": beat.get("last_seen_at"),
-         f"{field}.session": beat.get("session")},
-        {"$unset": {field: ""}, "$pull": {"ids": entry_id}})
+    fence: Query = {"_id": key, "kind": PROCESS_KIND, "last_seen_at": beat.get("last_seen_at"),
+                    f"{field}.session": beat.get("session")}
+    changed = await heartbeats.update_one({**fence, "ids": {"$type": "array"}},
+                                          {"$unset": {field: ""}, "$pull": {"ids": entry_id}})
+    if not changed.modified_count:
+        # An ``ids`` that is not an array (a hand edit) would fail ``$pull``, and with it the cleaner's
+        # whole pass, at every pass: the slot goes without it (beats are read from ``slots``).
+        changed = await heartbeats.update_one({**fence, "ids": {"$not": {"$type": "array"}}}, {"$unset": {field: ""}})
     if not changed.modified_count:
         return False
-    await heartbeats.delete_one({"_id": key, "kind": PROCESS_KIND, "ids": {"$size": 0}})
+    await heartbeats.delete_one({"_id": key, "kind": PROCESS_KIND, "$or": [{"ids": {"$size": 0}}, {"slots": {}}]})
     return True
 
 

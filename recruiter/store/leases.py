@@ -13,6 +13,14 @@ froze) inside such a transaction would keep the lease document locked until the
 server gives up on the transaction (a minute on MongoDB, never on SecantusDB
 0.7.0b3), so whoever takes an expired lease first kills that session: its open
 transaction is aborted and can never commit.
+
+A lease document is untrusted like any other: an expiry that is not a date is no
+expiry, and one further ahead than any holder of this code writes (:data:`MAX_EXPIRY_AHEAD`:
+the longest TTL, :data:`MAX_TTL`, plus the clock allowance of
+:data:`recruiter.domain.clock.MAX_AHEAD`) is taken as expired, with a warning naming the
+lease and its expiry, so a ``datetime(9999, 12, 31)`` left by a hand edit or a host whose
+clock is years off does not keep every process standing by for ever. Taking it over is the
+same conditional write as any takeover: the epoch still increases, and one standby wins.
 """
 
 from __future__ import annotations
@@ -23,12 +31,28 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pymongo
+import structlog
 from pymongo import ReturnDocument
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
-from recruiter.domain.clock import Clock
+from recruiter.domain.clock import MAX_AHEAD, Clock, too_far_ahead
 from recruiter.store.layout import AsyncColl, Document, PendingFence
+
+log = structlog.get_logger("recruiter.store")
+
+# The longest time a lease is taken for (a Lease refuses a longer ttl): a standby takes over this
+# long after its holder died, which no deployment wants to be longer (the default is 10 s).
+MAX_TTL = timedelta(days=1)
+# The furthest ahead of a reader's clock a holder of this code can have set a lease's expiry: its
+# ttl at most, plus the allowance for clocks (MAX_AHEAD). Further ahead, the expiry is not believed.
+MAX_EXPIRY_AHEAD = MAX_TTL + MAX_AHEAD
+
+
+def expiry_ahead(expires_at: object, now: datetime) -> bool:
+    """Whether a stored lease expiry is a date further ahead of ``now`` than any holder writes
+    (:data:`MAX_EXPIRY_AHEAD`): such a lease is taken as expired (see the module doc)."""
+    return isinstance(expires_at, datetime) and too_far_ahead(expires_at, now, MAX_EXPIRY_AHEAD)
 
 
 @dataclass
@@ -41,6 +65,10 @@ class Lease:
     epoch: int | None = None
     expires_at: datetime | None = None
     session: AsyncClientSession | None = None  # the session of this holder's fenced transactions
+
+    def __post_init__(self) -> None:
+        if self.ttl > MAX_TTL:
+            raise ValueError(f"a lease ttl of {self.ttl} is longer than the longest allowed, {MAX_TTL}")
 
     def _new_session(self) -> AsyncClientSession:
         if self.session is not None:
@@ -58,16 +86,19 @@ class Lease:
             with contextlib.suppress(PyMongoError):
                 await session.end_session()
 
-    async def _kill_expired_holder(self, now: datetime) -> None:
-        """Abort the transactions of an expired holder (best effort; see the module doc)."""
-        doc = await self.collection.find_one({"_id": self.name}, {"owner": 1, "expires_at": 1, "session": 1})
-        if not doc or doc.get("owner") == self.owner or not doc.get("session"):
-            return
+    async def _kill_expired_holder(self, now: datetime) -> Document | None:
+        """Abort the transactions of an expired holder (best effort; see the module doc). Returns the
+        lease document read if its expiry is too far ahead to be believed (:func:`expiry_ahead`)."""
+        doc = await self.collection.find_one({"_id": self.name}, {"owner": 1, "epoch": 1, "expires_at": 1,
+                                                                  "session": 1})
+        if not doc or doc.get("owner") == self.owner:
+            return None
         expires_at = doc.get("expires_at")
-        if isinstance(expires_at, datetime) and expires_at > now:
-            return
-        with contextlib.suppress(PyMongoError):
-            await self.collection.database.client.admin.command("killSessions", [doc["session"]])
+        ahead = expiry_ahead(expires_at, now)
+        if doc.get("session") and not (isinstance(expires_at, datetime) and expires_at > now and not ahead):
+            with contextlib.suppress(PyMongoError):
+                await self.collection.database.client.admin.command("killSessions", [doc["session"]])
+        return doc if ahead else None
 
     @property
     def held(self) -> bool:
@@ -77,15 +108,16 @@ class Lease:
         """Take or renew the lease. Returns whether this process holds it now."""
         now = self.clock.now()
         expires_at = now + self.ttl
-        if self.epoch is None:
-            await self._kill_expired_holder(now)
+        ahead = await self._kill_expired_holder(now) if self.epoch is None else None
         session_id = self._new_session().session_id
         try:
-            # The lease document is untrusted too: an expiry that is not a date is no
-            # expiry, and an epoch that is not a whole number counts as 0.
+            # The lease document is untrusted too: an expiry that is not a date is no expiry,
+            # one too far ahead to be believed has passed (MAX_EXPIRY_AHEAD), and an epoch
+            # that is not a whole number counts as 0.
             doc = await self.collection.find_one_and_update(
                 {"_id": self.name, "$or": [{"owner": self.owner}, {"expires_at": {"$lte": now}},
-                                           {"expires_at": {"$not": {"$type": "date"}}}]},
+                                           {"expires_at": {"$not": {"$type": "date"}}},
+                                           {"expires_at": {"$gt": now + MAX_EXPIRY_AHEAD}}]},
                 [{"$set": {"_epoch": {"$cond": [{"$in": [{"$type": "$epoch"}, ["int", "long"]]},
                                                 {"$max": ["$epoch", 0]}, 0]}}},
                  {"$set": {
@@ -98,6 +130,10 @@ class Lease:
                     "expires_at": expires_at,
                     "renewed_at": now,
                     "session": {"$literal": session_id},
+                    # The fence $incs it at every round: a value that is not a number (a hand edit)
+                    # would fail every fence, so it starts again from 0.
+                    "fenced_rounds": {"$cond": [{"$in": [{"$type": "$fenced_rounds"}, ["int", "long", "double"]]},
+                                                "$fenced_rounds", 0]},
                  }},
                  {"$unset": "_epoch"}],
                 upsert=True,
@@ -112,6 +148,12 @@ class Lease:
             return False
         self.epoch = doc["epoch"]
         self.expires_at = expires_at
+        if ahead is not None:
+            log.warning("lease.malformed", lease=self.name, expires_at=str(ahead.get("expires_at")),
+                        owner=str(ahead.get("owner"))[:100], epoch=self.epoch,
+                        reason=f"its expiry is more than {MAX_EXPIRY_AHEAD} ahead of this clock ({now.isoformat()}), "
+                               "later than any holder sets it",
+                        detail="taken as expired, and taken over")
         return True
 
     async def renew(self) -> bool:

@@ -77,10 +77,16 @@ def read_cursor_document(metadata: SyncColl) -> Document | None:
 def switch_paused(metadata: SyncColl, kind: str, names: list[str], pause: bool) -> Paused:
     """Pause or resume groups or tenants (``kind``: group | tenant); returns the switches now."""
     field = KINDS[kind]
+    # The document is untrusted: a list that is not an array (a hand edit) would fail $addToSet and
+    # $pull, and the operator could pause or resume nothing. The switch is written as a set
+    # operation over the list as it is, or over none when it is not a list.
+    now_listed = {"$cond": [{"$isArray": f"${field}"}, f"${field}", []]}
     if pause:
-        metadata.update_one({"_id": PAUSED_ID}, {"$addToSet": {field: {"$each": names}}}, upsert=True)
+        metadata.update_one({"_id": PAUSED_ID}, [{"$set": {field: {"$setUnion": [now_listed, {"$literal": names}]}}}],
+                            upsert=True)
     else:  # only where one of them is paused: resuming what is not paused writes nothing
-        metadata.update_one({"_id": PAUSED_ID, field: {"$in": names}}, {"$pull": {field: {"$in": names}}})
+        metadata.update_one({"_id": PAUSED_ID, field: {"$in": names}},
+                            [{"$set": {field: {"$setDifference": [now_listed, {"$literal": names}]}}}])
     return read_paused(metadata)
 
 

@@ -399,13 +399,8 @@ def request_stop(roster: SyncColl, ids: list[str] | None) -> list[str]:
 
 
 def entries_by_id(roster: SyncColl) -> list[Document]:
-    """Every roster entry, by id, without its outcome and job (``recruiter workers list``)."""
+    """Every roster entry, by id, without its outcome and job (``recruiter workers list``, ``status``)."""
     return list(roster.find({}, {"outcome": 0, "job": 0}).sort("_id", 1))
-
-
-def entries_summary(roster: SyncColl) -> list[Document]:
-    """Every roster entry without its assignment, outcome and job (``recruiter status``)."""
-    return list(roster.find({}, {"assigned_to": 0, "outcome": 0, "job": 0}))
 
 
 async def longest_heartbeat_interval(roster: AsyncColl, above_s: float) -> tuple[str, float] | None:

@@ -18,6 +18,7 @@ from recruiter.domain.outcome import ROLLBACK_PIPELINE
 from recruiter.domain.records import Query
 from recruiter.domain.resubmit import late_flag_filter
 from recruiter.store.layout import AsyncClientSession, AsyncColl, ClientSession, Document, SyncColl
+from recruiter.store.stats import count_by
 
 # -- the worker: its own entry, its job, its heartbeat (processes/worker) --------------
 
@@ -340,4 +341,4 @@ async def insert_jobs_async(scheduled: AsyncColl, docs: list[Document],
 
 def count_by_status(scheduled: SyncColl) -> dict[object, int]:
     """How many jobs are in each ``status`` (``recruiter status``)."""
-    return {d["_id"]: d["n"] for d in scheduled.aggregate([{"$group": {"_id": "$status", "n": {"$sum": 1}}}])}
+    return count_by(scheduled, "status")

@@ -25,6 +25,17 @@ from recruiter.store.layout import Document, SyncColl
 DEPTH_KEY = {"group": "$group", "tenant": "$tenant", "status": "$status"}
 
 
+def count_by(coll: SyncColl, field: str) -> dict[object, int]:
+    """How many documents of ``coll`` hold each value of ``field`` (``recruiter status``). The values are
+    untrusted: one that is not hashable (a document, an array) is counted under its ``repr``."""
+    counts: dict[object, int] = {}
+    for row in coll.aggregate([{"$group": {"_id": f"${field}", "n": {"$sum": 1}}}]):
+        value = row["_id"]
+        key = value if value is None or isinstance(value, str | int | float) else repr(value)
+        counts[key] = counts.get(key, 0) + int(row["n"])
+    return counts
+
+
 def waiting_depth(scheduled: SyncColl, now: datetime, *, due: bool) -> list[Document]:
     """Unlocked jobs due at ``now`` (``due``) or later, by group, tenant and status:
     ``{_id: {group, tenant, status}, n, oldest}`` (``oldest``: the earliest ``scheduled_at``)."""

@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 from bson import ObjectId
+from bson.int64 import Int64
 
 from recruiter import Recruiter
 from recruiter.admin import Admin, RetryRefusedAll, UnusedNames
+from recruiter.admin.roster import checked_entries
 from recruiter.domain.job import JobOptions, build_job_document
 from recruiter.domain.listing import EARLIEST
 from recruiter.store import Change, ensure_indexes_sync
@@ -194,3 +196,102 @@ def test_schedules_through_the_python_api(db_uri: str, db: Any) -> None:
         assert rec.admin.schedule("missing") is None
         assert rec.admin.remove_schedule("nightly") is Change.DONE
         assert rec.admin.schedules().schedules == ()
+
+
+# Roster entries an older version, another language or a mongosh edit may have left: each is
+# malformed (recruiter.domain.documents.entry_problem), and the recruiter gives it no work. (An
+# array _id is refused by MongoDB itself: test_an_entry_of_any_id_is_set_aside checks it without one.)
+MALFORMED_ENTRIES: list[dict[str, Any]] = [
+    {"_id": {"a": 1}, "work_on": ["mail"], "available": True},
+    {"_id": "w-null-group", "work_on": ["mail", None], "available": True},
+    {"_id": "w-doc-group", "work_on": [{"a": 1}], "available": True},
+    {"_id": "w-list-group", "work_on": [["x"]], "available": True},
+    {"_id": "w-text-assigned", "work_on": ["mail"], "assigned_to": "x", "available": False},
+]
+
+
+def test_malformed_roster_entries_are_counted_and_shown_as_such(db: Any, db_uri: str, admin: Admin,
+                                                                jobs: dict[str, Any], now: datetime) -> None:
+    """Every read of the roster checks its entries once: a malformed one is set aside with its reason
+    (state ``malformed`` in ``workers()``, counted as malformed by ``status()`` and ``stats()``), and the
+    well-formed ones show as before."""
+    worker(db, "w-1", now, groups=["mail"], fresh=True)
+    worker(db, "w-2", now, groups=["mail", "billing"], fresh=False, available=False)
+    db.roster.insert_many(MALFORMED_ENTRIES)
+    db.heartbeats.insert_one({"_id": {"a": 1}, "last_seen_at": now, "fresh_until": now + timedelta(seconds=30)})
+    db.scheduled.update_one({"_id": jobs["queued"][0]["_id"]}, {"$set": {"locked": True, "locked_by": {"a": 1}}})
+    with Recruiter.connect(db_uri) as rec:
+        s = rec.admin.status()
+        views = rec.admin.workers()
+        st = rec.admin.stats()
+    assert (s.workers.total, s.workers.available, s.workers.missed_heartbeats) == (2, 1, 1)
+    assert dict(s.workers.by_group) == {"billing": 1, "mail": 2}
+    assert s.workers.malformed == len(MALFORMED_ENTRIES)
+    good = {w.id: w for w in views if w.state != "malformed"}
+    assert (good["w-1"].state, good["w-1"].live, good["w-1"].groups) == ("idle", True, ("mail",))
+    assert set(good) == {"w-1", "w-2"}
+    bad = {w.id: w for w in views if w.state == "malformed"}
+    assert set(bad) == {"{'a': 1}", "w-null-group", "w-doc-group", "w-list-group", "w-text-assigned"}
+    assert bad["w-null-group"].problem == "work_on.1: expected a non-empty string, got null"
+    assert bad["w-text-assigned"].problem is not None
+    assert bad["w-text-assigned"].problem.startswith("assigned_to: ")
+    assert all(not w.live and w.groups == () for w in bad.values())
+    assert (st.workers.idle, st.workers.zombies, st.workers.malformed) == (1, 1, len(MALFORMED_ENTRIES))
+    assert set(st.workers_by_group) == {"billing", "mail"}
+    assert sum(g.depth.assigned for g in st.groups) == 1  # held by a malformed holder: assigned, not running
+
+
+@pytest.mark.parametrize("entry", MALFORMED_ENTRIES, ids=lambda e: str(e["_id"]))
+def test_each_kind_of_malformed_entry_alone_is_set_aside(db: Any, db_uri: str, now: datetime,
+                                                         entry: dict[str, Any]) -> None:
+    worker(db, "w-1", now, groups=["mail"], fresh=True)
+    db.roster.insert_one(entry)
+    with Recruiter.connect(db_uri) as rec:
+        assert rec.admin.status().workers.malformed == 1
+        assert [w.state for w in rec.admin.workers()] == ["idle", "malformed"]
+        assert rec.admin.stats().workers.malformed == 1
+
+
+def test_an_entry_of_any_id_is_set_aside() -> None:
+    kept, malformed = checked_entries([{"_id": ["w"], "work_on": ["mail"]}, {"_id": "w", "work_on": ["mail"]},
+                                       {"_id": "x" * 300, "available": True}])
+    assert [e["_id"] for e in kept] == ["w"]
+    assert [m.id for m in malformed] == ["['w']", "x" * 100]
+    assert [m.problem for m in malformed] == ["_id: expected a non-empty string, got list", "work_on: missing"]
+
+
+def test_explain_leaves_out_the_malformed_entries_taking_its_group(db: Any, admin: Admin, jobs: dict[str, Any],
+                                                                  now: datetime) -> None:
+    worker(db, "w-1", now, groups=["mail"], fresh=True)
+    db.roster.insert_many(MALFORMED_ENTRIES)
+    mail = next(j for j in jobs["queued"] if j["group"] == "mail")
+    explanation = admin.explain(mail["_id"])
+    assert explanation is not None
+    assert explanation.job_id == mail["_id"]
+
+
+def test_a_limit_stored_as_int64_is_read(db: Any, admin: Admin) -> None:
+    """mongosh writes NumberLong (bson Int64, an int subclass) for a number typed by hand: a limit
+    holding one is applied, as the same limit with plain integers."""
+    db.metadata.insert_one({"_id": "limits", "groups": {
+        "mail": {"max_running": Int64(3)}, "billing": {"rate": "5/s", "burst": Int64(2)},
+        "flags": {"max_running": True}}})
+    listing = admin.limits()
+    by_group = {v.group: v.limit for v in listing.limits}
+    assert set(by_group) == {"mail", "billing"}
+    assert by_group["mail"].max_running == 3
+    assert type(by_group["mail"].max_running) is int
+    assert by_group["billing"].rate is not None
+    assert by_group["billing"].rate.burst == 2
+    assert listing.problems == ("groups.flags: max_running: expected an integer, got bool",)
+
+
+def test_status_counts_statuses_and_reasons_of_any_type(db: Any, db_uri: str, now: datetime) -> None:
+    """``status()`` counts jobs by their stored ``status`` and ``why``, untrusted: a document or an
+    array there is counted under its text instead of failing the whole snapshot."""
+    db.scheduled.insert_many([{"status": {"odd": 1}}, {"status": ["a", "b"]}, {"status": "queued"}])
+    db.archived.insert_many([{"why": {"odd": 1}}, {"why": "done"}, {"why": "done"}, {}])
+    with Recruiter.connect(db_uri) as rec:
+        s = rec.admin.status()
+    assert s.scheduled == {"['a', 'b']": 1, "queued": 1, "{'odd': 1}": 1}
+    assert s.archived == {None: 1, "done": 2, "{'odd': 1}": 1}

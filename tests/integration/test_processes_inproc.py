@@ -1187,3 +1187,50 @@ def test_cleaner_removes_entries_without_a_readable_heartbeat(db_uri: str) -> No
         assert {i for b in await h.db.heartbeats.find().to_list() for i in b["ids"]} == {"fine2"}
 
     run(db_uri, scenario)
+
+
+def test_cleaner_removes_entries_whose_id_or_beat_is_malformed_and_goes_on(db_uri: str) -> None:
+    """Roster entries whose ``_id`` is not a string (a document, a number) and a process
+    heartbeat whose ``ids`` is not an array (hand edits, another language) are removed as dead like
+    any other, in the same pass as a well-formed dead worker: no pass fails, no process exits."""
+    async def scenario(h: Harness) -> None:
+        job_id = await h.producer.enqueue(Record(h.db_uri, n=4))
+        dead, dead_slot = await h.worker("dead")
+        await h.round()
+        assert await dead.poll(dead_slot) == job_id
+        await h.worker("mangled")
+        await h.db.heartbeats.update_one({"ids": "mangled"}, {"$set": {"ids": "mangled"}})  # a string, not a list
+        odd_ids: list[Any] = [{"a": 1}, {"b": [1, 2]}, 7]  # (MongoDB refuses an array)
+        for odd in odd_ids:
+            await h.db.roster.insert_one({"_id": odd, "work_on": ["*"], "available": True})
+        h.clock.advance(timedelta(seconds=DEAD_AFTER_S + 1))
+        await h.worker("fine")
+        cleaner = await h.cleaner()
+        report = await cleaner.clean(cleaner.c)
+        assert report.dead_workers == 5  # dead, mangled and the three odd ids
+        assert report.unlocked_jobs == 1
+        assert [e["_id"] for e in await h.db.roster.find().to_list()] == ["fine"]
+        assert [b["ids"] for b in await h.db.heartbeats.find().to_list()] == [["fine"]]
+        job = await h.job(job_id)
+        assert job is not None
+        assert job["locked"] is False
+        assert (await cleaner.clean(cleaner.c)).dead_workers == 0  # and the next pass finds nothing left
+
+    run(db_uri, scenario)
+
+
+def test_a_lease_whose_round_count_is_not_a_number_still_fences_rounds(db_uri: str) -> None:
+    """Each round's fence $incs the lease's ``fenced_rounds``: edited into text by hand, it failed every
+    fence, so the leader ran no round again. The lease's renewal now starts the count again from 0."""
+    async def scenario(h: Harness) -> None:
+        await h.settle()
+        await h.db.metadata.update_one({"_id": "recruiter"}, {"$set": {"fenced_rounds": "many"}})
+        job_id = await h.producer.enqueue(Record(h.db_uri, n=5))
+        process, slot = await h.worker("w")
+        assert (await h.round()).assigned == 1
+        assert await process.poll(slot) == job_id
+        lease = await h.db.metadata.find_one({"_id": "recruiter"})
+        assert lease is not None
+        assert lease["fenced_rounds"] == 1
+
+    run(db_uri, scenario)

@@ -162,7 +162,7 @@ def test_the_command_prints_the_figures_and_its_bounded_cost(db: Any, db_uri: st
     assert out.exit_code == 0, out.output
     doc = json.loads(out.stdout)
     assert {g["group"] for g in doc["groups"]} == set(GROUPS)
-    assert doc["workers"] == {"idle": 1, "busy": 2, "stopping": 0, "zombies": 1}
+    assert doc["workers"] == {"idle": 1, "busy": 2, "stopping": 0, "zombies": 1, "malformed": 0}
     cost = doc["cost"]
     print(f"stats over 2 000 waiting and 5 000 archived jobs: {cost['round_trips']} round trips, "
           f"{cost['documents']} documents returned")

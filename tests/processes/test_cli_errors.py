@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -91,3 +92,40 @@ def test_status_reports_counts(db_uri: str) -> None:
     text = run_cli("status", "--target", db_uri)
     assert "scheduled: queued=2" in text.stdout
     assert "archived:  done=1" in text.stdout
+
+
+@pytest.mark.parametrize("command", [["status"], ["status", "--json"], ["workers", "list"],
+                                     ["workers", "list", "--json"], ["stats"], ["stats", "--json"]])
+def test_read_commands_show_malformed_roster_entries_without_failing(db_uri: str, command: list[str]) -> None:
+    """A roster entry is untrusted input: one whose ``_id``, ``work_on`` or ``assigned_to`` is of
+    another type is shown as malformed, beside the well-formed one, and the command succeeds."""
+    from recruiter import Recruiter
+
+    with Recruiter.connect(db_uri) as rec:
+        rec.db.roster.insert_many([
+            {"_id": "w-ok", "work_on": ["bench"], "available": True, "pid": 7, "hostname": "h"},
+            {"_id": {"a": 1}, "work_on": ["bench"], "available": True},
+            {"_id": "w-null-group", "work_on": ["bench", None], "available": True},
+            {"_id": "w-doc-group", "work_on": [{"a": 1}], "available": True},
+            {"_id": "w-list-group", "work_on": [["x"]], "available": True},
+            {"_id": "w-text-assigned", "work_on": ["bench"], "assigned_to": "x", "available": False},
+        ])
+    result = run_cli(*command, "--target", db_uri)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr
+    out = result.stdout
+    if "--json" in command:
+        doc = json.loads(out)
+        if command[0] == "workers":
+            states = {row["id"]: row["state"] for row in doc}
+            assert states["w-ok"] == "idle"
+            assert sorted(i for i, s in states.items() if s == "malformed") == \
+                sorted(["{'a': 1}", "w-null-group", "w-doc-group", "w-list-group", "w-text-assigned"])
+        else:
+            assert doc["workers"]["malformed"] == 5
+    elif command[0] == "workers":
+        assert out.splitlines()[1].split()[:3] == ["w-ok", "bench", "idle"]
+        assert "malformed roster entry w-null-group: work_on.1: expected a non-empty string, got null" in out
+        assert "malformed roster entry {'a': 1}: _id: " in out
+    else:
+        assert "5 malformed roster entries" in out

@@ -58,3 +58,24 @@ def test_durations_beyond_a_century_are_one_line_and_change_nothing(db: Any, db_
                           "too large")
     assert list(db.scheduled.find()) == before
     assert db.archived.count_documents({}) == 0
+
+
+def test_pause_and_resume_work_over_switches_that_are_not_lists(db: Any, db_uri: str) -> None:
+    """The switches document is untrusted: a list edited into something else by hand made ``pause``
+    ($addToSet) and ``resume`` ($pull) fail for good. Now the switch is written over it."""
+    with Recruiter.connect(db_uri) as rec:
+        rec.enqueue_many([Record(db_uri, n=1).as_job_of(rec).in_group("billing"),
+                          Record(db_uri, n=2).as_job_of(rec).in_group("reports").for_tenant("acme-com")])
+    db.metadata.insert_one({"_id": "paused", "groups": "billing", "tenants": {"acme-com": 1}})
+    out = run_cli("groups", "pause", "reports", "--target", db_uri)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "paused groups: reports"
+    assert run_cli("tenants", "pause", "acme-com", "--target", db_uri).stdout.strip() == "paused tenants: acme-com"
+    db.metadata.update_one({"_id": "paused"}, {"$set": {"groups": "reports"}})
+    out = run_cli("groups", "pause", "billing", "--target", db_uri)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "paused groups: billing"
+    db.metadata.update_one({"_id": "paused"}, {"$set": {"tenants": "acme-com"}})  # $in matches it: resume writes
+    out = run_cli("tenants", "resume", "acme-com", "--target", db_uri)
+    assert out.returncode == 0, out.stderr
+    assert db.metadata.find_one({"_id": "paused"}) == {"_id": "paused", "groups": ["billing"], "tenants": []}

@@ -366,3 +366,19 @@ def test_the_switches_page_shows_the_flow_control_limits(web: TestClient, store_
     assert "mail" in row.group(0)
     assert "(whole group)" in row.group(0)
     assert "2" in row.group(0)
+
+
+def test_every_page_renders_over_malformed_documents(web: TestClient, db: Any, seeded: dict[str, Any]) -> None:
+    """Roster entries, job statuses and archived reasons of any type (hand edits, other languages) are
+    shown as malformed or as text; no page fails, and a malformed entry offers no Stop button."""
+    db.roster.insert_many([{"_id": {"a": 1}, "work_on": ["mail"], "available": True},
+                           {"_id": "w-null-group", "work_on": ["mail", None], "available": True},
+                           {"_id": "w-text-assigned", "work_on": ["mail"], "assigned_to": "x", "available": False}])
+    db.scheduled.insert_one({"status": {"odd": 1}, "group": ["mail"]}, bypass_document_validation=True)
+    db.archived.insert_one({"why": ["odd"], "archived_at": "yesterday"}, bypass_document_validation=True)
+    for path in ("/", "/overview/live", "/jobs", "/failures", "/workers", "/schedules", "/switches", "/audit"):
+        response = web.get(path)
+        assert response.status_code == 200, (path, response.text[:300])
+    workers = web.get("/workers").text
+    assert "malformed: work_on.1: expected a non-empty string, got null" in workers
+    assert 'value="w-null-group"' not in workers  # no Stop form names it
