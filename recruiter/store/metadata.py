@@ -78,15 +78,17 @@ def switch_paused(metadata: SyncColl, kind: str, names: list[str], pause: bool) 
     """Pause or resume groups or tenants (``kind``: group | tenant); returns the switches now."""
     field = KINDS[kind]
     # The document is untrusted: a list that is not an array (a hand edit) would fail $addToSet and
-    # $pull, and the operator could pause or resume nothing. The switch is written as a set
-    # operation over the list as it is, or over none when it is not a list.
+    # $pull, and the operator could pause or resume nothing. The switch is written as an array
+    # operation over the list as it is, or over none when it is not a list, keeping its order.
     now_listed = {"$cond": [{"$isArray": f"${field}"}, f"${field}", []]}
-    if pause:
-        metadata.update_one({"_id": PAUSED_ID}, [{"$set": {field: {"$setUnion": [now_listed, {"$literal": names}]}}}],
+    given = {"$literal": list(dict.fromkeys(names))}
+    if pause:  # the names not listed yet, after those listed
+        added = {"$filter": {"input": given, "cond": {"$not": [{"$in": ["$$this", now_listed]}]}}}
+        metadata.update_one({"_id": PAUSED_ID}, [{"$set": {field: {"$concatArrays": [now_listed, added]}}}],
                             upsert=True)
     else:  # only where one of them is paused: resuming what is not paused writes nothing
-        metadata.update_one({"_id": PAUSED_ID, field: {"$in": names}},
-                            [{"$set": {field: {"$setDifference": [now_listed, {"$literal": names}]}}}])
+        kept = {"$filter": {"input": now_listed, "cond": {"$not": [{"$in": ["$$this", given]}]}}}
+        metadata.update_one({"_id": PAUSED_ID, field: {"$in": names}}, [{"$set": {field: kept}}])
     return read_paused(metadata)
 
 
