@@ -27,12 +27,11 @@ from collections import Counter
 from typing import Any
 
 import click
-from bson import ObjectId
 from pymongo import MongoClient
 
 from bench.procs import cpu_seconds
 from bench.server import running_server
-from bench.stream_filter import Listener, cell, median_of
+from bench.stream_filter import Listener, cell, median_of, register, write_job
 from recruiter.domain.lanes import lane_ids
 from recruiter.store.wakeup import watch_pipeline
 
@@ -50,9 +49,8 @@ def _one_run(uri: str, pid: int | None, processes: list[list[str]], streams: int
     expected: Counter[str] = Counter()
     cpu0, t0 = cpu_seconds(pid), time.perf_counter()
     for n in range(jobs):
-        entry, token = entries[n % len(entries)], ObjectId()  # a new value: an update that changes nothing has no event
-        db.roster.update_one({"_id": entry}, {"$set": {"job": {"_id": n, "lock_token": token}, "available": False}})
-        db.roster.update_one({"_id": entry}, {"$set": {"outcome": {"job": n, "token": token}, "available": True}})
+        entry = entries[n % len(entries)]
+        write_job(db, entry, n)
         if entry in watched:
             expected[entry] += 1
     deadline = time.monotonic() + 120
@@ -97,8 +95,7 @@ def main(streams_text: str, jobs: int, rounds: int) -> None:
         client.drop_database("bench_stream_count")
         # One process of one slot (two lanes) per stream; with fewer streams, the others' entries are written unheard.
         processes = [lane_ids(f"w{p:02d}", 1) for p in range(max(max(counts), 1))]
-        client.get_default_database().roster.insert_many(
-            [{"_id": i, "available": True} for ids in processes for i in ids])
+        register(client.get_default_database(), processes)
         runs: dict[int, list[dict[str, Any]]] = {n: [] for n in counts}
         for _ in range(rounds):
             for n in counts:

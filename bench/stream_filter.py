@@ -75,6 +75,19 @@ class Listener(threading.Thread):
         self.client.close()
 
 
+def register(db: Any, processes: list[list[str]]) -> None:
+    """The roster entries of ``processes`` (each a list of entry ids), free."""
+    db.roster.insert_many([{"_id": i, "available": True} for ids in processes for i in ids])
+
+
+def write_job(db: Any, entry: str, n: int) -> None:
+    """What job ``n`` writes to the roster entry ``entry``: its assignment (an event for the entry's
+    stream), then its outcome (an event for none)."""
+    token = ObjectId()  # a new value: an update that changes nothing has no event
+    db.roster.update_one({"_id": entry}, {"$set": {"job": {"_id": n, "lock_token": token}, "available": False}})
+    db.roster.update_one({"_id": entry}, {"$set": {"outcome": {"job": n, "token": token}, "available": True}})
+
+
 def _one_run(uri: str, pid: int | None, kind: str, processes: list[list[str]], jobs: int) -> dict[str, Any]:
     client: MongoClient[Any] = MongoClient(uri)
     db = client.get_default_database()
@@ -85,9 +98,7 @@ def _one_run(uri: str, pid: int | None, kind: str, processes: list[list[str]], j
     expected: Counter[str] = Counter(entries[n % len(entries)] for n in range(jobs))
     cpu0, t0 = cpu_seconds(pid), time.perf_counter()
     for n in range(jobs):
-        entry, token = entries[n % len(entries)], ObjectId()  # a new value: an update that changes nothing has no event
-        db.roster.update_one({"_id": entry}, {"$set": {"job": {"_id": n, "lock_token": token}, "available": False}})
-        db.roster.update_one({"_id": entry}, {"$set": {"outcome": {"job": n, "token": token}, "available": True}})
+        write_job(db, entries[n % len(entries)], n)
     deadline = time.monotonic() + 120
     while sum(sum(x.heard.values()) for x in listeners) < jobs and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -129,8 +140,7 @@ def main(processes: int, slots: int, lanes: int, jobs: int, rounds: int) -> None
         client.drop_database("bench_stream_filter")
         slot_ids = [[f"w{p:02d}-{s}" if slots > 1 else f"w{p:02d}" for s in range(slots)] for p in range(processes)]
         ids = [[lane for slot in process for lane in lane_ids(slot, lanes - 1)] for process in slot_ids]
-        client.get_default_database().roster.insert_many(
-            [{"_id": i, "available": True} for group in ids for i in group])
+        register(client.get_default_database(), ids)
         runs: dict[str, list[dict[str, Any]]] = {k: [] for k in FILTERS}
         for _ in range(rounds):
             for kind in FILTERS:
