@@ -100,7 +100,7 @@ def run_process(common: Common, app_name: str, make: MakeObserved, check: Check 
 @click.option("--round-size", envvar=env("ROUND_SIZE"), type=click.IntRange(1, 1000), default=42,
               show_default=True, show_envvar=True, help="Most workers assigned in one round.")
 @click.option("--lease-ttl", envvar=env("LEASE_TTL"), type=DURATION, default="10s", show_default=True,
-              show_envvar=True, help="Leader lease; a standby takes over this long after the leader dies.")
+              show_envvar=True, help="Leader lease (at most 1d); a standby takes over this long after the leader dies.")
 @click.option("--counting-scheme", envvar=env("COUNTING_SCHEME"), type=SCHEME, default="4,1", show_default=True,
               show_envvar=True, help="Within a tenant: this many high-priority jobs, then this many low, again.")
 @click.option("--sweep-interval", envvar=env("SWEEP_INTERVAL"), type=DURATION, default="60s", show_default=True,
@@ -264,7 +264,7 @@ def cleaner_group() -> None:
 @click.option("--interval", envvar=env("CLEANER_INTERVAL"), type=DURATION, default="2s", show_default=True,
               show_envvar=True, help="Time between cleaning passes.")
 @click.option("--lease-ttl", envvar=env("LEASE_TTL"), type=DURATION, default="10s", show_default=True,
-              show_envvar=True, help="Cleaner lease; a standby takes over this long after the holder dies.")
+              show_envvar=True, help="Cleaner lease (at most 1d); a standby takes over this long after it dies.")
 @subscriber_option
 @metrics_options("cleaner")
 def start_cleaner(considered_dead_after: timedelta, heartbeat_interval: timedelta | None, clean_after: timedelta,

@@ -42,7 +42,7 @@ from recruiter.store.indexes import ensure_indexes
 from recruiter.store.layout import Collections
 from recruiter.store.leases import Lease
 from recruiter.store.wakeup import Wake
-from tests.workables import AlwaysFails, BrokenConstructor, Record
+from tests.workables import AlwaysFails, BrokenConstructor, Record, WaitForRelease, release
 
 START = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 DEAD_AFTER_S = 30.0
@@ -607,6 +607,48 @@ def test_a_broken_constructor_is_a_failed_attempt_and_an_unknown_class_is_given_
             entry = await h.roster(worker_id)
             assert entry is not None
             assert entry["available"] is True
+
+    run(db_uri, scenario)
+
+
+def test_a_stopping_worker_gives_back_a_job_that_waits_behind_another_of_its_slot(db_uri: str) -> None:
+    """A slot with a look-ahead lane is handed two jobs in one round: one at depth 0, one ahead.
+    When the ahead one reaches the slot first, it starts first and the other waits behind it.
+    A stop that comes then (e.g. over the memory limit) gives the waiting job back unstarted,
+    as it does an ahead one: the process starts no further job (CI, 2026-11-28)."""
+    async def scenario(h: Harness) -> None:
+        first = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()  # FIFO: lane 0, depth 0
+        blocking = await WaitForRelease(h.db_uri, "lane-1").as_job_of(h.producer).enqueue()  # lane ~1, ahead
+        process = WorkerProcess(h.db, h.clock, WorkerConfig(worker_id="w", prefetch=1),
+                                heartbeat_db=h.sync_db, exit_now=lambda status: h.exits.append(("w", status)))
+        lane0, lane1 = process.slots
+        for slot in process.slots:
+            await process.register(slot)
+        assert (await h.round()).assigned == 2
+        held: dict[str, tuple[object, Any, bool]] = {}
+        for slot in process.slots:
+            held[slot.id] = await process.slot_loop.fetch(slot)
+        assert (held[lane0.id][0], held[lane0.id][2]) == (first, False)
+        assert (held[lane1.id][0], held[lane1.id][2]) == (blocking, True)
+
+        ahead_runs = asyncio.create_task(process.slot_loop.work(lane1, blocking, held[lane1.id][1], ahead=True))
+        await eventually(lambda: h.ledger(event="start", key="lane-1"), message="the ahead job started")
+        behind = asyncio.create_task(process.slot_loop.work(lane0, first, held[lane0.id][1]))
+
+        async def queued() -> bool:
+            return lane0.runner is not None and len(lane0.runner.queue) == 2
+        await eventually(queued, message="the job at depth 0 waiting behind the running one")
+        process.stop()
+        release(h.db_uri, "lane-1")
+        await asyncio.wait_for(asyncio.gather(ahead_runs, behind), timeout=30)
+
+        assert (await h.round()).applied == 2  # the given back outcome and the done one
+        assert await h.ledger(job=str(first)) == [], "the waiting job never started"
+        back = await h.job(first)
+        assert back is not None
+        assert (back["locked"], back["attempts"], back.get("executions", [])) == (False, 0, [])
+        assert back["status"] == "retrying"
+        assert (await h.archived(blocking) or {}).get("why") == "done"
 
     run(db_uri, scenario)
 

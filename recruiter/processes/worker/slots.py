@@ -148,7 +148,8 @@ class SlotLoop:
         The slot's lanes take turns (:class:`~recruiter.processes.worker.state.Runner`): the
         job waits for the one before it. A job handed out ``ahead`` starts only once its
         ``started`` mark is written (by the outcome write of the job before it, or now); a
-        stop that comes first gives it back unstarted, its attempt not counted."""
+        stop that comes first gives it back unstarted, its attempt not counted, as it does a job that
+        waits behind another of its slot."""
         found: Document | None = job if isinstance(job, dict) and is_copy(job) and job.get("_id") == job_id else None
         if found is None:
             found = await scheduled.read_job(self.c.scheduled, job_id)
@@ -178,25 +179,31 @@ class SlotLoop:
         return await self.entries.mark_started(slot, turn.job_id, turn.token)
 
     async def _await_turn(self, turn: Turn) -> bool:
-        """Wait for the runner; False when a stop came first for a job held ahead and not
-        marked started (it is then given back rather than run)."""
+        """Wait for the runner; False when a stop came first for a job not marked started that
+        the slot would not start at once: one held ahead, or one that had to wait behind
+        another job of its slot (handed out as the slot looked idle, it reached the slot after
+        a job held ahead had started). It is then given back rather than run: a stopping worker
+        starts nothing it was not about to start (a process over its memory limit runs no
+        further job)."""
         stopping = self.shutdown.stopping
+        waited = False
         while not turn.go.is_set():
-            if stopping.is_set() and turn.ahead and not turn.marked:
+            if stopping.is_set() and not turn.marked:
                 return False
+            waited = True
             waits = [asyncio.ensure_future(turn.go.wait()), asyncio.ensure_future(stopping.wait())]
             try:
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 for w in waits:
                     w.cancel()
-        return not (stopping.is_set() and turn.ahead and not turn.marked)
+        return not (stopping.is_set() and not turn.marked and (turn.ahead or waited))
 
     async def give_back(self, slot: Slot, job: Document) -> None:
-        """Give back a job held ahead that never started (the worker stops): back in the queue
-        at once, its attempt not counted, no execution recorded."""
+        """Give back a job this slot never started (the worker stops; :meth:`_await_turn`): back
+        in the queue at once, its attempt not counted, no execution recorded."""
         bound = log.bind(worker_id=slot.id, job_id=str(job["_id"]), group=str(job.get("group"))[:100])
-        bound.info("job.given_back", detail="held ahead and not started; the worker is stopping")
+        bound.info("job.given_back", detail="not started; the worker is stopping")
         attempt = job.get("attempts")
         outcome = Outcome(job["_id"], job["lock_token"], attempt if isinstance(attempt, int) else 0,
                           executed=False, decision=RetryAt(self.clock.now()))
