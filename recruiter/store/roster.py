@@ -51,10 +51,32 @@ async def read_entry(roster: AsyncColl, slot_id: str) -> Document | None:
     return await roster.find_one({"_id": slot_id})
 
 
-async def take_over_entry(roster: AsyncColl, slot_id: str, old_session: object, entry: Query) -> bool:
-    """Replace the entry a previous registration left, unless it changed since it was read."""
-    result = await roster.replace_one(entry_as_read(slot_id, old_session), entry)
+async def take_over_entry(roster: AsyncColl, old: Mapping[str, object], entry: Query) -> bool:
+    """Replace the entry ``old`` a previous registration left, unless it changed since it was
+    read (:func:`holding_as_read`)."""
+    result = await roster.replace_one(holding_as_read(old), entry)
     return result.matched_count > 0
+
+
+def holding_as_read(entry: Mapping[str, object]) -> Query:
+    """The filter of a write that replaces ``entry`` as read: the same registration (``session``),
+    still holding what it held then. Its ``available`` and ``assigned_since`` as read, and its
+    outcome's token (or no outcome) as read: a round that handed it a job since (the leader
+    may still take the previous process for live), or an outcome written since, makes the write
+    miss, so that the caller reads the entry again rather than drop that job. A field of a
+    type no write gives it is not fenced (the session still is)."""
+    fence = entry_as_read(entry.get("_id"), entry.get("session"))
+    for field, kinds in (("available", bool), ("assigned_since", datetime)):
+        if field not in entry:
+            fence[field] = {"$exists": False}
+        elif isinstance(entry[field], kinds):
+            fence[field] = {"$eq": entry[field]}
+    outcome = entry.get("outcome")
+    if "outcome" not in entry:
+        fence["outcome"] = {"$exists": False}
+    elif isinstance(outcome, Mapping) and isinstance(outcome.get("token"), ObjectId):
+        fence["outcome.token"] = {"$eq": outcome["token"]}
+    return fence
 
 
 async def read_assignment(roster: AsyncColl, slot_id: str) -> Document | None:

@@ -926,6 +926,48 @@ def test_heartbeat_keeps_a_long_job_alive(db_uri: str) -> None:
     run(db_uri, scenario)
 
 
+def test_a_restart_that_read_its_entry_before_a_round_assigned_it_takes_that_job_back(db_uri: str) -> None:
+    """A worker restarted with its id reads the entry its dead process left, then takes it over.
+    A round may hand that entry a job in between: the leader still takes the dead process for
+    live until its beats go stale. The takeover, fenced by the entry as read, then misses; the
+    restart reads the entry again and gives the job back. Fenced by the session alone, it wiped
+    the assignment, and the job stayed locked by an entry that no longer named it, assigned to
+    no one until a cleaner's orphan sweep (CI, 2026-11-28: 60 s with no cleaner)."""
+    async def scenario(h: Harness) -> None:
+        await h.worker("phoenix")  # the process that dies (never polls again)
+        old = await h.roster("phoenix")
+        assert old is not None
+        assert old["available"] is True
+        job_id = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
+        assert (await h.round()).assigned == 1  # after the restart's read of the entry
+        h.clock.advance(timedelta(seconds=60))  # the dead process has been silent long enough
+
+        restart = WorkerProcess(h.db, h.clock, WorkerConfig(worker_id="phoenix"), heartbeat_db=h.sync_db,
+                                exit_now=lambda status: h.exits.append(("phoenix", status)))
+        (slot,) = restart.slots
+        assert await restart.entries.recover(slot, old, h.clock.now()) is False, "the entry changed since read"
+        entry = await h.roster("phoenix")
+        assert entry is not None
+        assert entry["session"] == old["session"], "nothing taken over"
+        assert entry["assigned_to"] == {"phoenix": job_id}
+
+        await restart.register(slot)  # reads the entry again: takes it over and gives the job back
+        job = await h.job(job_id)
+        assert job is not None
+        assert (job["locked"], job["attempts"], job.get("crashes", 0)) == (False, 0, 0), job
+        assert "was restarted" in job["last_return"]["reason"]
+        entry = await h.roster("phoenix")
+        assert entry is not None
+        assert entry["session"] == slot.session
+        assert "assigned_to" not in entry
+        assert (await h.round()).assigned == 1
+        assert await take_and_work(restart, slot) == job_id
+        await h.round()
+        assert (await h.archived(job_id) or {}).get("why") == "done"
+
+    run(db_uri, scenario)
+
+
 # -- leadership -----------------------------------------------------------------------------
 
 

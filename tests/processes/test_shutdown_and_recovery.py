@@ -149,7 +149,14 @@ def test_a_worker_restarted_with_its_id_releases_what_it_held(
     release(db_uri, "k")
     # No cleaner runs: the new process sees on this machine that the old one is gone.
     third = processes.worker("--id", "phoenix")
-    doc = wait_for(lambda: db.archived.find_one({"_id": job_id}), timeout_s=60, message="the job archived")
+    try:
+        doc = wait_for(lambda: db.archived.find_one({"_id": job_id}), timeout_s=60, message="the job archived")
+    except AssertionError:
+        for name in ("roster", "heartbeats", "scheduled", "metadata"):
+            print(f"--- {name} ---")
+            for d in db[name].find():
+                print(d)
+        raise
     assert doc["why"] == "done"
     assert doc["attempts"] == 2
     assert doc["crashes"] == 1

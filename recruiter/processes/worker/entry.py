@@ -155,7 +155,7 @@ class RosterEntries:
         entry.update(available=False, recovering=True)
         if old.get("outcome"):
             entry["outcome"] = old["outcome"]
-        if not await roster.take_over_entry(self.c.roster, slot.id, old.get("session"), entry):
+        if not await roster.take_over_entry(self.c.roster, old, entry):
             return False
         held = jobs_referenced_by(old) - {(old.get("outcome") or {}).get("job")}
         jobs = await scheduled.read_held_jobs(self.c.scheduled, held, slot.id)
