@@ -64,8 +64,9 @@ def holding_as_read(entry: Mapping[str, object]) -> Query:
     outcome's token (or no outcome) as read: a round that handed it a job since (the leader
     may still take the previous process for live), or an outcome written since, makes the write
     miss, so that the caller reads the entry again rather than drop that job. A field of a
-    type no write gives it is not fenced (the session still is)."""
-    fence = entry_as_read(entry.get("_id"), entry.get("session"))
+    type no write gives it is not fenced (the session still is, as a value: ``$eq``, so that a
+    session written as a document is not read as an operator)."""
+    fence: Query = {"_id": {"$eq": entry.get("_id")}, "session": {"$eq": entry.get("session")}}
     for field, kinds in (("available", bool), ("assigned_since", datetime)):
         if field not in entry:
             fence[field] = {"$exists": False}
@@ -379,10 +380,11 @@ async def read_assigned_entries(roster: AsyncColl, ids: Sequence[object]) -> lis
 
 
 async def delete_stranded_entry(roster: AsyncColl, entry: Mapping[str, object], job_id: object) -> bool:
-    """Delete an entry that missed its beats, if it still holds ``job_id`` and no outcome (same session)."""
+    """Delete an entry that missed its beats, if it still holds ``job_id`` and no outcome (same session,
+    compared as a value: a session written as a document is not read as an operator)."""
     worker_id = entry["_id"]
-    deleted = await roster.delete_one({**entry_as_read(worker_id, entry.get("session")),
-                                       f"assigned_to.{worker_id}": job_id, "outcome": {"$exists": False}})
+    deleted = await roster.delete_one({"_id": {"$eq": worker_id}, "session": {"$eq": entry.get("session")},
+                                       f"assigned_to.{worker_id}": {"$eq": job_id}, "outcome": {"$exists": False}})
     return bool(deleted.deleted_count)
 
 

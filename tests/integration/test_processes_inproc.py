@@ -26,6 +26,7 @@ from pymongo import AsyncMongoClient, MongoClient
 from bench.commands import Commands
 from recruiter.cli.workers import describe_workers, render_workers
 from recruiter.domain.clock import ManualClock
+from recruiter.domain.liveness import slot_key
 from recruiter.domain.retry import ExponentialBackoff, RetryManyTimes
 from recruiter.domain.selection import Assignment
 from recruiter.processes.cleaner import CleanerConfig, CleanerProcess
@@ -964,6 +965,57 @@ def test_a_restart_that_read_its_entry_before_a_round_assigned_it_takes_that_job
         assert await take_and_work(restart, slot) == job_id
         await h.round()
         assert (await h.archived(job_id) or {}).get("why") == "done"
+
+    run(db_uri, scenario)
+
+
+def test_a_restart_takes_over_an_entry_whose_session_reads_as_an_operator(db_uri: str) -> None:
+    """An entry left with a ``session`` that is a document shaped like a query operator (a hand
+    edit, another language's client): the takeover's fence compares it as a value. Put in the
+    filter as it was read, ``{"$exists": false}`` matched no entry, and the restart read and
+    tried again for ever."""
+    async def scenario(h: Harness) -> None:
+        await h.db.roster.insert_one({"_id": "odd", "session": {"$exists": False}, "available": True,
+                                      "pid": 1, "hostname": "elsewhere", "work_on": ["*"]})
+        restart = WorkerProcess(h.db, h.clock, WorkerConfig(worker_id="odd"), heartbeat_db=h.sync_db,
+                                exit_now=lambda status: h.exits.append(("odd", status)))
+        (slot,) = restart.slots
+        await asyncio.wait_for(restart.register(slot), timeout=30)
+        entry = await h.roster("odd")
+        assert entry is not None
+        assert entry["session"] == slot.session
+        assert entry["available"] is True
+
+    run(db_uri, scenario)
+
+
+def test_a_stranded_job_is_taken_back_from_an_entry_whose_session_reads_as_an_operator(db_uri: str) -> None:
+    """The take-back deletes the silent entry fenced by its session compared as a value: put in
+    the filter as read, a ``session`` of ``{"$exists": false}`` matched nothing, and the job stayed
+    locked by the silent entry."""
+    async def scenario(h: Harness) -> None:
+        job_id = await h.producer.enqueue(Record(h.db_uri, n=3))
+        dead, dead_slot = await h.worker("dead")
+        await h.round()
+        assert await dead.poll(dead_slot) == job_id  # took it, then died without a word
+        odd = {"$exists": False}
+        entry = await h.roster("dead")
+        assert entry is not None
+        process = await h.db.heartbeats.find_one({"ids": "dead"})
+        process["slots"][slot_key("dead")]["session"] = odd
+        for coll, doc in ((h.db.roster, {**entry, "session": odd}), (h.db.heartbeats, process)):
+            await coll.delete_one({"_id": doc["_id"]})  # written anew: MongoDB stores such a name
+            await coll.insert_one(doc)                  # on insert, not in a replacement
+
+        cleaner = await h.cleaner()
+        h.clock.advance(timedelta(seconds=3 * WorkerConfig().heartbeat_interval_s))
+        assert await cleaner.lease.acquire()
+        assert (await cleaner.clean(cleaner.c)).unlocked_jobs == 1
+        assert await h.roster("dead") is None
+        job = await h.job(job_id)
+        assert job is not None
+        assert (job["locked"], job["attempts"]) == (False, 0)
+        assert "missed its heartbeats" in job["last_return"]["reason"]
 
     run(db_uri, scenario)
 
