@@ -46,9 +46,13 @@ async def work_left_for(scheduled: AsyncColl, groups: Sequence[str] | None, work
                         now: datetime, paused_groups: Iterable[str] = (), paused_tenants: Iterable[str] = ()) -> bool:
     """Whether a ``worker start --burst`` still has work: a job locked by one of ``worker_ids``,
     or an unlocked job of ``groups`` (None: any group) due by ``now`` that no pause holds back.
-    Two reads of one document at most (``limit 1``); jobs due later are not looked at."""
-    if await scheduled.find_one({"locked": True, "locked_by": {"$in": list(worker_ids)}}, {"_id": 1}):
-        return True
+    Two reads of one document at most (``limit 1``); jobs due later are not looked at.
+
+    The unlocked jobs are read first: a round that locks one for these workers between the two
+    reads leaves it locked by them for the second. Read the other way round, that job was in
+    neither read, and the worker stopped with it assigned. The other way across (an outcome put
+    back between the reads) takes a job run and its outcome applied, and a running job keeps
+    the caller from asking (``worker.busy()``)."""
     due: Query = {"locked": False, "scheduled_at": {"$lte": now}}
     if groups is not None:
         due["group"] = {"$in": [g for g in groups if g not in set(paused_groups)]}
@@ -56,7 +60,9 @@ async def work_left_for(scheduled: AsyncColl, groups: Sequence[str] | None, work
         due["group"] = {"$nin": list(paused_groups)}
     if paused_tenants:
         due["tenant"] = {"$nin": list(paused_tenants)}
-    return await scheduled.find_one(due, {"_id": 1}) is not None
+    if await scheduled.find_one(due, {"_id": 1}) is not None:
+        return True
+    return await scheduled.find_one({"locked": True, "locked_by": {"$in": list(worker_ids)}}, {"_id": 1}) is not None
 
 
 APPLIED_FIELDS = {"lock_token": 1, "last_execution": 1}

@@ -143,9 +143,15 @@ async def _run_until_empty(recruiter: RecruiterProcess, worker: WorkerProcess, i
         raise TimeoutError(f"drain: still not archived after {timeout_s:g}s: {sorted(map(str, left))} "
                            "(or jobs of its groups still due)") from None
     finally:
+        # The worker first, while the recruiter still runs: a job handed out just before the stop
+        # still runs, and the worker leaves the roster once the recruiter has applied its outcome.
+        # Stopped together, that outcome stayed in the entry, and the next drain's worker (the same
+        # id, in this same process) was refused the id as in use.
         worker.stop()
-        recruiter.stop()
         with contextlib.suppress(Exception):  # what stopped a task was raised above, if anything
+            await asyncio.wait_for(asyncio.gather(tasks[1], return_exceptions=True), timeout=30)
+        recruiter.stop()
+        with contextlib.suppress(Exception):
             await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), timeout=30)
 
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from pymongo import AsyncMongoClient
 
 from recruiter import Recruiter
 from recruiter.retry import RetryManyTimes
+from recruiter.store.scheduled import work_left_for
 from recruiter.testing import drain, drain_async
 from tests.testing_workables import AsyncDoubles, FailsTwice
 from tests.workables import Record
@@ -54,3 +57,38 @@ def test_drain_async_in_a_group(db_uri: str) -> None:
         assert drained.enqueued[0]["last_execution"]["worker"].startswith("drain-")
 
     asyncio.run(main())
+
+
+def test_work_left_sees_a_job_locked_between_its_two_reads(db_uri: str, db: Any) -> None:
+    """``worker start --burst`` and the drain stop once nothing is left for their workers: no job
+    locked by them, none due unlocked. A round that locks a job for them between the two reads
+    must not make it look gone (CI, 2026-11-28: a drain stopped with a job just assigned, ran it
+    while stopping, and left its outcome unapplied)."""
+    with Recruiter.connect(db_uri) as rec:
+        job_id = Record(db_uri, n=1).as_job_of(rec).enqueue()
+
+    async def main() -> bool:
+        client: AsyncMongoClient[Any] = AsyncMongoClient(db_uri, tz_aware=True)
+        try:
+            jobs = client.get_default_database().scheduled
+
+            class LockedAfterTheFirstRead:
+                """The collection, with a round locking the job for ``w`` just after the first read."""
+
+                def __init__(self) -> None:
+                    self.reads = 0
+
+                async def find_one(self, *args: Any, **kwargs: Any) -> Any:
+                    found = await jobs.find_one(*args, **kwargs)
+                    self.reads += 1
+                    if self.reads == 1:
+                        await jobs.update_one({"_id": job_id}, {"$set": {"locked": True, "locked_by": "w"}})
+                    return found
+
+            return await work_left_for(LockedAfterTheFirstRead(), None, ["w"],  # type: ignore[arg-type]
+                                       datetime.now(UTC) + timedelta(seconds=1))
+        finally:
+            await client.close()
+
+    assert asyncio.run(main()) is True
+    assert db.scheduled.find_one({"_id": job_id})["locked_by"] == "w"
