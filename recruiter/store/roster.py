@@ -66,7 +66,7 @@ def holding_as_read(entry: Mapping[str, object]) -> Query:
     miss, so that the caller reads the entry again rather than drop that job. A field of a
     type no write gives it is not fenced (the session still is, as a value: ``$eq``, so that a
     session written as a document is not read as an operator)."""
-    fence: Query = {"_id": {"$eq": entry.get("_id")}, "session": {"$eq": entry.get("session")}}
+    fence = registration_as_read(entry)
     for field, kinds in (("available", bool), ("assigned_since", datetime)):
         if field not in entry:
             fence[field] = {"$exists": False}
@@ -231,6 +231,13 @@ def entry_as_read(worker_id: object, session: object) -> Query:
     return {"_id": worker_id, "session": session}
 
 
+def registration_as_read(entry: Mapping[str, object]) -> Query:
+    """:func:`entry_as_read` for an ``entry`` read from the roster (untrusted): its ``_id`` and
+    ``session`` compared as values (``$eq``), so that one written as a document shaped like an
+    operator is not read as one."""
+    return {"_id": {"$eq": entry.get("_id")}, "session": {"$eq": entry.get("session")}}
+
+
 # What a round reads of an entry: everything but the job it holds.
 ROUND_FIELDS = {"assigned_to": 0, "job": 0}
 # Set by a worker on each write that changes whether its entry may be given work, other than an
@@ -358,8 +365,8 @@ async def ids_created_before(roster: AsyncColl, cutoff: datetime) -> list[object
 async def delete_dead_entry(roster: AsyncColl, entry: Mapping[str, object], *, by_last_seen: bool) -> bool:
     """Delete a dead worker's entry as it was read: same registration, same outcome (or none), and
     with ``by_last_seen`` the same ``last_seen_at``; whether it was deleted."""
-    fence: Query = {"_id": {"$eq": entry["_id"]}, "session": {"$eq": entry.get("session")},
-                    "outcome": {"$eq": entry["outcome"]} if "outcome" in entry else {"$exists": False}}
+    fence = {**registration_as_read(entry),
+             "outcome": {"$eq": entry["outcome"]} if "outcome" in entry else {"$exists": False}}
     if by_last_seen:
         fence["last_seen_at"] = {"$eq": entry["last_seen_at"]}
     return bool((await roster.delete_one(fence)).deleted_count)
@@ -383,8 +390,8 @@ async def delete_stranded_entry(roster: AsyncColl, entry: Mapping[str, object], 
     """Delete an entry that missed its beats, if it still holds ``job_id`` and no outcome (same session,
     compared as a value: a session written as a document is not read as an operator)."""
     worker_id = entry["_id"]
-    deleted = await roster.delete_one({"_id": {"$eq": worker_id}, "session": {"$eq": entry.get("session")},
-                                       f"assigned_to.{worker_id}": {"$eq": job_id}, "outcome": {"$exists": False}})
+    deleted = await roster.delete_one({**registration_as_read(entry), f"assigned_to.{worker_id}": {"$eq": job_id},
+                                       "outcome": {"$exists": False}})
     return bool(deleted.deleted_count)
 
 

@@ -128,8 +128,9 @@ def _cannot_exit(status: int) -> None:
 
 async def _run_until_empty(recruiter: RecruiterProcess, worker: WorkerProcess, ids: list[Any],
                            timeout_s: float) -> None:
-    tasks = [asyncio.create_task(recruiter.run(), name="drain.recruiter"),
-             asyncio.create_task(worker.run(), name="drain.worker")]
+    leading = asyncio.create_task(recruiter.run(), name="drain.recruiter")
+    working = asyncio.create_task(worker.run(), name="drain.worker")
+    tasks = [leading, working]
     try:
         async with asyncio.timeout(timeout_s):
             while not await _empty(worker, ids):
@@ -149,7 +150,7 @@ async def _run_until_empty(recruiter: RecruiterProcess, worker: WorkerProcess, i
         # id, in this same process) was refused the id as in use.
         worker.stop()
         with contextlib.suppress(Exception):  # what stopped a task was raised above, if anything
-            await asyncio.wait_for(asyncio.gather(tasks[1], return_exceptions=True), timeout=30)
+            await asyncio.wait_for(asyncio.gather(working, return_exceptions=True), timeout=30)
         recruiter.stop()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), timeout=30)

@@ -75,10 +75,14 @@ class Harness:
                 return
         raise AssertionError("rounds kept finding work")
 
+    def process(self, worker_id: str, *groups: str, prefetch: int = 0) -> WorkerProcess:
+        """A worker process of one slot (and its ``prefetch`` lanes), not registered yet."""
+        config = WorkerConfig(groups=groups or ("*",), worker_id=worker_id, prefetch=prefetch)
+        return WorkerProcess(self.db, self.clock, config, heartbeat_db=self.sync_db,
+                             exit_now=lambda status: self.exits.append((worker_id, status)))
+
     async def worker(self, worker_id: str, *groups: str) -> tuple[WorkerProcess, Slot]:
-        process = WorkerProcess(self.db, self.clock, WorkerConfig(groups=groups or ("*",), worker_id=worker_id),
-                                heartbeat_db=self.sync_db,
-                                exit_now=lambda status: self.exits.append((worker_id, status)))
+        process = self.process(worker_id, *groups)
         (slot,) = process.slots
         await process.register(slot)
         return process, slot
@@ -620,8 +624,7 @@ def test_a_stopping_worker_gives_back_a_job_that_waits_behind_another_of_its_slo
     async def scenario(h: Harness) -> None:
         first = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()  # FIFO: lane 0, depth 0
         blocking = await WaitForRelease(h.db_uri, "lane-1").as_job_of(h.producer).enqueue()  # lane ~1, ahead
-        process = WorkerProcess(h.db, h.clock, WorkerConfig(worker_id="w", prefetch=1),
-                                heartbeat_db=h.sync_db, exit_now=lambda status: h.exits.append(("w", status)))
+        process = h.process("w", prefetch=1)
         lane0, lane1 = process.slots
         for slot in process.slots:
             await process.register(slot)
@@ -943,8 +946,7 @@ def test_a_restart_that_read_its_entry_before_a_round_assigned_it_takes_that_job
         assert (await h.round()).assigned == 1  # after the restart's read of the entry
         h.clock.advance(timedelta(seconds=60))  # the dead process has been silent long enough
 
-        restart = WorkerProcess(h.db, h.clock, WorkerConfig(worker_id="phoenix"), heartbeat_db=h.sync_db,
-                                exit_now=lambda status: h.exits.append(("phoenix", status)))
+        restart = h.process("phoenix")
         (slot,) = restart.slots
         assert await restart.entries.recover(slot, old, h.clock.now()) is False, "the entry changed since read"
         entry = await h.roster("phoenix")
@@ -977,8 +979,7 @@ def test_a_restart_takes_over_an_entry_whose_session_reads_as_an_operator(db_uri
     async def scenario(h: Harness) -> None:
         await h.db.roster.insert_one({"_id": "odd", "session": {"$exists": False}, "available": True,
                                       "pid": 1, "hostname": "elsewhere", "work_on": ["*"]})
-        restart = WorkerProcess(h.db, h.clock, WorkerConfig(worker_id="odd"), heartbeat_db=h.sync_db,
-                                exit_now=lambda status: h.exits.append(("odd", status)))
+        restart = h.process("odd")
         (slot,) = restart.slots
         await asyncio.wait_for(restart.register(slot), timeout=30)
         entry = await h.roster("odd")
