@@ -30,7 +30,7 @@ from recruiter.domain.retry import DoNotDoItAgain, RetryPolicy, WorkerCrashed, p
 from recruiter.domain.storage_rules import MAX_DEPTH, deepest, odd_name_problem
 from recruiter.domain.unique import Unique, UniqueRefused
 from recruiter.domain.unique import unique as unique_spec
-from recruiter.domain.workable import Workable
+from recruiter.domain.workable import Workable, rebuild_problem
 
 DEFAULT_GROUP = "generic"
 MAX_EXECUTIONS_KEPT = 20
@@ -167,6 +167,9 @@ def _workable_document(workable: object) -> WorkableDocument:
     if not isinstance(method, str) or not callable(getattr(cls, method, None)):
         raise JobRefused(f"{doc['class']} has no method {method!r} to run")
     _check_names(parameters, "parameters", doc["class"])
+    problem = rebuild_problem(workable, parameters)
+    if problem:
+        raise JobRefused(problem)
     return doc
 
 

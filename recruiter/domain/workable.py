@@ -19,6 +19,7 @@ another representation override :meth:`Workable.export_parameters` and
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import math
@@ -27,6 +28,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, ClassVar, cast
+
+import bson
 
 from recruiter.domain.handback import storable_text
 from recruiter.domain.naming import import_qualified, qualified_name
@@ -154,8 +157,12 @@ class Workable:
         return None
 
     def export_parameters(self) -> dict[str, object]:
-        """The parameters stored with the job; by default the constructor arguments."""
-        return dict(getattr(self, _PARAMETERS_ATTR, {}))
+        """The parameters stored with the job; by default the constructor arguments (for a
+        dataclass or an attrs class: its fields that its ``__init__`` takes)."""
+        captured = getattr(self, _PARAMETERS_ATTR, None)
+        if captured is not None:
+            return dict(captured)
+        return generated_init_fields(self)
 
     @classmethod
     def from_parameters(cls, parameters: dict[str, object]) -> Workable:
@@ -174,6 +181,48 @@ class Workable:
         from recruiter.domain.job import JobBuilder
 
         return JobBuilder(self, recruiter)
+
+
+def generated_init_fields(workable: object) -> dict[str, object]:
+    """The arguments of an ``__init__`` written by ``@dataclass`` or ``attrs`` (which run after
+    ``Workable.__init_subclass__``, so no call of theirs is captured): each field the constructor
+    takes, under the name it takes it by (attrs strips a leading underscore: its ``alias``)."""
+    if dataclasses.is_dataclass(workable):
+        return {f.name: getattr(workable, f.name) for f in dataclasses.fields(workable) if f.init}
+    attrs_fields = getattr(type(workable), "__attrs_attrs__", None)
+    if attrs_fields is not None:
+        return {getattr(a, "alias", None) or a.name.lstrip("_"): getattr(workable, a.name)
+                for a in attrs_fields if a.init}
+    return {}
+
+
+def rebuild_problem(workable: Workable, parameters: Mapping[str, object]) -> str | None:
+    """Why the job a worker would rebuild from ``parameters`` is not ``workable``, or None.
+
+    The worker calls ``from_parameters`` on what was stored; a class whose parameters do not say
+    how to build it again (a constructor argument not kept, a required field missing) is refused at
+    enqueue, not on every worker. Equal means the rebuilt job exports the same parameters."""
+    name = type(workable).__qualname__
+    try:
+        again = type(workable).from_parameters(dict(parameters))
+        exported = again.export_parameters()
+    except Exception as exc:  # noqa: BLE001 - the user's constructor: anything it raises is the reason
+        return (f"{name} cannot be rebuilt from its stored parameters {sorted(parameters)}: "
+                f"{type(exc).__name__}: {exc} (a worker calls {name}.from_parameters(parameters); keep every "
+                "constructor argument, or override export_parameters and from_parameters)")
+    if exported != dict(parameters) and not _same_bson(exported, parameters):
+        return (f"{name} rebuilt from its stored parameters exports {sorted(exported)} instead of "
+                f"{sorted(parameters)} with the same values: a worker would run another job "
+                "(override export_parameters and from_parameters together)")
+    return None
+
+
+def _same_bson(a: Mapping[str, object], b: Mapping[str, object]) -> bool:
+    """Equal once stored (NaN equals itself there); unencodable values are refused elsewhere."""
+    try:
+        return bson.encode(dict(a)) == bson.encode(dict(b))
+    except (bson.errors.InvalidDocument, TypeError, OverflowError, ValueError):  # the size check says why
+        return True
 
 
 def workable_from_document(doc: Raw) -> Workable:
