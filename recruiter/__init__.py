@@ -6,8 +6,9 @@ Producers enqueue :class:`Workable` jobs through :class:`Recruiter` (sync) or
 ``recruiter start``, ``worker start`` and ``cleaner start`` processes do the rest.
 """
 
+from recruiter.domain.builder import JobBuilder
 from recruiter.domain.cancel import CancelResult
-from recruiter.domain.job import JobBuilder, JobRefused
+from recruiter.domain.job import JobRefused
 from recruiter.domain.limits import Limit, Rate
 from recruiter.domain.resubmit import ResubmitRefused, Resubmitted
 from recruiter.domain.schedules import ScheduleRefused

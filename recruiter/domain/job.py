@@ -7,13 +7,12 @@ job is refused at enqueue with a clear error instead of failing in a worker.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any, Protocol, cast
+from typing import cast
 
 import bson
 from bson import ObjectId
@@ -101,14 +100,14 @@ class JobOptions:
     worker_deadline: datetime | timedelta | None = None
 
 
-def _check_name(kind: str, value: object) -> str:
+def checked_name(kind: str, value: object) -> str:
     problem = name_problem(kind, value)
     if problem:
         raise JobRefused(problem)
     return str(value)
 
 
-def _check_tag(value: object) -> str:
+def checked_tag(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise JobRefused(f"tag must be a non-empty string, got {value!r}")
     if value == "*":
@@ -199,7 +198,7 @@ def _timeout(options: JobOptions, workable: Workable) -> float | None:
     return None if timeout_s is None else check_timeout(timeout_s)
 
 
-def _priority(value: object) -> PriorityName:
+def checked_priority(value: object) -> PriorityName:
     try:
         # Not a string: no priority (the same refusal as for an unknown name).
         return "high" if Priority(value if isinstance(value, str) else "") is Priority.HIGH else "low"
@@ -223,7 +222,7 @@ def build_job_document(
     """
     workable_doc = _workable_document(workable)
     # An explicit group is checked as given: in_group("") is an error, not the default.
-    group = _check_name("group", options.group if options.group is not None
+    group = checked_name("group", options.group if options.group is not None
                         else type(workable).group or DEFAULT_GROUP)
     policy = options.retry_policy if options.retry_policy is not None else type(workable).retry_policy
     now = utc(now)
@@ -238,9 +237,9 @@ def build_job_document(
         "crashes": 0,
         "status": "queued",  # Status.QUEUED
         "group": group,
-        "tags": [_check_tag(tag) for tag in options.tags],
-        "tenant": None if options.tenant is None else _check_name("tenant", options.tenant),
-        "priority": _priority(options.priority),
+        "tags": [checked_tag(tag) for tag in options.tags],
+        "tenant": None if options.tenant is None else checked_name("tenant", options.tenant),
+        "priority": checked_priority(options.priority),
         "workable": workable_doc,
         "retry_policy": _policy_document(DoNotDoItAgain() if policy is None else check_policy(policy)),
         "executions": [],
@@ -331,116 +330,3 @@ def _check_depth(doc: JobDoc) -> None:
             f"the job document of {doc['workable']['class']} nests {levels} levels deep; MongoDB keeps at most "
             f"{MAX_DEPTH} and the round copies a job {COPY_LEVELS} levels deeper, so a job may nest {MAX_JOB_LEVELS}"
         )
-
-
-class Enqueuer(Protocol):
-    """Who writes a built job: a :class:`~recruiter.Recruiter` (returns its handle, which is
-    its id) or an :class:`~recruiter.AsyncRecruiter` (returns an awaitable of it)."""
-
-    def enqueue(self, item: JobBuilder, *, session: Any = None) -> Any: ...
-
-
-@dataclass(frozen=True)
-class JobBuilder:
-    """Fluent, immutable description of one job; ``enqueue()`` writes it.
-
-    ``enqueue()`` returns the job's handle (:class:`~recruiter.JobHandle`, which is
-    its id) for a sync :class:`~recruiter.Recruiter` and an awaitable of an
-    :class:`~recruiter.AsyncJobHandle` for an :class:`~recruiter.AsyncRecruiter`.
-    """
-
-    workable: Workable
-    recruiter: Enqueuer = field(repr=False)
-    options: JobOptions = JobOptions()
-
-    def _with(self, options: JobOptions) -> JobBuilder:
-        return dataclasses.replace(self, options=options)
-
-    def in_group(self, group: str) -> JobBuilder:
-        return self._with(replace(self.options, group=_check_name("group", group)))
-
-    def tagged(self, *tags: str) -> JobBuilder:
-        return self._with(replace(self.options, tags=self.options.tags + tuple(_check_tag(t) for t in tags)))
-
-    def schedule_at(self, when: datetime) -> JobBuilder:
-        if not isinstance(when, datetime):
-            raise JobRefused(f"schedule_at needs a datetime, got {when!r}")
-        return self._with(replace(self.options, scheduled_at=when, schedule_in=None))
-
-    def schedule_in(self, delta: timedelta | None = None, **units: float) -> JobBuilder:
-        """Delay the job by ``delta`` or by ``timedelta(**units)``, e.g. ``schedule_in(minutes=5)``."""
-        try:
-            delay = (delta or timedelta()) + timedelta(**units)
-        except (TypeError, OverflowError, ValueError) as exc:
-            raise JobRefused(f"schedule_in needs a timedelta or units like minutes=5: {exc}") from None
-        if delay < timedelta():
-            raise JobRefused(f"schedule_in needs a non-negative delay, got {delay}")
-        return self._with(replace(self.options, schedule_in=delay, scheduled_at=None))
-
-    def retry_with(self, policy: RetryPolicy) -> JobBuilder:
-        return self._with(replace(self.options, retry_policy=check_policy(policy)))
-
-    def for_tenant(self, tenant: str) -> JobBuilder:
-        return self._with(replace(self.options, tenant=_check_name("tenant", tenant)))
-
-    def with_priority(self, priority: str) -> JobBuilder:
-        return self._with(replace(self.options, priority=Priority(_priority(priority))))
-
-    def with_timeout(self, seconds: float | timedelta) -> JobBuilder:
-        return self._with(replace(self.options, timeout_s=check_timeout(seconds)))
-
-    def at_most_once(self) -> JobBuilder:
-        """Never run this job a second time after its worker died during an attempt: a crash
-        archives it (``why: "crashed"``) instead of running it again."""
-        return self._with(replace(self.options, at_most_once=True))
-
-    def on_worker(self, worker_id: str, deadline: datetime | timedelta | None = None) -> JobBuilder:
-        """Only the worker started with ``--id worker_id`` may run this job (any of its slots).
-
-        The job waits while that worker is absent; it is archived (``why: "worker-gone"``)
-        if the cleaner removes that worker as dead, and (``why: "worker-deadline"``) if it
-        has not started by ``deadline`` (a time, or a delay from the enqueue)."""
-        problem = worker_id_problem(worker_id)
-        if problem:
-            raise JobRefused(problem)
-        try:
-            deadline_at(deadline, datetime.now(UTC))  # checked now; computed at build
-        except ValueError as exc:
-            raise JobRefused(str(exc)) from None
-        return self._with(replace(self.options, on_worker=worker_id, worker_deadline=deadline))
-
-    def unique(self, key: str, *, scope: str | timedelta = "unfinished",
-               on_conflict: str = "existing") -> JobBuilder:
-        """At most one job with ``key`` (a string) while ``scope`` lasts: ``"unfinished"`` (while
-        it waits or runs), a ``timedelta`` (also that long after it was enqueued, finished or
-        not) or ``"forever"``. Enqueueing a second one returns the existing job's handle
-        (``handle.existed``); ``on_conflict="resubmit"`` reschedules it instead (a running
-        one runs once more, a finished one is enqueued again). See :mod:`recruiter.domain.unique`."""
-        try:
-            spec = unique_spec(key, scope, on_conflict)
-        except UniqueRefused as exc:
-            raise JobRefused(str(exc)) from None
-        return self._with(replace(self.options, unique=spec))
-
-    def unique_spec(self) -> Unique | None:
-        """The job's unique key and scope (see :meth:`unique`), or None."""
-        return unique_of(self.workable, self.options)
-
-    def build(self, now: datetime, max_document_bytes: int | None = None) -> dict[str, object]:
-        """The job's document, as the driver takes it (a plain dict; :func:`build_job_document` types it)."""
-        return dict(build_job_document(self.workable, self.options, now, max_document_bytes=max_document_bytes))
-
-    def enqueue(self, *, session: Any = None) -> Any:
-        """Write the job; with ``session`` (a client session of the recruiter's own client),
-        inside that session's transaction: see :meth:`recruiter.Recruiter.enqueue`."""
-        if session is None:
-            return self.recruiter.enqueue(self)
-        return self.recruiter.enqueue(self, session=session)
-
-
-def as_builder(item: JobBuilder | Workable, recruiter: Enqueuer) -> JobBuilder:
-    if isinstance(item, JobBuilder):
-        return item
-    if isinstance(item, Workable):
-        return JobBuilder(item, recruiter)
-    raise JobRefused(f"expected a Workable or a job builder, got {type(item).__name__}")

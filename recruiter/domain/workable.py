@@ -27,7 +27,7 @@ import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import TYPE_CHECKING, ClassVar, TypeVar, cast
 
 import bson
 
@@ -36,8 +36,10 @@ from recruiter.domain.naming import import_qualified, qualified_name
 from recruiter.domain.records import Raw, WorkableDocument
 from recruiter.domain.retry import RetryPolicy
 
+R = TypeVar("R")
+
 if TYPE_CHECKING:
-    from recruiter.domain.job import Enqueuer, JobBuilder
+    from recruiter.domain.builder import Enqueuer, JobBuilder
 
 
 # A progress message is cut to this many characters (it rides on every heartbeat).
@@ -176,9 +178,10 @@ class Workable:
             "method": self.method,
         }
 
-    def as_job_of(self, recruiter: Enqueuer) -> JobBuilder:
-        """Start building a job of this workable for ``recruiter`` (sync or async)."""
-        from recruiter.domain.job import JobBuilder
+    def as_job_of(self, recruiter: Enqueuer[R]) -> JobBuilder[R]:
+        """Start building a job of this workable for ``recruiter`` (sync or async); the builder's
+        ``enqueue()`` returns what ``recruiter.enqueue`` does (a handle, or an awaitable of one)."""
+        from recruiter.domain.builder import JobBuilder
 
         return JobBuilder(self, recruiter)
 

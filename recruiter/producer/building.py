@@ -8,21 +8,22 @@ Invariant: no I/O; every refusal is a :class:`~recruiter.domain.job.JobRefused` 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from bson import ObjectId
 
 from recruiter import tracing
+from recruiter.domain.builder import Enqueuer, JobBuilder, as_builder
 from recruiter.domain.cancel import parse_job_id
 from recruiter.domain.clock import Clock, utc
 from recruiter.domain.following import JobView, view_of
-from recruiter.domain.job import Enqueuer, JobBuilder, JobRefused, as_builder
+from recruiter.domain.job import JobRefused
 from recruiter.domain.unique import Unique
 from recruiter.domain.workable import Workable
 from recruiter.store.layout import Document
 
 
-class Producer(Enqueuer, Protocol):
+class Producer(Enqueuer[Any], Protocol):
     """What building a batch needs of a producer: its clock (and to be an enqueuer)."""
 
     clock: Clock
@@ -66,14 +67,14 @@ def limit_from_hello(reply: object) -> int:
 Built = tuple[Document, Unique | None]  # a job's document, and its unique key if it has one
 
 
-def built_of(builder: JobBuilder, now: datetime, max_bytes: int) -> Built:
+def built_of(builder: JobBuilder[Any], now: datetime, max_bytes: int) -> Built:
     """The job's document, with the current trace context (:func:`recruiter.tracing.stamp`), and its unique key."""
     doc = builder.build(now, max_bytes)
     tracing.stamp(doc)
     return doc, builder.unique_spec()
 
 
-def built_batch(recruiter: Producer, items: list[JobBuilder | Workable],
+def built_batch(recruiter: Producer, items: list[JobBuilder[Any] | Workable],
                max_bytes: int) -> list[Built]:
     """Every item's document, or :class:`JobRefused` naming the first bad item."""
     now = recruiter.clock.now()

@@ -26,13 +26,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from bson import ObjectId
 
 from recruiter.admin import Admin
+from recruiter.domain.builder import JobBuilder, as_builder
 from recruiter.domain.cancel import CancelResult
 from recruiter.domain.clock import Clock, SystemClock
-from recruiter.domain.job import JobBuilder, JobRefused, as_builder
+from recruiter.domain.job import JobRefused
 from recruiter.domain.resubmit import Resubmitted
 from recruiter.domain.workable import Workable
 from recruiter.producer import handles
@@ -90,7 +92,7 @@ def _async_handle(recruiter: AsyncRecruiter, doc: Document) -> AsyncJobHandle:
     return AsyncJobHandle(doc["_id"], enqueued_view(doc, recruiter.clock.now()), recruiter)
 
 
-def _document(recruiter: Recruiter | AsyncRecruiter, item: JobBuilder | Workable, max_bytes: int) -> Built:
+def _document(recruiter: Recruiter | AsyncRecruiter, item: JobBuilder[Any] | Workable, max_bytes: int) -> Built:
     return built_of(as_builder(item, recruiter), recruiter.clock.now(), max_bytes)
 
 
@@ -157,7 +159,7 @@ class Recruiter:
             self._max_bytes = limit_from_hello(hello(self.db))
         return self._max_bytes
 
-    def enqueue(self, item: JobBuilder | Workable, *, session: ClientSession | None = None) -> JobHandle:
+    def enqueue(self, item: JobBuilder[Any] | Workable, *, session: ClientSession | None = None) -> JobHandle:
         """Store one job; returns its handle (which is its id). Raises :class:`JobRefused`
         (nothing written) for a bad job.
 
@@ -173,7 +175,7 @@ class Recruiter:
         insert_job(self.collections.scheduled, doc, session)
         return _handle(self, doc)
 
-    def enqueue_many(self, items: Iterable[JobBuilder | Workable], *,
+    def enqueue_many(self, items: Iterable[JobBuilder[Any] | Workable], *,
                      session: ClientSession | None = None) -> list[JobHandle]:
         """Store many jobs all or nothing, in one transaction: the insert and its commit
         (:mod:`recruiter.store.batches`; ``session``: see :meth:`enqueue`).
@@ -235,7 +237,7 @@ class Recruiter:
         """
         return cancel_job(self.db, as_job_id(job_id), self.clock.now(), reason)
 
-    def schedule(self, name: str, *, job: JobBuilder | Workable, cron: str | None = None,
+    def schedule(self, name: str, *, job: JobBuilder[Any] | Workable, cron: str | None = None,
                  every: timedelta | str | None = None, tz: str = "UTC", overlap: str = "skip",
                  catch_up: str | timedelta = "none", jitter: timedelta | str | None = None) -> ScheduleView:
         """Declare the periodic job ``name`` (an upsert: see :mod:`recruiter.producer.schedules`):
@@ -302,7 +304,7 @@ class AsyncRecruiter:
             self._max_bytes = limit_from_hello(await hello_async(self.db))
         return self._max_bytes
 
-    async def enqueue(self, item: JobBuilder | Workable, *,
+    async def enqueue(self, item: JobBuilder[Any] | Workable, *,
                       session: AsyncClientSession | None = None) -> AsyncJobHandle:
         """Store one job; see :meth:`Recruiter.enqueue` (``session``: an asyncio session of this client)."""
         _check_session(self, session)
@@ -314,7 +316,7 @@ class AsyncRecruiter:
         await insert_job_async(self.collections.scheduled, doc, session)
         return _async_handle(self, doc)
 
-    async def enqueue_many(self, items: Iterable[JobBuilder | Workable], *,
+    async def enqueue_many(self, items: Iterable[JobBuilder[Any] | Workable], *,
                            session: AsyncClientSession | None = None) -> list[AsyncJobHandle]:
         """Store many jobs all or nothing, in one transaction; see :meth:`Recruiter.enqueue_many`."""
         _check_session(self, session)
@@ -362,7 +364,7 @@ class AsyncRecruiter:
         """Cancel a job; see :meth:`Recruiter.cancel`."""
         return await cancel_job_async(self.db, as_job_id(job_id), self.clock.now(), reason)
 
-    async def schedule(self, name: str, *, job: JobBuilder | Workable, cron: str | None = None,
+    async def schedule(self, name: str, *, job: JobBuilder[Any] | Workable, cron: str | None = None,
                        every: timedelta | str | None = None, tz: str = "UTC", overlap: str = "skip",
                        catch_up: str | timedelta = "none", jitter: timedelta | str | None = None) -> ScheduleView:
         """:meth:`Recruiter.schedule` for asyncio code."""

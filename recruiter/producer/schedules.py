@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from recruiter.domain.job import JobBuilder, JobRefused, as_builder
+from recruiter.domain.builder import JobBuilder, as_builder
+from recruiter.domain.job import JobRefused
 from recruiter.domain.schedules import Definition, ScheduleRefused, define, fire_at, job_template, next_slot
 from recruiter.domain.workable import Workable
 from recruiter.store.layout import SCHEDULES, Document
@@ -62,7 +63,7 @@ class Options:
     jitter: timedelta | str | float | None
 
 
-def _definition(name: str, job: JobBuilder | Workable, rec: Recruiter | AsyncRecruiter, o: Options,
+def _definition(name: str, job: JobBuilder[Any] | Workable, rec: Recruiter | AsyncRecruiter, o: Options,
                 max_bytes: int) -> Definition:
     try:
         built = as_builder(job, rec).build(rec.clock.now(), max_bytes)
@@ -96,7 +97,7 @@ def _view(defn: Definition, change: str, stored: Document | None, written: Any) 
 _CHANGE = {"insert": "created", "update": "updated", "touch": "unchanged"}
 
 
-def schedule(rec: Recruiter, name: str, job: JobBuilder | Workable, o: Options) -> ScheduleView:
+def schedule(rec: Recruiter, name: str, job: JobBuilder[Any] | Workable, o: Options) -> ScheduleView:
     defn = _definition(name, job, rec, o, rec.max_document_bytes())
     coll = rec.db[SCHEDULES]
     for attempt in range(ATTEMPTS + 2):
@@ -121,7 +122,7 @@ def _condition(stored: Document | None, attempt: int) -> object:
     return stored.get("version") if stored else None
 
 
-async def schedule_async(rec: AsyncRecruiter, name: str, job: JobBuilder | Workable, o: Options) -> ScheduleView:
+async def schedule_async(rec: AsyncRecruiter, name: str, job: JobBuilder[Any] | Workable, o: Options) -> ScheduleView:
     defn = _definition(name, job, rec, o, await rec.max_document_bytes())
     coll = rec.db[SCHEDULES]
     for attempt in range(ATTEMPTS + 2):

@@ -34,8 +34,8 @@ from typing import Any
 
 import structlog
 
+from recruiter.domain.builder import JobBuilder
 from recruiter.domain.control import read_switches
-from recruiter.domain.job import JobBuilder
 from recruiter.domain.naming import ANY_GROUP
 from recruiter.domain.workable import Workable
 from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
@@ -82,14 +82,14 @@ class Drained:
 DUE_SLACK = timedelta(seconds=1)
 
 
-def drain(uri: str, jobs: Iterable[Workable | JobBuilder] = (), *, groups: Sequence[str] = (ANY_GROUP,),
+def drain(uri: str, jobs: Iterable[Workable | JobBuilder[Any]] = (), *, groups: Sequence[str] = (ANY_GROUP,),
           concurrency: int = 1, timeout_s: float = 60.0, max_crashes: int = 3) -> Drained:
     """:func:`drain_async` for synchronous tests (not from inside a running event loop)."""
     return asyncio.run(drain_async(uri, jobs, groups=groups, concurrency=concurrency, timeout_s=timeout_s,
                                    max_crashes=max_crashes))
 
 
-async def drain_async(uri: str, jobs: Iterable[Workable | JobBuilder] = (), *,
+async def drain_async(uri: str, jobs: Iterable[Workable | JobBuilder[Any]] = (), *,
                       groups: Sequence[str] = (ANY_GROUP,), concurrency: int = 1, timeout_s: float = 60.0,
                       max_crashes: int = 3) -> Drained:
     """Enqueue ``jobs`` on the database of ``uri``, run a recruiter and a worker of ``groups`` with

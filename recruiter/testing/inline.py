@@ -37,8 +37,9 @@ import bson
 from bson import CodecOptions, ObjectId
 
 from recruiter.domain.attempt import describe_exception, failure_of, judge, storable_result
+from recruiter.domain.builder import JobBuilder
 from recruiter.domain.clock import utc
-from recruiter.domain.job import JobBuilder, JobOptions, build_job_document
+from recruiter.domain.job import JobOptions, build_job_document
 from recruiter.domain.outcome import DONE, describe_decision
 from recruiter.domain.retry import Archive, Decision, MoveToGroup
 from recruiter.domain.workable import JobContext, Workable, accepts_context, workable_from_document
@@ -190,7 +191,7 @@ def _stored(value: object) -> object:
     return None if value is None else bson.decode(bson.encode({"r": value}), _CODEC)["r"]
 
 
-def _prepare(item: Workable | JobBuilder, sleep: bool, max_attempts: int) -> _Run:
+def _prepare(item: Workable | JobBuilder[Any], sleep: bool, max_attempts: int) -> _Run:
     if max_attempts < 1:
         raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
     clock = _Clock()
@@ -204,7 +205,7 @@ def _prepare(item: Workable | JobBuilder, sleep: bool, max_attempts: int) -> _Ru
     return _Run(job=stored, sleep=sleep, max_attempts=max_attempts, clock=clock)
 
 
-def run_inline(item: Workable | JobBuilder, *, sleep: bool = False, max_attempts: int = 100) -> InlineResult:
+def run_inline(item: Workable | JobBuilder[Any], *, sleep: bool = False, max_attempts: int = 100) -> InlineResult:
     """Run a job here and now, retried as its policy says, and return how it ended.
 
     ``item`` is a workable or a job builder (``Job(...).as_job_of(Inline()).retry_with(...)``).
@@ -234,7 +235,7 @@ def run_inline(item: Workable | JobBuilder, *, sleep: bool = False, max_attempts
         time.sleep(ended.total_seconds())
 
 
-async def run_inline_async(item: Workable | JobBuilder, *, sleep: bool = False,
+async def run_inline_async(item: Workable | JobBuilder[Any], *, sleep: bool = False,
                            max_attempts: int = 100) -> InlineResult:
     """:func:`run_inline` for async code: an ``async`` job runs on the running loop; a
     synchronous one runs in a thread, as a worker runs it."""
@@ -286,5 +287,5 @@ class Inline:
         self.sleep = sleep
         self.max_attempts = max_attempts
 
-    def enqueue(self, item: JobBuilder | Workable) -> InlineResult:
+    def enqueue(self, item: JobBuilder[Any] | Workable) -> InlineResult:
         return run_inline(item, sleep=self.sleep, max_attempts=self.max_attempts)

@@ -9,8 +9,8 @@ from datetime import timedelta
 import structlog
 from bson import ObjectId
 
+from recruiter.domain.builder import JobBuilder
 from recruiter.domain.cancel import ALREADY_ARCHIVED, FINISHING, NOT_FOUND, WAS_ASSIGNED, WAS_WAITING
-from recruiter.domain.job import JobBuilder
 from recruiter.domain.retry import RetryManyTimes
 from recruiter.processes.worker.heartbeat import JOB_TAKEN_AWAY, SlotView, beat
 from recruiter.processes.worker.runtime import WorkerProcess

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from recruiter import Recruiter, Workable
-from recruiter.domain.job import JobBuilder
+from recruiter.domain.builder import JobBuilder
 from tests.conftest import wait_for
 from tests.hostile_jobs import EXPECTED, KILLERS, Hostile, HostileAsync
 from tests.processes.conftest import Proc, Processes

@@ -12,14 +12,13 @@ from bson.codec_options import CodecOptions
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from recruiter.domain.builder import JobBuilder, as_builder
 from recruiter.domain.job import (
     DEFAULT_GROUP,
-    JobBuilder,
     JobOptions,
     JobRefused,
     Priority,
     Status,
-    as_builder,
     build_job_document,
 )
 from recruiter.domain.retry import DoNotDoItAgain, ExponentialBackoff, RetryManyTimes, policy_from_document

@@ -7,9 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from recruiter.domain.builder import JobBuilder
 from recruiter.domain.candidates import Query, first_queries
 from recruiter.domain.control import NOT_PAUSED
-from recruiter.domain.job import JobBuilder, JobOptions, JobRefused, build_job_document
+from recruiter.domain.job import JobOptions, JobRefused, build_job_document
 from recruiter.domain.outcome import archived_document
 from recruiter.domain.placement import (
     WORKER_DEADLINE,

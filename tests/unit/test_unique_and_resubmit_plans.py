@@ -54,7 +54,7 @@ def test_anything_but_a_string_is_refused_by_the_builder_option(key: object) -> 
 
 
 def unique_builder_check(key: object) -> None:
-    from recruiter.domain.job import JobBuilder
+    from recruiter.domain.builder import JobBuilder
 
     JobBuilder(Job(1), recruiter=None).unique(key)  # type: ignore[arg-type]
 
