@@ -13,7 +13,7 @@ from datetime import timedelta
 import click
 import structlog
 
-from recruiter.cli.options import DURATION, Common, common_options, connect_target, env, valid
+from recruiter.cli.options import DURATION, Common, common_options, connect_target, connection_error, env, valid
 from recruiter.processes import logs
 from recruiter.store import ConnectionProblem, StoreError, command_listeners, describe, parse_target, sync_client
 
@@ -55,7 +55,7 @@ def dashboard_command(host: str, port: int, read_only: bool, token: str | None, 
     try:
         target = connect_target(common)
     except ConnectionProblem as exc:
-        raise click.ClickException(str(exc)) from None
+        raise connection_error(exc) from None
     client = sync_client(target, app_name="recruiter-dashboard", server_selection_timeout_s=5.0,
                          event_listeners=command_listeners())  # RECRUITER_COMMAND_STATS, if set
     try:

@@ -26,10 +26,12 @@ from recruiter.store import (
     DEFAULT_URI,
     URI_ENVVARS,
     ConnectionProblem,
+    DeploymentRefused,
     ServerClock,
     StoreError,
     SyncDb,
     Target,
+    check_deployment,
     command_listeners,
     describe,
     first_line,
@@ -151,12 +153,25 @@ def common_options(fn: Command) -> Command:
     return command
 
 
+class Refused(click.ClickException):
+    """A refusal to start, in one line, with the exit status of a usage error (2)."""
+
+    exit_code = 2
+
+
+def connection_error(exc: ConnectionProblem) -> click.ClickException:
+    """One line for a target that cannot be used: exit 2 for a server recruiter cannot run on
+    (standalone, too old), 1 for one that does not answer or a bad URI."""
+    return Refused(str(exc)) if isinstance(exc, DeploymentRefused) else click.ClickException(str(exc))
+
+
 def connect_target(common: Common) -> Target:
     """The target of ``--target``, reachable (started first with ``--embedded`` if nothing answers)."""
     if common.embedded:
         return embedded.ensure_running(common.target, common.embedded_path)
     target = parse_target(common.target)
     wait_until_reachable(target, timeout_s=5.0)
+    check_deployment(target)  # a standalone or too old server: DeploymentRefused, one line
     return target
 
 

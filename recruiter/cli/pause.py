@@ -13,7 +13,7 @@ import click
 
 from recruiter.admin import switches
 from recruiter.admin.status import PausedNames
-from recruiter.cli.options import Common, common_options, connect_target
+from recruiter.cli.options import Common, common_options, connect_target, connection_error
 from recruiter.domain import control
 from recruiter.domain.naming import name_problem
 from recruiter.processes import logs
@@ -84,7 +84,7 @@ def _switch(kind: str, names: tuple[str, ...], pause: bool | None, common: Commo
         finally:
             client.close()
     except ConnectionProblem as exc:
-        raise click.ClickException(str(exc)) from None
+        raise connection_error(exc) from None
     except StoreError as exc:
         if common.debug or target is None:
             raise

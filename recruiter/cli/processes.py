@@ -26,6 +26,7 @@ from recruiter.cli.options import (
     Common,
     common_options,
     connect_target,
+    connection_error,
     env,
     format_seconds,
     seconds,
@@ -79,7 +80,11 @@ def run_process(common: Common, app_name: str, make: MakeObserved, check: Check 
         target = connect_target(common)
         code = runtime.run(target, app_name, lambda db, clock: make(db, clock, instruments), check,
                            listeners=instruments.command_listeners, metrics=instruments.metrics)
-    except (ConnectionProblem, WorkerIdTaken, ValueError) as exc:
+    except ConnectionProblem as exc:
+        if common.debug:
+            raise
+        raise connection_error(exc) from None
+    except (WorkerIdTaken, ValueError) as exc:
         if common.debug:
             raise
         raise click.ClickException(str(exc)) from None

@@ -20,6 +20,7 @@ from pymongo.errors import ConfigurationError, InvalidURI, PyMongoError
 from pymongo.monitoring import CommandListener as CommandListener  # re-exported: producers take listeners
 from pymongo.uri_parser import parse_uri
 
+from recruiter.domain.deployment import deployment_problem
 from recruiter.store import privileges, strict
 from recruiter.store.layout import AsyncClient, AsyncClientSession, AsyncDb, ClientSession, SyncClient, SyncDb
 
@@ -171,6 +172,25 @@ def wait_until_reachable(target: Target, timeout_s: float) -> None:
                 time.sleep(0.2)
     finally:
         client.close()
+
+
+class DeploymentRefused(ConnectionProblem):
+    """The server answers but cannot carry recruiter (standalone, or too old): one line."""
+
+
+def check_deployment(target: Target, timeout_s: float = 5.0) -> None:
+    """Raise :class:`DeploymentRefused` unless ``target`` is a replica set or a sharded cluster
+    of a supported release (:mod:`recruiter.domain.deployment`); one ``hello``."""
+    client = sync_client(target, server_selection_timeout_s=timeout_s)
+    try:
+        reply = client.admin.command("hello")
+    except PyMongoError as exc:
+        raise ConnectionProblem(describe(exc, target)) from None
+    finally:
+        client.close()
+    problem = deployment_problem(reply, target.display)
+    if problem:
+        raise DeploymentRefused(problem)
 
 
 def answers_ping(client: SyncClient) -> bool:
