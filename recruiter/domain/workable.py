@@ -180,7 +180,7 @@ class Workable:
 
     def as_job_of(self, recruiter: Enqueuer[R]) -> JobBuilder[R]:
         """Start building a job of this workable for ``recruiter`` (sync or async); the builder's
-        ``enqueue()`` returns what ``recruiter.enqueue`` does (a handle, or an awaitable of one)."""
+        ``enqueue()`` returns what the recruiter's own ``enqueue`` does (a handle, or an awaitable of one)."""
         from recruiter.domain.builder import JobBuilder
 
         return JobBuilder(self, recruiter)
