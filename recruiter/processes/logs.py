@@ -7,18 +7,26 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
-from collections.abc import Iterator
-from typing import Protocol
+from collections.abc import Iterator, MutableMapping
+from typing import Any, Protocol
 
 import structlog
 
 from recruiter.domain.events import Event
+from recruiter.processes.worker.capture import in_attempt, job_fields
+from recruiter.processes.worker.output import log_output_as_events
 
 LEVELS = ("debug", "info", "warning", "error")
 FORMATS = ("auto", "console", "json")
 
 
 def configure(level: str = "info", fmt: str = "auto") -> None:
+    """Configure structlog and the standard ``logging`` module for a process (the CLI's edge).
+
+    Both render alike: JSON documents, one per line, or console lines. What a job logs or
+    prints carries its ``job_id`` and ``attempt`` (:mod:`recruiter.processes.worker.output`), and
+    its ``logging`` records are shown from ``level`` on; other libraries' records only from
+    WARNING on (or from ``level``, at debug)."""
     numeric = getattr(logging, level.upper())
     if fmt == "auto":
         fmt = "console" if sys.stderr.isatty() else "json"
@@ -30,20 +38,66 @@ def configure(level: str = "info", fmt: str = "auto") -> None:
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            job_fields,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info if fmt == "json" else structlog.processors.StackInfoRenderer(),
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        # One write per line (print writes the newline apart): a record of another thread, printed by
+        # logging with one write of its own, cannot land between a line and its end.
+        logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )
-    logging.basicConfig(level=max(numeric, logging.WARNING), stream=sys.stderr)
-    if numeric > logging.DEBUG:
-        for handler in logging.getLogger().handlers:
-            if type(handler.formatter) is logging.Formatter or handler.formatter is None:
-                handler.setFormatter(DriverErrorsOnOneLine(handler.formatter))
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(numeric)
+    handler.addFilter(QuietOutsideJobs(numeric))
+    if fmt == "json":
+        handler.setFormatter(_json_records(numeric))
+    elif numeric > logging.DEBUG:
+        handler.setFormatter(DriverErrorsOnOneLine())
+    logging.basicConfig(level=min(numeric, logging.INFO), handlers=[handler], force=True)
+    log_output_as_events(fmt == "json")
+
+
+class QuietOutsideJobs(logging.Filter):
+    """Below WARNING, only a job's own records pass (the process runs at ``level``): a library's
+    INFO is not the operator's business unless they asked for debug."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self.level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or self.level <= logging.DEBUG or in_attempt()
+
+
+def _json_records(level: int) -> logging.Formatter:
+    """``logging`` records as the same JSON documents structlog's events are."""
+    pre_chain: list[structlog.types.Processor] = [
+        job_fields,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    if level > logging.DEBUG:
+        pre_chain.append(_brief_driver_errors)
+    return structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=pre_chain,
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                    structlog.processors.format_exc_info, structlog.processors.JSONRenderer()],
+    )
+
+
+def _brief_driver_errors(logger: object, method_name: str, event_dict: MutableMapping[str, Any]) -> Any:
+    """The driver's background errors on one line in JSON too (see :class:`DriverErrorsOnOneLine`)."""
+    name = str(event_dict.get("logger", ""))
+    info = event_dict.get("exc_info")
+    if (name == "pymongo" or name.startswith("pymongo.")) and isinstance(info, tuple) and info[1] is not None:
+        event_dict["event"] = f"{event_dict.get('event')} {type(info[1]).__name__}: {info[1]}".replace("\n", " ")
+        del event_dict["exc_info"]
+    return event_dict
 
 
 class DriverErrorsOnOneLine(logging.Formatter):

@@ -5,6 +5,7 @@ execution, in order, cut and marked over the bound."""
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from pathlib import Path
@@ -114,7 +115,7 @@ def test_progress_rides_on_the_heartbeat_and_costs_no_write(
 def test_each_attempt_keeps_its_own_logs_in_order_and_a_long_log_is_cut(
         processes: Processes, db: Any, db_uri: str) -> None:
     processes.recruiter()
-    processes.worker("--id", "chatty", "--concurrency", "5")
+    worker = processes.worker("--id", "chatty", "--concurrency", "5")
     hangs = enqueue(db_uri, LogsThenHangs(), timeout_s=2)  # killed at its timeout: its child's lines kept
     in_thread = enqueue(db_uri, Chatty(succeed_on=3), retries=2)
     in_child = enqueue(db_uri, Chatty(succeed_on=3), timeout_s=60, retries=2)  # a timeout: a child process
@@ -158,6 +159,37 @@ def test_each_attempt_keeps_its_own_logs_in_order_and_a_long_log_is_cut(
     assert lines[-1].endswith(f"stdout: {2999:06d} " + "x" * 100), "the newest lines are kept"
     assert all(" PRINT   stdout: " in line for line in lines), "cut on a line boundary"
     assert doc["executions"][-1]["logs_cut"] == e["logs_cut"]
+    the_worker_logs_one_json_document_per_line_whatever_its_jobs_print(worker, in_thread, in_child, in_task, long_log)
+
+
+def the_worker_logs_one_json_document_per_line_whatever_its_jobs_print(
+        worker: Proc, in_thread: Any, in_child: Any, in_task: Any, long_log: Any) -> None:
+    """Issue 41: in JSON mode a job's prints and log records are JSON events with its job id and
+    attempt (a child's lines too, logged by the worker), and its INFO records are kept."""
+    docs = []
+    for n, line in enumerate(worker.log().splitlines()):
+        try:
+            docs.append(json.loads(line))
+        except ValueError:
+            raise AssertionError(f"line {n + 1} of the worker's output is not JSON: {line!r}") from None
+
+    def said(job_id: Any, n: int) -> list[dict[str, Any]]:
+        return [d for d in docs if d.get("job_id") == str(job_id) and d.get("attempt") == n]
+
+    for n in (1, 2, 3):
+        for job_id in (in_thread, in_task):  # in the worker: its own events
+            mine = said(job_id, n)
+            assert {("job.output", "stdout", f"print says attempt {n}"),
+                    ("job.output", "stderr", f"stderr says attempt {n}")} <= {
+                (d["event"], d.get("stream"), d.get("line")) for d in mine}, mine
+            assert any(d["event"] == f"logging says attempt {n}" and d["level"] == "info"
+                       and d["logger"] == "tests.chatty" for d in mine), mine
+            assert any(d["event"] == "structlog says" and d["level"] == "warning" for d in mine), mine
+        child = [d.get("line", "") for d in said(in_child, n) if d["event"] == "job.output" and d["stream"] == "child"]
+        assert any(line.endswith(f"PRINT   stdout: print says attempt {n}") for line in child), child
+        assert any(line.endswith(f"INFO    tests.chatty: logging says attempt {n}") for line in child), child
+    printed = [d for d in said(long_log, 1) if d["event"] == "job.output"]
+    assert len(printed) == 3000 + 2, "every printed line is logged, not only what the execution keeps"
 
 
 def test_the_handle_and_jobs_show_see_the_progress_change_and_then_the_logs(

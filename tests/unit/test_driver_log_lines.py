@@ -4,10 +4,9 @@ included, print as before. Run in a child process: logging's configuration is pr
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
-
-import pytest
 
 from tests.conftest import REPO
 
@@ -33,9 +32,8 @@ def run(level: str, fmt: str) -> list[str]:
     return out.stderr.splitlines()
 
 
-@pytest.mark.parametrize("fmt", ["console", "json"])
-def test_a_driver_error_prints_on_one_line_with_its_exception(fmt: str) -> None:
-    lines = run("info", fmt)
+def test_a_driver_error_prints_on_one_line_with_its_exception() -> None:
+    lines = run("info", "console")
     assert "ERROR:pymongo.client:background task failed: RuntimeError: no server at 127.0.0.1:1" in lines, lines
     assert "ERROR:pymongo:background task failed: RuntimeError: the root driver logger" in lines, lines
     assert "WARNING:pymongo.client:a plain warning" in lines, lines
@@ -44,6 +42,21 @@ def test_a_driver_error_prints_on_one_line_with_its_exception(fmt: str) -> None:
     assert lines[job + 1] == "Traceback (most recent call last):", lines
     assert "RuntimeError: a job's own error" in lines[job + 1:], lines
     assert sum(line.startswith("Traceback") for line in lines) == 1, lines
+
+
+def test_in_json_every_record_is_one_json_document_and_the_driver_error_is_brief() -> None:
+    docs = [json.loads(line) for line in run("info", "json")]  # every line parses
+    by_logger = {(d["logger"], d["level"]): d for d in docs}
+    driver = by_logger[("pymongo.client", "error")]
+    assert driver["event"] == "background task failed: RuntimeError: no server at 127.0.0.1:1"
+    assert "exception" not in driver
+    assert by_logger[("pymongo", "error")]["event"].endswith("RuntimeError: the root driver logger")
+    assert by_logger[("pymongo.client", "warning")]["event"] == "a plain warning"
+    # A job's logger keeps its traceback, inside its document.
+    job = by_logger[("jobs.report", "error")]
+    assert job["event"] == "background task failed:"
+    assert "Traceback (most recent call last):" in job["exception"]
+    assert "RuntimeError: a job's own error" in job["exception"]
 
 
 def test_at_debug_the_driver_error_keeps_its_traceback() -> None:

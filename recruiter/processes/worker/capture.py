@@ -38,7 +38,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from types import FrameType
 from typing import Any, TextIO
 
@@ -50,6 +50,8 @@ from recruiter.domain.handback import storable_text
 # The buffer of the attempt running in the current context, if any.
 CURRENT: contextvars.ContextVar[LogBuffer | None] = contextvars.ContextVar("recruiter_job_logs", default=None)
 CAPTURE_LEVEL = logging.INFO
+# The event a printed line of a job becomes when the process logs JSON (recruiter.processes.worker.output).
+OUTPUT_EVENT = "job.output"
 # Writes to stdout/stderr whose caller is in one of these modules (or this one: _LastResort)
 # are lines a logger already captured (a structlog PrintLogger, a logging StreamHandler): not
 # captured twice.
@@ -81,6 +83,11 @@ class LogBuffer:
 
     def __init__(self, max_bytes: int = MAX_LOG_BYTES) -> None:
         self.max_bytes = max_bytes
+        # The attempt's job_id and attempt, added to what the process logs in its context (job_fields).
+        self.fields: dict[str, object] = {}
+        # Where each completed printed line also goes when the process logs JSON (output.py), instead
+        # of the raw stream: (stream, line without its newline). None: printed text passes through.
+        self.echo: Callable[[str, str], None] | None = None
         self.cut = 0  # bytes dropped
         self._lines: deque[tuple[str, int]] = deque()
         self._size = 0
@@ -118,6 +125,8 @@ class LogBuffer:
         with self._lock:
             self.cut += cut
         for line in lines:
+            if self.echo is not None:  # the child wrote nothing itself: its lines are logged here
+                self.echo("child", line.rstrip("\n"))
             self.add(line)
 
     def write(self, stream: str, text: str) -> None:
@@ -148,6 +157,9 @@ class LogBuffer:
     def _add_lines(self, stream: str, lines: list[str]) -> None:
         """Format and keep ``lines`` (under the lock); those the buffer would drop at once, being
         older than the newest ``max_bytes``, are only counted in ``cut``."""
+        if self.echo is not None:
+            for line in lines:
+                self.echo(stream, line)
         prefix = format_line(time.time(), "print", stream, "")  # the line's stamp, and its newline
         budget, first = self.max_bytes, len(lines)
         while first > 0 and budget > 0:
@@ -206,8 +218,11 @@ class TeeStream:
 
     def write(self, text: str) -> int:
         buffer = CURRENT.get()
-        if buffer is not None and isinstance(text, str) and not _from_logger(sys._getframe(1)):
-            buffer.write(self.stream_name, text)
+        if buffer is not None and isinstance(text, str):
+            if not _from_logger(sys._getframe(1)):
+                buffer.write(self.stream_name, text)
+            if buffer.echo is not None:  # its lines and records are logged as events: nothing raw
+                return len(text)
         try:
             return self.wrapped.write(text)
         except UnicodeEncodeError:  # a lone surrogate, on a stream that refuses it: written escaped
@@ -254,10 +269,26 @@ _LEVELS = {"debug": 10, "info": 20, "msg": 20, "warning": 30, "warn": 30, "error
            "critical": 50, "fatal": 50}
 
 
-def capture_processor(logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> Any:
-    """The structlog processor put first in the chain: keeps the event if an attempt runs here."""
+def in_attempt() -> bool:
+    """Whether the caller runs in an attempt's context (its lines are being kept)."""
+    return CURRENT.get() is not None
+
+
+def job_fields(logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> Any:
+    """A structlog processor: what is logged in an attempt's context carries its job id and attempt."""
     buffer = CURRENT.get()
-    if buffer is not None and _LEVELS.get(method_name, 20) >= CAPTURE_LEVEL:
+    if buffer is not None:
+        for key, value in buffer.fields.items():
+            event_dict.setdefault(key, value)
+    return event_dict
+
+
+def capture_processor(logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> Any:
+    """The structlog processor put first in the chain: keeps the event if an attempt runs here
+    (not a printed line logged as an event: the buffer has that line already)."""
+    buffer = CURRENT.get()
+    if (buffer is not None and _LEVELS.get(method_name, 20) >= CAPTURE_LEVEL
+            and event_dict.get("event") != OUTPUT_EVENT):
         try:
             buffer.add(_structlog_line(logger, method_name, event_dict))
         except Exception:  # noqa: BLE001 - capturing never fails the job

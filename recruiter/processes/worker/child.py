@@ -107,10 +107,17 @@ class _Reporter:
                 self.out.send(("error", describe(exc), news))
 
 
+def _unwritten(stream: str, line: str) -> None:
+    """A child's printed lines are only kept, and sent to the parent (which logs them)."""
+
+
 def _child_main(workable_doc: dict[str, object], ctx: JobContext, sys_path: list[str], out: Connection,
-                max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES, trace_carrier: dict[str, str] | None = None) -> None:
+                max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES, trace_carrier: dict[str, str] | None = None,
+                quiet: bool = False) -> None:
     sys.path[:] = sys_path
     reporter = _Reporter(out)
+    if quiet:
+        reporter.logs.echo = _unwritten
     ctx = dataclasses.replace(ctx, reporter=reporter.progress)
     news = threading.Thread(target=reporter.run, name="recruiter-job-news", daemon=True)
     answer: tuple[str, object]
@@ -179,7 +186,8 @@ class ChildAttempt:
         mp = _mp_context()
         logs = logs if logs is not None else LogBuffer()
         receiver, sender = mp.Pipe(duplex=False)
-        args = (workable_doc, ctx, list(sys.path), sender, max_result_bytes, trace_carrier)
+        # In JSON mode the child writes nothing itself: the parent logs its lines as events.
+        args = (workable_doc, ctx, list(sys.path), sender, max_result_bytes, trace_carrier, logs.echo is not None)
         self.process = mp.Process(target=_child_main, args=args,
                                   name=f"recruiter-job-{ctx.job_id}", daemon=True)
 

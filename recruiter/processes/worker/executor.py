@@ -53,6 +53,7 @@ from recruiter.domain.workable import JobContext, ProgressSink, accepts_context,
 from recruiter.processes.worker.capture import LogBuffer, capturing, ensure_installed
 from recruiter.processes.worker.child import ChildAttempt, JobTimedOut
 from recruiter.processes.worker.config import THREAD_EXIT_MARGIN_S
+from recruiter.processes.worker.output import watch
 from recruiter.processes.worker.state import JobState, Running, Said
 from recruiter.store.layout import Document
 
@@ -299,6 +300,7 @@ class Executor:
             running.progress = Said(value, message, clock.now())  # one reference replaced: no lock needed
 
         ctx = context_of(slot_id, job, report)
+        watch(running.logs, ctx.job_id, ctx.attempt)  # its output, in the process's log format
         timeout_s = job.get("timeout_s")
         workable = workable_from_document(job["workable"])
         ensure_installed()  # after the job's module is imported: it may have configured logging
