@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -83,9 +82,9 @@ async def _given_back(db_uri: str, sync_db: Any, start: datetime) -> dict[str, O
 
 
 @pytest.fixture
-def refused(db: Any, db_uri: str) -> Iterator[dict[str, ObjectId]]:
+def refused(db: Any, db_uri: str) -> dict[str, ObjectId]:
     start = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=1)
-    yield asyncio.run(_given_back(db_uri, db, start))
+    return asyncio.run(_given_back(db_uri, db, start))
 
 
 def cli(db_uri: str, *args: str) -> str:
@@ -151,7 +150,8 @@ def test_the_cli_shows_the_refusal_in_list_show_and_explain(db_uri: str, refused
     assert "waiting    refused: refused by worker wrong-dir: class not allowed: tests.workables:Record" in shown
     refused_line = next(line for line in shown.splitlines() if line.startswith("refused    "))
     assert "kept from them until " in refused_line
-    assert refused_line.endswith("to fix: allow the module on the worker: --allow-module tests (RECRUITER_ALLOW_MODULE)")
+    assert refused_line.endswith("to fix: allow the module on the worker: --allow-module tests "
+                                 "(RECRUITER_ALLOW_MODULE)")
     as_json = json.loads(cli(db_uri, "jobs", "show", job_id, "--json"))
     assert as_json["refused"]["workers"] == ["wrong-dir"]
     assert as_json["refused"]["kind"] == NOT_ALLOWED
@@ -232,3 +232,11 @@ def test_the_start_check_names_each_module_a_waiting_job_names_and_the_worker_re
     assert {e["module"] for e in logs} == {"nowhere_jobs", "other_group_jobs"}
     found, logs = asyncio.run(check(("quiet",), AllowedModules(())))
     assert (found, logs) == (0, [])
+
+
+def test_explain_says_archived_once(db: Any, db_uri: str) -> None:
+    now = datetime.now(UTC).replace(microsecond=0)
+    doc = {**_doc(db_uri, 5, now), "why": "unrunnable", "reason": "no worker could run it", "archived_at": now}
+    db.archived.insert_one(doc)
+    line = cli(db_uri, "jobs", "explain", str(doc["_id"])).strip()
+    assert line == f"archived: unrunnable (no worker could run it) at {now.strftime('%Y-%m-%d %H:%M:%S')} UTC"
