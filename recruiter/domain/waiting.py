@@ -261,7 +261,8 @@ def _not_due(job_id: object, job: Raw, now: datetime) -> Explanation:
     assert due is not None
     details: dict[str, object] = {"due_at": due, "group": job.get("group"), "tenant": job.get("tenant")}
     refused = refused_of(job)
-    if job.get("status") == "retrying" and refused_by(job, now) and refused is not None:
+    # Given back and not run since (also past refusals_until: the next refusal archives it).
+    if job.get("status") == "retrying" and refused is not None and refused.current and refused_by(job):
         details.update(_refused_details(refused))
         return Explanation(job_id, Waiting.REFUSED, f"{refused.describe()}; offered to other workers at "
                            f"{_at(due, now)}", details)

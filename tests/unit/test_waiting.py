@@ -76,6 +76,14 @@ def test_a_job_given_back_by_a_worker_that_refused_it_says_so() -> None:
     assert found.text.startswith("refused by worker w1: no module billing; kept from them until "
                                  "2026-11-27 04:00:00 UTC (a refusal after that archives it unrunnable); to fix: ")
     assert "--import-path" in found.text
+    # Past refusals_until it is still the refusal it waits for (the next one archives it).
+    late = explain(JOB_ID, {**doc, "refusals_until": NOW - timedelta(seconds=1)}, None, NOW)
+    assert late is not None
+    assert late.code == Waiting.REFUSED
+    # Run since and failed: an ordinary retry.
+    ran = {**doc, "last_execution": {"attempt": 1, "outcome": "failed", "class": "ValueError", "message": "bad",
+                                     "ended_at": NOW + timedelta(seconds=1)}}
+    assert code(ran) == Waiting.RETRYING
     assert found.details["refused_by"] == ["w1"]
     assert found.details["refused_until"] == NOW + timedelta(hours=1)
 
