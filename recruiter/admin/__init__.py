@@ -18,6 +18,7 @@ from recruiter.admin.stats import Depth, GroupStats, Stats, TenantStats, Window,
 from recruiter.admin.status import LeaseView, PausedNames, Status, WorkerCounts
 from recruiter.admin.switches import Switched, UnusedNames
 from recruiter.admin.workers import ProgressView, WorkerView
+from recruiter.domain.refused import Refused
 from recruiter.domain.waiting import Explanation, Waiting
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "LeaseView",
     "PausedNames",
     "ProgressView",
+    "Refused",
     "Retried",
     "RetriedJob",
     "RetryRefusedAll",

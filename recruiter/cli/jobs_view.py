@@ -18,6 +18,7 @@ from recruiter.domain.attempt import cut_marker
 from recruiter.domain.following import JobView, Progress
 from recruiter.domain.jsonable import plain as plain  # re-exported: the views speak of it
 from recruiter.domain.records import Raw
+from recruiter.domain.refused import refused_json
 from recruiter.domain.waiting import Explanation
 
 MISSING = "-"
@@ -34,8 +35,12 @@ def _time(value: datetime | None) -> str:
 
 
 def state_of(view: JobView) -> str:
-    """``running``, ``queued``...; ``archived: <why>`` for an archived job."""
-    return f"archived: {view.why}" if view.state == "archived" else view.state
+    """``running``, ``queued``...; ``archived: <why>`` for an archived job; a job workers gave
+    back unrun says so: ``retrying (refused by worker w: module not allowed (jobs:Send))``."""
+    if view.state == "archived":
+        return f"archived: {view.why}"
+    return f"{view.state} ({view.refused.short()})" if view.refused is not None and view.refused.current \
+        else view.state
 
 
 def progress_json(progress: Progress | None) -> dict[str, Any] | None:
@@ -52,6 +57,7 @@ def row_json(view: JobView) -> dict[str, Any]:
         "attempts": view.attempts, "created_at": plain(view.created_at),
         "scheduled_at": plain(view.scheduled_at), "archived_at": plain(view.archived_at),
         "worker": view.worker, "progress": progress_json(view.progress), "retry_of": plain(view.retry_of),
+        "refused": refused_json(view.refused),
     }
 
 
@@ -118,6 +124,7 @@ def render_show(view: JobView, waiting: Explanation | None = None) -> str:
         f"job        {plain(view.id)}",
         f"state      {state_of(view)}" + (f" ({view.reason})" if view.reason else ""),
         *([f"waiting    {waiting.code}: {waiting.text}"] if waiting is not None else []),
+        *([f"refused    {view.refused.describe()}"] if view.refused is not None else []),
         f"class      {_text(view.class_name)}",
         f"parameters {json.dumps(plain(params))}",
         f"group      {_text(view.group)}",

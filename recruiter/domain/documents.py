@@ -205,8 +205,11 @@ OUTCOME: dict[str, tuple[bool, Check]] = {
     "decision": (True, _decision),
     "execution": (False, optional(document)),
     # A worker that could not run the job gave it back (recruiter.domain.refusals).
+    # Its kind, class and fix (optional: a worker of an older version writes none) are what the views show.
     "refusal": (False, optional(fields({"process": (True, text), "worker": (True, text), "reason": (True, text),
-                                        "at": (True, date), "until": (True, date)}))),
+                                        "at": (True, date), "until": (True, date),
+                                        "kind": (False, one_of("not-allowed", "cannot-import")),
+                                        "class": (False, text), "fix": (False, text)}))),
     # A done job whose value was not stored (recruiter.domain.handback.Dropped).
     "result_dropped": (False, optional(fields({"reason": (True, text), "size_bytes": (False, optional(count))}))),
 }

@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import Literal, cast
 
 from recruiter.domain.records import Raw
+from recruiter.domain.refused import Refused, refused_of
 
 JobState = Literal["queued", "delayed", "retrying", "assigned", "running", "archived"]
 STATES: tuple[JobState, ...] = ("queued", "delayed", "retrying", "assigned", "running", "archived")
@@ -75,6 +76,8 @@ class JobView:
     # archived done: the value was not kept, and why: {reason, size_bytes} (recruiter.domain.handback)
     result_dropped: Raw | None = None
     retry_of: object = None  # a copy made by ``jobs retry``: the archived job it copies
+    # Workers that gave it back unrun, why and what to do (recruiter.domain.refused); ``current``: it waits for that.
+    refused: Refused | None = None
     document: Raw = field(default_factory=dict, repr=False)  # the document the view was built from
 
     @property
@@ -168,7 +171,7 @@ def view_of(job_id: object, scheduled: Raw | None, archived: Raw | None, beat: R
         "attempts": _count(doc.get("attempts")), "created_at": _date(doc.get("created_at")),
         "scheduled_at": _date(doc.get("scheduled_at")), "executions": _documents(doc.get("executions")),
         "last_execution": cast(Raw, last) if isinstance(last, Mapping) else None,
-        "retry_of": doc.get("retry_of"), "document": doc,
+        "retry_of": doc.get("retry_of"), "document": doc, "refused": refused_of(doc, archived is not None),
     }
     if archived is not None:
         return JobView(state="archived", why=_str(archived.get("why")) or "?", reason=_str(archived.get("reason")),

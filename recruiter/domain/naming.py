@@ -15,6 +15,7 @@ producer, the worker's ``--group`` and the pause commands alike.
 from __future__ import annotations
 
 import importlib
+import itertools
 import sys
 import unicodedata
 from dataclasses import dataclass
@@ -26,6 +27,9 @@ ANY_GROUP = "*"
 # no user group may start with it.
 WORKER_GROUP_PREFIX = "@worker:"
 MAX_NAME_CHARS = 200
+# A directory on an import path is a package only if it holds code (naming.is_package); this
+# many of its entries are looked at, at most.
+PACKAGE_ENTRIES_READ = 1000
 SHOWN_PREFIXES = 10  # allowed modules named in a refusal; the worker logs them all at start
 # Modules no job may name: importing one runs a program (``python -m x`` runs ``x.__main__``).
 _NEVER_IMPORTED = ("__main__", "__mp_main__")
@@ -183,8 +187,27 @@ def module_problem(prefix: str) -> str | None:
     return None
 
 
+def _is_code(entry: Path) -> bool:
+    """A file Python imports as a module: ``.py``, ``.pyc``, or an extension (``.so``)."""
+    return entry.suffix in (".py", ".pyc") or ".so" in entry.suffixes
+
+
+def is_package(directory: Path) -> bool:
+    """Whether ``directory`` is a Python package: an ``__init__.py``, or (a namespace package)
+    modules of its own or a subdirectory with an ``__init__.py``. A data directory (``logs``,
+    ``static``) is not. Looks one level down, at most :data:`PACKAGE_ENTRIES_READ` entries."""
+    try:
+        entries = list(itertools.islice(directory.iterdir(), PACKAGE_ENTRIES_READ))
+    except OSError:
+        return False
+    if any(e.is_file() and _is_code(e) for e in entries):
+        return True
+    return any(e.is_dir() and e.name.isidentifier() and (e / "__init__.py").is_file() for e in entries)
+
+
 def modules_under(path: str | Path) -> list[str]:
-    """Top-level modules and packages a directory on ``sys.path`` provides (no code is run)."""
+    """Top-level modules and packages a directory on ``sys.path`` provides (no code is run):
+    modules, and directories that are packages (:func:`is_package`), not data directories."""
     found: set[str] = set()
     try:
         entries = list(Path(path).iterdir())
@@ -194,7 +217,7 @@ def modules_under(path: str | Path) -> list[str]:
         name = entry.name.partition(".")[0] if entry.is_file() else entry.name
         if not name.isidentifier() or name.startswith("__"):  # __pycache__, __main__
             continue
-        if entry.is_dir() or entry.suffix in (".py", ".pyc") or ".so" in entry.suffixes:
+        if (entry.is_dir() and is_package(entry)) or (entry.is_file() and _is_code(entry)):
             found.add(name)
     return sorted(found)
 

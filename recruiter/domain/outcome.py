@@ -21,6 +21,7 @@ from recruiter.domain.job import MAX_EXECUTIONS_KEPT, Status
 from recruiter.domain.lanes import slot_of
 from recruiter.domain.naming import qualified_name
 from recruiter.domain.records import DecisionDoc, Query, Raw
+from recruiter.domain.refusals import MAX_CLASS_CHARS, MAX_FIX_CHARS, MAX_REASON_CHARS
 from recruiter.domain.refusals import MAX_KEPT as MAX_REFUSALS_KEPT
 from recruiter.domain.resubmit import due_at, late_flag_filter
 from recruiter.domain.retry import Archive, Decision, MoveToGroup, RetryAt, WorkerCrashed
@@ -37,6 +38,8 @@ INTERRUPTED = "interrupted"  # an at_most_once job whose attempt a forced stop c
 # Fields that describe a lock; never copied to archived and removed on unlock. A resubmit
 # (recruiter.domain.resubmit) is asked of one lock: the next run after it is the one asked for.
 LOCK_FIELDS = ("locked_by", "locked_at", "lock_token", "lock_epoch", "resubmit")
+# The texts of a refusal and their bounds, as a job's refusals keep them (recruiter.domain.refusals).
+REFUSAL_CUTS = (("reason", MAX_REASON_CHARS), ("class", MAX_CLASS_CHARS), ("fix", MAX_FIX_CHARS))
 
 
 # ``Execution.of``'s default attempt: the job's ``attempts``. The cleaner passes what a
@@ -298,7 +301,9 @@ def reschedule_update(job: Raw, outcome_doc: Raw) -> tuple[Query, Query]:
         update["$inc"] = {"attempts": -1}
     refusal = outcome_doc.get("refusal")
     if isinstance(refusal, dict):  # checked by documents.OUTCOME
-        entry = {k: refusal[k] for k in ("process", "worker", "reason", "at")}
+        # Cut again here: the outcome is the worker's word, the job's refusals every view's.
+        entry = {k: refusal[k] for k in ("process", "worker", "reason", "at", "kind", "class", "fix") if k in refusal}
+        entry.update({k: str(entry[k])[:n] for k, n in REFUSAL_CUTS if k in entry})
         update["$push"] = {"refusals": {"$each": [entry], "$slice": -MAX_REFUSALS_KEPT}}
         update["$min"] = {"first_refused_at": refusal["at"]}
         set_["refusals_until"] = refusal["until"]

@@ -6,8 +6,11 @@ leaves a job's module out. Neither is the job's failure, nor proof that no worke
 can run it. So a worker that cannot import a job's classes (the workable's and
 those of its retry policy), or may not, gives the job back **unattempted**: its
 attempt is not counted, no execution is recorded, no retry policy is asked. The
-outcome carries a *refusal* (the refusing process, the reason, when), which the
-recruiter appends to the job's ``refusals`` (the newest :data:`MAX_KEPT`).
+outcome carries a *refusal* (the refusing process and worker, when, the reason,
+its kind: :data:`NOT_ALLOWED` or :data:`CANNOT_IMPORT`, the class refused and
+what to do about it, each cut to a bound), which the recruiter appends to the
+job's ``refusals`` (the newest :data:`MAX_KEPT`). Every view of a job reads them
+back through :mod:`recruiter.domain.refused`.
 
 The recruiter's selection (:mod:`recruiter.domain.selection`) then never gives
 the job to a process that refused it; any other worker of its group may take it,
@@ -34,15 +37,49 @@ from datetime import datetime, timedelta
 from recruiter.domain.retry import Archive, Decision, RetryAt
 
 UNRUNNABLE = "unrunnable"
+# Why a worker gave a job back: a class the job names is outside its allowed modules
+# (``--allow-module``; never imported), or importing it failed (not on its path, not in this release).
+NOT_ALLOWED = "not-allowed"
+CANNOT_IMPORT = "cannot-import"
+KINDS = (NOT_ALLOWED, CANNOT_IMPORT)
 MAX_KEPT = 20
+# The bounds of what a refusal stores (characters): the reason, the class named, what to do.
+MAX_REASON_CHARS = 500
+MAX_CLASS_CHARS = 200
+MAX_FIX_CHARS = 400
 FIRST_BACKOFF = timedelta(seconds=1)
 MAX_BACKOFF = timedelta(seconds=60)
 DEFAULT_GIVE_BACK_FOR = timedelta(hours=1)
 
 
-def refusal_document(process: str, worker_id: str, reason: str, now: datetime) -> dict[str, object]:
-    """One entry of a job's ``refusals``."""
-    return {"process": process, "worker": worker_id, "reason": reason[:500], "at": now}
+def refusal_document(process: str, worker_id: str, reason: str, now: datetime, *, kind: str | None = None,
+                     name: str | None = None, fix: str | None = None) -> dict[str, object]:
+    """One entry of a job's ``refusals``: who, when and why (``kind``, the class ``name``
+    refused, and the ``fix``: what the operator can do), each cut to its bound."""
+    doc: dict[str, object] = {"process": process, "worker": worker_id, "reason": reason[:MAX_REASON_CHARS],
+                              "at": now}
+    if kind in KINDS:
+        doc["kind"] = kind
+    if name:
+        doc["class"] = name[:MAX_CLASS_CHARS]
+    if fix:
+        doc["fix"] = fix[:MAX_FIX_CHARS]
+    return doc
+
+
+def fix_for(kind: str | None, module: str | None, *, importable: bool = False, cwd: str | None = None) -> str:
+    """What the operator can do about a refusal of ``kind`` naming ``module``: ``importable``
+    says whether the worker's import path holds the module (so allowing it is enough), ``cwd``
+    where the worker runs (a worker started outside the project finds none of its modules)."""
+    here = f" (it runs in {cwd})" if cwd else ""
+    top = module.split(".")[0] if module else "the job's module"
+    if kind == NOT_ALLOWED and module and importable:
+        return f"allow the module on the worker: --allow-module {top} (RECRUITER_ALLOW_MODULE)"
+    if kind == NOT_ALLOWED and not module:
+        return "the job names no valid class: fix the job, or cancel it"
+    return (f"start the worker in the project directory{here}, or give --import-path with the directory "
+            f"holding {top}" + (", or --allow-module if it is installed" if kind == NOT_ALLOWED else
+                                ", or deploy the release that has it"))
 
 
 def _refusals(job: Mapping[str, object]) -> list[Mapping[str, object]]:

@@ -48,6 +48,7 @@ from recruiter.domain.naming import ANY_GROUP
 from recruiter.domain.placement import deadline_of, is_worker_group, worker_of, worker_of_group
 from recruiter.domain.records import Query, Raw
 from recruiter.domain.refusals import refused_by
+from recruiter.domain.refused import Refused, refused_of
 from recruiter.domain.selection import FreeWorker
 
 # "Behind N" is counted up to this many jobs (then "at least N").
@@ -224,7 +225,8 @@ def _archived(job_id: object, doc: Raw) -> Explanation:
     why = _str(doc.get("why")) or "?"
     reason = _str(doc.get("reason"))
     at = _date(doc.get("archived_at"))
-    text = f"archived: {why}" + (f" ({reason[:200]})" if reason else "")
+    # The code says "archived" already: the text starts with how it ended (jobs explain prints "code: text").
+    text = why + (f" ({reason[:200]})" if reason else "")
     text += f" at {at.strftime('%Y-%m-%d %H:%M:%S')} UTC" if at is not None else ""
     return Explanation(job_id, Waiting.ARCHIVED, text, {"why": why, "reason": reason, "archived_at": at})
 
@@ -258,10 +260,11 @@ def _not_due(job_id: object, job: Raw, now: datetime) -> Explanation:
     due = _date(job.get("scheduled_at"))
     assert due is not None
     details: dict[str, object] = {"due_at": due, "group": job.get("group"), "tenant": job.get("tenant")}
-    refusals = job.get("refusals")
-    if job.get("status") == "retrying" and refused_by(job, now) and isinstance(refusals, list) and refusals:
-        details["refusals"] = len(refusals)
-        return Explanation(job_id, Waiting.REFUSED, f"{_refusal(refusals[-1])}; offered to other workers at "
+    refused = refused_of(job)
+    # Given back and not run since (also past refusals_until: the next refusal archives it).
+    if job.get("status") == "retrying" and refused is not None and refused.current and refused_by(job):
+        details.update(_refused_details(refused))
+        return Explanation(job_id, Waiting.REFUSED, f"{refused.describe()}; offered to other workers at "
                            f"{_at(due, now)}", details)
     if job.get("status") == "retrying":
         return Explanation(job_id, Waiting.RETRYING, f"retrying: {_failed(job)}backoff until {_at(due, now)}",
@@ -269,11 +272,10 @@ def _not_due(job_id: object, job: Raw, now: datetime) -> Explanation:
     return Explanation(job_id, Waiting.DUE_LATER, f"due later: at {_at(due, now)}", details)
 
 
-def _refusal(entry: object) -> str:
-    """``refused by worker W (reason)``, from one entry of a job's ``refusals``."""
-    if not isinstance(entry, Mapping):
-        return "refused by a worker"
-    return f"refused by worker {_str(entry.get('worker')) or '?'} ({(_str(entry.get('reason')) or '?')[:200]})"
+def _refused_details(refused: Refused) -> dict[str, object]:
+    """What ``jobs explain --json`` details of a refused job: counts, who, why, until, the fix."""
+    return {"refusals": refused.count, "refused_by": list(refused.workers), "refusal_kind": refused.kind,
+            "refusal_reason": refused.reason, "refused_until": refused.until, "fix": refused.fix}
 
 
 def _failed(job: Raw) -> str:
@@ -315,11 +317,16 @@ def _workers(job_id: object, job: Raw, group: str, where: str, around: Around, n
                            f"no live worker takes its group {group}" + (
                                f" ({len(taking)} registered, heartbeat late)" if taking else " (none registered)"),
                            details)
-    refused = refused_by(job, now)
-    if refused and all(w.process in refused for w in live):
+    refusing = refused_by(job, now)
+    if refusing and all(w.process in refusing for w in live):
         until = _date(job.get("refusals_until"))
-        return Explanation(job_id, Waiting.REFUSED, f"refused by every live worker of its group {group}"
-                           + (f" until {_at(until, now)}" if until is not None else ""), details)
+        refused = refused_of(job)
+        text = f"refused by every live worker of its group {group}" + (
+            f" until {_at(until, now)}" if until is not None else "")
+        if refused is not None:
+            details.update(_refused_details(refused))
+            text += f" (newest: {refused.by()}): {refused.reason}; to fix: {refused.fix}"
+        return Explanation(job_id, Waiting.REFUSED, text, details)
     return _queue(job_id, where, around, details, len(slots))
 
 

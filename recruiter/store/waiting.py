@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from recruiter.domain.naming import ANY_GROUP
 from recruiter.domain.records import Query, Raw
 from recruiter.store.heartbeats import beats_of
-from recruiter.store.layout import Document, SyncColl
+from recruiter.store.layout import AsyncColl, Document, SyncColl
 
 ENTRY_FIELDS = {"work_on": 1, "session": 1, "available": 1, "process": 1, "last_seen_at": 1}
 
@@ -48,3 +48,13 @@ def count_ahead(scheduled: SyncColl, ranges: Sequence[Query], cap: int) -> tuple
             return total, True
         total += scheduled.count_documents(where, limit=left)
     return total, total >= cap
+
+
+async def read_waiting_classes(scheduled: AsyncColl, groups: Sequence[str], limit: int) -> list[Document]:
+    """The class names of up to ``limit`` unlocked jobs of ``groups`` (``*``: any group): their
+    ``workable.class``, ``retry_policy`` and ``group`` only. One read on the ``candidates``
+    prefix (``locked``, ``group``), whatever the queue holds: a worker's check at start."""
+    where: Query = {"locked": False}
+    if ANY_GROUP not in groups:
+        where["group"] = {"$in": list(groups)}
+    return await scheduled.find(where, {"workable.class": 1, "retry_policy": 1, "group": 1}).limit(limit).to_list()

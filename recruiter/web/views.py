@@ -32,7 +32,11 @@ def as_json(value: object) -> str:
 
 
 def state_of(view: JobView) -> str:
-    return f"archived: {view.why}" if view.state == "archived" else view.state
+    """As ``jobs list`` says it: a job workers gave back unrun names them and why."""
+    if view.state == "archived":
+        return f"archived: {view.why}"
+    return f"{view.state} ({view.refused.short()})" if view.refused is not None and view.refused.current \
+        else view.state
 
 
 def parameters(view: JobView) -> object:
@@ -76,6 +80,9 @@ def _str(value: object) -> str | None:
 
 def failure_of(view: JobView) -> tuple[str, str]:
     """The error class and the first line of the message of a job's latest attempt (``-`` when unknown)."""
+    if view.refused is not None and view.refused.current:  # given back unrun: no attempt to tell of
+        refused = view.refused
+        return f"refused: {refused.label}", f"{refused.reason[:MESSAGE_CUT]}; to fix: {refused.fix}"
     last = view.last_execution or (view.executions[-1] if view.executions else {})
     error, message = last.get("class"), last.get("message")
     first = (message.splitlines() or [""])[0][:MESSAGE_CUT] if isinstance(message, str) else ""

@@ -50,7 +50,7 @@ class Processes:
     log_dir: Path
     started: list[Proc] = field(default_factory=list)
 
-    def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> Proc:
+    def start(self, name: str, *args: str, env: dict[str, str] | None = None, cwd: Path = REPO) -> Proc:
         log_path = self.log_dir / f"{name}-{len(self.started)}.log"
         full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
         for var in ("RECRUITER_MONGODB_URI", "MONGODB_URI"):
@@ -58,7 +58,7 @@ class Processes:
         with open(log_path, "wb") as out:
             popen = subprocess.Popen(
                 [sys.executable, "-m", "recruiter.cli", *args, "--target", self.db_uri, "--log-format", "json"],
-                stdout=out, stderr=subprocess.STDOUT, cwd=REPO, env=full_env,
+                stdout=out, stderr=subprocess.STDOUT, cwd=cwd, env=full_env,
             )
         proc = Proc(name, popen, log_path)
         self.started.append(proc)

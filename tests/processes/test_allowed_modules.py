@@ -9,6 +9,7 @@ the marker, which shows the marker would have told.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from recruiter import Recruiter
 from recruiter.domain.retry import RetryManyTimes
 from tests.conftest import REPO, wait_for
 from tests.processes.conftest import FAST_WORKER, Processes
+from tests.processes.test_cli_errors import run_cli
 from tests.workables import Record
 
 
@@ -134,3 +136,69 @@ def test_a_bad_allow_module_is_one_line(db_uri: str) -> None:
         assert out.returncode == 2
         assert "'my-app' is not a module name such as 'myapp' or 'myapp.jobs'" in out.stderr
         assert "Traceback" not in out.stderr
+
+
+def test_a_worker_started_outside_the_project_says_why_it_refuses_and_what_to_do(
+        processes: Processes, db: Any, db_uri: str, tmp_path: Path) -> None:
+    """The newcomer's mistake: the worker started in another directory (holding only a ``logs``
+    data directory) cannot see the project's jobs module. It says so at start, the job says
+    why and what to do in ``jobs show`` and ``jobs explain``, and the fix they name works."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "shop_jobs.py").write_text(textwrap.dedent("""
+        from recruiter import Workable
+
+
+        class Job(Workable):
+            def __init__(self, n: int) -> None:
+                self.n = n
+
+            def execute(self) -> int:
+                return self.n * 2
+    """))
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "logs").mkdir(parents=True)
+    (elsewhere / "logs" / "worker.log").write_text("")
+    with Recruiter.connect(db_uri) as rec:
+        job = Record(db_uri).as_job_of(rec).in_group("shop").build(rec.clock.now())
+    job["workable"] = {"class": "shop_jobs:Job", "parameters": {"n": 21}}
+    db.scheduled.insert_one(job)
+    job_id = str(job["_id"])
+    processes.recruiter()
+    away = processes.start("worker", "worker", "start", *FAST_WORKER, "--group", "shop", "--id", "away",
+                           cwd=elsewhere)
+
+    wait_for(lambda: db.scheduled.count_documents({"refusals.worker": "away"}) == 1, timeout_s=30,
+             message="the job given back by the worker started elsewhere")
+    fix = (f"start the worker in the project directory (it runs in {elsewhere}), or give --import-path with the "
+           "directory holding shop_jobs")
+    shown = run_cli("jobs", "show", job_id, "--target", db_uri)
+    assert shown.returncode == 0, shown.stderr
+    refused = next(line for line in shown.stdout.splitlines() if line.startswith("refused    "))
+    assert refused.startswith("refused    refused by worker away: class not allowed: shop_jobs:Job (module "
+                              "'shop_jobs' is not in the worker's allowed modules: none)"), refused
+    assert "kept from them until " in refused
+    assert f"to fix: {fix}" in refused
+    explained = run_cli("jobs", "explain", job_id, "--target", db_uri)
+    assert explained.returncode == 0, explained.stderr
+    assert explained.stdout.startswith("refused: refused by "), explained.stdout
+    assert "class not allowed: shop_jobs:Job" in explained.stdout
+    assert fix in explained.stdout
+
+    # At start it said so, before any job was given back; "logs" is no module, and the start-up
+    # line tells what happens to such jobs.
+    events = [json.loads(line) for line in away.log().splitlines() if line.startswith("{")]
+    allowed = next(e for e in events if e["event"] == "worker.allowed_modules")
+    assert allowed["modules"] == []
+    assert "given back unimported" in allowed["detail"]
+    assert "malformed" not in allowed["detail"]
+    warned = [e for e in events if e["event"] == "worker.refuses_waiting_jobs"]
+    assert [(e["module"], e["groups"]) for e in warned] == [("shop_jobs", ["shop"])], warned
+    assert warned[0]["fix"].startswith(fix)
+    assert events.index(warned[0]) < next(i for i, e in enumerate(events) if e["event"] == "job.given_back")
+
+    # The fix works: a worker started in the project directory runs it.
+    processes.start("worker", "worker", "start", *FAST_WORKER, "--group", "shop", "--id", "home", cwd=project)
+    wait_for(lambda: db.archived.count_documents({"_id": job["_id"], "why": "done"}) == 1, timeout_s=30,
+             message="the job run by the worker started in the project directory")
+    assert db.archived.find_one({"_id": job["_id"]})["result"] == 42

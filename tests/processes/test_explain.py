@@ -160,7 +160,7 @@ def test_jobs_explain_names_every_waiting_state(processes: Processes, db: Any, d
              message="the resumed and queued jobs to run")
     code, text = explain(db_uri, queued[0])
     assert code == "archived", text
-    assert text.startswith("archived: done at ")
+    assert text.startswith("done at "), text  # the line is "archived: done at ...", said once
     assert "waiting " not in run_cli("jobs", "show", str(queued[0]), "--target", db_uri).stdout
 
     # Bad input: one line, non-zero.

@@ -149,13 +149,22 @@ def test_modules_under_lists_what_a_path_entry_provides(tmp_path: Path) -> None:
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("")
     (tmp_path / "namespace").mkdir()
+    (tmp_path / "namespace" / "module.py").write_text("")  # a namespace package: modules, no __init__
+    (tmp_path / "outer" / "inner").mkdir(parents=True)  # a namespace package of packages
+    (tmp_path / "outer" / "inner" / "__init__.py").write_text("")
     (tmp_path / "single.py").write_text("")
+    # Data directories are not modules: no code in them (a worker started in the wrong directory
+    # listed "logs" as an allowed module).
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "worker.log").write_text("")
+    (tmp_path / "static" / "css").mkdir(parents=True)
+    (tmp_path / "empty").mkdir()
     (tmp_path / "ext.cpython-311-x86_64-linux-gnu.so").write_text("")
     for skipped in ("not-a-module.py", "README.md", "__main__.py"):
         (tmp_path / skipped).write_text("")
     for skipped_dir in (".venv", "__pycache__", "my-dir"):
         (tmp_path / skipped_dir).mkdir()
-    assert modules_under(tmp_path) == ["ext", "namespace", "pkg", "single"]
+    assert modules_under(tmp_path) == ["ext", "namespace", "outer", "pkg", "single"]
     assert modules_under(tmp_path / "missing") == []
 
 

@@ -46,7 +46,8 @@ def test_unknown_job_is_none_and_archived_says_why() -> None:
     assert found is not None
     assert found.code == Waiting.ARCHIVED
     assert not found.waiting
-    assert found.text.startswith("archived: tried-too-many-times (boom)")
+    # jobs explain prints "code: text": the text starts with how it ended, not "archived" again.
+    assert found.text.startswith("tried-too-many-times (boom) at ")
 
 
 def test_not_due_first_attempt_is_due_later_with_time_and_delay() -> None:
@@ -72,7 +73,34 @@ def test_a_job_given_back_by_a_worker_that_refused_it_says_so() -> None:
     found = explain(JOB_ID, doc, None, NOW)
     assert found is not None
     assert found.code == Waiting.REFUSED
-    assert "no module billing" in found.text
+    assert found.text.startswith("refused by worker w1: no module billing; kept from them until "
+                                 "2026-11-27 04:00:00 UTC (a refusal after that archives it unrunnable); to fix: ")
+    assert "--import-path" in found.text
+    # Past refusals_until it is still the refusal it waits for (the next one archives it).
+    late = explain(JOB_ID, {**doc, "refusals_until": NOW - timedelta(seconds=1)}, None, NOW)
+    assert late is not None
+    assert late.code == Waiting.REFUSED
+    # Run since and failed: an ordinary retry.
+    ran = {**doc, "last_execution": {"attempt": 1, "outcome": "failed", "class": "ValueError", "message": "bad",
+                                     "ended_at": NOW + timedelta(seconds=1)}}
+    assert code(ran) == Waiting.RETRYING
+    assert found.details["refused_by"] == ["w1"]
+    assert found.details["refused_until"] == NOW + timedelta(hours=1)
+
+
+def test_a_refusal_says_why_and_the_fix_the_worker_gave() -> None:
+    refusal = {"process": "p1", "worker": "w1", "at": NOW, "kind": "not-allowed", "class": "billing:Send",
+               "reason": "class not allowed: billing:Send (module 'billing' is not in the worker's allowed modules: "
+                         "logs)", "fix": "allow the module on the worker: --allow-module billing"}
+    doc = job(refusals=[refusal], refusals_until=NOW + timedelta(hours=1))
+    found = explain(JOB_ID, doc, None, NOW, around=Around(workers=(worker(),), ahead=Ahead(0)))
+    assert found is not None
+    assert found.code == Waiting.REFUSED
+    assert found.text == ("refused by every live worker of its group mail until 2026-11-27 04:00:00 UTC (in 1h) "
+                          "(newest: worker w1): class not allowed: billing:Send (module 'billing' is not in the "
+                          "worker's allowed modules: logs); to fix: allow the module on the worker: "
+                          "--allow-module billing")
+    assert found.details["refusal_kind"] == "not-allowed"
 
 
 def test_due_jobs_in_the_order_a_round_meets_the_reasons() -> None:
@@ -154,6 +182,9 @@ def test_untrusted_documents_never_raise() -> None:
     assert code({**odd, "refusals": "x"}) == Waiting.RETRYING
     assert code({**odd, "refusals": [7, {"process": "p1"}]}) == Waiting.REFUSED
     assert code({**odd, "refusals": refusals, "refusals_until": "x"}) == Waiting.REFUSED
+    malformed = explain(JOB_ID, {**odd, "refusals": refusals}, None, NOW)
+    assert malformed is not None
+    assert "malformed refusal: reason is NoneType, not text" in malformed.text
     assert code(job(locked=True, locked_by=None), holder=None) == Waiting.HEARTBEAT_LATE
     fact = worker_fact({"_id": "w9", "work_on": "mail", "session": 1}, {"session": 2}, NOW)
     assert fact.groups == ()

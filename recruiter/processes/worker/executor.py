@@ -32,8 +32,6 @@ from recruiter.domain.attempt import (
     RemoteFailure,
     describe_exception,
     failure_of,
-    import_problem,
-    import_refusal,
     judge,
     judge_crash,
     storable_result,
@@ -54,6 +52,7 @@ from recruiter.processes.worker.capture import LogBuffer, capturing, ensure_inst
 from recruiter.processes.worker.child import ChildAttempt, JobTimedOut
 from recruiter.processes.worker.config import THREAD_EXIT_MARGIN_S
 from recruiter.processes.worker.output import watch
+from recruiter.processes.worker.refusing import cannot_run
 from recruiter.processes.worker.state import JobState, Running, Said
 from recruiter.store.layout import Document
 
@@ -247,14 +246,14 @@ class Executor:
         modules: decided on the names, never imported) or cannot (not in this release): given
         back unattempted for another worker, or archived ``unrunnable`` once refused for
         ``give_back_for`` (:mod:`recruiter.domain.refusals`). None: it can run here."""
-        reason = None if self.allowed is None else import_refusal(job, self.allowed)
-        reason = reason or import_problem(job)
-        if reason is None:
+        why = cannot_run(job, self.allowed)
+        if why is None:
             return None
-        decision, until = decide_refusal(job, reason, now, self.give_back_for)
-        bound.warning("job.given_back", reason=reason, decision=describe_decision(decision),
+        decision, until = decide_refusal(job, why.reason, now, self.give_back_for)
+        bound.warning("job.given_back", reason=why.reason, decision=describe_decision(decision), fix=why.fix,
                       detail="this worker cannot run it; no attempt is counted")
-        refusal = {**refusal_document(self.process or slot_id, slot_id, reason, now), "until": until}
+        refusal = {**refusal_document(self.process or slot_id, slot_id, why.reason, now, kind=why.kind,
+                                      name=why.name, fix=why.fix), "until": until}
         return Outcome(job["_id"], job["lock_token"], int(job.get("attempts", 1)), executed=False,
                        decision=decision, refusal=refusal)
 

@@ -56,6 +56,7 @@ from recruiter.processes.worker.entry import RosterEntries, WorkerIdTaken
 from recruiter.processes.worker.executor import Executor
 from recruiter.processes.worker.heartbeat import JOB_TAKEN_AWAY, HeartbeatThread, SlotView, beat, slot_views
 from recruiter.processes.worker.inbox import Inboxes
+from recruiter.processes.worker.refusing import warn_unrunnable
 from recruiter.processes.worker.slots import SlotLoop, needs_read
 from recruiter.processes.worker.state import JobState, Runner, Running, Shutdown, Slot, SlotPhase
 from recruiter.store import heartbeats as heartbeat_docs
@@ -145,7 +146,9 @@ class WorkerProcess:
         capture.install()
         if self.executor.allowed is not None:
             log.info("worker.allowed_modules", modules=list(self.executor.allowed.prefixes),
-                     detail="jobs naming any other module are archived as malformed, unimported")
+                     detail="a job naming any other module is given back unimported for another worker, and "
+                            "archived unrunnable once refused for --give-back-for")
+        await warn_unrunnable(self.c.scheduled, self.config.groups, self.executor.allowed, log)
         for slot in self.slots:
             await self.register(slot)
         self.heartbeats.start()
