@@ -88,11 +88,13 @@ class Admin:
         return _explain.explain_job(self.db, _id(job_id), self.now())
 
     def retry(self, job_ids: Sequence[ObjectId | str]) -> _jobs.Retried:
-        """Retry archived jobs by id: all, or none (:class:`~recruiter.admin.jobs.RetryRefusedAll`)."""
+        """Retry archived jobs by id: all, or none (:class:`~recruiter.admin.jobs.RetryRefusedAll`). A job
+        retried before is not copied again: its copy is in the result's ``already``."""
         return _jobs.retry_jobs(self.db, [_id(i) for i in job_ids], self.now())
 
     def retry_archived(self, why: str, *, since: datetime = EARLIEST, group: str | None = None,
                        limit: int | None = None) -> _jobs.Retried:
+        """Retry the jobs archived with ``why`` not retried yet (``recruiter jobs retry --why``)."""
         return _jobs.retry_archived(self.db, why, since, group, limit, self.now())
 
     def cancel(self, job_ids: Sequence[ObjectId | str], reason: str | None = None) -> list[CancelResult]:

@@ -202,10 +202,14 @@ def jobs_explain(job_id: str, as_json: bool, target: str) -> None:
 @target_option
 def jobs_retry(ids: tuple[str, ...], why: str | None, since: timedelta | None, group: str | None,
                limit: int | None, as_json: bool, target: str) -> None:
-    """Put archived jobs back in the queue as new jobs (retry_of names the original, left as it is).
+    """Put archived jobs back in the queue as new jobs (retry_of names the original, whose
+    retried_as names the copy).
 
-    By ID, every job must be archived, or nothing is retried. With --why, jobs
-    archived malformed (quarantined) are skipped: they cannot be retried.
+    A job is retried at most once: retrying it again prints "already retried as"
+    its copy and writes nothing (retry the copy if it failed too). By ID, every
+    job must be archived, or nothing is retried. With --why, jobs already retried
+    are left out, and jobs archived malformed (quarantined) are skipped: they
+    cannot be retried.
     """
     if bool(ids) == (why is not None):
         raise click.UsageError("give job ids or --why (not both)")
@@ -226,12 +230,17 @@ def jobs_retry(ids: tuple[str, ...], why: str | None, since: timedelta | None, g
 
 def _print_retried(retried: Retried, as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps({"retried": [{"id": plain(d.id), "retry_of": plain(d.retry_of)}
-                                           for d in retried.jobs], "skipped": list(retried.skipped)}, indent=2))
+        click.echo(json.dumps({
+            "retried": [{"id": plain(d.id), "retry_of": plain(d.retry_of)} for d in retried.jobs],
+            "already_retried": [{"id": plain(d.id), "retry_of": plain(d.retry_of)} for d in retried.already],
+            "skipped": list(retried.skipped)}, indent=2))
     else:
         for d in retried.jobs:
-            click.echo(f"{plain(d.id)}  retry of {plain(d.retry_of)}")
-        click.echo(f"retried {len(retried.jobs)} job(s)")
+            click.echo(f"{plain(d.retry_of)}  retried as {plain(d.id)}")
+        for d in retried.already:
+            click.echo(f"{plain(d.retry_of)}  already retried as {plain(d.id)} (nothing written)")
+        click.echo(f"retried {len(retried.jobs)} job(s)"
+                   + (f", {len(retried.already)} already retried" if retried.already else ""))
     for reason in retried.skipped:
         click.echo(f"skipped {reason}", err=True)
 

@@ -75,6 +75,7 @@ class JobView:
     # archived done: the value was not kept, and why: {reason, size_bytes} (recruiter.domain.handback)
     result_dropped: Raw | None = None
     retry_of: object = None  # a copy made by ``jobs retry``: the archived job it copies
+    retried_as: object = None  # an archived job retried by ``jobs retry``: its copy
     document: Raw = field(default_factory=dict, repr=False)  # the document the view was built from
 
     @property
@@ -172,6 +173,7 @@ def view_of(job_id: object, scheduled: Raw | None, archived: Raw | None, beat: R
     }
     if archived is not None:
         return JobView(state="archived", why=_str(archived.get("why")) or "?", reason=_str(archived.get("reason")),
+                       retried_as=archived.get("retried_as"),
                        archived_at=_date(archived.get("archived_at")), result=archived.get("result"),
                        result_dropped=_dropped(archived.get("result_dropped")), **common)  # type: ignore[arg-type]
     assert scheduled is not None

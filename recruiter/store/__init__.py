@@ -49,6 +49,7 @@ from recruiter.store.metadata import (
 )
 from recruiter.store.monitoring import CommandStats
 from recruiter.store.monitoring import listeners as command_listeners
+from recruiter.store.retries import RETRIED_AS, RetryWritten, retry_once
 from recruiter.store.roster import entries_by_id, longest_heartbeat_interval, request_stop
 from recruiter.store.schedule_admin import (
     Change,
@@ -66,6 +67,7 @@ from recruiter.store.wakeup import Wake
 
 __all__ = [
     "DEFAULT_URI",
+    "RETRIED_AS",
     "URI_ENVVARS",
     "AsyncClient",
     "AsyncDb",
@@ -77,6 +79,7 @@ __all__ = [
     "Document",
     "JobDocuments",
     "Page",
+    "RetryWritten",
     "ServerClock",
     "StoreError",
     "SyncClient",
@@ -129,6 +132,7 @@ __all__ = [
     "request_run_now",
     "request_stop",
     "resume_schedule",
+    "retry_once",
     "set_limit",
     "switch_paused",
     "sync_client",
