@@ -27,6 +27,7 @@ from recruiter.domain.following import JobView
 from recruiter.domain.limits import Limit, Limits
 from recruiter.domain.listing import EARLIEST, JobFilter, PageKey, parse_states
 from recruiter.domain.waiting import Explanation
+from recruiter.domain.waiting_actions import ActionResult
 from recruiter.store import Change, Page, ServerClock, SyncDb
 
 STALE_AFTER = timedelta(hours=1)
@@ -99,6 +100,14 @@ class Admin:
 
     def cancel(self, job_ids: Sequence[ObjectId | str], reason: str | None = None) -> list[CancelResult]:
         return _jobs.cancel_jobs(self.db, [_id(i) for i in job_ids], self.now(), reason)
+
+    def retry_now(self, job_ids: Sequence[ObjectId | str]) -> list[ActionResult]:
+        """End the backoff of jobs waiting for their next attempt: due now (``recruiter jobs retry-now``)."""
+        return _jobs.retry_now_jobs(self.db, [_id(i) for i in job_ids], self.now())
+
+    def delete(self, job_ids: Sequence[ObjectId | str], reason: str | None = None) -> list[ActionResult]:
+        """Delete waiting jobs: archived as ``deleted``; one a worker holds is refused (``recruiter jobs delete``)."""
+        return _jobs.delete_jobs(self.db, [_id(i) for i in job_ids], self.now(), reason)
 
     # -- schedules -----------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Single jobs for operators: list, show, retry archived ones, cancel.
+"""Single jobs for operators: list, show, retry archived ones, cancel, retry now (end a backoff), delete.
 
 Invariant: every read names its index (:func:`recruiter.store.ensure_indexes_sync`
 first: a database no process of this version opened lacks them); a retry by ids
@@ -21,15 +21,18 @@ from recruiter.domain.following import JobView
 from recruiter.domain.listing import JobFilter, PageKey
 from recruiter.domain.records import JobDoc
 from recruiter.domain.requeue import RetryRefused, retry_copy
+from recruiter.domain.waiting_actions import ActionResult
 from recruiter.store import (
     Page,
     SyncCollections,
     SyncDb,
     archived_with_why,
     cancel_job,
+    delete_waiting,
     ensure_indexes_sync,
     read_job_documents,
     read_retry_originals,
+    retry_now,
     retry_once,
 )
 from recruiter.store import list_jobs as read_page
@@ -158,3 +161,16 @@ def cancel_jobs(db: SyncDb, job_ids: Sequence[ObjectId], now: datetime,
     Raises RuntimeError if a job kept changing under the cancel (the jobs before it are cancelled).
     """
     return [cancel_job(db, job_id, now, reason) for job_id in job_ids]
+
+
+def retry_now_jobs(db: SyncDb, job_ids: Sequence[ObjectId], now: datetime) -> list[ActionResult]:
+    """End the backoff of each job waiting for its next attempt (``retrying``, due later): due ``now``.
+    One result per id, in order; a job already due, or in another state, is left as it is and says so."""
+    return [retry_now(db, job_id, now) for job_id in job_ids]
+
+
+def delete_jobs(db: SyncDb, job_ids: Sequence[ObjectId], now: datetime,
+                reason: str | None = None) -> list[ActionResult]:
+    """Delete each waiting job (archived as ``deleted``, it never runs); a job a worker holds is refused.
+    One result per id, in order."""
+    return [delete_waiting(db, job_id, now, reason) for job_id in job_ids]

@@ -63,6 +63,7 @@ from recruiter.store.schedule_admin import (
 )
 from recruiter.store.scheduled import count_by_status, read_locked_in_sync
 from recruiter.store.waiting import count_ahead, read_beats_of, read_entries_taking, read_entry_of
+from recruiter.store.waiting_actions import delete_waiting, retry_now
 from recruiter.store.wakeup import Wake
 
 __all__ = [
@@ -98,6 +99,7 @@ __all__ = [
     "count_ahead",
     "count_by_status",
     "count_by_why",
+    "delete_waiting",
     "describe",
     "ensure_audit_index",
     "ensure_indexes",
@@ -132,6 +134,7 @@ __all__ = [
     "request_run_now",
     "request_stop",
     "resume_schedule",
+    "retry_now",
     "retry_once",
     "set_limit",
     "switch_paused",
