@@ -270,7 +270,8 @@ def test_retry_by_id_copies_the_job_and_leaves_the_original(populated: dict[str,
         assert field not in copy
     # The original is left as it was, but for the name of its copy (written once, with the copy).
     after = db.archived.find_one({"_id": original_id})
-    assert after.pop("retried_as") == copy["_id"] and isinstance(after.pop("retried_at"), datetime)
+    assert after.pop("retried_as") == copy["_id"]
+    assert isinstance(after.pop("retried_at"), datetime)
     assert after == original
 
 

@@ -52,7 +52,7 @@ def test_concurrent_retries_of_one_job_make_one_copy(db: Any, db_uri: str, admin
         start = threading.Barrier(4)
         results: list[Any] = []
 
-        def retry(job: ObjectId = original, start: threading.Barrier = start) -> None:
+        def retry(job: ObjectId = original, start: threading.Barrier = start, results: list[Any] = results) -> None:
             start.wait()
             results.append(admin.retry([job]))
 
@@ -81,7 +81,8 @@ def test_copies_read_before_either_retry_wrote_make_one(db: Any, db_uri: str, no
     other = archive_failed(db, db_uri, 2, now)
     doc = db.archived.find_one({"_id": other})
     written = retry_once(db, [retry_copy(doc, now), retry_copy(doc, now)], now)
-    assert [w.already for w in written] == [False, True] and written[0].copy == written[1].copy
+    assert [w.already for w in written] == [False, True]
+    assert written[0].copy == written[1].copy
     assert db.scheduled.count_documents({"retry_of": other}) == 1
 
 
@@ -110,7 +111,8 @@ def test_a_retry_that_fails_again_is_retried_not_its_original(db: Any, db_uri: s
     assert admin.retry([copy.id]).describe() == f"already retried as {newest}"
     # The history reads both ways.
     first, second = admin.job(original), admin.job(copy.id)
-    assert first is not None and second is not None
+    assert first is not None
+    assert second is not None
     assert (first.retried_as, second.retry_of, second.retried_as) == (copy.id, original, newest)
     assert db.scheduled.count_documents({}) == 1
 

@@ -47,11 +47,13 @@ def held(db: Any, db_uri: str, n: int, now: datetime) -> ObjectId:
 def test_retry_now_makes_a_backing_off_job_due_once(db: Any, db_uri: str, admin: Admin, now: datetime) -> None:
     job = backing_off(db, db_uri, 1, now)
     (first,) = admin.retry_now([job])
-    assert first.state == "due-now" and first.changed
+    assert first.state == "due-now"
+    assert first.changed
     due = db.scheduled.find_one({"_id": job})["scheduled_at"]
     assert due <= admin.now() + timedelta(seconds=1)
     (second,) = admin.retry_now([str(job)])  # the double submit
-    assert second.state == "already-due" and not second.changed
+    assert second.state == "already-due"
+    assert not second.changed
     assert "nothing changed" in second.describe()
     assert db.scheduled.find_one({"_id": job})["scheduled_at"] == due
     assert db.scheduled.find_one({"_id": job})["status"] == "retrying"
@@ -64,7 +66,8 @@ def test_retry_now_refuses_what_is_not_backing_off(db: Any, db_uri: str, admin: 
     before = list(db.scheduled.find(sort=[("_id", 1)]))
     results = admin.retry_now([queued, delayed, running, ObjectId()])
     assert [r.state for r in results] == ["refused", "refused", "refused", "not-found"]
-    assert "it is queued" in results[0].detail and "it is delayed" in results[1].detail
+    assert "it is queued" in results[0].detail
+    assert "it is delayed" in results[1].detail
     assert "worker w1 holds it" in results[2].detail
     assert list(db.scheduled.find(sort=[("_id", 1)])) == before
 
@@ -73,7 +76,8 @@ def test_retry_now_does_not_race_a_round(db: Any, db_uri: str, now: datetime) ->
     """The update is planned from the job as read; a round that locks it first makes it match nothing."""
     job = backing_off(db, db_uri, 1, now)
     plan = plan_retry_now(db.scheduled.find_one({"_id": job}), now)
-    assert isinstance(plan, Write) and plan.update is not None
+    assert isinstance(plan, Write)
+    assert plan.update is not None
     db.scheduled.update_one({"_id": job, "locked": False}, {"$set": {"locked": True, "locked_by": "w1",
                                                                       "status": "assigned"}})
     assert db.scheduled.update_one(plan.filter, plan.update).matched_count == 0
@@ -99,7 +103,8 @@ def test_delete_refuses_a_job_a_worker_holds(db: Any, db_uri: str, admin: Admin,
     before = db.scheduled.find_one({"_id": running})
     (result,) = admin.delete([running])
     assert result.state == "refused"
-    assert "worker w1 holds it" in result.detail and "`cancel` halts a running one" in result.detail
+    assert "worker w1 holds it" in result.detail
+    assert "`cancel` halts a running one" in result.detail
     assert db.scheduled.find_one({"_id": running}) == before
     assert db.archived.count_documents({}) == 0
 
@@ -115,9 +120,12 @@ def test_the_commands_say_what_each_did_and_a_second_run_changes_nothing(db: Any
     first = cli("jobs", "retry-now", str(backoff), db_uri=db_uri)
     assert (first.exit_code, first.stdout) == (0, f"{backoff}: retrying now (its backoff ended)\n")
     again = cli("jobs", "retry-now", str(backoff), db_uri=db_uri)
-    assert again.exit_code == 0 and "already due" in again.stdout and "nothing changed" in again.stdout
+    assert again.exit_code == 0
+    assert "already due" in again.stdout
+    assert "nothing changed" in again.stdout
     refused = cli("jobs", "retry-now", str(queued), db_uri=db_uri)
-    assert refused.exit_code == 1 and "refused: it is queued" in refused.stdout
+    assert refused.exit_code == 1
+    assert "refused: it is queued" in refused.stdout
     deleted = cli("jobs", "delete", str(queued), str(running), "--reason", "test", db_uri=db_uri)
     assert deleted.exit_code == 1, deleted.stdout
     assert deleted.stdout.splitlines() == [
@@ -127,5 +135,6 @@ def test_the_commands_say_what_each_did_and_a_second_run_changes_nothing(db: Any
     twice = cli("jobs", "delete", str(queued), db_uri=db_uri)
     assert (twice.exit_code, twice.stdout) == (0, f"{queued}: already archived (deleted): nothing changed\n")
     bad = cli("jobs", "delete", str(backoff), "nope", db_uri=db_uri)
-    assert bad.exit_code == 2 and "'nope' is not a job id" in bad.stderr
+    assert bad.exit_code == 2
+    assert "'nope' is not a job id" in bad.stderr
     assert db.scheduled.find_one({"_id": backoff}) is not None  # one bad id: nothing deleted

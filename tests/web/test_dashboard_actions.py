@@ -93,17 +93,20 @@ def test_a_double_submitted_group_retry_makes_no_second_copy(web: TestClient, db
     first = post(web, "/actions/retry", fields)
     second = post(web, "/actions/retry", fields)  # the same form, submitted again
     assert first[0] == second[0] == 303
-    assert first[1].startswith("retry 3 jobs") and ": retried 3" in first[1]
+    assert first[1].startswith("retry 3 jobs")
+    assert ": retried 3" in first[1]
     assert ": retried 0, 3 already retried" in second[1]
     assert db.scheduled.count_documents({"retry_of": {"$exists": True}}) == 3
     page = web.get("/failures").text
-    assert "Retry 3 archived" not in page and "3 archived already retried" in page
+    assert "Retry 3 archived" not in page
+    assert "3 archived already retried" in page
     assert page.count('class="retried-as"') == 3
     # One job's page names its copy and offers no second retry; the copy names its original.
     original = seeded["failed"][0]["_id"]
     copy = db.scheduled.find_one({"retry_of": original})["_id"]
     shown = web.get(f"/jobs/{original}").text
-    assert f'retried as <a href="/jobs/{copy}">' in shown and 'action="/actions/retry"' not in shown
+    assert f'retried as <a href="/jobs/{copy}">' in shown
+    assert 'action="/actions/retry"' not in shown
     assert f'<a href="/jobs/{original}">{original}</a>' in web.get(f"/jobs/{copy}").text
     status, text = post(web, "/actions/retry", [("id", str(original)), ("back", f"/jobs/{original}"),
                                                 token_of(web)])
@@ -113,41 +116,53 @@ def test_a_double_submitted_group_retry_makes_no_second_copy(web: TestClient, db
 
 def test_a_list_selects_rows_or_everything_matching(web: TestClient, db: Any, seeded: dict[str, Any]) -> None:
     page = web.get("/jobs?state=queued").text
-    assert page.count('class="select-job"') == 2 and 'name="all" value="matching"' in page
+    assert page.count('class="select-job"') == 2
+    assert 'name="all" value="matching"' in page
     token = token_of(web)
     queued = [str(d["_id"]) for d in seeded["queued"]]
     status, text = post(web, "/actions/cancel", [("id", queued[0]), ("back", "/jobs?state=queued"), token])
     assert (status, text) == (303, f"cancel {queued[0]}: 1 cancelled")
     matching = [("all", "matching"), ("state", "queued"), ("state", "retrying"), ("group", "mail"), token]
     status, text = post(web, "/actions/delete", matching)
-    assert status == 303 and "2 jobs matching state=queued,retrying group=mail" in text and "2 deleted" in text
+    assert status == 303
+    assert "2 jobs matching state=queued,retrying group=mail" in text
+    assert "2 deleted" in text
     assert {d["why"] for d in db.archived.find({"why": {"$ne": "tried-too-many-times"}})} == {"cancelled", "deleted"}
     status, text = post(web, "/actions/delete", matching)  # again: nothing left to delete
-    assert status == 400 and "no job matches state=queued,retrying group=mail; nothing done" in text
+    assert status == 400
+    assert "no job matches state=queued,retrying group=mail; nothing done" in text
     status, text = post(web, "/actions/retry", [("all", "matching"), ("why", "tried-too-many-times"), token])
-    assert status == 303 and "retried 3" in text
+    assert status == 303
+    assert "retried 3" in text
     status, text = post(web, "/actions/retry", [("all", "matching"), ("why", "tried-too-many-times"), token])
-    assert status == 303 and "retried 0, 3 already retried" in text
+    assert status == 303
+    assert "retried 0, 3 already retried" in text
     assert db.scheduled.count_documents({"retry_of": {"$exists": True}}) == 3
     status, text = post(web, "/actions/retry", [("all", "matching"), ("state", "queued"), token])
-    assert status == 400 and "can take this action (it takes archived)" in text
+    assert status == 400
+    assert "can take this action (it takes archived)" in text
 
 
 def test_retry_now_and_delete_act_once_and_say_so(web: TestClient, db: Any, seeded: dict[str, Any]) -> None:
     backoff, running = seeded["backoff"]["_id"], seeded["running"]["_id"]
     page = web.get(f"/jobs/{backoff}").text
-    assert 'action="/actions/retry-now"' in page and 'action="/actions/delete"' in page
+    assert 'action="/actions/retry-now"' in page
+    assert 'action="/actions/delete"' in page
     fields = form_of(page, "/actions/retry-now")
     assert post(web, "/actions/retry-now", fields) == (303, f"retry-now {backoff}: {backoff}: retrying now "
                                                             "(its backoff ended)")
     status, text = post(web, "/actions/retry-now", fields)
-    assert status == 303 and "already due" in text and "nothing changed" in text
+    assert status == 303
+    assert "already due" in text
+    assert "nothing changed" in text
     assert 'action="/actions/retry-now"' not in web.get(f"/jobs/{backoff}").text
     shown = web.get(f"/jobs/{running}").text
-    assert 'action="/actions/delete"' not in shown and 'action="/actions/cancel"' in shown
+    assert 'action="/actions/delete"' not in shown
+    assert 'action="/actions/cancel"' in shown
     before = db.scheduled.find_one({"_id": running})
     status, text = post(web, "/actions/delete", [("id", str(running)), token_of(web)])
-    assert status == 303 and "refused: worker w1 holds it" in text
+    assert status == 303
+    assert "refused: worker w1 holds it" in text
     assert db.scheduled.find_one({"_id": running}) == before
     fields = form_of(web.get(f"/jobs/{backoff}").text, "/actions/delete")
     assert post(web, "/actions/delete", fields)[1].endswith("deleted (archived as deleted, it never runs)")
@@ -162,7 +177,8 @@ def test_read_only_offers_and_takes_no_job_action(store_db: Any, db: Any, seeded
         backoff = seeded["backoff"]["_id"]
         assert "select-job" not in web.get("/jobs").text
         page = web.get(f"/jobs/{backoff}").text
-        assert "/actions/retry-now" not in page and "/actions/delete" not in page
+        assert "/actions/retry-now" not in page
+        assert "/actions/delete" not in page
         before = list(db.scheduled.find(sort=[("_id", 1)]))
         for path in ("/actions/retry-now", "/actions/delete", "/actions/retry", "/actions/cancel"):
             response = web.post(path, data={"id": str(backoff), "all": "matching"}, follow_redirects=False)
