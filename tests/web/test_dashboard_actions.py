@@ -92,11 +92,11 @@ def test_a_double_submitted_group_retry_makes_no_second_copy(web: TestClient, db
     assert ids == {str(d["_id"]) for d in seeded["failed"]}
     first = post(web, "/actions/retry", fields)
     second = post(web, "/actions/retry", fields)  # the same form, submitted again
+    assert db.scheduled.count_documents({"retry_of": {"$exists": True}}) == 3
     assert first[0] == second[0] == 303
     assert first[1].startswith("retry 3 jobs")
     assert ": retried 3" in first[1]
     assert ": retried 0, 3 already retried" in second[1]
-    assert db.scheduled.count_documents({"retry_of": {"$exists": True}}) == 3
     page = web.get("/failures").text
     assert "Retry 3 archived" not in page
     assert "3 archived already retried" in page
