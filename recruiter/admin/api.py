@@ -27,6 +27,7 @@ from recruiter.domain.following import JobView
 from recruiter.domain.limits import Limit, Limits
 from recruiter.domain.listing import EARLIEST, JobFilter, PageKey, parse_states
 from recruiter.domain.waiting import Explanation
+from recruiter.domain.waiting_actions import ActionResult
 from recruiter.store import Change, Page, ServerClock, SyncDb
 
 STALE_AFTER = timedelta(hours=1)
@@ -88,15 +89,25 @@ class Admin:
         return _explain.explain_job(self.db, _id(job_id), self.now())
 
     def retry(self, job_ids: Sequence[ObjectId | str]) -> _jobs.Retried:
-        """Retry archived jobs by id: all, or none (:class:`~recruiter.admin.jobs.RetryRefusedAll`)."""
+        """Retry archived jobs by id: all, or none (:class:`~recruiter.admin.jobs.RetryRefusedAll`). A job
+        retried before is not copied again: its copy is in the result's ``already``."""
         return _jobs.retry_jobs(self.db, [_id(i) for i in job_ids], self.now())
 
     def retry_archived(self, why: str, *, since: datetime = EARLIEST, group: str | None = None,
                        limit: int | None = None) -> _jobs.Retried:
+        """Retry the jobs archived with ``why`` not retried yet (``recruiter jobs retry --why``)."""
         return _jobs.retry_archived(self.db, why, since, group, limit, self.now())
 
     def cancel(self, job_ids: Sequence[ObjectId | str], reason: str | None = None) -> list[CancelResult]:
         return _jobs.cancel_jobs(self.db, [_id(i) for i in job_ids], self.now(), reason)
+
+    def retry_now(self, job_ids: Sequence[ObjectId | str]) -> list[ActionResult]:
+        """End the backoff of jobs waiting for their next attempt: due now (``recruiter jobs retry-now``)."""
+        return _jobs.retry_now_jobs(self.db, [_id(i) for i in job_ids], self.now())
+
+    def delete(self, job_ids: Sequence[ObjectId | str], reason: str | None = None) -> list[ActionResult]:
+        """Delete waiting jobs: archived as ``deleted``; one a worker holds is refused (``recruiter jobs delete``)."""
+        return _jobs.delete_jobs(self.db, [_id(i) for i in job_ids], self.now(), reason)
 
     # -- schedules -----------------------------------------------------------------------------
 

@@ -1,9 +1,11 @@
-"""``recruiter jobs list|show|explain|retry|cancel``: following and acting on single jobs.
+"""``recruiter jobs list|show|explain|retry|cancel|retry-now|delete``: following and acting on single jobs.
 
 Invariant: every argument is checked before the database is touched (a
 malformed id, an unknown state, a bad page token or a contradictory filter is
-one line and exit 2), and a command that writes (``retry``, ``cancel``) checks
-every job it names before it writes anything: one bad id and nothing changes.
+one line and exit 2), and a command that writes (``retry``, ``cancel``,
+``retry-now``, ``delete``) checks every id it is given before it writes anything:
+one bad id and nothing changes. Each says, per job, what it did, and a second run
+writes nothing and says so.
 Reads and writes go through the read model (:mod:`recruiter.admin.jobs`), judged on the
 server's clock; this module parses and prints.
 """
@@ -12,25 +14,31 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 import click
+from bson import ObjectId
 
 from recruiter.admin.explain import explain_job, show_and_explain
 from recruiter.admin.jobs import (
     Retried,
     RetryRefusedAll,
     cancel_jobs,
+    delete_jobs,
     list_jobs,
     retry_archived,
     retry_jobs,
+    retry_now_jobs,
 )
 from recruiter.cli.jobs_view import explanation_json, plain, render_show, render_table, row_json, show_json
 from recruiter.cli.options import DURATION, target_option, with_database
 from recruiter.domain.cancel import ALREADY_ARCHIVED, FINISHING, NOT_FOUND, parse_job_id
 from recruiter.domain.following import STATES
 from recruiter.domain.listing import EARLIEST, JobFilter, decode_page_key, encode_page_key, parse_states
+from recruiter.domain.waiting_actions import ALREADY_ARCHIVED as GONE
+from recruiter.domain.waiting_actions import DELETED, REFUSED, ActionResult
+from recruiter.domain.waiting_actions import NOT_FOUND as UNKNOWN
 from recruiter.store import SyncDb
 
 MAX_PAGE = 1000
@@ -202,10 +210,14 @@ def jobs_explain(job_id: str, as_json: bool, target: str) -> None:
 @target_option
 def jobs_retry(ids: tuple[str, ...], why: str | None, since: timedelta | None, group: str | None,
                limit: int | None, as_json: bool, target: str) -> None:
-    """Put archived jobs back in the queue as new jobs (retry_of names the original, left as it is).
+    """Put archived jobs back in the queue as new jobs (retry_of names the original, whose
+    retried_as names the copy).
 
-    By ID, every job must be archived, or nothing is retried. With --why, jobs
-    archived malformed (quarantined) are skipped: they cannot be retried.
+    A job is retried at most once: retrying it again prints "already retried as"
+    its copy and writes nothing (retry the copy if it failed too). By ID, every
+    job must be archived, or nothing is retried. With --why, jobs already retried
+    are left out, and jobs archived malformed (quarantined) are skipped: they
+    cannot be retried.
     """
     if bool(ids) == (why is not None):
         raise click.UsageError("give job ids or --why (not both)")
@@ -226,12 +238,17 @@ def jobs_retry(ids: tuple[str, ...], why: str | None, since: timedelta | None, g
 
 def _print_retried(retried: Retried, as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps({"retried": [{"id": plain(d.id), "retry_of": plain(d.retry_of)}
-                                           for d in retried.jobs], "skipped": list(retried.skipped)}, indent=2))
+        click.echo(json.dumps({
+            "retried": [{"id": plain(d.id), "retry_of": plain(d.retry_of)} for d in retried.jobs],
+            "already_retried": [{"id": plain(d.id), "retry_of": plain(d.retry_of)} for d in retried.already],
+            "skipped": list(retried.skipped)}, indent=2))
     else:
         for d in retried.jobs:
-            click.echo(f"{plain(d.id)}  retry of {plain(d.retry_of)}")
-        click.echo(f"retried {len(retried.jobs)} job(s)")
+            click.echo(f"{plain(d.retry_of)}  retried as {plain(d.id)}")
+        for d in retried.already:
+            click.echo(f"{plain(d.retry_of)}  already retried as {plain(d.id)} (nothing written)")
+        click.echo(f"retried {len(retried.jobs)} job(s)"
+                   + (f", {len(retried.already)} already retried" if retried.already else ""))
     for reason in retried.skipped:
         click.echo(f"skipped {reason}", err=True)
 
@@ -266,3 +283,54 @@ def jobs_cancel(ids: tuple[str, ...], reason: str | None, target: str) -> None:
 
     with_database(target, cancel)
 
+
+
+# -- retry now, delete ---------------------------------------------------------------------------
+
+
+def _ids_option(ids: tuple[str, ...]) -> list[ObjectId]:
+    try:
+        return [parse_job_id(i) for i in dict.fromkeys(ids)]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="IDS") from None
+
+
+def _report(act: Callable[[], list[ActionResult]], kept_why: str | None = None) -> None:
+    """Act, print one line per job; exit 1 if one was refused, unknown, or archived otherwise than ``kept_why``."""
+    try:
+        results = act()
+    except RuntimeError as exc:  # the job kept changing under the action
+        raise click.ClickException(str(exc)) from None
+    for r in results:
+        click.echo(r.describe())
+    if any(r.state in (REFUSED, UNKNOWN) or (r.state == GONE and r.detail != kept_why) for r in results):
+        raise SystemExit(1)
+
+
+@jobs_group.command("retry-now")
+@click.argument("ids", nargs=-1, required=True)
+@target_option
+def jobs_retry_now(ids: tuple[str, ...], target: str) -> None:
+    """End the backoff of jobs waiting for their next attempt (state retrying, due later): due now.
+
+    The job keeps its attempts and retry policy. A job already due is left as it
+    is ("already due"); one in another state is refused with what it is. Exits 1
+    if any job was refused or is unknown.
+    """
+    job_ids = _ids_option(ids)
+    with_database(target, lambda db, now: _report(lambda: retry_now_jobs(db, job_ids, now)))
+
+
+@jobs_group.command("delete")
+@click.argument("ids", nargs=-1, required=True)
+@click.option("--reason", help="Kept in the archived job (delete_reason).")
+@target_option
+def jobs_delete(ids: tuple[str, ...], reason: str | None, target: str) -> None:
+    """Delete waiting jobs (queued, delayed, retrying): archived with why "deleted", they never run.
+
+    A job a worker holds (assigned, running) is refused: `jobs cancel` halts it.
+    A job already deleted is left as it is. Exits 1 if any job was refused, is
+    unknown, or was archived otherwise.
+    """
+    job_ids = _ids_option(ids)
+    with_database(target, lambda db, now: _report(lambda: delete_jobs(db, job_ids, now, reason), DELETED))

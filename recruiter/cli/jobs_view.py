@@ -58,6 +58,7 @@ def row_json(view: JobView) -> dict[str, Any]:
         "scheduled_at": plain(view.scheduled_at), "archived_at": plain(view.archived_at),
         "worker": view.worker, "progress": progress_json(view.progress), "retry_of": plain(view.retry_of),
         "refused": refused_json(view.refused),
+        "retried_as": plain(view.retried_as),
     }
 
 
@@ -136,11 +137,7 @@ def render_show(view: JobView, waiting: Explanation | None = None) -> str:
     ]
     if view.archived_at is not None:
         lines.append(f"archived   {_iso(view.archived_at)}")
-    cancel_reason = doc.get("cancel_reason")
-    if isinstance(cancel_reason, str):
-        lines.append(f"cancelled  {cancel_reason}")
-    if view.retry_of is not None:
-        lines.append(f"retry of   {plain(view.retry_of)}")
+    lines.extend(_operators(view))
     lines.extend(_unique_and_resubmits(doc))
     if view.worker is not None:
         lines.append(f"worker     {view.worker}")
@@ -160,6 +157,20 @@ def render_show(view: JobView, waiting: Explanation | None = None) -> str:
     for run in runs:
         lines.extend(_execution_lines(run))
     return "\n".join(lines)
+
+
+def _operators(view: JobView) -> list[str]:
+    """What operators did to the job: cancelled or deleted (and why), the job it retries, its copy."""
+    lines = []
+    for field, label in (("cancel_reason", "cancelled "), ("delete_reason", "deleted   ")):
+        reason = view.document.get(field)
+        if isinstance(reason, str):
+            lines.append(f"{label} {reason}")
+    if view.retry_of is not None:
+        lines.append(f"retry of   {plain(view.retry_of)}")
+    if view.retried_as is not None:
+        lines.append(f"retried as {plain(view.retried_as)}")
+    return lines
 
 
 def _unique_and_resubmits(doc: Raw) -> list[str]:

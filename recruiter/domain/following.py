@@ -78,6 +78,7 @@ class JobView:
     retry_of: object = None  # a copy made by ``jobs retry``: the archived job it copies
     # Workers that gave it back unrun, why and what to do (recruiter.domain.refused); ``current``: it waits for that.
     refused: Refused | None = None
+    retried_as: object = None  # an archived job retried by ``jobs retry``: its copy
     document: Raw = field(default_factory=dict, repr=False)  # the document the view was built from
 
     @property
@@ -175,6 +176,7 @@ def view_of(job_id: object, scheduled: Raw | None, archived: Raw | None, beat: R
     }
     if archived is not None:
         return JobView(state="archived", why=_str(archived.get("why")) or "?", reason=_str(archived.get("reason")),
+                       retried_as=archived.get("retried_as"),
                        archived_at=_date(archived.get("archived_at")), result=archived.get("result"),
                        result_dropped=_dropped(archived.get("result_dropped")), **common)  # type: ignore[arg-type]
     assert scheduled is not None

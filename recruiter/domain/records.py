@@ -201,6 +201,10 @@ class ArchivedJobDoc(JobFields):
     archived_at: datetime
     reason: NotRequired[str]
     result: NotRequired[object]
+    # Set once, by the transaction that inserts its copy (recruiter.store.retries): the copy's
+    # id and when. The only fields written on an archived job after it is archived.
+    retried_as: NotRequired[JobId]
+    retried_at: NotRequired[datetime]
 
 
 class DecisionDoc(TypedDict, total=False):

@@ -3,8 +3,10 @@
 The copy is a new job (new ``_id``, ``queued``, due now, no attempt made, no
 history, no result) that runs the same work the same way: the same workable,
 group, tenant, tags, priority, retry policy, timeout and ``at_most_once``. It
-names the job it copies in ``retry_of``. The archived original is never
-written: it stays the record of how it ended.
+names the job it copies in ``retry_of``. The archived original stays the record
+of how it ended: only ``retried_as`` (the copy's id) and ``retried_at`` are added
+to it, once, in the transaction that inserts the copy
+(:func:`recruiter.store.retry_once`), so a job is retried at most once.
 
 Invariant: pure, and a copy is only ever a job the checker of ``scheduled``
 documents accepts (:func:`recruiter.domain.documents.job_problem`): an archived

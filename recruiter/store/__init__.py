@@ -51,6 +51,7 @@ from recruiter.store.metadata import (
 )
 from recruiter.store.monitoring import CommandStats
 from recruiter.store.monitoring import listeners as command_listeners
+from recruiter.store.retries import RETRIED_AS, RetryWritten, retry_once
 from recruiter.store.roster import entries_by_id, longest_heartbeat_interval, request_stop
 from recruiter.store.schedule_admin import (
     Change,
@@ -64,10 +65,12 @@ from recruiter.store.schedule_admin import (
 )
 from recruiter.store.scheduled import count_by_status, read_locked_in_sync
 from recruiter.store.waiting import count_ahead, read_beats_of, read_entries_taking, read_entry_of
+from recruiter.store.waiting_actions import delete_waiting, retry_now
 from recruiter.store.wakeup import Wake
 
 __all__ = [
     "DEFAULT_URI",
+    "RETRIED_AS",
     "URI_ENVVARS",
     "AsyncClient",
     "AsyncDb",
@@ -80,6 +83,7 @@ __all__ = [
     "Document",
     "JobDocuments",
     "Page",
+    "RetryWritten",
     "ServerClock",
     "StoreError",
     "SyncClient",
@@ -99,6 +103,7 @@ __all__ = [
     "count_ahead",
     "count_by_status",
     "count_by_why",
+    "delete_waiting",
     "describe",
     "ensure_audit_index",
     "ensure_indexes",
@@ -133,6 +138,8 @@ __all__ = [
     "request_run_now",
     "request_stop",
     "resume_schedule",
+    "retry_now",
+    "retry_once",
     "set_limit",
     "switch_paused",
     "sync_client",

@@ -207,8 +207,9 @@ RETRY_INDEX = "by_why"
 
 
 def retry_selection(why: str, since: datetime, group: str | None) -> Query:
-    """The filter of ``jobs retry --why``: equality on ``why``, a range on ``archived_at`` (``by_why``)."""
-    where: Query = {"why": why, "archived_at": {"$gte": since}}
+    """The filter of ``jobs retry --why``: equality on ``why``, a range on ``archived_at`` (``by_why``);
+    only the jobs not retried yet (no ``retried_as``: a retry's failure is retried, not its original again)."""
+    where: Query = {"why": why, "archived_at": {"$gte": since}, "retried_as": {"$exists": False}}
     return where if group is None else {**where, "group": group}
 
 

@@ -1,10 +1,14 @@
-"""The dashboard's actions (POST): retry, cancel, stop a worker, run/pause/resume a schedule, pause/resume names.
+"""The dashboard's actions (POST): retry, cancel, retry now, delete, stop a worker, run/pause/resume a
+schedule, pause/resume names.
 
 Invariant: each handler first gets its form through :meth:`Dashboard.checked_form`
 (403 without a valid CSRF token: nothing read, nothing written), checks every
 value (400 with a one-line reason, nothing written), then acts through the read
 model and records one audit entry (:meth:`Dashboard.act`). None of these routes
-exists in read-only mode.
+exists in read-only mode. The job actions take ids (a page's ticked rows) or
+``all=matching`` with a list's filters (:mod:`recruiter.web.selection`), and are
+idempotent: a second submit writes nothing and its message says so ("already
+retried as", "already archived", "already due").
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from starlette.responses import Response
 from recruiter.domain.cancel import parse_job_id
 from recruiter.web import views
 from recruiter.web.app import Dashboard, Handler, HttpProblem, local_path
+from recruiter.web.selection import RETRIABLE, WAITING, WAITING_UNLOCKED, Selection, count_states, select
 
 KINDS = ("group", "tenant")
 SCHEDULE_OPS = ("run-now", "pause", "resume")
@@ -48,34 +53,65 @@ def _target(ids: list[str]) -> str:
     return ids[0] if len(ids) == 1 else f"{len(ids)} jobs: {' '.join(ids)}"
 
 
+async def _selected(dash: Dashboard, request: Request, form: FormData, states: tuple[str, ...]) -> Selection:
+    """The ids ticked, or with ``all=matching`` those of the jobs matching the form's filters in ``states``."""
+    if form.get("all") == "matching":
+        return await dash.read(lambda: select(dash, form, states))
+    ids = _ids(dash, form)
+    return Selection(ids, _target(ids))
+
+
 async def retry(dash: Dashboard, request: Request) -> Response:
     form = await dash.checked_form(request)
-    ids = _ids(dash, form)
+    chosen = await _selected(dash, request, form, RETRIABLE)
     back = local_path(form.get("back"), "/failures")
-    new_ids: list[str] = []
+    copies: list[str] = []
 
     def do() -> str:
-        retried = dash.admin.retry(ids)
-        new_ids.extend(str(views.plain(j.id)) for j in retried.jobs)
-        return f"retried as {' '.join(new_ids)}" if len(new_ids) <= 3 else f"retried {len(new_ids)} jobs"
+        retried = dash.admin.retry(chosen.ids)
+        copies.extend(str(views.plain(j.id)) for j in (*retried.jobs, *retried.already))
+        return chosen.note + retried.describe()
 
-    return await dash.act(request, "retry", _target(ids), do,
-                          lambda: f"/jobs/{new_ids[0]}" if len(new_ids) == 1 and len(ids) == 1 else back)
+    return await dash.act(request, "retry", chosen.target, do,
+                          lambda: f"/jobs/{copies[0]}" if len(copies) == 1 and len(chosen.ids) == 1 else back)
 
 
 async def cancel(dash: Dashboard, request: Request) -> Response:
     form = await dash.checked_form(request)
-    ids = _ids(dash, form)
+    chosen = await _selected(dash, request, form, WAITING)
     back = local_path(form.get("back"), "/failures")
 
     def do() -> str:
-        results = dash.admin.cancel(ids, reason="cancelled from the dashboard")
-        states: dict[str, int] = {}
-        for result in results:
-            states[result.state] = states.get(result.state, 0) + 1
-        return ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
+        results = dash.admin.cancel(chosen.ids, reason="cancelled from the dashboard")
+        return chosen.note + count_states([r.state for r in results])
 
-    return await dash.act(request, "cancel", _target(ids), do, back)
+    return await dash.act(request, "cancel", chosen.target, do, back)
+
+
+async def retry_now(dash: Dashboard, request: Request) -> Response:
+    form = await dash.checked_form(request)
+    ids = _ids(dash, form)
+    back = local_path(form.get("back"), "/jobs")
+
+    def do() -> str:
+        results = dash.admin.retry_now(ids)
+        return results[0].describe() if len(results) == 1 else count_states([r.state for r in results])
+
+    return await dash.act(request, "retry-now", _target(ids), do, back)
+
+
+async def delete(dash: Dashboard, request: Request) -> Response:
+    form = await dash.checked_form(request)
+    chosen = await _selected(dash, request, form, WAITING_UNLOCKED)
+    back = local_path(form.get("back"), "/jobs")
+
+    def do() -> str:
+        results = dash.admin.delete(chosen.ids, reason="deleted from the dashboard")
+        if len(results) == 1:
+            return chosen.note + results[0].describe()
+        return chosen.note + count_states([r.state for r in results])
+
+    return await dash.act(request, "delete", chosen.target, do, back)
 
 
 async def stop_worker(dash: Dashboard, request: Request) -> Response:
@@ -142,6 +178,8 @@ async def resume(dash: Dashboard, request: Request) -> Response:
 ROUTES: list[tuple[str, Handler]] = [
     ("/actions/retry", retry),
     ("/actions/cancel", cancel),
+    ("/actions/retry-now", retry_now),
+    ("/actions/delete", delete),
     ("/actions/stop-worker", stop_worker),
     ("/actions/schedule", schedule),
     ("/actions/pause", pause),

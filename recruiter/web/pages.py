@@ -92,7 +92,8 @@ async def jobs(dash: Dashboard, request: Request) -> Response:
         raise HttpProblem(400, str(exc)) from None
     next_token = encode_page_key(page.next) if page.next is not None else None
     return dash.page(request, "jobs.html", nav="jobs", page=page, filters=filters, limit=limit, all_states=STATES,
-                     next_token=next_token, query=query, more_query=_without(request, "after"))
+                     next_token=next_token, query=query, more_query=_without(request, "after"),
+                     here=_here(request))
 
 
 async def _search(dash: Dashboard, query: str) -> Response | None:
@@ -107,6 +108,11 @@ async def _search(dash: Dashboard, query: str) -> Response | None:
     if view is None:
         raise HttpProblem(404, f"no job {query}")
     return RedirectResponse(f"/jobs/{views.plain(view.id)}", status_code=303)
+
+
+def _here(request: Request) -> str:
+    """This page's path and query: where a bulk action on its rows comes back to."""
+    return request.url.path + (f"?{request.url.query}" if request.url.query else "")
 
 
 def _without(request: Request, name: str) -> str:
@@ -129,7 +135,8 @@ async def _job_view(dash: Dashboard, request: Request) -> JobView:
 async def job(dash: Dashboard, request: Request) -> Response:
     view = await _job_view(dash, request)
     return dash.page(request, "job.html", nav="jobs", job=view, runs=views.executions(view),
-                     parameters=views.parameters(view), waiting=await _waiting(dash, view))
+                     parameters=views.parameters(view), waiting=await _waiting(dash, view),
+                     now=await dash.read(dash.admin.now))
 
 
 async def job_live(dash: Dashboard, request: Request) -> Response:

@@ -109,11 +109,17 @@ class FailureGroup:
         times = [t for t in (v.archived_at or v.created_at for v in (*self.archived, *self.retrying)) if t]
         return max(times) if times else None
 
+    @property
+    def retriable(self) -> list[JobView]:
+        """The archived jobs not retried yet (one retried already has its copy: retrying it again would not copy it)."""
+        return [v for v in self.archived if v.retried_as is None]
+
     def ids(self, which: str) -> list[str]:
-        return [str(plain(v.id)) for v in (self.archived if which == "archived" else self.retrying)]
+        chosen = {"archived": self.archived, "retriable": self.retriable}.get(which, self.retrying)
+        return [str(plain(v.id)) for v in chosen]
 
     def fields(self, which: str) -> list[tuple[str, str]]:
-        """The hidden fields of a bulk action on the ``archived`` or ``retrying`` jobs of the group."""
+        """The hidden fields of a bulk action on the ``archived``, ``retriable`` or ``retrying`` jobs of the group."""
         return [("back", "/failures"), *(("id", i) for i in self.ids(which))]
 
 

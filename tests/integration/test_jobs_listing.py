@@ -268,7 +268,11 @@ def test_retry_by_id_copies_the_job_and_leaves_the_original(populated: dict[str,
         assert copy[field] == original[field], field
     for field in ("why", "result", "last_execution", "archived_at"):
         assert field not in copy
-    assert db.archived.find_one({"_id": original_id}) == original
+    # The original is left as it was, but for the name of its copy (written once, with the copy).
+    after = db.archived.find_one({"_id": original_id})
+    assert after.pop("retried_as") == copy["_id"]
+    assert isinstance(after.pop("retried_at"), datetime)
+    assert after == original
 
 
 def test_retry_refuses_every_bad_id_and_writes_nothing(populated: dict[str, Any], db: Any, db_uri: str) -> None:
@@ -302,7 +306,14 @@ def test_retry_by_why_since_takes_only_the_recent_ones_and_skips_quarantined(pop
     assert "skipped" in out.stderr
     copies = list(db.scheduled.find({"retry_of": {"$exists": True}}))
     assert sorted(c["retry_of"] for c in copies) == sorted(d["_id"] for d in recent)
-    assert {d["_id"]: d for d in db.archived.find()} == before
+    # The originals name their copies; nothing else of the archive changed.
+    after = {d["_id"]: d for d in db.archived.find()}
+    assert {i: after[i].pop("retried_as") for i in after if "retried_as" in after[i]} == {
+        c["retry_of"]: c["_id"] for c in copies}
+    assert {i: {k: v for k, v in d.items() if k != "retried_at"} for i, d in after.items()} == before
+    again = cli("jobs", "retry", "--why", "tried-too-many-times", "--since", "10m", db_uri=db_uri)
+    assert "retried 0 job(s)" in again.stdout
+    assert db.scheduled.count_documents({"retry_of": {"$exists": True}}) == 2
 
 
 @pytest.mark.parametrize(("states", "args"), [

@@ -68,13 +68,19 @@ def test_retry_by_why_since_puts_back_exactly_the_recent_failures_and_they_run(
         assert copy["retry_of"] in recent
         assert copy["result"] == originals[copy["retry_of"]]["workable"]["parameters"]["n"]
         assert copy["attempts"] == 1
-    assert {d["_id"]: d for d in db.archived.find({"_id": {"$in": everything}})} == originals
+    # The originals are as they were but for the name of their copy.
+    after = {d["_id"]: d for d in db.archived.find({"_id": {"$in": everything}})}
+    assert {i: d.pop("retried_as") for i, d in after.items() if "retried_as" in d} == {
+        ObjectId(r["retry_of"]): ObjectId(r["id"]) for r in retried}
+    assert {i: {k: v for k, v in d.items() if k != "retried_at"} for i, d in after.items()} == originals
     assert db.scheduled.count_documents({}) == 0
 
     shown = run_cli("jobs", "show", str(copies[0]), "--target", db_uri)
     assert shown.returncode == 0, shown.stderr
     assert "state      archived: done" in shown.stdout
-    assert f"retry of   {db.archived.find_one({'_id': copies[0]})['retry_of']}" in shown.stdout
+    original = db.archived.find_one({'_id': copies[0]})['retry_of']
+    assert f"retry of   {original}" in shown.stdout
+    assert f"retried as {copies[0]}" in run_cli("jobs", "show", str(original), "--target", db_uri).stdout
     assert "attempt 1: done" in shown.stdout
 
     # Bad input through the real command: one line, nothing changed.
