@@ -68,8 +68,8 @@ class Timeline:
         minute = bucket_start(now, MINUTE)
         if self.written_minute is not None and minute <= self.written_minute:
             return 0
-        if self.epoch is None:  # a lease taken without the leadership loop (tests drive rounds)
-            self._lead(leadership.lease.epoch)
+        if self.epoch is None:  # a lease taken without the leadership loop (tests drive rounds): what it counted
+            self.epoch = leadership.lease.epoch
         return await self.flush(leadership, now)
 
     async def flush(self, leadership: Leadership, now: datetime) -> int:
