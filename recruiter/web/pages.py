@@ -1,4 +1,4 @@
-"""The dashboard's pages (GET): overview, jobs, one job, failures, workers, schedules, pause switches, audit.
+"""The dashboard's pages (GET): overview, jobs, one job, failures, history, workers, schedules, pause switches, audit.
 
 Invariant: a page validates its query before reading (400 with a one-line reason,
 nothing read), and each read is bounded: a page of at most ``Limits.max_page`` jobs,
@@ -15,11 +15,12 @@ from bson import ObjectId
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from recruiter.admin.timeline import DEFAULT_RANGE, RANGES
 from recruiter.domain.cancel import parse_job_id
 from recruiter.domain.following import STATES, JobView
 from recruiter.domain.listing import decode_page_key, encode_page_key
 from recruiter.store import Page, recent_actions
-from recruiter.web import views
+from recruiter.web import charts, views
 from recruiter.web.app import Dashboard, Handler, HttpProblem
 
 FAILURES_PER_REASON = 100
@@ -176,6 +177,17 @@ async def failures(dash: Dashboard, request: Request) -> Response:
                      per_reason=FAILURES_PER_REASON, reason=reason, choices=choices)
 
 
+async def history(dash: Dashboard, request: Request) -> Response:
+    """Jobs done, failed and their wait over time, as the leader wrote them (``timeline``): one read."""
+    range_name = _one(request, "range", 10) or DEFAULT_RANGE
+    if range_name not in RANGES:
+        raise HttpProblem(400, f"range must be one of {', '.join(RANGES)}")
+    group = _one(request, "group", dash.settings.limits.max_field)
+    found = await dash.read(lambda: dash.admin.history(range_name, group))
+    return dash.page(request, "history.html", nav="history", history=found, charts=charts.history_charts(found),
+                     ranges=list(RANGES))
+
+
 async def workers(dash: Dashboard, request: Request) -> Response:
     found = await dash.read(dash.admin.workers)
     return dash.page(request, "workers.html", nav="workers", workers=found)
@@ -205,6 +217,7 @@ ROUTES: list[tuple[str, Handler]] = [
     ("/jobs/{job_id}", job),
     ("/jobs/{job_id}/live", job_live),
     ("/failures", failures),
+    ("/history", history),
     ("/workers", workers),
     ("/schedules", schedules),
     ("/switches", switches),
