@@ -69,8 +69,8 @@ def nice_ceiling(value: float) -> float:
     """The smallest of 1, 2, 4, 8 times a power of ten at or above ``value`` (1 for nothing): quarters stay round."""
     if value <= 0 or not math.isfinite(value):
         return 1.0
-    power = 10 ** math.floor(math.log10(value))
-    return next(m * power for m in (1, 2, 4, 8, 10) if m * power >= value * (1 - 1e-9))
+    power = 10.0 ** math.floor(math.log10(value))
+    return next(float(m * power) for m in (1, 2, 4, 8, 10) if m * power >= value * (1 - 1e-9))
 
 
 def time_chart(title: str, y_label: str, since: datetime, until: datetime, width: timedelta,
