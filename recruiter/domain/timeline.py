@@ -179,6 +179,8 @@ def merge(docs: Iterable[Mapping[str, object]], resolution: Resolution, since: d
     sums: dict[datetime, Totals] = {}
     malformed = 0
     for doc in docs:
+        if doc.get("res") != resolution:
+            continue
         at = doc.get("at")
         totals = Totals.of(doc)
         if not isinstance(at, datetime) or totals is None:

@@ -150,7 +150,8 @@ async def _waiting(dash: Dashboard, view: JobView) -> str | None:
     return explained.text if explained is not None and explained.waiting else None
 
 
-def _failures(dash: Dashboard, reasons: tuple[str, ...]) -> tuple[list[views.FailureGroup], dict[str, bool]]:
+def _failures(dash: Dashboard, reasons: tuple[str, ...], exact: bool
+              ) -> tuple[list[views.FailureGroup], dict[str, bool]]:
     """One bounded read per reason (an archived why, or ``retrying``: the jobs waiting for a retry)."""
     archived: list[JobView] = []
     retrying: list[JobView] = []
@@ -163,7 +164,7 @@ def _failures(dash: Dashboard, reasons: tuple[str, ...]) -> tuple[list[views.Fai
             page = dash.admin.jobs(why=reason, limit=FAILURES_PER_REASON)
             archived.extend(page.views)
         capped[reason] = page.next is not None
-    return views.group_failures(archived, retrying), capped
+    return views.group_failures(archived, retrying, exact=exact), capped
 
 
 async def failures(dash: Dashboard, request: Request) -> Response:
@@ -172,9 +173,12 @@ async def failures(dash: Dashboard, request: Request) -> Response:
     if reason is not None and reason not in choices:
         raise HttpProblem(400, f"reason must be one of {', '.join(choices)}")
     reasons = choices if reason is None else (reason,)
-    groups, capped = await dash.read(lambda: _failures(dash, reasons))
+    by = _one(request, "by", 10) or "pattern"  # group by message pattern, or the exact message
+    if by not in ("pattern", "exact"):
+        raise HttpProblem(400, "by must be pattern or exact")
+    groups, capped = await dash.read(lambda: _failures(dash, reasons, by == "exact"))
     return dash.page(request, "failures.html", nav="failures", groups=groups, capped=capped,
-                     per_reason=FAILURES_PER_REASON, reason=reason, choices=choices)
+                     per_reason=FAILURES_PER_REASON, reason=reason, choices=choices, by=by)
 
 
 async def history(dash: Dashboard, request: Request) -> Response:

@@ -14,6 +14,7 @@ from starlette.testclient import TestClient
 from recruiter.domain.timeline import MINUTE, Totals, bucket_document, bucket_start
 from recruiter.store import ensure_indexes_sync, parse_target, sync_client
 from recruiter.web import Settings, create_app
+from tests.web.test_dashboard_http import failed_job
 
 
 @pytest.fixture
@@ -100,3 +101,17 @@ def test_a_bad_range_is_400_and_malformed_buckets_are_set_aside(store_db: Any) -
         response = web.get("/history")
     assert response.status_code == 200
     assert "1 malformed bucket documents set aside" in response.text
+
+
+def test_failures_group_by_message_pattern_and_exactly_on_request(store_db: Any, db_uri: str) -> None:
+    now = datetime.now(UTC).replace(microsecond=0)
+    store_db.archived.insert_many([failed_job(db_uri, n, now, f"invoice {n} has no customer") for n in range(1, 4)])
+    with TestClient(create_app(store_db, Settings()), base_url="http://127.0.0.1") as web:
+        by_pattern = web.get("/failures").text
+        exact = web.get("/failures?by=exact").text
+        assert web.get("/failures?by=regex").status_code == 400
+    assert by_pattern.count('<section class="failure-group">') == 1
+    assert "invoice &lt;n&gt; has no customer" in by_pattern
+    assert "3 jobs" in by_pattern
+    assert exact.count('<section class="failure-group">') == 3
+    assert "invoice 2 has no customer" in exact
