@@ -3,6 +3,7 @@ command, under a TTL index; a flush repeated, or a second leader, never counts a
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from bson import ObjectId
@@ -11,6 +12,7 @@ from recruiter.domain.timeline import KEPT, MINUTE
 from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
 from recruiter.processes.worker.runtime import WorkerProcess
 from recruiter.processes.worker.state import Slot
+from tests.conftest import wait_for_async
 from tests.integration.test_processes_inproc import START, Harness, run, take_and_work
 from tests.workables import AlwaysFails, Record
 
@@ -113,5 +115,34 @@ def test_a_repeated_flush_and_a_second_leader_never_count_twice(db_uri: str) -> 
         assert {k: d["done"] for k, d in docs.items() if k[0] == "a"} == {("a", old_epoch): 3,
                                                                           ("a", successor.lease.epoch): 2}
         assert sum(d["done"] for k, d in docs.items() if k[0] is None) == 5  # five jobs done, five counted
+
+    run(db_uri, scenario)
+
+
+def test_the_leading_recruiter_writes_its_history_from_its_loop(db_uri: str) -> None:
+    """The leader loop flushes before its rounds: coverage at once, outcomes once the minute turns."""
+
+    async def scenario(h: Harness) -> None:
+        process, slot = await h.worker("w")
+        await Record(h.db_uri, n=1).as_job_of(h.producer).in_group("a").enqueue()
+        leader = RecruiterProcess(h.db, h.clock, RecruiterConfig(backoff_to_s=0.05), owner="looping")
+        task = asyncio.create_task(leader.run())
+        try:
+            await wait_for_async(lambda: h.db.timeline.find_one({"res": MINUTE, "group": None}),
+                                 message="the leader's first write (coverage)")
+            await wait_for_async(lambda: process.poll(slot), message="the job to be assigned")
+            job_id = (await h.roster("w"))["assigned_to"]["w"]
+            await process.work(slot, job_id)
+            await wait_for_async(lambda: h.archived(job_id), message="the outcome applied")
+            assert await h.db.timeline.find_one({"group": "a"}) is None  # the minute has not turned
+            h.clock.advance(timedelta(minutes=1))
+            await process.heartbeat()
+            doc = await wait_for_async(lambda: h.db.timeline.find_one({"res": MINUTE, "group": "a"}),
+                                       message="the minute's write")
+            assert doc["done"] == 1
+            assert doc["epoch"] == leader.lease.epoch
+        finally:
+            leader.stop()
+            await asyncio.wait_for(task, timeout=10)
 
     run(db_uri, scenario)
