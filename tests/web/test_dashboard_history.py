@@ -3,17 +3,21 @@ drawn from the ``timeline`` collection (so a restarted dashboard shows the same 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from starlette.testclient import TestClient
 
+from recruiter.cli.main import main
 from recruiter.domain.timeline import MINUTE, Totals, bucket_document, bucket_start
 from recruiter.store import ensure_indexes_sync, parse_target, sync_client
 from recruiter.web import Settings, create_app
+from tests.conftest import wait_for
 from tests.web.test_dashboard_http import failed_job
 
 
@@ -26,9 +30,12 @@ def store_db(db_uri: str) -> Iterator[Any]:
     client.close()
 
 
-def seed(db: Any, now: datetime) -> datetime:
-    """Minutes -30..-21 and -10..0 recorded (group ``mail``: 4 done, 1 failed a minute, over two leader
-    epochs in minute -25); the ten minutes between recorded by no leader. Returns minute -25."""
+def seed(db: Any) -> None:
+    """Minutes -30..-21 and -10..0 before now recorded (group ``mail``: 4 done, 1 failed a minute, over two
+    leader epochs in minute -25); the ten minutes between recorded by no leader. First waits, if need
+    be, for a minute with 10 s left, so that the test reads within the minute it seeded."""
+    wait_for(lambda: datetime.now(UTC).second < 50, timeout_s=15, message="a minute with 10 s left")
+    now = datetime.now(UTC)
     docs = []
     current = bucket_start(now, MINUTE)
     for ago in [*range(21, 31), *range(11)]:
@@ -38,7 +45,6 @@ def seed(db: Any, now: datetime) -> datetime:
             docs += [bucket_document((MINUTE, at, None), totals, epoch),
                      bucket_document((MINUTE, at, "mail"), totals, epoch)]
     db.timeline.insert_many(docs)
-    return current - timedelta(minutes=25)
 
 
 def page(store_db: Any, query: str = "") -> str:
@@ -53,8 +59,7 @@ def charts(html: str) -> list[str]:
 
 
 def test_the_history_chart_has_labelled_axes_and_a_gap_drawn_as_a_gap(store_db: Any) -> None:
-    now = datetime.now(UTC)
-    seed(store_db, now)
+    seed(store_db)
     jobs, wait = charts(page(store_db))
     assert 'class="axis x-axis"' in jobs
     assert 'class="axis y-axis"' in jobs
@@ -73,8 +78,7 @@ def test_the_history_chart_has_labelled_axes_and_a_gap_drawn_as_a_gap(store_db: 
 
 
 def test_a_bucket_sums_its_leaders_and_a_group_is_chosen(store_db: Any) -> None:
-    now = datetime.now(UTC)
-    seed(store_db, now)
+    seed(store_db)
     html = page(store_db, "?group=mail&range=1h")
     assert '<option value="mail" selected>mail</option>' in html
     jobs, _ = charts(html)
@@ -85,8 +89,7 @@ def test_a_bucket_sums_its_leaders_and_a_group_is_chosen(store_db: Any) -> None:
 
 
 def test_a_restarted_dashboard_draws_the_same_history(store_db: Any) -> None:
-    now = datetime.now(UTC)
-    seed(store_db, now)
+    seed(store_db)
     first = charts(page(store_db))
     second = charts(page(store_db))  # a new app: nothing kept in memory from the first
     assert first == second
@@ -115,3 +118,20 @@ def test_failures_group_by_message_pattern_and_exactly_on_request(store_db: Any,
     assert "3 jobs" in by_pattern
     assert exact.count('<section class="failure-group">') == 3
     assert "invoice 2 has no customer" in exact
+
+
+def test_recruiter_history_prints_the_buckets_with_gaps_as_gaps(store_db: Any, db_uri: str) -> None:
+    seed(store_db)
+    text = CliRunner().invoke(main, ["history", "--group", "mail", "--target", db_uri], catch_exceptions=False)
+    assert text.exit_code == 0, text.output
+    lines = text.output.splitlines()
+    assert lines[0] == "History of group mail, per minute, last 1h:"
+    assert sum("(not recorded)" in line for line in lines) == 60 - 21  # minutes -59..-31 and -20..-11
+    assert "total: 84 done, 21 failed;" in lines[-1]
+    out = CliRunner().invoke(main, ["history", "--json", "--target", db_uri], catch_exceptions=False)
+    doc = json.loads(out.output)
+    assert doc["resolution"] == MINUTE
+    assert len(doc["buckets"]) == 60
+    assert sum(b.get("done", 0) for b in doc["buckets"]) == 84
+    refused = CliRunner().invoke(main, ["history", "--range", "5y", "--target", db_uri])
+    assert refused.exit_code == 2
