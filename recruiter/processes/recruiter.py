@@ -561,8 +561,7 @@ class RecruiterProcess(LeaderProcess):
                                                    "work, and a job they hold is taken back, until it beats again")
 
     def _well_formed(self, entries: list[Document]) -> list[Document]:
-        """The roster entries a round can use; a malformed one is skipped, with one warning
-        per entry (the cleaner removes it once it stops heartbeating)."""
+        """The roster entries a round can use; a malformed one is skipped, warned of once (the cleaner removes it)."""
         kept = []
         for e in entries:
             problem = entry_problem(e)
@@ -581,8 +580,7 @@ class RecruiterProcess(LeaderProcess):
         return await self.writes.apply_outcomes(c, entries, now, jobs, clear=clear)
 
     async def lock(self, c: Collections, assignments: list[Assignment], now: datetime) -> list[Locked]:
-        """Lock ``assignments`` on ``c`` as a round would (without documents read: the locks do not
-        check the attempts)."""
+        """Lock ``assignments`` on ``c`` as a round would (no documents read: the attempts are not checked)."""
         return await self.writes.lock(c, assignments, now, self.lease.epoch, {})
 
     async def rollback_unassigned(self, c: Collections) -> None:
