@@ -39,7 +39,7 @@ class Timeline:
         self.owner = owner
         self.tally = Tally()
         self.epoch: int | None = None  # the leadership the counts belong to
-        self.written_minute: datetime | None = None  # the minute of the last write
+        self.written_minute: datetime | None = None  # the minute of the last write, or of the last that failed
 
     @classmethod
     def on(cls, bus: Bus, clock: Clock, owner: str) -> Timeline:
@@ -83,8 +83,9 @@ class Timeline:
         except LostLease:
             self.tally.clear()  # counted under a lease no longer ours: the successor counts its own
             return 0
-        except StoreError as exc:  # the history never stops a round: tried again next minute
+        except StoreError as exc:  # the history never stops a round: tried again next minute, not next round
             log.warning("timeline.not_written", buckets=len(docs), error=first_line(exc))
+            self.written_minute = bucket_start(now, MINUTE)
             return 0
         self.tally.written(keys, now)
         self.written_minute = bucket_start(now, MINUTE)

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 from bson import ObjectId
+from pymongo.errors import OperationFailure
 
 from recruiter.domain.timeline import KEPT, MINUTE
+from recruiter.processes import timeline as timeline_process
 from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
 from recruiter.processes.worker.runtime import WorkerProcess
 from recruiter.processes.worker.state import Slot
@@ -144,5 +147,30 @@ def test_the_leading_recruiter_writes_its_history_from_its_loop(db_uri: str) -> 
         finally:
             leader.stop()
             await asyncio.wait_for(task, timeout=10)
+
+    run(db_uri, scenario)
+
+
+def test_a_failed_write_is_tried_again_next_minute_with_nothing_lost(db_uri: str, monkeypatch: Any) -> None:
+    async def scenario(h: Harness) -> None:
+        process, slot = await h.worker("w")
+        job = await Record(h.db_uri, n=1).as_job_of(h.producer).in_group("a").enqueue()
+        await work_through(h, h.recruiter, process, slot, [job])
+        calls: list[int] = []
+
+        async def refused(coll: Any, docs: list[Any]) -> int:
+            calls.append(len(docs))
+            raise OperationFailure("not now")
+
+        monkeypatch.setattr(timeline_process, "write_buckets", refused)
+        assert await h.recruiter.timeline.flush_if_due(h.recruiter.leadership) == 0
+        assert await h.recruiter.timeline.flush_if_due(h.recruiter.leadership) == 0
+        assert len(calls) == 1  # not again within the minute: one attempt a minute, not one a round
+        monkeypatch.undo()
+        h.clock.advance(timedelta(minutes=1))
+        assert await h.recruiter.lease.acquire()
+        assert await h.recruiter.timeline.flush_if_due(h.recruiter.leadership) > 0
+        doc = await h.db.timeline.find_one({"res": MINUTE, "group": "a"})
+        assert doc["done"] == 1
 
     run(db_uri, scenario)
