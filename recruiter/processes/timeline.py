@@ -9,9 +9,9 @@ like the round's writes (a deposed leader writes nothing). Its cost: one transac
 minute (the fence, the bulk write, the commit), whatever the number of jobs.
 
 Invariant: never breaks a round. A failed write is logged and tried again at the next
-minute with the same totals (a write sets totals, never adds: repeating it is harmless); a
-lost lease drops what was counted (the successor counts under its own epoch, see
-:mod:`recruiter.domain.timeline`).
+minute with the same totals (a write sets totals, never adds: repeating it is harmless). A
+lost lease writes nothing; what was counted is dropped when a leadership of another epoch
+begins (the successor counts under its own, see :mod:`recruiter.domain.timeline`).
 """
 
 from __future__ import annotations
@@ -80,8 +80,7 @@ class Timeline:
         try:
             async with leadership.fenced() as inside:
                 written = await write_buckets(timeline_of(inside), docs)
-        except LostLease:
-            self.tally.clear()  # counted under a lease no longer ours: the successor counts its own
+        except LostLease:  # kept: written if this leader takes its lease back with its epoch, else cleared
             return 0
         except StoreError as exc:  # the history never stops a round: tried again next minute, not next round
             log.warning("timeline.not_written", buckets=len(docs), error=first_line(exc))
