@@ -7,7 +7,10 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
+from recruiter.domain.clock import ManualClock
+from recruiter.domain.events import LeaseWon, OutcomeApplied
 from recruiter.domain.timeline import HOUR, MINUTE, Tally, Totals, bucket_document, bucket_start, merge
+from recruiter.processes.timeline import Timeline
 from recruiter.web.charts import nice_ceiling, time_chart
 
 T0 = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
@@ -90,3 +93,18 @@ def test_a_chart_stops_its_line_at_a_gap_and_shades_it() -> None:
 def test_the_value_axis_ends_at_a_round_number_at_or_above_the_highest(value: float) -> None:
     top = nice_ceiling(value)
     assert value * (1 - 1e-9) <= top <= value * 2.0 + 1e-9
+
+
+def test_the_leaders_tally_follows_its_own_leaderships_only() -> None:
+    timeline = Timeline(ManualClock(T0), "me")
+    timeline(OutcomeApplied("mail", "done", 1.0, T0))
+    timeline(LeaseWon("recruiter", 4, "me"))  # a leadership begins: nothing counted before it is its
+    assert timeline.tally.buckets == {}
+    timeline(OutcomeApplied("mail", "done", 1.0, T0))
+    timeline(LeaseWon("cleaner", 9, "me"))  # another role's lease
+    timeline(LeaseWon("recruiter", 5, "someone else"))  # another process's
+    timeline(LeaseWon("recruiter", 4, "me"))  # the same leadership taken back: its counts still its own
+    assert timeline.tally.buckets[MINUTE, T0, "mail"].done == 1
+    timeline(LeaseWon("recruiter", 6, "me"))  # a new epoch: what the old one counted cannot be written under it
+    assert timeline.tally.buckets == {}
+    assert timeline.epoch == 6
