@@ -40,9 +40,9 @@ async def write_buckets(coll: AsyncColl, docs: list[Document]) -> int:
 def read_buckets(db: SyncDb, resolution: str, since: datetime, until: datetime, groups: list[str | None],
                  limit: int) -> list[Document]:
     """The bucket documents of ``groups`` (None: the whole queue) between ``since`` and ``until``
-    (their starts, inclusive), at most ``limit``, through ``by_time``."""
+    (their starts, inclusive), through ``by_time``: the newest ``limit`` of them."""
     query = {"res": resolution, "at": {"$gte": since, "$lte": until}, "group": {"$in": groups}}
-    return list(db[TIMELINE].find(query, hint=BY_TIME_INDEX).sort("at", 1).limit(limit))
+    return list(db[TIMELINE].find(query, hint=BY_TIME_INDEX).sort("at", -1).limit(limit))
 
 
 def read_groups(db: SyncDb, resolution: str, since: datetime, until: datetime, limit: int) -> list[str]:
