@@ -137,6 +137,13 @@ class Tally:
             if start + WIDTH[resolution] <= now and key not in self.dirty:
                 self.buckets.pop(key, None)
 
+    def expire(self, now: datetime) -> None:
+        """Forget the buckets past their retention (:data:`KEPT`): never written, were their writes
+        refused for that long, they would be removed at once. Bounds what a leader that cannot write keeps."""
+        for key in [k for k in self.buckets if k[1] + WIDTH[k[0]] + KEPT[k[0]] <= now]:
+            self.buckets.pop(key)
+            self.dirty.discard(key)
+
     def clear(self) -> None:
         self.buckets.clear()
         self.dirty.clear()

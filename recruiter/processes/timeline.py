@@ -75,6 +75,7 @@ class Timeline:
     async def flush(self, leadership: Leadership, now: datetime) -> int:
         """Write the counted buckets not written yet, fenced by the lease; never raises but a cancellation."""
         epoch = self.epoch if self.epoch is not None else 0
+        self.tally.expire(now)
         keys = self.tally.pending()
         docs = self.tally.documents(keys, epoch)
         try:

@@ -108,3 +108,14 @@ def test_the_leaders_tally_follows_its_own_leaderships_only() -> None:
     timeline(LeaseWon("recruiter", 6, "me"))  # a new epoch: what the old one counted cannot be written under it
     assert timeline.tally.buckets == {}
     assert timeline.epoch == 6
+
+
+def test_buckets_past_their_retention_are_forgotten_even_unwritten() -> None:
+    tally = Tally()
+    tally.count("mail", "done", None, T0)
+    tally.expire(T0 + timedelta(days=1, minutes=1))  # the minute buckets' day is over, not the hours' 30 days
+    assert set(tally.buckets) == {(HOUR, T0, None), (HOUR, T0, "mail")}
+    assert set(tally.pending()) == set(tally.buckets)
+    tally.expire(T0 + timedelta(days=30, hours=1))
+    assert tally.buckets == {}
+    assert tally.pending() == []
