@@ -20,6 +20,7 @@ from recruiter.admin import schedules as _schedules
 from recruiter.admin import stats as _stats
 from recruiter.admin import status as _status
 from recruiter.admin import switches as _switches
+from recruiter.admin import timeline as _timeline
 from recruiter.admin import workers as _workers
 from recruiter.domain.cancel import CancelResult, parse_job_id
 from recruiter.domain.clock import Clock
@@ -58,6 +59,10 @@ class Admin:
         """Depth per group and tenant, recent throughput, failures and latency, workers, leases
         (``recruiter stats``, :mod:`recruiter.admin.stats`)."""
         return _stats.stats(self.db, self.now())
+
+    def history(self, range_name: str = _timeline.DEFAULT_RANGE, group: str | None = None) -> _timeline.History:
+        """Jobs done, failed and their wait over time (``1h`` ... ``30d``), as the leader wrote them."""
+        return _timeline.history(self.db, self.now(), range_name, group)
 
     def workers(self) -> list[_workers.WorkerView]:
         return _workers.workers(self.db, self.now())

@@ -19,6 +19,7 @@ import click
 from recruiter.cli.admin import status, workers_group
 from recruiter.cli.dashboard import dashboard_command
 from recruiter.cli.embedded import embedded_group
+from recruiter.cli.history import history_command
 from recruiter.cli.jobs import jobs_group
 from recruiter.cli.limits import limits_group
 from recruiter.cli.options import CONTEXT
@@ -35,7 +36,8 @@ def main() -> None:
 
 
 for _command in (start_recruiter, worker_group, cleaner_group, embedded_group, status, workers_group, jobs_group,
-                 groups_group, tenants_group, schedules_group, stats_command, limits_group, dashboard_command):
+                 groups_group, tenants_group, schedules_group, stats_command, limits_group, dashboard_command,
+                 history_command):
     main.add_command(_command)
 
 

@@ -73,6 +73,21 @@ class JobArchived:
 
 
 @dataclass(frozen=True)
+class OutcomeApplied:
+    """The leader's round that applied a job's outcome committed (archived, rescheduled or resubmitted).
+
+    ``kind`` is the attempt's outcome (``done``, ``failed``, ``timed-out``, ...; ``judged`` for a
+    crashed job not run again), ``wait_s`` the time from when it was due to its start (None when
+    it did not start); ``at`` the round's time. The history over time counts these
+    (:mod:`recruiter.domain.timeline`)."""
+
+    group: str | None
+    kind: str
+    wait_s: float | None
+    at: datetime
+
+
+@dataclass(frozen=True)
 class RoundCommitted:
     """A recruiter round's transaction committed: its sizes, its time, and that time by phase."""
 
@@ -133,5 +148,5 @@ class LeaseLost:
     epoch: int | None
 
 
-Event = (JobStarted | JobFinished | JobArchived | RoundCommitted | RoundIdle | RoundAbandoned | WorkerRegistered
-         | WorkerGone | LeaseWon | LeaseLost)
+Event = (JobStarted | JobFinished | JobArchived | OutcomeApplied | RoundCommitted | RoundIdle | RoundAbandoned
+         | WorkerRegistered | WorkerGone | LeaseWon | LeaseLost)

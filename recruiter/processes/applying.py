@@ -20,9 +20,10 @@ from datetime import datetime
 
 import structlog
 
-from recruiter.domain.events import JobArchived
+from recruiter.domain.events import JobArchived, OutcomeApplied
 from recruiter.domain.outcome import archived_document, held_by, is_archive, reschedule_update, resubmit_update
 from recruiter.domain.resubmit import flagged
+from recruiter.domain.timeline import applied_event
 from recruiter.processes.logs import AfterCommit
 from recruiter.store import archived, scheduled
 from recruiter.store.layout import Collections, Document
@@ -39,6 +40,7 @@ class Sorted:
     archive: list[Document] = field(default_factory=list)  # archived copies to write
     reschedule: list[scheduled.Change] = field(default_factory=list)
     resubmit: list[scheduled.Change] = field(default_factory=list)
+    applied: list[OutcomeApplied] = field(default_factory=list)  # for the history over time, once committed
 
 
 def sort_outcomes(outcomes: dict[object, tuple[str, Document]], jobs: dict[object, Document],
@@ -52,6 +54,7 @@ def sort_outcomes(outcomes: dict[object, tuple[str, Document]], jobs: dict[objec
             log.info("outcome.stale", job_id=str(job_id), worker_id=worker_id)
             continue
         out.locks[job_id], out.outcomes[job_id] = outcome["token"], outcome
+        out.applied.append(applied_event(job, outcome, now))
         if flagged(job):
             out.resubmit.append(resubmit_update(job, outcome, now))
         elif is_archive(outcome):
@@ -83,6 +86,8 @@ async def apply_sorted(c: Collections, s: Sorted, now: datetime, events: AfterCo
         await scheduled.apply_changes(c.scheduled, resubmit)
         for f, _ in resubmit:
             events.info("job.resubmitted", job_id=str(f["_id"]))
+    for event in s.applied:
+        events.emit(event)
     return len(s.archive) + len(s.reschedule) + len(s.resubmit)
 
 

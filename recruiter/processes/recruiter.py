@@ -56,6 +56,7 @@ from recruiter.processes.reading import CandidateReader, Picked
 from recruiter.processes.roster_view import RosterView
 from recruiter.processes.round_stats import RoundTimer
 from recruiter.processes.rounds import Locked, LocksMissed, RoundPlan, RoundReport, RoundWrites
+from recruiter.processes.timeline import Timeline
 from recruiter.processes.upkeep import find_stranded, sweep
 from recruiter.store import heartbeats, roster, scheduled
 from recruiter.store.connection import StoreError, first_line
@@ -65,8 +66,7 @@ from recruiter.store.wakeup import Doorbell
 
 log = structlog.get_logger("recruiter.recruiter")
 
-# The leader remembers the jobs it handed out until their outcomes come back;
-# past this many (outcomes that never came: workers that died) it starts afresh.
+# The jobs handed out are remembered until their outcomes come back; past this many (workers that died), afresh.
 MAX_HANDED_OUT = 10_000
 
 
@@ -157,14 +157,12 @@ def finishing(plan: RoundPlan) -> list[tuple[str, str]]:
                 out.append((group, tenant))
     return out
 
-# How far before a reading round's start the doorbell still takes events for new: well above the
-# error of the server's clock as each process estimates it (recruiter.store.clock).
+# How far before a reading round's start the doorbell takes events for new: above the clock's error (store.clock).
 SEEN_MARGIN = timedelta(milliseconds=100)
 
 
 def free_workers(lanes: list[tuple[Document, int]]) -> list[FreeWorker]:
-    """The lanes a round may give work (:meth:`recruiter.processes.lookahead.LookAhead.free_lanes`),
-    as the workers the selection serves."""
+    """The lanes a round may give work (:meth:`.lookahead.LookAhead.free_lanes`), as the workers it serves."""
     return [FreeWorker(e["_id"], tuple(e["work_on"]), d, process=str(e.get("process") or e["_id"]))
             for e, d in lanes]
 
@@ -179,6 +177,7 @@ class RecruiterProcess(LeaderProcess):
         self.config = config
         self.owner = owner or leader_owner()
         self.bus = bus or Bus.logging()
+        self.timeline = Timeline.on(self.bus, clock, self.owner)  # the history over time (processes.timeline)
         self.leadership = Leadership(db, "recruiter", self.owner, clock, config.lease_ttl_s, bus=self.bus)
         self.fault: Fault = no_fault
         # What a fenced round's writes make true is logged (and emitted) once its transaction has committed.
@@ -302,7 +301,8 @@ class RecruiterProcess(LeaderProcess):
         self.insert_woken = self.early_candidates and bool(fresh) and not disturbed and self.quiet_after is None
 
     async def fire_schedules(self) -> int:
-        """Fire the periodic jobs due now, in their own fenced transaction (:mod:`recruiter.processes.firing`)."""
+        """Write the history once a minute; fire the periodic jobs due now (each in its own fenced transaction)."""
+        await self.timeline.flush_if_due(self.leadership)
         now = self.clock.now()
         if not self.firer.due(now):
             return 0
@@ -561,8 +561,7 @@ class RecruiterProcess(LeaderProcess):
                                                    "work, and a job they hold is taken back, until it beats again")
 
     def _well_formed(self, entries: list[Document]) -> list[Document]:
-        """The roster entries a round can use; a malformed one is skipped, with one warning
-        per entry (the cleaner removes it once it stops heartbeating)."""
+        """The roster entries a round can use; a malformed one is skipped, warned of once (the cleaner removes it)."""
         kept = []
         for e in entries:
             problem = entry_problem(e)
@@ -581,8 +580,7 @@ class RecruiterProcess(LeaderProcess):
         return await self.writes.apply_outcomes(c, entries, now, jobs, clear=clear)
 
     async def lock(self, c: Collections, assignments: list[Assignment], now: datetime) -> list[Locked]:
-        """Lock ``assignments`` on ``c`` as a round would (without documents read: the locks do not
-        check the attempts)."""
+        """Lock ``assignments`` on ``c`` as a round would (no documents read: the attempts are not checked)."""
         return await self.writes.lock(c, assignments, now, self.lease.epoch, {})
 
     async def rollback_unassigned(self, c: Collections) -> None:

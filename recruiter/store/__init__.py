@@ -64,6 +64,7 @@ from recruiter.store.schedule_admin import (
     resume_schedule,
 )
 from recruiter.store.scheduled import count_by_status, read_locked_in_sync
+from recruiter.store.timeline import read_buckets, read_groups
 from recruiter.store.waiting import count_ahead, read_beats_of, read_entries_taking, read_entry_of
 from recruiter.store.waiting_actions import delete_waiting, retry_now
 from recruiter.store.wakeup import Wake
@@ -119,9 +120,11 @@ __all__ = [
     "parse_target",
     "pause_schedule",
     "read_beats_of",
+    "read_buckets",
     "read_cursor_document",
     "read_entries_taking",
     "read_entry_of",
+    "read_groups",
     "read_job_documents",
     "read_last_jobs",
     "read_leases",

@@ -12,7 +12,7 @@ import structlog
 from pymongo import ASCENDING, DESCENDING, IndexModel
 from pymongo.errors import OperationFailure
 
-from recruiter.store.layout import ARCHIVED, HEARTBEATS, ROSTER, SCHEDULED, SCHEDULES, UNIQUE_KEYS
+from recruiter.store.layout import ARCHIVED, HEARTBEATS, ROSTER, SCHEDULED, SCHEDULES, TIMELINE, UNIQUE_KEYS
 
 log = structlog.get_logger("recruiter.store")
 
@@ -67,6 +67,12 @@ INDEXES: dict[str, list[IndexModel]] = {
         IndexModel([("next_fire_at", ASCENDING)], name="next_fire"),
         # The leader: schedules asked to run now (recruiter schedules run-now).
         IndexModel([("run_now", ASCENDING)], name="run_now", partialFilterExpression={"run_now": {"$type": "date"}}),
+    ],
+    TIMELINE: [
+        # The history's reads (dashboard, recruiter stats --history): a resolution, a range of buckets.
+        IndexModel([("res", ASCENDING), ("at", ASCENDING)], name="by_time"),
+        # Minute buckets a day after they end, hour buckets 30 days after (recruiter.domain.timeline.KEPT).
+        IndexModel([("expires_at", ASCENDING)], name="expiry", expireAfterSeconds=0),
     ],
     ROSTER: [
         # Recruiter: available workers and workers holding an outcome.

@@ -34,6 +34,7 @@ HEARTBEATS = "heartbeats"
 METADATA = "metadata"
 UNIQUE_KEYS = "unique_keys"  # key reservations of unique jobs with a period or forever (domain/unique.py)
 SCHEDULES = "schedules"  # periodic jobs, one document per schedule (domain/schedules.py)
+TIMELINE = "timeline"  # the history over time, per group and minute or hour (domain/timeline.py)
 
 @dataclass(frozen=True)
 class Collections:

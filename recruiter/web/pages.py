@@ -1,4 +1,4 @@
-"""The dashboard's pages (GET): overview, jobs, one job, failures, workers, schedules, pause switches, audit.
+"""The dashboard's pages (GET): overview, jobs, one job, failures, history, workers, schedules, pause switches, audit.
 
 Invariant: a page validates its query before reading (400 with a one-line reason,
 nothing read), and each read is bounded: a page of at most ``Limits.max_page`` jobs,
@@ -15,11 +15,12 @@ from bson import ObjectId
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from recruiter.admin.timeline import DEFAULT_RANGE, RANGES
 from recruiter.domain.cancel import parse_job_id
 from recruiter.domain.following import STATES, JobView
 from recruiter.domain.listing import decode_page_key, encode_page_key
 from recruiter.store import Page, recent_actions
-from recruiter.web import views
+from recruiter.web import charts, views
 from recruiter.web.app import Dashboard, Handler, HttpProblem
 
 FAILURES_PER_REASON = 100
@@ -156,7 +157,8 @@ async def _waiting(dash: Dashboard, view: JobView) -> str | None:
     return explained.text if explained is not None and explained.waiting else None
 
 
-def _failures(dash: Dashboard, reasons: tuple[str, ...]) -> tuple[list[views.FailureGroup], dict[str, bool]]:
+def _failures(dash: Dashboard, reasons: tuple[str, ...], exact: bool
+              ) -> tuple[list[views.FailureGroup], dict[str, bool]]:
     """One bounded read per reason (an archived why, or ``retrying``: the jobs waiting for a retry)."""
     archived: list[JobView] = []
     retrying: list[JobView] = []
@@ -169,7 +171,7 @@ def _failures(dash: Dashboard, reasons: tuple[str, ...]) -> tuple[list[views.Fai
             page = dash.admin.jobs(why=reason, limit=FAILURES_PER_REASON)
             archived.extend(page.views)
         capped[reason] = page.next is not None
-    return views.group_failures(archived, retrying), capped
+    return views.group_failures(archived, retrying, exact=exact), capped
 
 
 async def failures(dash: Dashboard, request: Request) -> Response:
@@ -178,9 +180,23 @@ async def failures(dash: Dashboard, request: Request) -> Response:
     if reason is not None and reason not in choices:
         raise HttpProblem(400, f"reason must be one of {', '.join(choices)}")
     reasons = choices if reason is None else (reason,)
-    groups, capped = await dash.read(lambda: _failures(dash, reasons))
+    by = _one(request, "by", 10) or "pattern"  # group by message pattern, or the exact message
+    if by not in ("pattern", "exact"):
+        raise HttpProblem(400, "by must be pattern or exact")
+    groups, capped = await dash.read(lambda: _failures(dash, reasons, by == "exact"))
     return dash.page(request, "failures.html", nav="failures", groups=groups, capped=capped,
-                     per_reason=FAILURES_PER_REASON, reason=reason, choices=choices)
+                     per_reason=FAILURES_PER_REASON, reason=reason, choices=choices, by=by)
+
+
+async def history(dash: Dashboard, request: Request) -> Response:
+    """Jobs done, failed and their wait over time, as the leader wrote them (``timeline``): one read."""
+    range_name = _one(request, "range", 10) or DEFAULT_RANGE
+    if range_name not in RANGES:
+        raise HttpProblem(400, f"range must be one of {', '.join(RANGES)}")
+    group = _one(request, "group", dash.settings.limits.max_field)
+    found = await dash.read(lambda: dash.admin.history(range_name, group))
+    return dash.page(request, "history.html", nav="history", history=found, charts=charts.history_charts(found),
+                     ranges=list(RANGES))
 
 
 async def workers(dash: Dashboard, request: Request) -> Response:
@@ -212,6 +228,7 @@ ROUTES: list[tuple[str, Handler]] = [
     ("/jobs/{job_id}", job),
     ("/jobs/{job_id}/live", job_live),
     ("/failures", failures),
+    ("/history", history),
     ("/workers", workers),
     ("/schedules", schedules),
     ("/switches", switches),

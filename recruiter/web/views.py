@@ -16,6 +16,7 @@ from typing import Any
 
 from recruiter.domain.following import JobView
 from recruiter.domain.jsonable import plain as plain  # re-exported: the views speak of it
+from recruiter.domain.patterns import message_pattern
 from recruiter.domain.records import Raw
 
 MISSING = "-"
@@ -96,7 +97,8 @@ class FailureGroup:
     """Jobs whose latest attempt failed with the same error class and message."""
 
     error: str
-    message: str
+    message: str  # the pattern of the messages, or the message (grouped exactly)
+    example: str = ""  # the first message as it was, for a pattern
     archived: list[JobView] = field(default_factory=list)  # retriable by a bulk retry
     retrying: list[JobView] = field(default_factory=list)  # waiting for their next attempt: a bulk cancel
 
@@ -123,15 +125,18 @@ class FailureGroup:
         return [("back", "/failures"), *(("id", i) for i in self.ids(which))]
 
 
-def group_failures(archived: Iterable[JobView], retrying: Iterable[JobView]) -> list[FailureGroup]:
-    """Failed jobs grouped by (error class, message), the largest group first."""
+def group_failures(archived: Iterable[JobView], retrying: Iterable[JobView], *, exact: bool = False
+                   ) -> list[FailureGroup]:
+    """Failed jobs grouped by error class and message pattern (numbers, ids, quoted values masked:
+    :func:`recruiter.domain.patterns.message_pattern`), or with ``exact`` by the message as it is;
+    the largest group first."""
     groups: dict[tuple[str, str], FailureGroup] = {}
-    for view in archived:
-        key = failure_of(view)
-        groups.setdefault(key, FailureGroup(*key)).archived.append(view)
-    for view in retrying:
-        key = failure_of(view)
-        groups.setdefault(key, FailureGroup(*key)).retrying.append(view)
+    for jobs, which in ((archived, "archived"), (retrying, "retrying")):
+        for view in jobs:
+            error, message = failure_of(view)
+            key = (error, message if exact else message_pattern(message))
+            group = groups.setdefault(key, FailureGroup(*key, example=message))
+            (group.archived if which == "archived" else group.retrying).append(view)
     return sorted(groups.values(), key=lambda g: (-g.count, g.error, g.message))
 
 
