@@ -2,8 +2,9 @@
 
 Invariant: pure, and never raises on data. A view comes from untrusted documents
 (parameters, results and executions are shown as stored), so every stored value
-goes through :func:`plain` before a template sees it, and the templates escape
-everything they print (Jinja's autoescape).
+goes through :func:`plain` before a template sees it, and everything a template
+prints goes through :func:`finalize` (control and bidirectional characters escaped,
+long values cut: :mod:`recruiter.domain.visible`), then Jinja's autoescape.
 """
 
 from __future__ import annotations
@@ -14,9 +15,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from markupsafe import Markup, escape
+
 from recruiter.domain.following import JobView
 from recruiter.domain.jsonable import plain as plain  # re-exported: the views speak of it
 from recruiter.domain.records import Raw
+from recruiter.domain.visible import Cut, cut, visible
+from recruiter.domain.visible import size_label as size_label  # a filter of the templates
 
 MISSING = "-"
 # The archived reasons (why) of jobs that failed; the failures page reads each, newest first.
@@ -25,6 +30,28 @@ FAILURE_WHYS = ("tried-too-many-times", "non-retriable-exception", "not-schedule
 MESSAGE_CUT = 200
 
 
+def finalize(value: object) -> object:
+    """What a template prints of ``value`` (Jinja's ``finalize``: every ``{{ }}``, no opt-in).
+
+    Text shows its control and bidirectional characters escaped (newline and tab kept:
+    HTML shows them as space unless in ``<pre>``, logs and traces), cut at ``VALUE_BOUND``
+    characters with what was cut said. Markup (a macro's output, :func:`exact`) is left as it is.
+    """
+    if isinstance(value, Markup) or not isinstance(value, str):
+        return value
+    shown = cut(value)
+    text = visible(shown.text, multiline=True)
+    return f"{text} … [{shown.note()}]" if shown.cut else text
+
+
+def exact(value: object) -> Markup:
+    """``value`` escaped for HTML but otherwise as read: a form's hidden field, sent back to act on that very name."""
+    return escape(value)
+
+
+def shown(value: object) -> Cut:
+    """A long value as the job page shows it: its first ``VALUE_BOUND`` characters, and the size of the whole."""
+    return cut(value if isinstance(value, str) else as_json(value))
 
 
 def as_json(value: object) -> str:

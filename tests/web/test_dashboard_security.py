@@ -36,16 +36,15 @@ def test_no_secret_in_the_repr() -> None:
     assert "pw-456" not in text
 
 
-def test_csrf_tokens_are_signed_by_their_process() -> None:
+def test_csrf_tokens_are_bound_to_their_session_and_their_process() -> None:
     mine, other = Csrf(), Csrf()
-    token = mine.issue()
-    assert mine.valid(token)
-    assert not other.valid(token)
-    assert mine.accepts(token, token)
-    assert not mine.accepts(token, mine.issue())
-    assert not mine.accepts(token, None)
+    session, another = Csrf.new_session(), Csrf.new_session()
+    token = mine.token(session)
+    assert mine.accepts(session, token)
+    assert not mine.accepts(another, token)  # a token from another session
+    assert not other.accepts(session, token)  # from another process (or before a restart)
+    assert not mine.accepts(session, None)
     assert not mine.accepts(None, token)
-    nonce, signature = token.split(".")
-    assert not mine.valid(f"{nonce}x.{signature}")
-    assert not mine.valid(f"{nonce}.")
-    assert not mine.valid("no-dot")
+    assert not mine.accepts(session, session)
+    assert not mine.accepts("short", mine.token("short"))  # not a session this process hands out
+    assert not mine.accepts(session, token + "x")
