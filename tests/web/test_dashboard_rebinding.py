@@ -97,12 +97,16 @@ def test_a_token_from_another_session_is_403(store_db: Any, db: Any, mail_job: d
     app = create_app(store_db, Settings())
     with TestClient(app, base_url="http://127.0.0.1") as mine, TestClient(app, base_url="http://127.0.0.1") as theirs:
         my_token = csrf_of(mine)
+        my_session = mine.cookies.get(SESSION_COOKIE)
         their_token = csrf_of(theirs)
         assert my_token != their_token
         assert mine.cookies.get(SESSION_COOKIE) != theirs.cookies.get(SESSION_COOKIE)
         before = snapshot(db)
         assert pause(mine, their_token).status_code == 403
         assert pause(theirs, my_token).status_code == 403
+        mine.cookies.set(SESSION_COOKIE, their_token)  # a token is no session: as cookie and field, still refused
+        assert pause(mine, their_token).status_code == 403
+        mine.cookies.set(SESSION_COOKIE, my_session)
         assert snapshot(db) == before
         assert pause(mine, my_token).status_code == 303
     assert Admin(db).paused().groups == ("mail",)
