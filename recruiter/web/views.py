@@ -105,7 +105,8 @@ def failure_of(view: JobView) -> tuple[str, str]:
     """The error class and the first line of the message of a job's latest attempt (``-`` when unknown)."""
     last = view.last_execution or (view.executions[-1] if view.executions else {})
     error, message = last.get("class"), last.get("message")
-    first = (message.splitlines() or [""])[0][:MESSAGE_CUT] if isinstance(message, str) else ""
+    # Its first line, split at newlines only: str.splitlines would also end it at VT, FF or U+2028, hiding the rest.
+    first = message.split("\n", 1)[0].rstrip("\r")[:MESSAGE_CUT] if isinstance(message, str) else ""
     if not isinstance(error, str) or not error:
         error = view.why or MISSING
     return error[:MESSAGE_CUT], first or (view.reason or "")[:MESSAGE_CUT]

@@ -148,6 +148,7 @@ def test_control_and_bidi_characters_are_shown_escaped(web: TestClient, db: Any,
     assert logs, page[:500]
     assert logs.group(1) == f"first line\n{shown}\n\ttabbed line\n"  # a multi-line text keeps \n and \t
     assert f"bad {shown}" in page  # the error message
+    assert f"bad {shown}" in web.get("/failures").text  # its first line, not cut at the VT
     assert f"mail{shown}" in page  # the group
     assert json.dumps(HOSTILE)[1:-1] in page  # the parameters, as JSON
     # A form sends the name back exactly as it was read: the hidden field is the raw name (HTML-escaped only).
