@@ -55,7 +55,7 @@ def dashboard_command(host: str, port: int, allowed_hosts: tuple[str, ...], read
         raise click.ClickException(INSTALL_HINT) from None
     access = valid(lambda: Access(token=token, user=user, password=password))
     valid(lambda: check_binding(host, access))
-    hosts = valid(lambda: Hosts.of(port, allowed_hosts))
+    hosts = valid(lambda: Hosts.of(port, allowed_hosts, listen=host))
     if refresh < timedelta(seconds=1):
         raise click.UsageError("--refresh must be at least 1s")
     logs.configure(common.log_level, common.log_format)

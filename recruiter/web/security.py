@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 LOOPBACK_NAMES = frozenset({"localhost", "ip6-localhost"})
 SERVED_LOOPBACK = ("127.0.0.1", "localhost", "[::1]")  # the names a dashboard answers for without --allowed-host
 SESSION_COOKIE = "recruiter_session"
+WILDCARDS = frozenset({"0.0.0.0", "::", "[::]", ""})  # bind addresses that name no host
 CSRF_FIELD = "csrf"
 REALM = 'Basic realm="recruiter dashboard", charset="UTF-8"'
 
@@ -186,8 +187,9 @@ def allowed_host(value: str) -> tuple[str, int | None]:
                          "or dashboard.example.com:8443), not a URL nor a pattern")
     parsed = parse_authority(value)
     if parsed is None:
+        hint = " (write an IPv6 address in brackets: [::1])" if value.count(":") > 1 and "[" not in value else ""
         raise ValueError(f"--allowed-host {value!r} is not a host name, an IPv4 address or an [IPv6] address, "
-                         "with an optional :port")
+                         f"with an optional :port{hint}")
     return parsed
 
 
@@ -204,9 +206,19 @@ class Hosts:
     allowed: tuple[tuple[str, int | None], ...] = ()
 
     @classmethod
-    def of(cls, port: int | None, allowed: Iterable[str] = ()) -> Hosts:
-        """ValueError (one line) on the first value that is not a host name."""
-        return cls(port or None, tuple(dict.fromkeys(allowed_host(v) for v in allowed)))
+    def of(cls, port: int | None, allowed: Iterable[str] = (), listen: str | None = None) -> Hosts:
+        """The names served on ``port`` (0 or None: any); ValueError (one line) on a value that is not a host name.
+
+        ``listen``, the address the dashboard binds, is served too (on its port) unless it
+        is a wildcard (``0.0.0.0``, ``::``): a dashboard bound to ``192.168.1.20`` answers
+        ``http://192.168.1.20:8080/``.
+        """
+        names = [allowed_host(v) for v in allowed]
+        if listen and listen not in WILDCARDS:
+            bound = parse_authority(f"[{listen.strip('[]')}]" if ":" in listen else listen)
+            if bound is not None:
+                names.append((bound[0], port or None))
+        return cls(port or None, tuple(dict.fromkeys(names)))
 
     def serves(self, authority: str | None) -> bool:
         """Whether a ``Host`` header (or an Origin's host and port) names this dashboard."""

@@ -21,7 +21,7 @@ from starlette.testclient import TestClient
 from recruiter.admin import Admin
 from recruiter.web import Hosts, Settings, create_app
 from recruiter.web.security import SESSION_COOKIE
-from tests.web.test_dashboard_http import client_of, csrf_of, failed_job, snapshot, store_db  # noqa: F401
+from tests.web.test_dashboard_http import csrf_of, failed_job, run_cli, snapshot, store_db  # noqa: F401
 
 RAW = ("\u202e", "\u2066", "\u200f", "\x07", "\x08", "\x0b", "\x0c", "\x1b", "\x9b")
 
@@ -176,3 +176,13 @@ def test_a_1mb_argument_gives_a_bounded_page_with_its_size_and_the_whole_value(w
     assert document.headers["x-content-type-options"] == "nosniff"
     assert document.json()["workable"]["parameters"]["blob"] == "x" * (1024 * 1024)
     assert document.json()["last_execution"]["message"] == "m" * 1_000_000
+
+
+@pytest.mark.parametrize("value", ["https://dash.example.com", "*", "::1", "a b"])
+def test_a_bad_allowed_host_is_a_one_line_usage_error(value: str) -> None:
+    done = run_cli("--allowed-host", value, "--target", "mongodb://127.0.0.1:1/x")
+    assert done.returncode == 2
+    errors = [line for line in done.stderr.splitlines() if line.startswith("Error")]
+    assert len(errors) == 1, done.stderr
+    assert "--allowed-host" in errors[0]
+    assert "Traceback" not in done.stderr
