@@ -30,8 +30,8 @@ log = structlog.get_logger("recruiter.web")
               show_envvar=True, metavar="NAME[:PORT]",
               help="Also answer for this host name (repeatable; the environment variable takes several, separated "
                    "by spaces): the name a reverse proxy forwards, or the browser's. By default only 127.0.0.1, "
-                   "localhost and [::1] on --port; any other Host is refused (400), and a POST from another "
-                   "origin (403).")
+                   "localhost, [::1] and the --host address, on --port; any other Host is refused (400), and a POST "
+                   "from another origin (403).")
 @click.option("--read-only", envvar=env("DASHBOARD_READ_ONLY"), is_flag=True, show_envvar=True,
               help="Show everything, offer no action (no retry, cancel, pause, stop...).")
 @click.option("--token", envvar=env("DASHBOARD_TOKEN"), show_envvar=True,
