@@ -170,14 +170,17 @@ def point_of(at: datetime, groups: Sequence[Any]) -> Point:
     return Point(at, ready, running, sum(w.archived for w in first) / 60, max(waits) if waits else None)
 
 
-def sparkline(values: Sequence[float | None], width: int = 240, height: int = 40) -> str:
-    """The ``points`` of an SVG polyline drawing ``values`` left to right, scaled to the highest (None: skipped)."""
+def sparkline(values: Sequence[float | None], width: int = 240, height: int = 40) -> Markup:
+    """The ``points`` of an SVG polyline drawing ``values`` left to right, scaled to the highest (None: skipped).
+
+    Markup (numbers only), so :func:`finalize` never cuts a long one.
+    """
     known = [v for v in values if v is not None]
     if len(values) < 2 or not known:
-        return ""
+        return Markup("")
     top = max(known) or 1.0
     step = width / (len(values) - 1)
-    return " ".join(f"{i * step:.1f},{height - (v / top) * (height - 2) - 1:.1f}"
+    return Markup(" ").join(f"{i * step:.1f},{height - (v / top) * (height - 2) - 1:.1f}"
                     for i, v in enumerate(values) if v is not None)
 
 
