@@ -204,7 +204,7 @@ class Dashboard:
         self.history: deque[views.Point] = deque(maxlen=HISTORY)
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]),
                                finalize=views.finalize)
-        self.env.filters.update(exact=views.exact, size=views.size_label, age=views.age, number=views.number,
+        self.env.filters.update(exact=views.exact, age=views.age, number=views.number,
                                 percent=views.percent, when=views.when,
                                 plain=views.plain, as_json=views.as_json, state=views.state_of)
         self.env.globals.update(outcome_of=outcome_of, sparkline=views.sparkline)

@@ -200,6 +200,9 @@ class Hosts:
     A loopback name (127.0.0.1, localhost, [::1]) is served with the port the dashboard
     listens on (``port``; None: any) or without one; an allowed host without a port is
     served on any port (behind a proxy), with a port on that one only.
+
+    Not Starlette's ``TrustedHostMiddleware``: it compares names only (never the port)
+    and has no way to judge a POST's ``Origin`` by the same list; one rule here does both.
     """
 
     port: int | None = None

@@ -21,7 +21,6 @@ from recruiter.domain.following import JobView
 from recruiter.domain.jsonable import plain as plain  # re-exported: the views speak of it
 from recruiter.domain.records import Raw
 from recruiter.domain.visible import Cut, cut, visible
-from recruiter.domain.visible import size_label as size_label  # a filter of the templates
 
 MISSING = "-"
 # The archived reasons (why) of jobs that failed; the failures page reads each, newest first.
