@@ -15,6 +15,7 @@ import click
 from recruiter.admin.status import status as read_status
 from recruiter.admin.workers import stop_workers
 from recruiter.cli.options import target_option, with_database
+from recruiter.cli.output import echo
 from recruiter.cli.status import figures_of, render_status
 from recruiter.cli.workers import describe_workers, render_workers
 from recruiter.store import SyncDb
@@ -25,7 +26,7 @@ from recruiter.store import SyncDb
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def status(target: str, as_json: bool) -> None:
     """Counts of queued, running and archived jobs, and the roster."""
-    with_database(target, lambda db, now: click.echo(render_status(figures_of(read_status(db, now)), as_json)))
+    with_database(target, lambda db, now: echo(render_status(figures_of(read_status(db, now)), as_json)))
 
 
 @click.group("workers")
@@ -41,7 +42,7 @@ def workers_list(target: str, as_json: bool) -> None:
 
     def read(db: SyncDb, now: datetime) -> None:
         rows = describe_workers(db, now)
-        click.echo(json.dumps(rows, indent=2, default=str) if as_json else render_workers(rows))
+        echo(json.dumps(rows, indent=2, default=str) if as_json else render_workers(rows))
 
     with_database(target, read)
 
@@ -59,6 +60,6 @@ def workers_stop(ids: tuple[str, ...], all_: bool, target: str) -> None:
         asked = stop_workers(db, None if all_ else list(ids))
         if not asked:
             raise click.ClickException(f"no worker in the roster matches {', '.join(ids) or 'anything'}")
-        click.echo(f"asked {len(asked)} worker(s) to stop: {', '.join(asked)}")
+        echo(f"asked {len(asked)} worker(s) to stop: {', '.join(asked)}")
 
     with_database(target, stop)

@@ -26,6 +26,12 @@ log = structlog.get_logger("recruiter.web")
               help="Address to listen on. Beyond localhost, --token or --user/--password is required.")
 @click.option("--port", envvar=env("DASHBOARD_PORT"), type=click.IntRange(0, 65535), default=8080,
               show_default=True, show_envvar=True, help="Port to listen on (0: any free port).")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, envvar=env("DASHBOARD_ALLOWED_HOST"),
+              show_envvar=True, metavar="NAME[:PORT]",
+              help="Also answer for this host name (repeatable; the environment variable takes several, separated "
+                   "by spaces): the name a reverse proxy forwards, or the browser's. By default only 127.0.0.1, "
+                   "localhost, [::1] and the --host address, on --port; any other Host is refused (400), and a POST "
+                   "from another origin (403).")
 @click.option("--read-only", envvar=env("DASHBOARD_READ_ONLY"), is_flag=True, show_envvar=True,
               help="Show everything, offer no action (no retry, cancel, pause, stop...).")
 @click.option("--token", envvar=env("DASHBOARD_TOKEN"), show_envvar=True,
@@ -38,17 +44,18 @@ log = structlog.get_logger("recruiter.web")
               show_envvar=True, help="Live pages poll this often; the server reads the figures at most once per "
                                      "period, however many pages are open (at least 1s).")
 @common_options
-def dashboard_command(host: str, port: int, read_only: bool, token: str | None, user: str | None,
-                      password: str | None, refresh: timedelta, common: Common) -> None:
+def dashboard_command(host: str, port: int, allowed_hosts: tuple[str, ...], read_only: bool, token: str | None,
+                      user: str | None, password: str | None, refresh: timedelta, common: Common) -> None:
     """Serve the web dashboard: overview, jobs, failures, workers, schedules, pause switches and their actions."""
     try:
         import uvicorn
 
-        from recruiter.web import Access, Settings, check_binding, create_app
+        from recruiter.web import Access, Hosts, Settings, check_binding, create_app
     except ImportError:
         raise click.ClickException(INSTALL_HINT) from None
     access = valid(lambda: Access(token=token, user=user, password=password))
     valid(lambda: check_binding(host, access))
+    hosts = valid(lambda: Hosts.of(port, allowed_hosts, listen=host))
     if refresh < timedelta(seconds=1):
         raise click.UsageError("--refresh must be at least 1s")
     logs.configure(common.log_level, common.log_format)
@@ -60,11 +67,11 @@ def dashboard_command(host: str, port: int, read_only: bool, token: str | None, 
                          event_listeners=command_listeners())  # RECRUITER_COMMAND_STATS, if set
     try:
         hidden = tuple(s for s in (_password_of(common.target), token, password) if s)
-        settings = Settings(read_only=read_only, access=access, refresh_s=refresh.total_seconds(),
+        settings = Settings(read_only=read_only, access=access, hosts=hosts, refresh_s=refresh.total_seconds(),
                             database=target.display, hidden=hidden)
         app = create_app(client[target.database], settings)
         log.info("dashboard.serving", url=f"http://{host}:{port}/", database=target.display, read_only=read_only,
-                 auth="token" if token else "basic" if user else "none")
+                 auth="token" if token else "basic" if user else "none", allowed_hosts=list(allowed_hosts))
         uvicorn.run(app, host=host, port=port, log_level="debug" if common.debug else "warning",
                     access_log=common.debug, server_header=False)
     except StoreError as exc:

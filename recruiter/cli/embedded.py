@@ -14,6 +14,7 @@ from types import FrameType
 import click
 
 from recruiter.cli.options import CONTEXT, Command, env, target_option
+from recruiter.cli.output import echo
 from recruiter.processes import embedded
 from recruiter.store import ConnectionProblem, parse_target, wait_until_reachable
 
@@ -52,8 +53,8 @@ def embedded_start(target: str, storage: Path, port: int | None, host: str | Non
     keep_record = str(storage) != ":memory:"
     if keep_record:
         embedded.write_record(storage, record)
-    click.echo(f"embedded server pid {proc.pid} on {record.uri.rstrip('/')}/{t.database} (storage: {storage}); "
-               "Ctrl-C or 'recruiter embedded stop' stops it", err=True)
+    echo(f"embedded server pid {proc.pid} on {record.uri.rstrip('/')}/{t.database} (storage: {storage}); "
+         "Ctrl-C or 'recruiter embedded stop' stops it", err=True)
 
     def forward(signum: int, _frame: FrameType | None) -> None:
         proc.send_signal(signum)
@@ -73,7 +74,7 @@ def embedded_stop(target: str, storage: Path) -> None:
     stopped = embedded.stop_recorded(storage)
     if stopped is None:
         raise click.ClickException(f"no embedded server runs on storage {storage} (no live server.pid there)")
-    click.echo(f"stopped the embedded server pid {stopped.pid} on {stopped.uri}")
+    echo(f"stopped the embedded server pid {stopped.pid} on {stopped.uri}")
 
 
 @embedded_group.command("status")
@@ -83,10 +84,10 @@ def embedded_status(target: str, storage: Path) -> None:
     record = embedded.read_record(storage)
     if record is None or not embedded.is_running(record):
         elsewhere = " (but a server answers at the target)" if _answers(target) else ""
-        click.echo(f"no embedded server runs on storage {storage}{elsewhere}")
+        echo(f"no embedded server runs on storage {storage}{elsewhere}")
         sys.exit(1)
     answering = "answering" if _answers(record.uri) else "not answering"
-    click.echo(f"embedded server pid {record.pid} on {record.uri}, storage {storage}: {answering}")
+    echo(f"embedded server pid {record.pid} on {record.uri}, storage {storage}: {answering}")
 
 
 def _answers(uri: str) -> bool:

@@ -13,6 +13,7 @@ import click
 
 from recruiter.admin.timeline import DEFAULT_RANGE, RANGES, History, history
 from recruiter.cli.options import env, target_option
+from recruiter.cli.output import echo
 from recruiter.domain.timeline import Series
 from recruiter.store import ConnectionProblem, ServerClock, StoreError, describe, parse_target, sync_client
 
@@ -41,7 +42,7 @@ def history_command(range_name: str, group: str | None, as_json: bool, target: s
             client.close()
     except ConnectionProblem as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(json.dumps(history_json(found), indent=2) if as_json else render_history(found))
+    echo(json.dumps(history_json(found), indent=2) if as_json else render_history(found))
 
 
 def _series(h: History) -> Series:

@@ -33,6 +33,7 @@ from recruiter.admin.jobs import (
 )
 from recruiter.cli.jobs_view import explanation_json, plain, render_show, render_table, row_json, show_json
 from recruiter.cli.options import DURATION, target_option, with_database
+from recruiter.cli.output import echo
 from recruiter.domain.cancel import ALREADY_ARCHIVED, FINISHING, NOT_FOUND, parse_job_id
 from recruiter.domain.following import STATES
 from recruiter.domain.listing import EARLIEST, JobFilter, decode_page_key, encode_page_key, parse_states
@@ -118,14 +119,14 @@ def jobs_list(states: tuple[str, ...], group: str | None, tenant: str | None, cl
             raise click.UsageError(str(exc)) from None
         page = list_jobs(db, f, page_key, limit, now)
         if as_json:
-            click.echo(json.dumps([row_json(v) for v in page.views], indent=2))
+            echo(json.dumps([row_json(v) for v in page.views], indent=2))
         else:
-            click.echo(render_table(page.views) if page.views else "no jobs match")
+            echo(render_table(page.views) if page.views else "no jobs match")
         if page.next is not None:
             next_args = _list_args(click.get_current_context().params)
-            click.echo("next page: recruiter jobs list " + shlex.join([*next_args, "--after",
-                                                                       encode_page_key(page.next)]),
-                       err=as_json)
+            echo("next page: recruiter jobs list " + shlex.join([*next_args, "--after",
+                                                                 encode_page_key(page.next)]),
+                 err=as_json)
 
     with_database(target, read)
 
@@ -156,9 +157,11 @@ def _arg(value: object) -> str:
 
 @jobs_group.command("show")
 @click.argument("job_id", metavar="ID")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (every value whole).")
+@click.option("--full", is_flag=True, help="Print long values whole: parameters, result, messages, traces and logs "
+                                           "are otherwise cut at 4096 characters, with their size said.")
 @target_option
-def jobs_show(job_id: str, as_json: bool, target: str) -> None:
+def jobs_show(job_id: str, as_json: bool, full: bool, target: str) -> None:
     """One job whole: its state (and progress while it runs), and every execution with its trace and logs."""
     (parsed,) = _job_ids([job_id])
 
@@ -167,7 +170,7 @@ def jobs_show(job_id: str, as_json: bool, target: str) -> None:
         if view is None:
             raise click.ClickException(f"no job {job_id} (neither waiting nor archived)")
         waiting = why if why is not None and why.waiting else None
-        click.echo(json.dumps(show_json(view, waiting), indent=2) if as_json else render_show(view, waiting))
+        echo(json.dumps(show_json(view, waiting), indent=2) if as_json else render_show(view, waiting, full))
 
     with_database(target, show)
 
@@ -192,7 +195,7 @@ def jobs_explain(job_id: str, as_json: bool, target: str) -> None:
         why = explain_job(db, parsed, now)
         if why is None:
             raise click.ClickException(f"no job {job_id} (neither waiting nor archived)")
-        click.echo(json.dumps(explanation_json(why), indent=2) if as_json else f"{why.code}: {why.text}")
+        echo(json.dumps(explanation_json(why), indent=2) if as_json else f"{why.code}: {why.text}")
 
     with_database(target, show)
 
@@ -238,19 +241,19 @@ def jobs_retry(ids: tuple[str, ...], why: str | None, since: timedelta | None, g
 
 def _print_retried(retried: Retried, as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps({
+        echo(json.dumps({
             "retried": [{"id": plain(d.id), "retry_of": plain(d.retry_of)} for d in retried.jobs],
             "already_retried": [{"id": plain(d.id), "retry_of": plain(d.retry_of)} for d in retried.already],
             "skipped": list(retried.skipped)}, indent=2))
     else:
         for d in retried.jobs:
-            click.echo(f"{plain(d.retry_of)}  retried as {plain(d.id)}")
+            echo(f"{plain(d.retry_of)}  retried as {plain(d.id)}")
         for d in retried.already:
-            click.echo(f"{plain(d.retry_of)}  already retried as {plain(d.id)} (nothing written)")
-        click.echo(f"retried {len(retried.jobs)} job(s)"
-                   + (f", {len(retried.already)} already retried" if retried.already else ""))
+            echo(f"{plain(d.retry_of)}  already retried as {plain(d.id)} (nothing written)")
+        echo(f"retried {len(retried.jobs)} job(s)"
+             + (f", {len(retried.already)} already retried" if retried.already else ""))
     for reason in retried.skipped:
-        click.echo(f"skipped {reason}", err=True)
+        echo(f"skipped {reason}", err=True)
 
 
 # -- cancel --------------------------------------------------------------------------------------
@@ -277,7 +280,7 @@ def jobs_cancel(ids: tuple[str, ...], reason: str | None, target: str) -> None:
         except RuntimeError as exc:  # the job kept changing under the cancel
             raise click.ClickException(str(exc)) from None
         for r in results:
-            click.echo(r.describe())
+            echo(r.describe())
         if any(r.state in (FINISHING, ALREADY_ARCHIVED, NOT_FOUND) for r in results):
             raise SystemExit(1)
 
@@ -302,7 +305,7 @@ def _report(act: Callable[[], list[ActionResult]], kept_why: str | None = None) 
     except RuntimeError as exc:  # the job kept changing under the action
         raise click.ClickException(str(exc)) from None
     for r in results:
-        click.echo(r.describe())
+        echo(r.describe())
     if any(r.state in (REFUSED, UNKNOWN) or (r.state == GONE and r.detail != kept_why) for r in results):
         raise SystemExit(1)
 

@@ -5,6 +5,9 @@ untrusted documents (:mod:`recruiter.domain.following` keeps a field of the
 wrong type out of it, but parameters, results and executions are shown as
 stored), so every value goes through :func:`plain`, which turns any BSON value
 into JSON (ids as strings, dates in ISO 8601) and anything else into its text.
+Every one-line field is printed through :func:`~recruiter.cli.output.cell` (its control
+characters escaped, newline included); parameters, result, messages, traces and logs are
+cut at ``VALUE_BOUND`` characters, with their size and ``--full`` said, unless ``full``.
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from recruiter.cli.output import cell
 from recruiter.domain.attempt import cut_marker
 from recruiter.domain.following import JobView, Progress
 from recruiter.domain.jsonable import plain as plain  # re-exported: the views speak of it
 from recruiter.domain.records import Raw
 from recruiter.domain.refused import refused_json
+from recruiter.domain.visible import cut, visible
 from recruiter.domain.waiting import Explanation
 
 MISSING = "-"
@@ -27,7 +32,15 @@ MISSING = "-"
 
 
 def _text(value: object) -> str:
-    return MISSING if value is None else str(value)
+    return MISSING if value is None else cell(value)
+
+
+def _whole(text: str, full: bool) -> tuple[str, str | None]:
+    """``text`` cut at ``VALUE_BOUND`` characters unless ``full``, and the note saying so (None when whole)."""
+    shown = cut(text)
+    if full or not shown.cut:
+        return text, None
+    return shown.text, f"({shown.note()}; jobs show --full prints it whole)"
 
 
 def _time(value: datetime | None) -> str:
@@ -66,7 +79,7 @@ def render_table(views: Sequence[JobView]) -> str:
     """``jobs list``: one line per job."""
     header = ("id", "state", "group", "tenant", "class", "attempts", "time (UTC)", "worker / progress")
     rows = [header] + [
-        (str(plain(v.id)), state_of(v), _text(v.group), _text(v.tenant), _text(v.class_name), str(v.attempts),
+        (cell(plain(v.id)), cell(state_of(v)), _text(v.group), _text(v.tenant), _text(v.class_name), str(v.attempts),
          _time(v.archived_at if v.state == "archived" else v.created_at), _holder(v))
         for v in views
     ]
@@ -77,7 +90,7 @@ def render_table(views: Sequence[JobView]) -> str:
 def _holder(view: JobView) -> str:
     if view.worker is None:
         return ""
-    return view.worker + (f" {view.progress.describe()}" if view.progress is not None else "")
+    return cell(view.worker + (f" {view.progress.describe()}" if view.progress is not None else ""))
 
 
 def explanation_json(why: Explanation) -> dict[str, Any]:
@@ -115,22 +128,22 @@ def executions_of(view: JobView) -> list[Raw]:
     return runs
 
 
-def render_show(view: JobView, waiting: Explanation | None = None) -> str:
+def render_show(view: JobView, waiting: Explanation | None = None, full: bool = False) -> str:
     """``jobs show``: the job, what it waits for (``waiting``, if it waits), then each execution
-    with its error, trace and logs."""
+    with its error, trace and logs; long values cut unless ``full``."""
     doc = view.document
     workable = doc.get("workable")
     params = workable.get("parameters") if isinstance(workable, Mapping) else None
     lines = [
-        f"job        {plain(view.id)}",
-        f"state      {state_of(view)}" + (f" ({view.reason})" if view.reason else ""),
-        *([f"waiting    {waiting.code}: {waiting.text}"] if waiting is not None else []),
-        *([f"refused    {view.refused.describe()}"] if view.refused is not None else []),
+        f"job        {cell(plain(view.id))}",
+        f"state      {cell(state_of(view))}" + (f" ({cell(view.reason)})" if view.reason else ""),
+        *([f"waiting    {waiting.code}: {cell(waiting.text)}"] if waiting is not None else []),
+        *([f"refused    {cell(view.refused.describe())}"] if view.refused is not None else []),
         f"class      {_text(view.class_name)}",
-        f"parameters {json.dumps(plain(params))}",
+        *_value_lines("parameters ", json.dumps(plain(params)), full),
         f"group      {_text(view.group)}",
         f"tenant     {_text(view.tenant)}",
-        f"tags       {', '.join(view.tags) or MISSING}",
+        f"tags       {cell(', '.join(view.tags)) or MISSING}",
         f"attempts   {view.attempts}" + _crashes(doc.get("crashes")),
         f"created    {_iso(view.created_at)}",
         f"scheduled  {_iso(view.scheduled_at)}",
@@ -140,14 +153,14 @@ def render_show(view: JobView, waiting: Explanation | None = None) -> str:
     lines.extend(_operators(view))
     lines.extend(_unique_and_resubmits(doc))
     if view.worker is not None:
-        lines.append(f"worker     {view.worker}")
+        lines.append(f"worker     {cell(view.worker)}")
     if view.progress is not None:
-        lines.append(f"progress   {view.progress.describe()} (at {_iso(view.progress.at)})")
+        lines.append(f"progress   {cell(view.progress.describe())} (at {_iso(view.progress.at)})")
     if view.state == "archived" and "result" in doc:
-        lines.append(f"result     {json.dumps(plain(view.result))}")
+        lines.extend(_value_lines("result     ", json.dumps(plain(view.result)), full))
     if view.state == "archived" and view.result_dropped is not None:
         dropped = view.result_dropped
-        reason, size = str(dropped.get("reason"))[:300], dropped.get("size_bytes")
+        reason, size = cell(str(dropped.get("reason"))[:300]), cell(dropped.get("size_bytes"))
         lines.append(f"result     dropped: {reason} (size: {size} bytes)")
     runs = executions_of(view)
     lines.append(f"executions {len(runs)}" + ("" if runs else " (none yet)"))
@@ -155,7 +168,7 @@ def render_show(view: JobView, waiting: Explanation | None = None) -> str:
     if isinstance(first, int) and not isinstance(first, bool) and first > 1:
         lines.append(f"  (attempts 1 to {first - 1} are no longer kept)")
     for run in runs:
-        lines.extend(_execution_lines(run))
+        lines.extend(_execution_lines(run, full))
     return "\n".join(lines)
 
 
@@ -165,12 +178,17 @@ def _operators(view: JobView) -> list[str]:
     for field, label in (("cancel_reason", "cancelled "), ("delete_reason", "deleted   ")):
         reason = view.document.get(field)
         if isinstance(reason, str):
-            lines.append(f"{label} {reason}")
+            lines.append(f"{label} {cell(reason)}")
     if view.retry_of is not None:
-        lines.append(f"retry of   {plain(view.retry_of)}")
+        lines.append(f"retry of   {cell(plain(view.retry_of))}")
     if view.retried_as is not None:
-        lines.append(f"retried as {plain(view.retried_as)}")
+        lines.append(f"retried as {cell(plain(view.retried_as))}")
     return lines
+
+
+def _value_lines(label: str, text: str, full: bool) -> list[str]:
+    shown, note = _whole(text, full)
+    return [f"{label}{cell(shown)}", *([f"           {note}"] if note else [])]
 
 
 def _unique_and_resubmits(doc: Raw) -> list[str]:
@@ -179,7 +197,7 @@ def _unique_and_resubmits(doc: Raw) -> list[str]:
     unique = doc.get("unique")
     if isinstance(unique, Mapping) and isinstance(unique.get("key"), str):
         until = unique.get("until")
-        lines.append(f"unique     {unique['key']} ({_text(unique.get('scope'))}"
+        lines.append(f"unique     {cell(unique['key'])} ({_text(unique.get('scope'))}"
                      + (f" until {_iso(until)})" if isinstance(until, datetime) else ")"))
     flag, count = doc.get("resubmit"), doc.get("resubmits")
     if isinstance(flag, Mapping):
@@ -201,7 +219,7 @@ def _iso(value: datetime | None) -> str:
     return value.isoformat() if value is not None else MISSING
 
 
-def _execution_lines(run: Raw) -> list[str]:
+def _execution_lines(run: Raw, full: bool = False) -> list[str]:
     started, ended = run.get("started_at"), run.get("ended_at")
     took = f" ({(ended - started).total_seconds():.3f}s)" if isinstance(started, datetime) and isinstance(
         ended, datetime) else ""
@@ -210,17 +228,26 @@ def _execution_lines(run: Raw) -> list[str]:
              f"    started {_text(plain(started))}  ended {_text(plain(ended))}"]
     error, message = run.get("class"), run.get("message")
     if error is not None or message is not None:
-        lines.append(f"    {_text(error)}: {_text(message)}" if error is not None else f"    {message}")
+        text, note = _whole(str(message), full) if message is not None else (MISSING, None)
+        lines.append(f"    {_text(error)}: {cell(text)}" if error is not None else f"    {cell(text)}")
+        lines.extend([f"    {note}"] if note else [])
     trace = run.get("trace")
     if isinstance(trace, str) and trace:
         lines.append("    trace:")
-        lines.extend("      " + line for line in trace.rstrip("\n").splitlines())
+        lines.extend(_block(trace, full))
     logs, marker = run.get("logs"), cut_marker(run.get("logs_cut"))
     if isinstance(logs, str) and (logs or marker):
         lines.append("    logs:")
         if marker:
             lines.append(f"      {marker}")
-        lines.extend("      " + line for line in logs.rstrip("\n").splitlines())
+        lines.extend(_block(logs, full))
     if run.get("details_dropped") is True:
         lines.append("    (trace and logs no longer kept: only the newest attempts keep them)")
     return lines
+
+
+def _block(text: str, full: bool) -> list[str]:
+    """A multi-line text (a trace, logs), indented, split on newlines only: every other control shown escaped."""
+    shown, note = _whole(text, full)
+    lines = ["      " + visible(line, multiline=True) for line in shown.rstrip("\n").split("\n")]
+    return lines + ([f"      {note}"] if note else [])

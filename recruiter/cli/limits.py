@@ -16,6 +16,7 @@ import click
 from recruiter.admin import limits as admin_limits
 from recruiter.admin.limits import LimitView
 from recruiter.cli.options import target_option, with_database
+from recruiter.cli.output import echo
 from recruiter.domain.limits import Limit
 from recruiter.domain.naming import name_problem
 from recruiter.store import SyncDb
@@ -58,9 +59,9 @@ def limits_set(group: str, tenant: str | None, rate: str | None, burst: int, max
     def write(db: SyncDb, now: datetime) -> None:
         done = admin_limits.set_(db, group, tenant, limit, now)
         if done.unknown_tenant:
-            click.echo(f"Warning: no job has used the tenant {tenant!r} yet; the limit applies once one does",
-                       err=True)
-        click.echo(f"limit set: {done.view.describe()}")
+            echo(f"Warning: no job has used the tenant {tenant!r} yet; the limit applies once one does",
+                 err=True)
+        echo(f"limit set: {done.view.describe()}")
 
     with_database(target, write)
 
@@ -82,9 +83,9 @@ def limits_clear(group: str, tenant: str | None, target: str) -> None:
     def write(db: SyncDb, _now: datetime) -> None:
         what = f"group {group}" if tenant is None else f"tenant {tenant} of group {group}"
         if admin_limits.clear(db, group, tenant):
-            click.echo(f"limit cleared: {what}")
+            echo(f"limit cleared: {what}")
         else:
-            click.echo(f"no limit on {what}; nothing changed", err=True)
+            echo(f"no limit on {what}; nothing changed", err=True)
 
     with_database(target, write)
 
@@ -98,14 +99,14 @@ def limits_list(as_json: bool, target: str) -> None:
     def read(db: SyncDb, now: datetime) -> None:
         listing = admin_limits.listing(db, now)
         for problem in listing.problems:
-            click.echo(f"Warning: a stored limit is malformed and not applied: {problem}", err=True)
+            echo(f"Warning: a stored limit is malformed and not applied: {problem}", err=True)
         rows = [_row(v) for v in listing.limits]
         if as_json:
-            click.echo(json.dumps(rows, indent=2))
+            echo(json.dumps(rows, indent=2))
         elif not rows:
-            click.echo("no limits")
+            echo("no limits")
         else:
-            click.echo(_table(rows))
+            echo(_table(rows))
 
     with_database(target, read)
 

@@ -14,6 +14,7 @@ import click
 from recruiter.admin import switches
 from recruiter.admin.status import PausedNames
 from recruiter.cli.options import Common, common_options, connect_target, connection_error
+from recruiter.cli.output import echo
 from recruiter.domain import control
 from recruiter.domain.naming import name_problem
 from recruiter.processes import logs
@@ -91,9 +92,9 @@ def _switch(kind: str, names: tuple[str, ...], pause: bool | None, common: Commo
         raise click.ClickException(describe(exc, target)) from None
     now = list(paused.groups if kind == "group" else paused.tenants)
     if as_json:
-        click.echo(json.dumps(now))
+        echo(json.dumps(now))
         return
-    click.echo(f"paused {control.KINDS[kind]}: " + (", ".join(now) if now else "none"))
+    echo(f"paused {control.KINDS[kind]}: " + (", ".join(now) if now else "none"))
 
 
 def _apply(db: SyncDb, kind: str, names: tuple[str, ...], pause: bool | None, force: bool) -> PausedNames:
@@ -104,14 +105,14 @@ def _apply(db: SyncDb, kind: str, names: tuple[str, ...], pause: bool | None, fo
     if not pause:
         done = switches.resume(db, kind, names)
         if done.not_paused:
-            click.echo(f"not paused, nothing to resume: {', '.join(done.not_paused)}", err=True)
+            echo(f"not paused, nothing to resume: {', '.join(done.not_paused)}", err=True)
         return done.paused
     try:
         done = switches.pause(db, kind, names, force=force)
     except switches.UnusedNames as exc:
         raise click.ClickException(f"{exc} (a typo?); nothing was paused. Pause anyway with --force") from None
     if done.unused:
-        click.echo(f"Warning: {switches.describe_unused(kind, done.unused)}; pausing anyway (--force)", err=True)
+        echo(f"Warning: {switches.describe_unused(kind, done.unused)}; pausing anyway (--force)", err=True)
     return done.paused
 
 

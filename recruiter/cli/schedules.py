@@ -27,6 +27,7 @@ from recruiter.admin.schedules import (
 )
 from recruiter.admin.schedules import run_now as request_run_now
 from recruiter.cli.options import DURATION, env, target_option, with_database
+from recruiter.cli.output import echo
 from recruiter.cli.schedules_view import render_show, render_table, row_json, show_json
 from recruiter.store import Change, SyncDb
 
@@ -61,11 +62,11 @@ def schedules_list(stale: bool, stale_after: timedelta, as_json: bool, target: s
         listing = schedules(db, now, stale_after, only_stale=stale)
         views, jobs, old = listing.schedules, listing.jobs, listing.stale
         if as_json:
-            click.echo(json.dumps([row_json(v, jobs, v.name in old) for v in views], indent=2))
+            echo(json.dumps([row_json(v, jobs, v.name in old) for v in views], indent=2))
         elif views:
-            click.echo(render_table(views, jobs, old))
+            echo(render_table(views, jobs, old))
         else:
-            click.echo("no stale schedules" if stale else "no schedules")
+            echo("no stale schedules" if stale else "no schedules")
 
     with_database(target, read)
 
@@ -84,7 +85,7 @@ def schedules_show(name: str, stale_after: timedelta, as_json: bool, target: str
         if detail is None:
             raise click.ClickException(f"no schedule named {name!r} (recruiter schedules list shows them)")
         view, jobs, stale = detail.schedule, detail.jobs, detail.stale
-        click.echo(json.dumps(show_json(view, jobs, stale), indent=2) if as_json else render_show(view, jobs, stale))
+        echo(json.dumps(show_json(view, jobs, stale), indent=2) if as_json else render_show(view, jobs, stale))
 
     with_database(target, show)
 
@@ -92,7 +93,7 @@ def schedules_show(name: str, stale_after: timedelta, as_json: bool, target: str
 def _report(change: Change, name: str, done: str, already: str) -> None:
     if change is Change.UNKNOWN:
         raise _unknown(name)
-    click.echo(done if change is Change.DONE else already)
+    echo(done if change is Change.DONE else already)
 
 
 @schedules_group.command("pause")

@@ -16,6 +16,7 @@ import click
 
 from recruiter.admin.stats import Depth, GroupStats, Stats, Window, WorkerFigures, stats
 from recruiter.cli.options import DURATION, env, target_option
+from recruiter.cli.output import clear_screen, echo
 from recruiter.store import (
     CommandStats,
     ConnectionProblem,
@@ -79,12 +80,12 @@ def _print(figures: Stats, cost: tuple[int, int], as_json: bool, watch: bool) ->
     if as_json:
         doc = {**stats_json(figures), "cost": {"round_trips": cost[0], "documents": cost[1]}}
         # A lease's owner and epoch are as stored (any type): shown as text if JSON has none for them.
-        click.echo(json.dumps(doc, default=str) if watch else json.dumps(doc, indent=2, default=str))
+        echo(json.dumps(doc, default=str) if watch else json.dumps(doc, indent=2, default=str))
         return
     if watch:
-        click.echo("\x1b[2J\x1b[H", nl=False)  # a fresh screen per refresh
-    click.echo(render_stats(figures))
-    click.echo(f"read: {cost[0]} round trips, {cost[1]} documents returned")
+        clear_screen()  # a fresh screen per refresh
+    echo(render_stats(figures))
+    echo(f"read: {cost[0]} round trips, {cost[1]} documents returned")
 
 
 # -- JSON ----------------------------------------------------------------------------------------

@@ -12,6 +12,6 @@ CLI, which only parses the command's options and serves the application.
 """
 
 from recruiter.web.app import Cached, Settings, create_app
-from recruiter.web.security import Access, Csrf, Limits, check_binding, is_loopback
+from recruiter.web.security import Access, Csrf, Hosts, Limits, check_binding, is_loopback
 
-__all__ = ["Access", "Cached", "Csrf", "Limits", "Settings", "check_binding", "create_app", "is_loopback"]
+__all__ = ["Access", "Cached", "Csrf", "Hosts", "Limits", "Settings", "check_binding", "create_app", "is_loopback"]

@@ -6,9 +6,14 @@ entry in the ``audit`` collection (:mod:`recruiter.store`'s ``record_action``).
 
 Invariants:
 
-- a request is authenticated, and its query string bounded, before anything is read
-  (:class:`Guard`); a POST is refused (403) unless its CSRF token checks out, before
-  its form is used; in read-only mode no action route exists at all;
+- a request whose ``Host`` is not a name the dashboard serves is refused (400), and one
+  not authenticated (401), before anything is read (:class:`Guard`); a POST from another
+  origin (its ``Origin``, or ``Sec-Fetch-Site``) is refused (403) before its form is read,
+  and one whose CSRF token is not its session's is refused (403) before its form is used;
+  in read-only mode no action route exists at all;
+- every value a template prints goes through :func:`recruiter.web.views.finalize`: its
+  control and bidirectional characters shown escaped, cut at ``VALUE_BOUND`` characters
+  (a form's hidden value says ``| exact`` to be sent back as it was read);
 - the overview's figures are read at most once per ``refresh_s`` whatever the number
   of open tabs (:class:`Cached`), and every listing is a bounded page;
 - no secret reaches a page or a log line: errors show their class only, and log
@@ -43,11 +48,12 @@ from recruiter.admin import Admin, Stats
 from recruiter.domain.schedule_view import outcome_of
 from recruiter.store import AuditEntry, StoreError, SyncDb, ensure_audit_index, record_action
 from recruiter.web import views
-from recruiter.web.security import CSRF_COOKIE, CSRF_FIELD, REALM, Access, Csrf, Limits
+from recruiter.web.security import CSRF_FIELD, REALM, SESSION_COOKIE, Access, Csrf, Hosts, Limits
 
 HERE = Path(__file__).parent
 HISTORY = 180  # points of the overview's charts: 6 minutes at the default refresh
 FLASH_COOKIE = "recruiter_flash"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 T = TypeVar("T")
 log = structlog.get_logger("recruiter.web")
 SECURITY_HEADERS = {
@@ -76,6 +82,7 @@ class Settings:
     read_only: bool = False
     access: Access = field(default_factory=Access)
     limits: Limits = field(default_factory=Limits)
+    hosts: Hosts = field(default_factory=Hosts)  # the names it answers for (loopback by default)
     refresh_s: float = 2.0
     database: str = ""  # what the header shows: the target without credentials
     hidden: tuple[str, ...] = field(default=(), repr=False)  # masked in log lines (the URI's password...)
@@ -146,16 +153,22 @@ class Cached(Generic[T]):
 
 
 class Guard(BaseHTTPMiddleware):
-    """Authentication, bounds and security headers, before any route runs."""
+    """The request's host, origin, authentication and bounds, then security headers, before any route runs."""
 
     def __init__(self, app: Any, settings: Settings) -> None:
         super().__init__(app)
         self.settings = settings
 
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
-        limits = self.settings.limits
+        limits, hosts = self.settings.limits, self.settings.hosts
         response: Response
-        if len(request.scope.get("query_string", b"")) > limits.max_query:
+        if not hosts.serves(request.headers.get("host")):
+            # DNS rebinding: another site's name resolved to this address. Nothing else is said.
+            response = PlainTextResponse("unknown host: this dashboard serves other names (--allowed-host)", 400)
+        elif request.method not in SAFE_METHODS and not hosts.same_origin(request.headers.get("origin"),
+                                                                          request.headers.get("sec-fetch-site")):
+            response = PlainTextResponse("refused: this request comes from another site's page", 403)
+        elif len(request.scope.get("query_string", b"")) > limits.max_query:
             response = PlainTextResponse(f"query string longer than {limits.max_query} characters", 414)
         else:
             who = self.settings.access.identify(request.headers.get("authorization"))
@@ -189,8 +202,10 @@ class Dashboard:
         self.stats = Cached(self._read_stats, settings.refresh_s)
         # The charts: one point per read of the figures (no read of their own), the last HISTORY of them.
         self.history: deque[views.Point] = deque(maxlen=HISTORY)
-        self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]))
-        self.env.filters.update(age=views.age, number=views.number, percent=views.percent, when=views.when,
+        self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]),
+                               finalize=views.finalize)
+        self.env.filters.update(exact=views.exact, age=views.age, number=views.number,
+                                percent=views.percent, when=views.when,
                                 plain=views.plain, as_json=views.as_json, state=views.state_of)
         self.env.globals.update(outcome_of=outcome_of, sparkline=views.sparkline)
 
@@ -202,17 +217,18 @@ class Dashboard:
     # -- rendering -----------------------------------------------------------------------------
 
     def page(self, request: Request, template: str, status: int = 200, **context: Any) -> Response:
-        """The template rendered with the common context; sets the CSRF cookie when the request lacks a valid one."""
-        cookie = request.cookies.get(CSRF_COOKIE)
-        token = cookie if cookie and self.csrf.valid(cookie) else self.csrf.issue()
+        """The template rendered with the common context; starts a session (its cookie) when the request has none."""
+        cookie = request.cookies.get(SESSION_COOKIE)
+        session = cookie if cookie is not None and self.csrf.is_session(cookie) else self.csrf.new_session()
+        token = self.csrf.token(session)
         flash = _read_flash(request.cookies.get(FLASH_COOKIE))
         html = self.env.get_template(template).render(
             request=request, csrf=token, csrf_field=CSRF_FIELD, read_only=self.settings.read_only,
             who=getattr(request.state, "who", "anonymous"), database=self.settings.database,
             refresh_s=self.settings.refresh_s, flash=flash, limits=self.settings.limits, **context)
         response = HTMLResponse(html, status)
-        if token != cookie:
-            response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path="/")
+        if session != cookie:
+            response.set_cookie(SESSION_COOKIE, session, httponly=True, samesite="strict", path="/")
         if flash is not None:
             response.delete_cookie(FLASH_COOKIE, path="/")
         return response
@@ -226,11 +242,12 @@ class Dashboard:
     # -- actions -------------------------------------------------------------------------------
 
     async def checked_form(self, request: Request) -> FormData:
-        """The POST's form, once its CSRF token checks out (403 otherwise: nothing is done)."""
+        """The POST's form, once its CSRF token is its session's (403 otherwise: nothing is done)."""
         # A malformed form, or one with too many fields, is Starlette's own 400.
         form = await request.form(max_files=0, max_fields=self.settings.limits.max_ids + 10)
         submitted = form.get(CSRF_FIELD)
-        if not self.csrf.accepts(request.cookies.get(CSRF_COOKIE), submitted if isinstance(submitted, str) else None):
+        if not self.csrf.accepts(request.cookies.get(SESSION_COOKIE),
+                                 submitted if isinstance(submitted, str) else None):
             raise HttpProblem(403, "the form's CSRF token is missing or wrong: reload the page and try again")
         return form
 

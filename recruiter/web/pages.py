@@ -9,6 +9,7 @@ that they are capped.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from bson import ObjectId
@@ -19,6 +20,7 @@ from recruiter.admin.timeline import DEFAULT_RANGE, RANGES
 from recruiter.domain.cancel import parse_job_id
 from recruiter.domain.following import STATES, JobView
 from recruiter.domain.listing import decode_page_key, encode_page_key
+from recruiter.domain.visible import VALUE_BOUND
 from recruiter.store import Page, recent_actions
 from recruiter.web import charts, views
 from recruiter.web.app import Dashboard, Handler, HttpProblem
@@ -136,16 +138,27 @@ async def _job_view(dash: Dashboard, request: Request) -> JobView:
 async def job(dash: Dashboard, request: Request) -> Response:
     view = await _job_view(dash, request)
     return dash.page(request, "job.html", nav="jobs", job=view, runs=views.executions(view),
-                     parameters=views.parameters(view), waiting=await _waiting(dash, view),
-                     now=await dash.read(dash.admin.now))
+                     parameters=views.shown(views.parameters(view)), result=views.shown(views.plain(view.result)),
+                     waiting=await _waiting(dash, view), value_bound=VALUE_BOUND, now=await dash.read(dash.admin.now))
 
 
 async def job_live(dash: Dashboard, request: Request) -> Response:
     """The live part of a job's page; once the job is archived, status 286 tells htmx to stop polling."""
     view = await _job_view(dash, request)
     return dash.page(request, "job_live.html", STOP_POLLING if view.finished else 200, job=view,
-                     runs=views.executions(view), parameters=views.parameters(view),
-                     waiting=await _waiting(dash, view))
+                     runs=views.executions(view), parameters=views.shown(views.parameters(view)),
+                     result=views.shown(views.plain(view.result)), waiting=await _waiting(dash, view))
+
+
+async def job_document(dash: Dashboard, request: Request) -> Response:
+    """The job's whole document as JSON (read-only): the values its page cuts, whole.
+
+    Served as ``application/json`` with ``nosniff`` (a browser never renders it as a page);
+    every control, bidirectional and non-ASCII character is written as a JSON escape
+    (``ensure_ascii``), so nothing in it is interpreted.
+    """
+    view = await _job_view(dash, request)
+    return Response(json.dumps(views.plain(view.document), ensure_ascii=True), media_type="application/json")
 
 
 async def _waiting(dash: Dashboard, view: JobView) -> str | None:
@@ -227,6 +240,7 @@ ROUTES: list[tuple[str, Handler]] = [
     ("/jobs", jobs),
     ("/jobs/{job_id}", job),
     ("/jobs/{job_id}/live", job_live),
+    ("/jobs/{job_id}/document", job_document),
     ("/failures", failures),
     ("/history", history),
     ("/workers", workers),

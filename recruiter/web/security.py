@@ -4,10 +4,16 @@
   token (``Authorization: Bearer T``, or basic auth with any user and the token as
   password, so a browser can ask for it), or a user and password (basic auth).
   :func:`check_binding` refuses to serve beyond localhost without one.
-- **CSRF** (:class:`Csrf`): a signed double-submit token. Every page sets a cookie
-  holding a random nonce and its HMAC under a secret made when the process starts;
-  every form carries the same value. A POST is accepted only when both are present,
-  equal and correctly signed, so another site can neither read nor forge one.
+- **Names** (:class:`Hosts`): the dashboard answers only for the names it serves (its
+  loopback names by default, ``--allowed-host`` for more), so a site whose name is made
+  to resolve to 127.0.0.1 (DNS rebinding) gets 400; a POST whose ``Origin`` is not one of
+  them (or, without ``Origin``, whose ``Sec-Fetch-Site`` is not ``same-origin``/``none``)
+  is refused, 403.
+- **CSRF** (:class:`Csrf`): a token bound to the session. Every page sets a session cookie
+  (random, HttpOnly, SameSite=Strict) and every form carries the HMAC of that session under
+  a secret made when the process starts. A POST is accepted only when its token is the one
+  of its own session, so another site can neither read nor forge one, and a token taken
+  from another session is refused.
 - **Bounds** (:class:`Limits`): the query string, a form's body and the page size.
 
 Invariant: pure (no I/O, no database); secrets are compared in constant time, and
@@ -21,11 +27,16 @@ import binascii
 import hashlib
 import hmac
 import ipaddress
+import re
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 LOOPBACK_NAMES = frozenset({"localhost", "ip6-localhost"})
-CSRF_COOKIE = "recruiter_csrf"
+SERVED_LOOPBACK = ("127.0.0.1", "localhost", "[::1]")  # the names a dashboard answers for without --allowed-host
+SESSION_COOKIE = "recruiter_session"
+WILDCARDS = frozenset({"0.0.0.0", "::", "[::]", ""})  # bind addresses that name no host
 CSRF_FIELD = "csrf"
 REALM = 'Basic realm="recruiter dashboard", charset="UTF-8"'
 
@@ -105,32 +116,137 @@ def _same(given: str, expected: str) -> bool:
     return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass"))
 
 
+_SESSION = re.compile(r"[A-Za-z0-9_-]{32}")
+
+
 class Csrf:
-    """Signed double-submit tokens under a key made for this process (restarting invalidates old forms)."""
+    """Tokens bound to a session, under a key made for this process (restarting invalidates old forms)."""
 
     def __init__(self, key: bytes | None = None) -> None:
         self._key = key or secrets.token_bytes(32)
 
-    def issue(self) -> str:
-        nonce = secrets.token_urlsafe(18)
-        return f"{nonce}.{self._sign(nonce)}"
+    @staticmethod
+    def new_session() -> str:
+        """A new session id: the value of the session cookie."""
+        return secrets.token_urlsafe(24)
 
-    def valid(self, token: str | None) -> bool:
-        """Whether ``token`` was issued by this process (any string is safe to pass)."""
-        if not token or len(token) > 200:
-            return False
-        nonce, sep, signature = token.partition(".")
-        return bool(sep and nonce) and hmac.compare_digest(signature.encode(), self._sign(nonce).encode())
+    @staticmethod
+    def is_session(value: str | None) -> bool:
+        """Whether ``value`` is shaped like a session id (any string is safe to pass)."""
+        return value is not None and _SESSION.fullmatch(value) is not None
 
-    def accepts(self, cookie: str | None, submitted: str | None) -> bool:
-        """A POST's check: the cookie and the form's field are both there, equal, and signed by this process."""
-        if not cookie or not submitted:
-            return False
-        return hmac.compare_digest(cookie.encode(), submitted.encode()) and self.valid(cookie)
-
-    def _sign(self, nonce: str) -> str:
-        digest = hmac.new(self._key, nonce.encode(), hashlib.sha256).digest()
+    def token(self, session: str) -> str:
+        """The CSRF token of ``session``: what its forms carry."""
+        digest = hmac.new(self._key, b"csrf\0" + session.encode(), hashlib.sha256).digest()
         return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+    def accepts(self, session: str | None, submitted: str | None) -> bool:
+        """A POST's check: a session, and the form's token is the one this process made for it."""
+        if not self.is_session(session) or not submitted or len(submitted) > 200:
+            return False
+        assert session is not None  # is_session
+        return hmac.compare_digest(submitted.encode(), self.token(session).encode())
+
+
+_NAME = re.compile(r"[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?", re.ASCII)
+_PORT = re.compile(r"[0-9]{1,5}", re.ASCII)
+
+
+def parse_authority(value: str) -> tuple[str, int | None] | None:
+    """``(name, port)`` of a ``Host`` header or an ``--allowed-host``: ``name``, ``name:port``, ``[v6]:port``.
+
+    The name is lowercased; an IPv6 address keeps its brackets. None when malformed.
+    """
+    value = value.strip().lower()
+    if value.startswith("["):
+        address, bracket, rest = value[1:].partition("]")
+        try:
+            ipaddress.IPv6Address(address)
+        except ValueError:
+            return None
+        name, port_text = f"[{address}]", rest
+        if not bracket or (port_text and not port_text.startswith(":")):
+            return None
+        port_text = port_text[1:] if port_text else ""
+        has_port = bool(rest)
+    else:
+        name, has_port, port_text = value.partition(":")[0], ":" in value, value.partition(":")[2]
+        if _NAME.fullmatch(name) is None:
+            return None
+    if not has_port:
+        return name, None
+    if _PORT.fullmatch(port_text) is None or not 0 < int(port_text) < 65536:
+        return None
+    return name, int(port_text)
+
+
+def allowed_host(value: str) -> tuple[str, int | None]:
+    """One ``--allowed-host`` value as ``(name, port)``; ValueError (one line) when it is not a host name."""
+    if "/" in value or "*" in value or "@" in value:
+        raise ValueError(f"--allowed-host {value!r}: give a host name as the browser sends it (dashboard.example.com, "
+                         "or dashboard.example.com:8443), not a URL nor a pattern")
+    parsed = parse_authority(value)
+    if parsed is None:
+        hint = " (write an IPv6 address in brackets: [::1])" if value.count(":") > 1 and "[" not in value else ""
+        raise ValueError(f"--allowed-host {value!r} is not a host name, an IPv4 address or an [IPv6] address, "
+                         f"with an optional :port{hint}")
+    return parsed
+
+
+@dataclass(frozen=True)
+class Hosts:
+    """The names the dashboard answers for: its loopback names on its port, and each ``--allowed-host``.
+
+    A loopback name (127.0.0.1, localhost, [::1]) is served with the port the dashboard
+    listens on (``port``; None: any) or without one; an allowed host without a port is
+    served on any port (behind a proxy), with a port on that one only.
+
+    Not Starlette's ``TrustedHostMiddleware``: it compares names only (never the port)
+    and has no way to judge a POST's ``Origin`` by the same list; one rule here does both.
+    """
+
+    port: int | None = None
+    allowed: tuple[tuple[str, int | None], ...] = ()
+
+    @classmethod
+    def of(cls, port: int | None, allowed: Iterable[str] = (), listen: str | None = None) -> Hosts:
+        """The names served on ``port`` (0 or None: any); ValueError (one line) on a value that is not a host name.
+
+        ``listen``, the address the dashboard binds, is served too (on its port) unless it
+        is a wildcard (``0.0.0.0``, ``::``): a dashboard bound to ``192.168.1.20`` answers
+        ``http://192.168.1.20:8080/``.
+        """
+        names = [allowed_host(v) for v in allowed]
+        if listen and listen not in WILDCARDS:
+            bound = parse_authority(f"[{listen.strip('[]')}]" if ":" in listen else listen)
+            if bound is not None:
+                names.append((bound[0], port or None))
+        return cls(port or None, tuple(dict.fromkeys(names)))
+
+    def serves(self, authority: str | None) -> bool:
+        """Whether a ``Host`` header (or an Origin's host and port) names this dashboard."""
+        parsed = parse_authority(authority) if authority and len(authority) <= 300 else None
+        if parsed is None:
+            return False
+        name, port = parsed
+        if name in SERVED_LOOPBACK and (port is None or self.port is None or port == self.port):
+            return True
+        return any(name == n and (p is None or p == port) for n, p in self.allowed)
+
+    def same_origin(self, origin: str | None, fetch_site: str | None) -> bool:
+        """Whether an unsafe request (a POST) comes from a page of this dashboard.
+
+        By its ``Origin`` when the browser sends one (an http or https URL whose host this
+        dashboard serves); else by ``Sec-Fetch-Site`` (``same-origin`` or ``none``: typed by
+        the user); a request with neither (curl, a script) is let through to the CSRF check.
+        """
+        if origin is not None:
+            try:
+                parts = urlsplit(origin.strip())
+            except ValueError:
+                return False
+            return parts.scheme in ("http", "https") and not parts.path and self.serves(parts.netloc)
+        return fetch_site is None or fetch_site.strip().lower() in ("same-origin", "none")
 
 
 @dataclass(frozen=True)

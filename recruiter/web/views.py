@@ -2,8 +2,9 @@
 
 Invariant: pure, and never raises on data. A view comes from untrusted documents
 (parameters, results and executions are shown as stored), so every stored value
-goes through :func:`plain` before a template sees it, and the templates escape
-everything they print (Jinja's autoescape).
+goes through :func:`plain` before a template sees it, and everything a template
+prints goes through :func:`finalize` (control and bidirectional characters escaped,
+long values cut: :mod:`recruiter.domain.visible`), then Jinja's autoescape.
 """
 
 from __future__ import annotations
@@ -14,10 +15,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from markupsafe import Markup, escape
+
 from recruiter.domain.following import JobView
 from recruiter.domain.jsonable import plain as plain  # re-exported: the views speak of it
 from recruiter.domain.patterns import message_pattern
 from recruiter.domain.records import Raw
+from recruiter.domain.visible import Cut, cut, visible
 
 MISSING = "-"
 # The archived reasons (why) of jobs that failed; the failures page reads each, newest first.
@@ -26,6 +30,28 @@ FAILURE_WHYS = ("tried-too-many-times", "non-retriable-exception", "not-schedule
 MESSAGE_CUT = 200
 
 
+def finalize(value: object) -> object:
+    """What a template prints of ``value`` (Jinja's ``finalize``: every ``{{ }}``, no opt-in).
+
+    Text shows its control and bidirectional characters escaped (newline and tab kept:
+    HTML shows them as space unless in ``<pre>``, logs and traces), cut at ``VALUE_BOUND``
+    characters with what was cut said. Markup (a macro's output, :func:`exact`) is left as it is.
+    """
+    if isinstance(value, Markup) or not isinstance(value, str):
+        return value
+    shown = cut(value)
+    text = visible(shown.text, multiline=True)
+    return f"{text} … [{shown.note()}]" if shown.cut else text
+
+
+def exact(value: object) -> Markup:
+    """``value`` escaped for HTML but otherwise as read: a form's hidden field, sent back to act on that very name."""
+    return escape(value)
+
+
+def shown(value: object) -> Cut:
+    """A long value as the job page shows it: its first ``VALUE_BOUND`` characters, and the size of the whole."""
+    return cut(value if isinstance(value, str) else as_json(value))
 
 
 def as_json(value: object) -> str:
@@ -86,7 +112,8 @@ def failure_of(view: JobView) -> tuple[str, str]:
         return f"refused: {refused.label}", f"{refused.reason[:MESSAGE_CUT]}; to fix: {refused.fix}"
     last = view.last_execution or (view.executions[-1] if view.executions else {})
     error, message = last.get("class"), last.get("message")
-    first = (message.splitlines() or [""])[0][:MESSAGE_CUT] if isinstance(message, str) else ""
+    # Its first line, split at newlines only: str.splitlines would also end it at VT, FF or U+2028, hiding the rest.
+    first = message.split("\n", 1)[0].rstrip("\r")[:MESSAGE_CUT] if isinstance(message, str) else ""
     if not isinstance(error, str) or not error:
         error = view.why or MISSING
     return error[:MESSAGE_CUT], first or (view.reason or "")[:MESSAGE_CUT]
@@ -160,14 +187,17 @@ def point_of(at: datetime, groups: Sequence[Any]) -> Point:
     return Point(at, ready, running, sum(w.archived for w in first) / 60, max(waits) if waits else None)
 
 
-def sparkline(values: Sequence[float | None], width: int = 240, height: int = 40) -> str:
-    """The ``points`` of an SVG polyline drawing ``values`` left to right, scaled to the highest (None: skipped)."""
+def sparkline(values: Sequence[float | None], width: int = 240, height: int = 40) -> Markup:
+    """The ``points`` of an SVG polyline drawing ``values`` left to right, scaled to the highest (None: skipped).
+
+    Markup (numbers only), so :func:`finalize` never cuts a long one.
+    """
     known = [v for v in values if v is not None]
     if len(values) < 2 or not known:
-        return ""
+        return Markup("")
     top = max(known) or 1.0
     step = width / (len(values) - 1)
-    return " ".join(f"{i * step:.1f},{height - (v / top) * (height - 2) - 1:.1f}"
+    return Markup(" ").join(f"{i * step:.1f},{height - (v / top) * (height - 2) - 1:.1f}"
                     for i, v in enumerate(values) if v is not None)
 
 

@@ -23,7 +23,7 @@ from recruiter.admin import Admin
 from recruiter.domain.job import JobOptions, build_job_document
 from recruiter.store import ensure_indexes_sync, parse_target, sync_client
 from recruiter.web import Access, Csrf, Settings, create_app
-from recruiter.web.security import CSRF_COOKIE
+from recruiter.web.security import SESSION_COOKIE
 from tests.conftest import REPO
 from tests.workables import Record
 
@@ -81,7 +81,7 @@ def csrf_of(client: TestClient, path: str = "/switches") -> str:
     assert page.status_code == 200
     found = re.search(r'name="csrf" value="([^"]+)"', page.text)
     assert found, "no CSRF field on the page"
-    assert client.cookies.get(CSRF_COOKIE) == found.group(1)
+    assert client.cookies.get(SESSION_COOKIE), "no session cookie"
     return found.group(1)
 
 
@@ -175,16 +175,18 @@ def test_a_post_without_or_with_a_forged_csrf_token_is_403(web: TestClient, db: 
                                                             seeded: dict[str, Any]) -> None:
     failed_id = str(seeded["failed"][0]["_id"])
     good = csrf_of(web)
-    forged = good.split(".")[0] + ".AAAA" + good.split(".")[1][4:]
-    other_process = Csrf().issue()
+    session = web.cookies.get(SESSION_COOKIE)
+    forged = "AAAA" + good[4:]
+    other_process = Csrf()
+    other_session = Csrf.new_session()
     before = snapshot(db)
     attempts: list[tuple[str | None, str | None]] = [
-        (None, None), (good, None), (None, good), (forged, forged), (other_process, other_process),
-        (good, Csrf().issue()), ("", ""), ("x" * 500, "x" * 500)]
+        (None, None), (session, None), (None, good), (session, forged), (session, other_process.token(session)),
+        (other_session, good), (session, session), ("", ""), ("x" * 500, "x" * 500)]
     for cookie, field in attempts:
         web.cookies.clear()
         if cookie is not None:
-            web.cookies.set(CSRF_COOKIE, cookie)
+            web.cookies.set(SESSION_COOKIE, cookie)
         data = {"id": failed_id} | ({"csrf": field} if field is not None else {})
         assert web.post("/actions/retry", data=data, follow_redirects=False).status_code == 403, (cookie, field)
         data = {"kind": "group", "name": "mail"} | ({"csrf": field} if field is not None else {})
@@ -276,8 +278,9 @@ def test_read_only_offers_no_action(store_db: Any, db: Any, seeded: dict[str, An
             text = c.get(path).text
             assert 'method="post"' not in text, path
             assert "hx-post" not in text, path
-        token = Csrf().issue()
-        c.cookies.set(CSRF_COOKIE, token)
+        session = Csrf.new_session()
+        token = Csrf().token(session)
+        c.cookies.set(SESSION_COOKIE, session)
         refused = c.post("/actions/retry", data={"id": failed_id, "csrf": token})
         assert refused.status_code == 403
         assert "read-only" in refused.text
@@ -287,7 +290,7 @@ def test_read_only_offers_no_action(store_db: Any, db: Any, seeded: dict[str, An
 
 def test_the_overview_is_read_once_per_period_whatever_the_tabs(store_db: Any, seeded: dict[str, Any]) -> None:
     app = create_app(store_db, Settings(refresh_s=60))
-    with TestClient(app) as c:
+    with TestClient(app, base_url="http://127.0.0.1") as c:
         for _ in range(10):
             assert c.get("/overview/live").status_code == 200
             assert c.get("/").status_code == 200
@@ -326,7 +329,7 @@ def test_the_database_label_hides_the_uri_password(store_db: Any, seeded: dict[s
 
 def test_the_charts_draw_one_point_per_read(store_db: Any, seeded: dict[str, Any]) -> None:
     app = create_app(store_db, Settings(refresh_s=0.0))
-    with TestClient(app) as c:
+    with TestClient(app, base_url="http://127.0.0.1") as c:
         assert "the charts fill in" in c.get("/overview/live").text
         for _ in range(3):
             app.state.dashboard.stats.invalidate()  # the next request reads the figures again
