@@ -13,7 +13,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlencode
 
+from recruiter.admin import OverviewQuery
+from recruiter.admin.overview import DEFAULT_PAGE_SIZE
 from recruiter.domain.following import JobView
 from recruiter.domain.jsonable import plain as plain  # re-exported: the views speak of it
 from recruiter.domain.records import Raw
@@ -120,6 +123,26 @@ def group_failures(archived: Iterable[JobView], retrying: Iterable[JobView]) -> 
         key = failure_of(view)
         groups.setdefault(key, FailureGroup(*key)).retrying.append(view)
     return sorted(groups.values(), key=lambda g: (-g.count, g.error, g.message))
+
+
+@dataclass(frozen=True)
+class OverviewLinks:
+    """The overview's links, keeping its query (filter, page size, page, tenants shown, @worker: groups) but
+    what a link changes: ``href(page=2)``, ``href(tenants="billing")``, ``href(tenants=None)``."""
+
+    query: OverviewQuery
+
+    def params(self, **changes: object) -> list[tuple[str, str]]:
+        q = self.query
+        values: dict[str, object] = {"q": q.name, "size": q.size if q.size != DEFAULT_PAGE_SIZE else None,
+                                     "page": q.page if q.page != 1 else None, "tenants": q.tenants_of,
+                                     "workers": 1 if q.worker_groups else None}
+        values.update(changes)
+        return [(k, str(v)) for k, v in values.items() if v is not None and v is not False]
+
+    def __call__(self, path: str = "/", **changes: object) -> str:
+        query = urlencode(self.params(**changes))
+        return f"{path}?{query}" if query else path
 
 
 @dataclass(frozen=True)
