@@ -114,8 +114,10 @@ def _print(figures: Stats, cost: tuple[int, int], as_json: bool, watch: bool, sh
     full = "" if as_json or summary else render_stats(kept)
     if shown.view == "auto" and full.count("\n") + 1 > AUTO_FULL_LINES:
         summary = True
+    # The summary sums the @worker: groups on a line of their own.
+    summed = filtered(figures, groups=shown.groups, tenants=shown.tenants, worker_groups=True)
     if as_json:
-        body = summary_json(kept, shown.worker_groups) if summary else stats_json(kept)
+        body = summary_json(summed, shown.worker_groups) if summary else stats_json(kept)
         doc = {**body, "cost": {"round_trips": cost[0], "documents": cost[1]}}
         # A lease's owner and epoch are as stored (any type): shown as text if JSON has none for them.
         click.echo(json.dumps(doc, default=str) if watch else json.dumps(doc, indent=2, default=str))
@@ -124,7 +126,7 @@ def _print(figures: Stats, cost: tuple[int, int], as_json: bool, watch: bool, sh
         click.echo("\x1b[2J\x1b[H", nl=False)  # a fresh screen per refresh
     if summary:
         full_lines = full.count("\n") + 1 if full else None
-        click.echo(render_summary(kept, shown.worker_groups, full_lines))
+        click.echo(render_summary(summed, shown.worker_groups, full_lines))
     else:
         click.echo(full)
     click.echo(f"read: {cost[0]} round trips, {cost[1]} documents returned")
