@@ -134,11 +134,11 @@ class OverviewLinks:
 
     def params(self, **changes: object) -> list[tuple[str, str]]:
         q = self.query
-        values: dict[str, object] = {"q": q.name, "size": q.size if q.size != DEFAULT_PAGE_SIZE else None,
-                                     "page": q.page if q.page != 1 else None, "tenants": q.tenants_of,
+        values: dict[str, object] = {"q": q.name, "size": q.size, "page": q.page, "tenants": q.tenants_of,
                                      "workers": 1 if q.worker_groups else None}
         values.update(changes)
-        return [(k, str(v)) for k, v in values.items() if v is not None and v is not False]
+        defaults: dict[str, object] = {"size": DEFAULT_PAGE_SIZE, "page": 1}  # left out: shorter links
+        return [(k, str(v)) for k, v in values.items() if v is not None and v is not False and v != defaults.get(k)]
 
     def __call__(self, path: str = "/", **changes: object) -> str:
         query = urlencode(self.params(**changes))

@@ -57,7 +57,8 @@ def test_the_overview_pages_filters_and_puts_what_needs_attention_first(seeded: 
     ov = overview_of(figures, OverviewQuery(size=7))
     assert (ov.groups, ov.tenants, ov.matching, ov.pages) == (GROUPS, GROUPS * 3, GROUPS, 5)
     assert [r.group for r in ov.rows] == [f"g{g:02d}" for g in range(7)]
-    assert all(r.tenants == 3 for r in ov.rows) and ov.expanded is None
+    assert all(r.tenants == 3 for r in ov.rows)
+    assert ov.expanded is None
     assert ov.depth.ready == GROUPS * 3  # the @worker: group is apart
     assert (ov.worker_groups.count, ov.worker_groups.depth.ready) == (1, 1)
     last = overview_of(figures, OverviewQuery(size=7, page=5))
@@ -88,7 +89,8 @@ def test_filtered_keeps_the_groups_and_tenants_asked(seeded: Admin) -> None:
     figures = seeded.stats()
     assert [g.group for g in filtered(figures, groups=["g03", "nope"]).groups] == ["g03"]
     one = filtered(figures, tenants=["t1"])
-    assert len(one.groups) == GROUPS and all(len(g.tenants) == 1 and g.depth.ready == 1 for g in one.groups)
+    assert len(one.groups) == GROUPS
+    assert all(len(g.tenants) == 1 and g.depth.ready == 1 for g in one.groups)
     assert one.groups[3].windows[1].failed == 4
     assert "@worker:w-1" not in {g.group for g in filtered(figures).groups}
     assert "@worker:w-1" in {g.group for g in filtered(figures, worker_groups=True).groups}
@@ -109,7 +111,9 @@ def test_stats_filters_by_group_and_tenant(seeded: Admin, db_uri: str) -> None:
     assert [(g["group"], [t["tenant"] for t in g["tenants"]], g["windows"][1]["failed"]) for g in doc["groups"]] == [
         ("g03", ["t1"], 4)]
     text = cli(db_uri, "stats", "--group", "g07")
-    assert "g07" in text and "g06" not in text and "every group" not in text  # one group: the full view
+    assert "g07" in text
+    assert "g06" not in text
+    assert "every group" not in text
     assert "@worker:w-1" not in cli(db_uri, "stats", "--view", "full")
     assert "@worker:w-1" in cli(db_uri, "stats", "--view", "full", "--include-worker-groups")
 
@@ -122,7 +126,8 @@ def test_stats_past_a_screen_prints_the_summary(seeded: Admin, db_uri: str) -> N
     assert "failing (1): g03 4 failed in 5m" in text
     assert "jobs aimed at workers (1 @worker: groups)" in text
     full = cli(db_uri, "stats", "--view", "full")
-    assert len(full.splitlines()) > 60 and "summary" not in full
+    assert len(full.splitlines()) > 60
+    assert "summary" not in full
     doc = json.loads(cli(db_uri, "stats", "--json", "--view", "summary"))
     assert (doc["view"], doc["groups"], doc["worker_groups"]["count"]) == ("summary", GROUPS, 1)
     assert {a["reason"]: a["count"] for a in doc["attention"]} == {
@@ -135,6 +140,7 @@ def test_status_and_workers_list_leave_the_worker_groups_out_unless_asked(seeded
     assert "@worker:w-1" in cli(db_uri, "status", "--include-worker-groups")
     assert json.loads(cli(db_uri, "status", "--json"))["workers"]["by_group"] == {"g01": 1}
     listing = cli(db_uri, "workers", "list")
-    assert "g01" in listing and "@worker:" not in listing
+    assert "g01" in listing
+    assert "@worker:" not in listing
     assert "g01,@worker:w-1" in cli(db_uri, "workers", "list", "--include-worker-groups")
     assert json.loads(cli(db_uri, "workers", "list", "--json"))[0]["groups"] == ["g01"]
