@@ -128,8 +128,16 @@ def _print(figures: Stats, cost: tuple[int, int], as_json: bool, watch: bool, sh
         full_lines = full.count("\n") + 1 if full else None
         click.echo(render_summary(summed, shown.worker_groups, full_lines))
     else:
-        click.echo(full)
+        click.echo(full + _aimed(summed, shown.worker_groups))
     click.echo(f"read: {cost[0]} round trips, {cost[1]} documents returned")
+
+
+def _aimed(figures: Stats, listed: bool) -> str:
+    """The @worker: groups on one line, when they are not listed as groups."""
+    from recruiter.cli.stats_summary import worker_groups_line
+
+    line = "" if listed else worker_groups_line(figures)
+    return f"\n{line}" if line else ""
 
 
 # -- JSON ----------------------------------------------------------------------------------------

@@ -60,6 +60,17 @@ def render_summary(figures: Stats, worker_groups: bool = False, full_lines: int 
     return "\n".join(lines + _tail(figures))
 
 
+def worker_groups_line(figures: Stats) -> str:
+    """The ``@worker:`` groups of ``figures`` summed on one line ("" if there are none)."""
+    wg = _summary(figures, False).worker_groups
+    if not wg.count:
+        return ""
+    d = wg.depth
+    return (f"jobs aimed at workers ({wg.count} @worker: group{'' if wg.count == 1 else 's'}): {d.ready} ready, "
+            f"{d.assigned} assigned, {d.running} running, oldest ready {_age(d.oldest_ready_s)} "
+            "(--include-worker-groups lists them)")
+
+
 def _why(reason: str, r: GroupRow) -> str:
     if reason == "oldest ready":
         return _age(r.depth.oldest_ready_s)

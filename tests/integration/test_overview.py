@@ -114,7 +114,9 @@ def test_stats_filters_by_group_and_tenant(seeded: Admin, db_uri: str) -> None:
     assert "g07" in text
     assert "g06" not in text
     assert "every group" not in text
-    assert "@worker:w-1" not in cli(db_uri, "stats", "--view", "full")
+    full = cli(db_uri, "stats", "--view", "full")
+    assert "@worker:w-1" not in full
+    assert "jobs aimed at workers (1 @worker: group): 1 ready, 0 assigned, 0 running, oldest ready 2.0h" in full
     assert "@worker:w-1" in cli(db_uri, "stats", "--view", "full", "--include-worker-groups")
 
 
