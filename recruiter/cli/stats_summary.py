@@ -17,6 +17,7 @@ from recruiter.admin.stats import Stats, Window
 from recruiter.cli.stats import _age, _depth_json, _depth_row, _iso, _table, _window_json, _workers_json
 
 SHOWN = 10  # paused names and held limits printed; the others are counted
+GROUPS_SHOWN = 20  # up to this many groups, the summary has a row per group (its tenants summed)
 
 
 def _summary(figures: Stats, worker_groups: bool) -> Overview:
@@ -50,6 +51,10 @@ def render_summary(figures: Stats, worker_groups: bool = False, full_lines: int 
     if wg.count:
         table.append((*_depth_row(f"jobs aimed at workers ({wg.count} @worker: groups)", wg.depth),
                       *_five_minutes(wg.windows)))
+    if 0 < ov.groups <= GROUPS_SHOWN:  # few groups (their tenants made the full view long): one row each
+        table.append(("group (tenants)", *("",) * 12))
+        table += [(*_depth_row(f"  {r.group or '(none)'} ({r.tenants})", r.depth), *_five_minutes(r.windows))
+                  for r in overview_of(figures, OverviewQuery(size=GROUPS_SHOWN)).rows]
     lines += _table(table)
     lines.append("needs attention:" if any(a.count for a in ov.attention) else "needs attention: nothing")
     for a in ov.attention:
