@@ -118,6 +118,8 @@ def _print(figures: Stats, cost: tuple[int, int], as_json: bool, watch: bool, sh
     summed = filtered(figures, groups=shown.groups, tenants=shown.tenants, worker_groups=True)
     if as_json:
         body = summary_json(summed, shown.worker_groups) if summary else stats_json(kept)
+        if not summary and not shown.worker_groups:  # the @worker: groups left out of "groups", summed
+            body["worker_groups"] = summary_json(summed)["worker_groups"]
         doc = {**body, "cost": {"round_trips": cost[0], "documents": cost[1]}}
         # A lease's owner and epoch are as stored (any type): shown as text if JSON has none for them.
         click.echo(json.dumps(doc, default=str) if watch else json.dumps(doc, indent=2, default=str))

@@ -107,6 +107,12 @@ def cli(db_uri: str, *args: str) -> str:
 def test_stats_filters_by_group_and_tenant(seeded: Admin, db_uri: str) -> None:
     doc = json.loads(cli(db_uri, "stats", "--json", "--group", "g03", "--group", "g07"))
     assert [g["group"] for g in doc["groups"]] == ["g03", "g07"]
+    doc = json.loads(cli(db_uri, "stats", "--json"))
+    assert "@worker:w-1" not in {g["group"] for g in doc["groups"]}
+    assert (doc["worker_groups"]["count"], doc["worker_groups"]["ready"]) == (1, 1)
+    doc = json.loads(cli(db_uri, "stats", "--json", "--include-worker-groups"))
+    assert "@worker:w-1" in {g["group"] for g in doc["groups"]}
+    assert "worker_groups" not in doc
     doc = json.loads(cli(db_uri, "stats", "--json", "--group", "g03", "--tenant", "t1"))
     assert [(g["group"], [t["tenant"] for t in g["tenants"]], g["windows"][1]["failed"]) for g in doc["groups"]] == [
         ("g03", ["t1"], 4)]
