@@ -13,6 +13,7 @@ offers it as ``rec.admin``), above the store.
 
 from recruiter.admin.api import Admin
 from recruiter.admin.jobs import Retried, RetriedJob, RetryRefusedAll
+from recruiter.admin.overview import Overview, OverviewQuery, filtered, overview_of
 from recruiter.admin.schedules import ScheduleDetail, ScheduleListing
 from recruiter.admin.stats import Depth, GroupStats, Stats, TenantStats, Window, WorkerFigures
 from recruiter.admin.status import LeaseView, PausedNames, Status, WorkerCounts
@@ -27,6 +28,8 @@ __all__ = [
     "Explanation",
     "GroupStats",
     "LeaseView",
+    "Overview",
+    "OverviewQuery",
     "PausedNames",
     "ProgressView",
     "Refused",
@@ -45,4 +48,6 @@ __all__ = [
     "WorkerCounts",
     "WorkerFigures",
     "WorkerView",
+    "filtered",
+    "overview_of",
 ]

@@ -14,19 +14,29 @@ import click
 
 from recruiter.admin.status import status as read_status
 from recruiter.admin.workers import stop_workers
-from recruiter.cli.options import target_option, with_database
+from recruiter.cli.options import Command, env, target_option, with_database
 from recruiter.cli.output import echo
 from recruiter.cli.status import figures_of, render_status
 from recruiter.cli.workers import describe_workers, render_workers
 from recruiter.store import SyncDb
 
+WORKER_GROUPS_HELP = ("Show the @worker:ID groups (each worker's own, for the jobs aimed at it) with the groups; "
+                      "by default they are left out (status counts them apart).")
+
+
+def worker_groups_option(fn: Command) -> Command:
+    return click.option("--include-worker-groups", is_flag=True, envvar=env("INCLUDE_WORKER_GROUPS"),
+                        show_envvar=True, help=WORKER_GROUPS_HELP)(fn)
+
 
 @click.command("status")
 @target_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def status(target: str, as_json: bool) -> None:
+@worker_groups_option
+def status(target: str, as_json: bool, include_worker_groups: bool) -> None:
     """Counts of queued, running and archived jobs, and the roster."""
-    with_database(target, lambda db, now: echo(render_status(figures_of(read_status(db, now)), as_json)))
+    with_database(target, lambda db, now: echo(render_status(
+        figures_of(read_status(db, now), include_worker_groups), as_json)))
 
 
 @click.group("workers")
@@ -37,11 +47,12 @@ def workers_group() -> None:
 @workers_group.command("list")
 @target_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def workers_list(target: str, as_json: bool) -> None:
+@worker_groups_option
+def workers_list(target: str, as_json: bool, include_worker_groups: bool) -> None:
     """Every roster entry: groups, state, job, pid, host, last heartbeat."""
 
     def read(db: SyncDb, now: datetime) -> None:
-        rows = describe_workers(db, now)
+        rows = describe_workers(db, now, include_worker_groups)
         echo(json.dumps(rows, indent=2, default=str) if as_json else render_workers(rows))
 
     with_database(target, read)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import click
 
 from recruiter.cli.options import Command, env
+from recruiter.processes.metric_labels import DEFAULT_CAP, OVERFLOW
 from recruiter.processes.metrics import MetricsConfig
 
 
@@ -23,9 +24,10 @@ def metrics_options(role: str, *, tenant_labels: bool = False) -> Callable[[Comm
     def decorate(fn: Command) -> Command:
         @functools.wraps(fn)
         def with_metrics(*args: object, metrics_port: int | None, metrics_host: str,
-                         metrics_tenant_labels: bool = False, **kwargs: object) -> None:
+                         metrics_tenant_labels: bool = False, metrics_tenant_labels_max: int = DEFAULT_CAP,
+                         **kwargs: object) -> None:
             config = None if metrics_port is None else MetricsConfig(role, metrics_port, metrics_host,
-                                                                      metrics_tenant_labels)
+                                                                      metrics_tenant_labels, metrics_tenant_labels_max)
             fn(*args, metrics=config, **kwargs)
 
         options: list[Callable[[Command], Command]] = [
@@ -40,8 +42,13 @@ def metrics_options(role: str, *, tenant_labels: bool = False) -> Callable[[Comm
             options.append(click.option(
                 "--metrics-tenant-labels", envvar=env("METRICS_TENANT_LABELS"), is_flag=True, default=False,
                 show_envvar=True,
-                help="Also label the job metrics by tenant: one series per group, tenant (and outcome), so use it "
-                     "only with a bounded number of tenants."))
+                help="Also label the job metrics by tenant: one series per group, tenant (and outcome), for the "
+                     "first --metrics-tenant-labels-max tenants the process sees; later ones are labelled "
+                     f"tenant=\"{OVERFLOW}\"."))
+            options.append(click.option(
+                "--metrics-tenant-labels-max", envvar=env("METRICS_TENANT_LABELS_MAX"), type=click.IntRange(1),
+                default=DEFAULT_CAP, show_default=True, show_envvar=True, metavar="N",
+                help="Tenants labelled by name with --metrics-tenant-labels: bounds the series a worker serves."))
         command: Command = with_metrics
         for option in reversed(options):
             command = option(command)

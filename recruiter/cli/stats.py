@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import click
 
+from recruiter.admin.overview import filtered
 from recruiter.admin.stats import Depth, GroupStats, Stats, Window, WorkerFigures, stats
 from recruiter.cli.options import DURATION, env, target_option
 from recruiter.cli.output import clear_screen, echo
@@ -30,18 +32,37 @@ from recruiter.store import (
 )
 
 WINDOW_NAMES = {60: "1m", 300: "5m", 3600: "1h"}
+VIEWS = ("auto", "summary", "full")
+AUTO_FULL_LINES = 60  # --view auto prints the full figures up to this many lines (a screen), else the summary
 pause = time.sleep  # between two refreshes of --watch (tests replace it)
 
 
 @click.command("stats")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (one object per refresh with --watch).")
+@click.option("--group", "groups", multiple=True, envvar=env("STATS_GROUP"), show_envvar=True, metavar="NAME",
+              help="Only this group (repeat for more; @worker:ID names a worker's own).")
+@click.option("--tenant", "tenants", multiple=True, envvar=env("STATS_TENANT"), show_envvar=True, metavar="NAME",
+              help="Only this tenant, in every group that has it (repeat for more): a group's figures become "
+                   "those of the tenants kept.")
+@click.option("--view", type=click.Choice(VIEWS), default="auto", show_default=True, envvar=env("STATS_VIEW"),
+              show_envvar=True,
+              help=f"full: every group and tenant; summary: totals, the groups that need attention and the "
+                   f"workers, at any number of groups; auto: full if it is at most {AUTO_FULL_LINES} lines (always "
+                   f"with --json), else the summary.")
+@click.option("--include-worker-groups", is_flag=True, envvar=env("STATS_INCLUDE_WORKER_GROUPS"), show_envvar=True,
+              help="List the @worker:ID groups (jobs aimed at one worker) as groups; by default they are summed "
+                   "on one line.")
 @click.option("--watch", is_flag=True, help="Print the figures again every --interval until interrupted.")
 @click.option("--interval", type=DURATION, default="2s", show_default=True, envvar=env("STATS_INTERVAL"),
               show_envvar=True, help="Time between two refreshes of --watch.")
 @target_option
-def stats_command(as_json: bool, watch: bool, interval: timedelta, target: str) -> None:
+def stats_command(as_json: bool, groups: tuple[str, ...], tenants: tuple[str, ...], view: str,
+                  include_worker_groups: bool, watch: bool, interval: timedelta, target: str) -> None:
     """Depth per group and tenant (ready, paused, delayed, retrying, assigned, running, oldest ready),
-    throughput, failures and wait and run times over 1m, 5m and 1h, workers and leases."""
+    throughput, failures and wait and run times over 1m, 5m and 1h, workers and leases.
+
+    With many groups (more than a screen) it prints a summary instead: see --view."""
+    shown = Shown(groups, tenants, view, include_worker_groups)
     try:
         t = parse_target(target)
         wait_until_reachable(t, timeout_s=5.0)
@@ -56,7 +77,7 @@ def stats_command(as_json: bool, watch: bool, interval: timedelta, target: str) 
                 figures = stats(client[t.database], clock.now())
                 after = _totals(counter)
                 cost = (after[0] - before[0], after[1] - before[1])
-                _print(figures, cost, as_json, watch)
+                _print(figures, cost, as_json, watch, shown)
                 if not watch:
                     return
                 pause(interval.total_seconds())
@@ -76,16 +97,50 @@ def _totals(counter: CommandStats) -> tuple[int, int]:
     return sum(t["count"] for t in snap.values()), sum(t["documents"] for t in snap.values())
 
 
-def _print(figures: Stats, cost: tuple[int, int], as_json: bool, watch: bool) -> None:
+@dataclass(frozen=True)
+class Shown:
+    """What to print of the figures: ``--group``, ``--tenant``, ``--view``, ``--include-worker-groups``."""
+
+    groups: tuple[str, ...] = ()
+    tenants: tuple[str, ...] = ()
+    view: str = "auto"
+    worker_groups: bool = False
+
+
+def _print(figures: Stats, cost: tuple[int, int], as_json: bool, watch: bool, shown: Shown = Shown()) -> None:
+    from recruiter.cli.stats_summary import render_summary, summary_json
+
+    kept = filtered(figures, groups=shown.groups, tenants=shown.tenants, worker_groups=shown.worker_groups)
+    summary = shown.view == "summary"
+    full = "" if as_json or summary else render_stats(kept)
+    if shown.view == "auto" and full.count("\n") + 1 > AUTO_FULL_LINES:
+        summary = True
+    # The summary sums the @worker: groups on a line of their own.
+    summed = filtered(figures, groups=shown.groups, tenants=shown.tenants, worker_groups=True)
     if as_json:
-        doc = {**stats_json(figures), "cost": {"round_trips": cost[0], "documents": cost[1]}}
+        body = summary_json(summed, shown.worker_groups) if summary else stats_json(kept)
+        if not summary and not shown.worker_groups:  # the @worker: groups left out of "groups", summed
+            body["worker_groups"] = summary_json(summed)["worker_groups"]
+        doc = {**body, "cost": {"round_trips": cost[0], "documents": cost[1]}}
         # A lease's owner and epoch are as stored (any type): shown as text if JSON has none for them.
         echo(json.dumps(doc, default=str) if watch else json.dumps(doc, indent=2, default=str))
         return
     if watch:
         clear_screen()  # a fresh screen per refresh
-    echo(render_stats(figures))
+    if summary:
+        full_lines = full.count("\n") + 1 if full else None
+        echo(render_summary(summed, shown.worker_groups, full_lines))
+    else:
+        echo(full + _aimed(summed, shown.worker_groups))
     echo(f"read: {cost[0]} round trips, {cost[1]} documents returned")
+
+
+def _aimed(figures: Stats, listed: bool) -> str:
+    """The @worker: groups on one line, when they are not listed as groups."""
+    from recruiter.cli.stats_summary import worker_groups_line
+
+    line = "" if listed else worker_groups_line(figures)
+    return f"\n{line}" if line else ""
 
 
 # -- JSON ----------------------------------------------------------------------------------------

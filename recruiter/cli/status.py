@@ -9,6 +9,7 @@ import json
 from typing import TypedDict
 
 from recruiter.admin import status as admin_status
+from recruiter.domain.placement import is_worker_group
 
 
 class WorkerCounts(TypedDict):
@@ -17,6 +18,7 @@ class WorkerCounts(TypedDict):
     missed_heartbeats: int
     by_group: dict[str, int]
     malformed: int
+    worker_groups: int  # @worker:ID groups taken (one per worker process), left out of by_group unless asked
 
 
 class LeaseFigures(TypedDict):
@@ -41,14 +43,17 @@ class Status(TypedDict):
     paused: PausedNames
 
 
-def figures_of(status: admin_status.Status) -> Status:
-    """The read model's snapshot (:func:`recruiter.admin.status.status`) as ``status --json`` prints it."""
+def figures_of(status: admin_status.Status, worker_groups: bool = False) -> Status:
+    """The read model's snapshot (:func:`recruiter.admin.status.status`) as ``status --json`` prints it; the
+    ``@worker:ID`` groups in ``by_group`` only if ``worker_groups`` (else counted in ``worker_groups``)."""
     w = status.workers
+    aimed = [g for g in w.by_group if is_worker_group(g)]
     return {
         "scheduled": dict(status.scheduled),
         "archived": dict(status.archived),
         "workers": {"total": w.total, "available": w.available, "missed_heartbeats": w.missed_heartbeats,
-                    "by_group": dict(w.by_group), "malformed": w.malformed},
+                    "by_group": {g: n for g, n in w.by_group.items() if worker_groups or not is_worker_group(g)},
+                    "malformed": w.malformed, "worker_groups": len(aimed)},
         "leases": {name: LeaseFigures(owner=lease.owner, epoch=lease.epoch, held=lease.held,
                                       expires_at=lease.expires_at.isoformat() if lease.expires_at else None)
                    for name, lease in status.leases.items()},
@@ -64,6 +69,7 @@ def render_status(figures: Status, as_json: bool) -> str:
              f"workers:   {figures['workers']['total']} ({figures['workers']['available']} available, "
              f"{figures['workers']['missed_heartbeats']} missed heartbeats)"
              + "".join(f", {g}={n}" for g, n in figures["workers"]["by_group"].items())
+             + _aimed(figures["workers"])
              + _malformed(figures["workers"]["malformed"])]
     for name, lease in figures["leases"].items():
         if lease["held"]:
@@ -74,6 +80,13 @@ def render_status(figures: Status, as_json: bool) -> str:
     lines.append("paused:    " + (", ".join([*(f"group {g}" for g in paused["groups"]),
                                               *(f"tenant {t}" for t in paused["tenants"])]) or "none"))
     return "\n".join(lines)
+
+
+def _aimed(w: WorkerCounts) -> str:
+    """The @worker: groups, counted when they are not listed (``--include-worker-groups``)."""
+    listed = sum(1 for g in w["by_group"] if is_worker_group(g))
+    n = w["worker_groups"]
+    return f", {n} @worker: group{'' if n == 1 else 's'}" if n and not listed else ""
 
 
 def _malformed(n: int) -> str:

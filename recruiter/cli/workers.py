@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import TypedDict
 
 from recruiter.admin.workers import ProgressView, workers
+from recruiter.domain.placement import is_worker_group
 from recruiter.store import SyncDb
 
 
@@ -36,9 +37,11 @@ class ProgressRow(TypedDict):
     text: str
 
 
-def describe_workers(db: SyncDb, now: datetime) -> list[WorkerRow]:
-    """One row per roster entry (the read model's :func:`recruiter.admin.workers.workers`), as JSON prints it."""
-    return [WorkerRow(id=w.id, groups=list(w.groups), state=w.state, job=w.job, pid=w.pid, hostname=w.hostname,
+def describe_workers(db: SyncDb, now: datetime, worker_groups: bool = False) -> list[WorkerRow]:
+    """One row per roster entry (the read model's :func:`recruiter.admin.workers.workers`), as JSON prints it;
+    its ``@worker:ID`` group (the jobs aimed at it) only if ``worker_groups``."""
+    return [WorkerRow(id=w.id, groups=[g for g in w.groups if worker_groups or not is_worker_group(g)],
+                      state=w.state, job=w.job, pid=w.pid, hostname=w.hostname,
                       last_seen_s=w.last_seen_s, live=w.live, progress=_progress(w.progress), problem=w.problem)
             for w in workers(db, now)]
 

@@ -48,6 +48,7 @@ from recruiter.domain.events import (
     RoundIdle,
     WorkerGone,
 )
+from recruiter.processes.metric_labels import DEFAULT_CAP, TenantLabels
 from recruiter.store import ServerClock, SyncClient, Target, first_line, sync_client, within
 
 if TYPE_CHECKING:
@@ -78,12 +79,14 @@ class MetricsConfig:
     port: int
     host: str = "127.0.0.1"
     tenant_labels: bool = False
+    tenant_labels_max: int = DEFAULT_CAP  # tenants labelled by name; the others are "_other" (metric_labels)
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
             raise ValueError(f"metrics: role {self.role!r} is not one of {', '.join(ROLES)}")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"--metrics-port {self.port} is not a port (1 to 65535, or 0 for any free one)")
+        TenantLabels(self.tenant_labels_max)  # refuses a cap below 1
 
 
 def _label(value: object) -> str:
@@ -106,10 +109,12 @@ class EventMetrics:
     it removed.
     """
 
-    def __init__(self, registry: CollectorRegistry, role: str, *, tenant_labels: bool = False) -> None:
+    def __init__(self, registry: CollectorRegistry, role: str, *, tenant_labels: bool = False,
+                 tenant_labels_max: int = DEFAULT_CAP) -> None:
         self.role = role
         self.leading = False  # read by the cluster collector in the HTTP server's thread
         self.tenant_labels = tenant_labels
+        self.tenants = TenantLabels(tenant_labels_max)
         self._handlers: dict[type, Callable[[Any], None]] = {}
         if role == "worker":
             self._worker_metrics(registry)
@@ -147,7 +152,7 @@ class EventMetrics:
         self._handlers[JobFinished] = self._finished
 
     def _job_labels(self, e: JobStarted | JobFinished) -> list[str]:
-        return [_label(e.group), _label(e.tenant)] if self.tenant_labels else [_label(e.group)]
+        return [_label(e.group), self.tenants.label(_label(e.tenant))] if self.tenant_labels else [_label(e.group)]
 
     def _started(self, e: JobStarted) -> None:
         labels = self._job_labels(e)
@@ -344,7 +349,8 @@ class ProcessMetrics:
         self.registry = CollectorRegistry()
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
-        self.events = EventMetrics(self.registry, config.role, tenant_labels=config.tenant_labels)
+        self.events = EventMetrics(self.registry, config.role, tenant_labels=config.tenant_labels,
+                                   tenant_labels_max=config.tenant_labels_max)
 
     @contextlib.contextmanager
     def serving(self, target: Target) -> Iterator[None]:

@@ -16,6 +16,8 @@ from bson import ObjectId
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from recruiter.admin import OverviewQuery, overview_of
+from recruiter.admin.overview import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from recruiter.admin.timeline import DEFAULT_RANGE, RANGES
 from recruiter.domain.cancel import parse_job_id
 from recruiter.domain.following import STATES, JobView
@@ -34,13 +36,32 @@ STOP_POLLING = 286  # htmx's status for "stop polling this element"
 
 
 async def overview(dash: Dashboard, request: Request) -> Response:
+    query = _overview_query(request, dash)
     figures = await dash.read(dash.stats.get)
-    return dash.page(request, "overview.html", figures=figures, nav="overview", history=list(dash.history))
+    return dash.page(request, "overview.html", figures=figures, nav="overview", history=list(dash.history),
+                     view=overview_of(figures, query), href=views.OverviewLinks(query), max_page_size=MAX_PAGE_SIZE)
 
 
 async def overview_live(dash: Dashboard, request: Request) -> Response:
+    query = _overview_query(request, dash)
     figures = await dash.read(dash.stats.get)
-    return dash.page(request, "overview_live.html", figures=figures, history=list(dash.history))
+    return dash.page(request, "overview_live.html", figures=figures, history=list(dash.history),
+                     view=overview_of(figures, query), href=views.OverviewLinks(query))
+
+
+def _overview_query(request: Request, dash: Dashboard) -> OverviewQuery:
+    """The overview's query parameters (``q``, ``page``, ``size``, ``tenants``, ``workers``), checked."""
+    cut = dash.settings.limits.max_field
+    page, size, workers = _one(request, "page", 10), _one(request, "size", 10), _one(request, "workers", 10)
+    if page is not None and not (page.isdigit() and int(page) >= 1):
+        raise HttpProblem(400, "page must be a whole number from 1")
+    if size is not None and not (size.isdigit() and 1 <= int(size) <= MAX_PAGE_SIZE):
+        raise HttpProblem(400, f"size must be a whole number from 1 to {MAX_PAGE_SIZE}")
+    if workers not in (None, "1"):
+        raise HttpProblem(400, "workers must be 1 (list the @worker: groups) or absent")
+    return OverviewQuery(name=_one(request, "q", cut), page=int(page) if page else 1,
+                         size=int(size) if size else DEFAULT_PAGE_SIZE, tenants_of=_one(request, "tenants", cut),
+                         worker_groups=workers == "1")
 
 
 def _one(request: Request, name: str, limit: int) -> str | None:

@@ -14,9 +14,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlencode
 
 from markupsafe import Markup, escape
 
+from recruiter.admin import OverviewQuery
+from recruiter.admin.overview import DEFAULT_PAGE_SIZE
 from recruiter.domain.following import JobView
 from recruiter.domain.jsonable import plain as plain  # re-exported: the views speak of it
 from recruiter.domain.patterns import message_pattern
@@ -165,6 +168,26 @@ def group_failures(archived: Iterable[JobView], retrying: Iterable[JobView], *, 
             group = groups.setdefault(key, FailureGroup(*key, example=message))
             (group.archived if which == "archived" else group.retrying).append(view)
     return sorted(groups.values(), key=lambda g: (-g.count, g.error, g.message))
+
+
+@dataclass(frozen=True)
+class OverviewLinks:
+    """The overview's links, keeping its query (filter, page size, page, tenants shown, @worker: groups) but
+    what a link changes: ``href(page=2)``, ``href(tenants="billing")``, ``href(tenants=None)``."""
+
+    query: OverviewQuery
+
+    def params(self, **changes: object) -> list[tuple[str, str]]:
+        q = self.query
+        values: dict[str, object] = {"q": q.name, "size": q.size, "page": q.page, "tenants": q.tenants_of,
+                                     "workers": 1 if q.worker_groups else None}
+        values.update(changes)
+        defaults: dict[str, object] = {"size": DEFAULT_PAGE_SIZE, "page": 1}  # left out: shorter links
+        return [(k, str(v)) for k, v in values.items() if v is not None and v is not False and v != defaults.get(k)]
+
+    def __call__(self, path: str = "/", **changes: object) -> str:
+        query = urlencode(self.params(**changes))
+        return f"{path}?{query}" if query else path
 
 
 @dataclass(frozen=True)

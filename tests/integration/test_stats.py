@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -170,10 +171,15 @@ def test_the_command_prints_the_figures_and_its_bounded_cost(db: Any, db_uri: st
     archived_last_hour = db.archived.count_documents({"archived_at": {"$gte": now - timedelta(hours=1)}})
     rows = 3 * 10 * 4 * 2 + 3 * 10 * 3 * 3  # depth rows, and archived count rows, at most
     assert cost["documents"] <= rows + archived_last_hour + db.scheduled.count_documents({"locked": True}) + 20
-    text = CliRunner().invoke(main, ["stats", "--target", db_uri], catch_exceptions=False)
+    text = CliRunner().invoke(main, ["stats", "--view", "full", "--target", db_uri], catch_exceptions=False)
     assert text.exit_code == 0
     assert "group / tenant" in text.stdout
     assert "round trips" in text.stdout
+    # 3 groups of 10 tenants are more than a screen in full: the summary, a row per group (tenants summed).
+    text = CliRunner().invoke(main, ["stats", "--target", db_uri], catch_exceptions=False)
+    assert "(summary: the full view is" in text.stdout
+    assert [line.split()[:2] for line in text.stdout.splitlines() if re.match(r"  \S+ \(\d+\) ", line)] == [
+        ["billing", "(10)"], ["mail", "(11)"], ["reports", "(10)"]]  # mail has a job without a tenant
 
 
 def test_watch_prints_one_json_line_per_refresh_until_interrupted(db: Any, db_uri: str,

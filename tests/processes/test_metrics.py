@@ -20,7 +20,7 @@ from recruiter import Recruiter
 from recruiter.processes.embedded import free_port
 from recruiter.processes.metrics import CLUSTER_CACHE_S, DEPTH_STATES
 from tests.conftest import wait_for
-from tests.processes.conftest import FAST_CLEANER, Processes
+from tests.processes.conftest import FAST_CLEANER, FAST_WORKER, Processes
 from tests.workables import AlwaysFails, NeverReturns, Record, WaitForRelease, release
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -202,3 +202,20 @@ def test_a_bad_metrics_port_is_a_usage_error(processes: Processes) -> None:
     assert proc.wait(60) == 2
     assert "--metrics-port" in proc.log()
     assert "Traceback" not in proc.log()
+
+
+def test_a_worker_labels_its_first_tenants_and_counts_the_others_as_other(
+        processes: Processes, db: Any, db_uri: str) -> None:
+    with Recruiter.connect(db_uri) as rec:
+        rec.enqueue_many(Record(db_uri, n=i).as_job_of(rec).in_group("work").for_tenant(f"t{i}") for i in range(6))
+    port = free_port()
+    processes.recruiter()
+    worker = processes.start("worker", "worker", "start", *FAST_WORKER, "--group", "work", "--metrics-port", str(port),
+                             "--metrics-tenant-labels", env={"RECRUITER_METRICS_TENANT_LABELS_MAX": "2"})
+    wait_for(lambda: db.archived.count_documents({}) == 6, timeout_s=120, message="6 archived jobs")
+    finished = wait_for(lambda: (lambda c: c if sum(c.values()) == 6 else None)(
+        by_labels(served(port), "recruiter_jobs_finished_total", "tenant")), timeout_s=30, message="6 finished")
+    assert len(finished) == 3  # two tenants by name, and the others together
+    assert finished[("_other",)] == 4
+    assert all(t.startswith("t") for (t,) in finished if t != "_other")
+    assert "metrics.tenant_labels_capped" in worker.log()

@@ -73,6 +73,28 @@ def test_tenant_labels_are_opt_in() -> None:
     assert get("recruiter_job_run_seconds_count", {"group": "g", "tenant": "acme"}) == 1
 
 
+def test_tenant_labels_are_capped_and_the_others_counted_as_other() -> None:
+    registry = CollectorRegistry()
+    metrics = EventMetrics(registry, "worker", tenant_labels=True, tenant_labels_max=3)
+    bus = Bus([metrics])
+    for n in range(1000):
+        bus.emit(started(tenant=f"t{n}"))
+        bus.emit(finished(tenant=f"t{n}", outcome="failed" if n % 2 else "done"))
+    bus.emit(finished(tenant="t1"))  # a tenant named before the cap keeps its label
+    get = registry.get_sample_value
+    assert [get("recruiter_jobs_started_total", {"group": "g", "tenant": f"t{n}"}) for n in range(4)] == [
+        1, 1, 1, None]
+    assert get("recruiter_jobs_started_total", {"group": "g", "tenant": "_other"}) == 997
+    assert get("recruiter_jobs_finished_total", {"group": "g", "tenant": "t1", "outcome": "done"}) == 1
+    done = get("recruiter_jobs_finished_total", {"group": "g", "tenant": "_other", "outcome": "done"})
+    failed = get("recruiter_jobs_finished_total", {"group": "g", "tenant": "_other", "outcome": "failed"})
+    assert (done, failed) == (498, 499)
+    tenants = {s.labels["tenant"] for family in registry.collect() for s in family.samples if "tenant" in s.labels}
+    assert tenants == {"t0", "t1", "t2", "_other"}  # 4 values, whatever the number of tenants
+    with pytest.raises(ValueError, match="at least 1"):
+        MetricsConfig("worker", 9100, tenant_labels=True, tenant_labels_max=0)
+
+
 def test_a_recruiter_counts_archived_jobs_rounds_and_its_lease() -> None:
     registry = CollectorRegistry()
     metrics = EventMetrics(registry, "recruiter")
