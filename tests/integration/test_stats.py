@@ -62,7 +62,9 @@ def populate(db: Any, db_uri: str, now: datetime) -> None:
                               "session": session, "created_at": now, "last_seen_at": now})
         db.heartbeats.insert_one({
             "_id": w, "session": session, "last_seen_at": now,
-            "fresh_until": now + timedelta(seconds=-30 if w == "w2" else 30), "working": working,
+            # From the clock of this insert, not the module's ``now``: a slow machine may take more than
+            # 30 s between the two, and every beat would then read as a zombie's.
+            "fresh_until": datetime.now(UTC) + timedelta(seconds=-300 if w == "w2" else 300), "working": working,
             **({"working_on": running[0]["_id"], "working_token": running[0]["lock_token"]} if working else {})})
     archived = []
     for i in range(5000):
