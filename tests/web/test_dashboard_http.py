@@ -386,3 +386,21 @@ def test_every_page_renders_over_malformed_documents(web: TestClient, db: Any, s
     workers = web.get("/workers").text
     assert "malformed: work_on.1: expected a non-empty string, got null" in workers
     assert 'value="w-null-group"' not in workers  # no Stop form names it
+
+
+def test_a_result_that_was_not_kept_says_why_on_the_job_page(web: TestClient, db: Any, db_uri: str) -> None:
+    """Issue 39: a done job whose value was too big to keep showed no result and no word of it."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    done = {**failed_job(db_uri, 7, now), "why": "done",
+            "result_dropped": {"reason": "the result is 2097152 bytes; at most 1048576 are kept",
+                               "size_bytes": 2097152}}
+    odd = {**failed_job(db_uri, 8, now), "why": "done", "result_dropped": ["not", "a", "document"]}
+    db.archived.insert_many([done, odd])
+    page = web.get(f"/jobs/{done['_id']}")
+    assert page.status_code == 200
+    shown = re.search(r'<td id="job-result-dropped"[^>]*>(.*?)</td>', page.text, re.S)
+    assert shown, page.text
+    assert "not kept: the result is 2097152 bytes; at most 1048576 are kept (2097152 bytes)" in shown.group(1)
+    page = web.get(f"/jobs/{odd['_id']}")  # a hand-written value: shown as text, never a failure
+    assert page.status_code == 200
+    assert 'id="job-result-dropped"' in page.text
