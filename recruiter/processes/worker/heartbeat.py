@@ -68,6 +68,7 @@ class SlotView:
     working_since: datetime | None
     token: object = None  # the running job's lock token
     progress: ProgressDoc | None = None  # what the running job last said of its progress
+    in_thread: bool = False  # the running job runs in a thread (a cancel cannot stop it)
 
 
 def slot_views(slots: Iterable[Slot]) -> list[SlotView]:
@@ -84,7 +85,8 @@ def slot_views(slots: Iterable[Slot]) -> list[SlotView]:
         r = s.running if s.running is not None and s.running.reported else None
         said = r.progress if r else None
         views.append(SlotView(s.id, s.session, r.job_id if r else None, r.started_at if r else None,
-                              r.token if r else None, said.document() if said else None))
+                              r.token if r else None, said.document() if said else None,
+                              in_thread=bool(r and r.in_thread)))
     return views
 
 
@@ -92,7 +94,7 @@ def beat_fields(view: SlotView, now: datetime, interval_s: float) -> Query:
     """What one beat sets in a slot's heartbeat document (pure)."""
     return {"last_seen_at": now, "fresh_until": fresh_until(now, interval_s), "working": view.job_id is not None,
             "working_on": view.job_id, "working_token": view.token if view.job_id is not None else None,
-            "working_since": view.working_since,
+            "working_since": view.working_since, "working_in_thread": view.in_thread and view.job_id is not None,
             "progress": view.progress if view.job_id is not None else None}
 
 
@@ -105,7 +107,7 @@ def process_beat_fields(views: Sequence[SlotView], now: datetime, interval_s: fl
         fields = beat_fields(v, now, interval_s)
         slots[slot_key(v.id)] = {"id": v.id, "session": v.session,
                                  **{k: fields[k] for k in ("working", "working_on", "working_token",
-                                                           "working_since", "progress")}}
+                                                           "working_since", "working_in_thread", "progress")}}
     return {"last_seen_at": now, "fresh_until": fresh_until(now, interval_s), "ids": [v.id for v in views],
             "slots": slots}
 
