@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from recruiter.domain.attempt import cut_marker
+from recruiter.domain.cancel import halt_line
 from recruiter.domain.following import JobView, Progress
 from recruiter.domain.jsonable import plain as plain  # re-exported: the views speak of it
 from recruiter.domain.records import Raw
@@ -129,9 +130,7 @@ def render_show(view: JobView, waiting: Explanation | None = None) -> str:
     ]
     if view.archived_at is not None:
         lines.append(f"archived   {_iso(view.archived_at)}")
-    cancel_reason = doc.get("cancel_reason")
-    if isinstance(cancel_reason, str):
-        lines.append(f"cancelled  {cancel_reason}")
+    lines.extend(_cancel_lines(doc))
     if view.retry_of is not None:
         lines.append(f"retry of   {plain(view.retry_of)}")
     lines.extend(_unique_and_resubmits(doc))
@@ -153,6 +152,13 @@ def render_show(view: JobView, waiting: Explanation | None = None) -> str:
     for run in runs:
         lines.extend(_execution_lines(run))
     return "\n".join(lines)
+
+
+def _cancel_lines(doc: Raw) -> list[str]:
+    """Why the job was cancelled, and whether its worker has stopped it (the archived ``halt``)."""
+    cancel_reason, halt = doc.get("cancel_reason"), halt_line(doc, _iso)
+    return ([f"cancelled  {cancel_reason}"] if isinstance(cancel_reason, str) else []) + (
+        [f"halt       {halt}"] if halt is not None else [])
 
 
 def _unique_and_resubmits(doc: Raw) -> list[str]:
