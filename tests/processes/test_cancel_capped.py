@@ -47,8 +47,10 @@ def test_cancelling_capped_jobs_running_in_threads_keeps_their_slots_until_they_
         assert "its slot is held until then" in line
     release(db_uri, "long")
 
-    wait_for(lambda: db.archived.count_documents({"_id": {"$in": [ObjectId(j) for j in short]}, "why": "done"}) == CAP,
-             timeout_s=60, message="the queued jobs to run")
+    wait_for(lambda: db.ledger.count_documents({"event": "end", "job": {"$in": [*long, *short]}}) == 2 * CAP,
+             timeout_s=60, message="every job to end")
+    wait_for(lambda: db.archived.count_documents({"_id": {"$in": [ObjectId(j) for j in short]}}) == CAP,
+             timeout_s=30, message="the queued jobs to be archived")
     wait_for(lambda: db.archived.count_documents({"halt.ended_at": {"$type": "date"}}) == CAP, timeout_s=30,
              message="the workers to report the cancelled jobs stopped")
 
