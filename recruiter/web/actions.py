@@ -13,7 +13,7 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import Response
 
-from recruiter.domain.cancel import parse_job_id
+from recruiter.domain.cancel import RUNS_ON, WAS_ASSIGNED, parse_job_id
 from recruiter.web import views
 from recruiter.web.app import Dashboard, Handler, HttpProblem, local_path
 
@@ -63,6 +63,11 @@ async def retry(dash: Dashboard, request: Request) -> Response:
                           lambda: f"/jobs/{new_ids[0]}" if len(new_ids) == 1 and len(ids) == 1 else back)
 
 
+# How a bulk cancel's summary names the states a job can be left in (recruiter.domain.cancel).
+CANCEL_STATES = {WAS_ASSIGNED: "halted by their workers (slots held until stopped)",
+                 RUNS_ON: "still running in a thread until they return (slots held until then)"}
+
+
 async def cancel(dash: Dashboard, request: Request) -> Response:
     form = await dash.checked_form(request)
     ids = _ids(dash, form)
@@ -70,10 +75,12 @@ async def cancel(dash: Dashboard, request: Request) -> Response:
 
     def do() -> str:
         results = dash.admin.cancel(ids, reason="cancelled from the dashboard")
+        if len(results) == 1:
+            return results[0].describe()  # what really happened: halted, or running on in its thread
         states: dict[str, int] = {}
         for result in results:
             states[result.state] = states.get(result.state, 0) + 1
-        return ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
+        return ", ".join(f"{n} {CANCEL_STATES.get(state, state)}" for state, n in sorted(states.items()))
 
     return await dash.act(request, "cancel", _target(ids), do, back)
 

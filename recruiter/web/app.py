@@ -191,7 +191,7 @@ class Dashboard:
         self.history: deque[views.Point] = deque(maxlen=HISTORY)
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]))
         self.env.filters.update(age=views.age, number=views.number, percent=views.percent, when=views.when,
-                                plain=views.plain, as_json=views.as_json, state=views.state_of)
+                                plain=views.plain, as_json=views.as_json, state=views.state_of, halt=views.halt)
         self.env.globals.update(outcome_of=outcome_of, sparkline=views.sparkline)
 
     def _read_stats(self) -> Stats:

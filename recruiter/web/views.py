@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from recruiter.domain.cancel import halt_line
 from recruiter.domain.following import JobView
 from recruiter.domain.jsonable import plain as plain  # re-exported: the views speak of it
 from recruiter.domain.records import Raw
@@ -171,3 +172,8 @@ def percent(value: float | None) -> str:
 
 def when(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S") if value is not None else MISSING
+
+
+def halt(view: JobView) -> str | None:
+    """Whether a job cancelled while its worker had it has stopped (``jobs show`` says the same)."""
+    return halt_line(view.document, when)
