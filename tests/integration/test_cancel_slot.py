@@ -10,6 +10,7 @@ from bson import ObjectId
 
 from recruiter.admin import Admin
 from recruiter.domain.cancel import RUNS_ON, WAS_ASSIGNED
+from recruiter.processes.worker.config import EXIT_FENCED
 from recruiter.processes.worker.runtime import WorkerProcess
 from recruiter.processes.worker.state import JobState, Running, Slot
 from tests.integration.test_processes_inproc import DEAD_AFTER_S, Harness, run
@@ -105,8 +106,10 @@ def test_an_async_job_is_reported_halted_and_holds_its_slot_until_it_stopped(db_
 
 def test_a_dead_workers_cancelled_job_frees_its_slot_when_the_cleaner_removes_the_worker(db_uri: str) -> None:
     async def scenario(h: Harness) -> None:
-        running_id, queued_id, _, _ = await capped_and_running(h, in_thread=True)
+        running_id, queued_id, process, slot = await capped_and_running(h, in_thread=True)
         assert (await h.producer.cancel(running_id)).state == RUNS_ON
+        await process.heartbeat()
+        assert slot.running.state is JobState.HALTED
         h.clock.advance(timedelta(seconds=DEAD_AFTER_S + 1))
         cleaner = await h.cleaner()
         await h.worker("w3")  # a live worker for the queued job
@@ -114,5 +117,10 @@ def test_a_dead_workers_cancelled_job_frees_its_slot_when_the_cleaner_removes_th
         assert await h.roster("w1") is None  # its process is gone, and its thread with it
         assert (await h.round()).assigned == 1
         assert (await h.job(queued_id) or {}).get("locked") is True
+        # Had the worker only been silent (stopped, not dead), its next beat finds the entry that
+        # kept its thread counted gone: it ends at once rather than run on uncounted.
+        assert h.exits == []
+        await process.heartbeat()
+        assert h.exits == [("w1", EXIT_FENCED)]
 
     run(db_uri, scenario)

@@ -44,7 +44,7 @@ from bson import ObjectId
 from recruiter.domain.clock import Clock
 from recruiter.domain.liveness import fresh_until, slot_key
 from recruiter.domain.records import ProgressDoc, Query, Raw
-from recruiter.processes.worker.state import Slot, SlotPhase
+from recruiter.processes.worker.state import JobState, Slot, SlotPhase
 from recruiter.store import heartbeats, roster
 from recruiter.store.connection import StoreError, first_line
 from recruiter.store.layout import SyncCollections
@@ -69,6 +69,7 @@ class SlotView:
     token: object = None  # the running job's lock token
     progress: ProgressDoc | None = None  # what the running job last said of its progress
     in_thread: bool = False  # the running job runs in a thread (a cancel cannot stop it)
+    halting: bool = False  # a cancelled job runs on in its thread: the entry is still checked at each beat
 
 
 def slot_views(slots: Iterable[Slot]) -> list[SlotView]:
@@ -76,7 +77,8 @@ def slot_views(slots: Iterable[Slot]) -> list[SlotView]:
 
     A halted job is no longer its slot's to report (a thread may run on), nor is
     one whose outcome is being written: the slot beats as an idle one, so that
-    the worker stays alive meanwhile.
+    the worker stays alive meanwhile; a thread that runs on is ``halting``, so
+    the beat still checks that the entry (which holds the job's slot) is there.
     """
     views = []
     for s in slots:
@@ -84,9 +86,10 @@ def slot_views(slots: Iterable[Slot]) -> list[SlotView]:
             continue
         r = s.running if s.running is not None and s.running.reported else None
         said = r.progress if r else None
+        halting = s.running is not None and s.running.state is JobState.HALTED and s.running.in_thread
         views.append(SlotView(s.id, s.session, r.job_id if r else None, r.started_at if r else None,
                               r.token if r else None, said.document() if said else None,
-                              in_thread=bool(r and r.in_thread)))
+                              in_thread=bool(r and r.in_thread), halting=halting))
     return views
 
 
@@ -146,7 +149,7 @@ def beat(c: SyncCollections, clock: Clock, interval_s: float, slots: Sequence[Sl
         heartbeats.write_process_beat(c.heartbeats, key, process_beat_fields(slots, now, interval_s))
     else:
         heartbeats.write_beats(c.heartbeats, [(s.id, s.session, beat_fields(s, now, interval_s)) for s in slots])
-    busy = [s for s in slots if s.job_id is not None]
+    busy = [s for s in slots if s.job_id is not None or s.halting]
     if not busy:
         return []
     return lost_slots(busy, roster.read_fences(c.roster, [s.id for s in busy]))
