@@ -171,6 +171,8 @@ def halt_line(doc: Raw, when: Callable[[datetime], str] = datetime.isoformat) ->
         return None
     worker, ended = str(halt.get("worker"))[:200], halt.get("ended_at")
     how = "in its thread" if halt.get("in_thread") is True else "halted"
+    if isinstance(ended, datetime) and halt.get("worker_gone") is True:
+        return f"ended with its worker {worker}, removed as dead at {when(ended)}; its slot was held until then"
     if isinstance(ended, datetime):
         return f"stopped at {when(ended)} on worker {worker} ({how}); its slot was held until then"
     if halt.get("in_thread") is True:

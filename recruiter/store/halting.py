@@ -6,7 +6,8 @@ those entries as running jobs (:func:`read_halting_in`, beside the locked jobs o
 so a ``max_running`` slot is not handed out again while a thread that cannot be stopped runs on.
 The worker's "available again" write (:func:`recruiter.store.roster.release_entry`), made only
 once the job has stopped, removes ``halting``; the worker then records when it ended in the
-archived job (:func:`halt_ended`). The cleaner removing a dead worker's entry removes it too.
+archived job (:func:`halt_ended`). The cleaner removing a dead worker's entry removes it too, and
+records that the job ended with its worker (:func:`worker_gone`).
 
 Invariant: a cancel removes a job from ``scheduled`` and puts ``halting`` in its worker's entry in
 one transaction, and a round reads ``scheduled`` before the roster
@@ -58,3 +59,17 @@ def read_running_in_sync(c: SyncCollections, groups: Sequence[str]) -> list[Raw]
     if not groups:
         return []
     return [*read_locked_in_sync(c.scheduled, groups), *read_halting_in_sync(c.roster, groups)]
+
+
+async def worker_gone(archived: AsyncColl, entry: Raw, now: datetime) -> bool:
+    """The cleaner removed ``entry`` as dead: a cancelled job it was still halting ended with its
+    process; recorded as :func:`halt_ended` does, with ``worker_gone``. Whether it was recorded."""
+    held = entry.get(HALTING)
+    job_id = held.get("job") if isinstance(held, dict) else None
+    if job_id is None:
+        return False
+    result = await archived.update_one(
+        {"_id": job_id, f"{HALT}.worker": entry.get("_id"), f"{HALT}.session": entry.get("session"),
+         f"{HALT}.ended_at": None},
+        {"$set": {f"{HALT}.ended_at": now, f"{HALT}.worker_gone": True}})
+    return result.modified_count > 0

@@ -115,6 +115,8 @@ def test_a_dead_workers_cancelled_job_frees_its_slot_when_the_cleaner_removes_th
         await h.worker("w3")  # a live worker for the queued job
         assert (await cleaner.clean(cleaner.c)).dead_workers >= 1
         assert await h.roster("w1") is None  # its process is gone, and its thread with it
+        halt = (await h.archived(running_id) or {})["halt"]
+        assert (halt["ended_at"], halt["worker_gone"]) == (h.clock.now(), True)
         assert (await h.round()).assigned == 1
         assert (await h.job(queued_id) or {}).get("locked") is True
         # Had the worker only been silent (stopped, not dead), its next beat finds the entry that

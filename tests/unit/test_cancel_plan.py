@@ -107,6 +107,9 @@ def test_the_halt_line_says_whether_the_job_has_stopped() -> None:
     assert halt_line(halting) == "being halted on worker w1 (its slot is held until it has stopped)"
     ended = {"halt": {**running["halt"], "ended_at": NOW}}
     assert halt_line(ended, lambda d: "T") == "stopped at T on worker w1 (in its thread); its slot was held until then"
+    gone = {"halt": {**ended["halt"], "worker_gone": True}}
+    assert halt_line(gone, lambda d: "T") == ("ended with its worker w1, removed as dead at T; its slot was held "
+                                              "until then")
 
 
 def test_a_lock_whose_entry_no_longer_names_the_job_leaves_nothing_halting() -> None:
