@@ -19,11 +19,11 @@ worker's roster entry, then writes everything at once:
 - until then the job still holds its slot: the same write puts ``halting``
   (the job's ``_id``, ``group``, ``tenant``) in the worker's entry, and flow
   control counts it as running (``max_running``,
-  :func:`recruiter.store.roster.read_halting_in`) until the worker's "available
+  :func:`recruiter.store.halting.read_halting_in`) until the worker's "available
   again" write removes it, which it makes only once the job has stopped (a
   thread returned, a task cancelled, a child killed), or the cleaner removes
   the entry of a dead worker. That write also records in the archived job when
-  the job really ended (``halt.ended_at``, :func:`recruiter.store.archived.halt_ended`);
+  the job really ended (``halt.ended_at``, :func:`recruiter.store.halting.halt_ended`);
 - a job whose worker has already written its outcome is finishing: nothing is
   changed and the recruiter applies the outcome (which may be a retry: cancel
   it again once it is back in the queue).
