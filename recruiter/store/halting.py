@@ -21,11 +21,17 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from recruiter.domain.cancel import HALT, HALTING
-from recruiter.domain.records import Raw
+from recruiter.domain.records import Query, Raw
 from recruiter.store.layout import AsyncColl, SyncColl, SyncCollections
 from recruiter.store.scheduled import read_locked_in_sync
 
 _WHERE = {"_id": 0, f"{HALTING}.group": 1, f"{HALTING}.tenant": 1}
+
+
+def _halting_in(groups: Sequence[str]) -> Query:
+    """Entries halting a job of ``groups``: not available again and given no new job since (an
+    entry released by an older worker, which does not remove ``halting``, is either)."""
+    return {f"{HALTING}.group": {"$in": list(groups)}, "available": {"$ne": True}, "assigned_to": {"$exists": False}}
 
 
 def _names(docs: Sequence[Raw]) -> list[Raw]:
@@ -36,12 +42,12 @@ def _names(docs: Sequence[Raw]) -> list[Raw]:
 async def read_halting_in(roster: AsyncColl, groups: Sequence[str]) -> list[Raw]:
     """The group and tenant of every cancelled job of ``groups`` a worker has not stopped yet
     (one read on the sparse ``halting`` index: it costs what is halting, not the roster's size)."""
-    return _names(await roster.find({f"{HALTING}.group": {"$in": list(groups)}}, _WHERE).to_list())
+    return _names(await roster.find(_halting_in(groups), _WHERE).to_list())
 
 
 def read_halting_in_sync(roster: SyncColl, groups: Sequence[str]) -> list[Raw]:
     """:func:`read_halting_in` with a synchronous client (the CLI's views)."""
-    return _names(list(roster.find({f"{HALTING}.group": {"$in": list(groups)}}, _WHERE)))
+    return _names(list(roster.find(_halting_in(groups), _WHERE)))
 
 
 async def halt_ended(archived: AsyncColl, job_id: object, worker: str, session: object, now: datetime) -> bool:

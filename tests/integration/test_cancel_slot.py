@@ -126,3 +126,19 @@ def test_a_dead_workers_cancelled_job_frees_its_slot_when_the_cleaner_removes_th
         assert h.exits == [("w1", EXIT_FENCED)]
 
     run(db_uri, scenario)
+
+
+def test_an_entry_released_by_an_older_worker_that_leaves_halting_behind_holds_no_slot(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        running_id, queued_id, _, _ = await capped_and_running(h, in_thread=True)
+        assert (await h.producer.cancel(running_id)).state == RUNS_ON
+        assert (await h.round()).assigned == 0
+        # An older worker's "available again" write does not know halting: it stays in the entry.
+        await h.db.roster.update_one({"_id": "w1"}, {"$set": {"available": True, "freed": ObjectId()}})
+        assert await halting_of(h, "w1") is not None
+        assert running_pay(h) == 0
+        assert (await h.round()).assigned == 1
+        assert (await h.job(queued_id) or {}).get("locked") is True
+        assert running_pay(h) == 1  # the new job, whichever entry runs it: halting is not counted again
+
+    run(db_uri, scenario)
