@@ -144,6 +144,23 @@ class AsyncWaitForRelease(WaitForRelease):
         return self.key
 
 
+class RunsOnAfterRelease(Workable):
+    """A synchronous job (it runs in a thread) that runs until the test releases it, then ``then_s``
+    more: however long the cancel takes, the queued jobs have had rounds to start beside it."""
+
+    def __init__(self, ledger_uri: str, key: str, then_s: float) -> None:
+        self.ledger_uri = ledger_uri
+        self.key = key
+        self.then_s = then_s
+
+    def execute(self, ctx: JobContext) -> None:
+        note(self.ledger_uri, ctx, "start", key=self.key)
+        while not released(self.ledger_uri, self.key):
+            time.sleep(0.02)
+        time.sleep(self.then_s)
+        note(self.ledger_uri, ctx, "end", key=self.key)
+
+
 class BlocksTheLoop(Workable):
     """An ``async`` job that blocks its event loop (the worker's) with a synchronous sleep."""
 

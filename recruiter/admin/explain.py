@@ -42,8 +42,8 @@ from recruiter.store import (
     read_entry_of,
     read_job_documents,
     read_limits_document,
-    read_locked_in_sync,
     read_paused,
+    read_running_in_sync,
 )
 
 HELD = "held by a limit: "  # how recruiter.domain.limits.waiting_line starts when a limit holds the job
@@ -72,7 +72,7 @@ def held_by(c: SyncCollections, job: Raw, now: datetime) -> HeldBy | None:
     keys = [k for k in keys_of(group, tenant if isinstance(tenant, str) else "") if k in limits.by_key]
     if not keys:
         return None
-    running = count_locked(read_locked_in_sync(c.scheduled, [group]), limits)
+    running = count_locked(read_running_in_sync(c, [group]), limits)
     state, _ = state_from(read_cursor_document(c.metadata), now)
     for key in keys:
         limit = limits.by_key[key]

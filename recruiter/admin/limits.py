@@ -36,7 +36,7 @@ from recruiter.store import (
     clear_limit,
     read_cursor_document,
     read_limits_document,
-    read_locked_in_sync,
+    read_running_in_sync,
     replace_limits,
     set_limit,
 )
@@ -162,7 +162,7 @@ def listing(db: SyncDb, now: datetime) -> LimitListing:
     c = SyncCollections.of(db)
     limits, problems = read_limits(read_limits_document(c.metadata))
     groups = limits.capped_groups()
-    running = count_locked(read_locked_in_sync(c.scheduled, groups), limits) if groups else {}
+    running = count_locked(read_running_in_sync(c, groups), limits)
     state, _ = state_from(read_cursor_document(c.metadata), now)
     views = []
     for key, limit in sorted(limits.by_key.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):

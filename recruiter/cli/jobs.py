@@ -266,8 +266,10 @@ def _print_retried(retried: Retried, as_json: bool) -> None:
 def jobs_cancel(ids: tuple[str, ...], reason: str | None, target: str) -> None:
     """Cancel jobs: archived with why "cancelled"; a worker running one halts it.
 
-    A job a worker has already finished is left to the recruiter. Exits 1 if
-    any job could not be cancelled.
+    A job running in a worker's thread cannot be stopped: it runs to its end,
+    its outcome discarded, and keeps its max_running slot until then (each line
+    says which). A job a worker has already finished is left to the recruiter.
+    Exits 1 if any job could not be cancelled.
     """
     try:
         job_ids = [parse_job_id(i) for i in ids]

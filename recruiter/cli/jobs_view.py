@@ -19,6 +19,7 @@ from typing import Any
 
 from recruiter.cli.output import cell
 from recruiter.domain.attempt import cut_marker
+from recruiter.domain.cancel import halt_line
 from recruiter.domain.following import JobView, Progress
 from recruiter.domain.jsonable import plain as plain  # re-exported: the views speak of it
 from recruiter.domain.records import Raw
@@ -150,6 +151,7 @@ def render_show(view: JobView, waiting: Explanation | None = None, full: bool = 
     ]
     if view.archived_at is not None:
         lines.append(f"archived   {_iso(view.archived_at)}")
+    lines.extend(_cancel_lines(doc))
     lines.extend(_operators(view))
     lines.extend(_unique_and_resubmits(doc))
     if view.worker is not None:
@@ -173,12 +175,12 @@ def render_show(view: JobView, waiting: Explanation | None = None, full: bool = 
 
 
 def _operators(view: JobView) -> list[str]:
-    """What operators did to the job: cancelled or deleted (and why), the job it retries, its copy."""
+    """What else operators did to the job (its cancel: _cancel_lines): deleted (and why), the job it
+    retries, its copy."""
     lines = []
-    for field, label in (("cancel_reason", "cancelled "), ("delete_reason", "deleted   ")):
-        reason = view.document.get(field)
-        if isinstance(reason, str):
-            lines.append(f"{label} {cell(reason)}")
+    reason = view.document.get("delete_reason")
+    if isinstance(reason, str):
+        lines.append(f"deleted    {cell(reason)}")
     if view.retry_of is not None:
         lines.append(f"retry of   {cell(plain(view.retry_of))}")
     if view.retried_as is not None:
@@ -189,6 +191,13 @@ def _operators(view: JobView) -> list[str]:
 def _value_lines(label: str, text: str, full: bool) -> list[str]:
     shown, note = _whole(text, full)
     return [f"{label}{cell(shown)}", *([f"           {note}"] if note else [])]
+
+
+def _cancel_lines(doc: Raw) -> list[str]:
+    """Why the job was cancelled, and whether its worker has stopped it (the archived ``halt``)."""
+    cancel_reason, halt = doc.get("cancel_reason"), halt_line(doc, _iso)
+    return ([f"cancelled  {cell(cancel_reason)}"] if isinstance(cancel_reason, str) else []) + (
+        [f"halt       {cell(halt)}"] if halt is not None else [])
 
 
 def _unique_and_resubmits(doc: Raw) -> list[str]:

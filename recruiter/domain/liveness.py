@@ -8,7 +8,7 @@ of its roster entries, as an ObjectId), and which names each of its roster entri
     {_id, kind: "process", token, pid, hostname, heartbeat_interval_s,
      last_seen_at, fresh_until, registered_at, ids: [entry ids],
      slots: {<escaped entry id>: {id, session, worker_group, working, working_on,
-                                  working_token, working_since, progress}}}
+                                  working_token, working_since, working_in_thread, progress}}}
 
 A beat is one update of that document, whatever the number of slots: a process
 that dies leaves all its slots silent at once. Readers see one *beat* per roster
@@ -100,7 +100,8 @@ def heartbeat_document(worker_id: str, session: object, now: datetime, interval_
 PROCESS_KIND = "process"
 # What a process document holds for all its slots, and what each slot adds.
 PROCESS_FIELDS = ("last_seen_at", "fresh_until", "heartbeat_interval_s", "pid", "hostname", "worker_group")
-SLOT_FIELDS = ("session", "working", "working_on", "working_token", "working_since", "progress")
+SLOT_FIELDS = ("session", "working", "working_on", "working_token", "working_since", "working_in_thread",
+               "progress")
 # The key under which an expanded beat names the process document it came from.
 FROM_PROCESS = "process_beat"
 

@@ -64,7 +64,7 @@ from recruiter.processes.events import Bus
 from recruiter.processes.leadership import Fault, LeaderProcess, Leadership, Pace, leader_owner, no_fault
 from recruiter.processes.logs import AfterCommit
 from recruiter.processes.upkeep import find_stranded, quarantine, take_back
-from recruiter.store import archived, heartbeats, roster, scheduled
+from recruiter.store import archived, halting, heartbeats, roster, scheduled
 from recruiter.store.layout import AsyncDb, Collections, Document
 
 log = structlog.get_logger("recruiter.cleaner")
@@ -229,6 +229,7 @@ class CleanerProcess(LeaderProcess):
         if not await roster.delete_dead_entry(p.c.roster, worker, by_last_seen=beat is None
                                               and "last_seen_at" in worker):
             return None
+        await halting.worker_gone(p.c.archived, worker, p.now)  # a cancelled job it ran ended with it
         if beat is not None and beat.get("session") != worker.get("session"):
             beat = None  # the heartbeat of another registration with this id
         work_on = worker.get("work_on")

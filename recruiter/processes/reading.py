@@ -53,7 +53,7 @@ from recruiter.domain.selection import (
 )
 from recruiter.processes.known_jobs import KnownJobs
 from recruiter.processes.rounds import CursorWrite
-from recruiter.store import metadata, scheduled
+from recruiter.store import halting, metadata, scheduled
 from recruiter.store.layout import Collections, Document
 from recruiter.store.readahead import ReadAhead
 
@@ -198,12 +198,15 @@ class CandidateReader:
 
     async def _running(self, finishing: Sequence[tuple[str, str]]) -> dict[Key, int]:
         """The jobs assigned or running in each limited group and tenant: what ``scheduled`` says
-        is locked (one indexed read, only while a ``max_running`` limit exists), less the jobs
-        ``finishing`` (whose outcomes the round applies, unlocking them)."""
+        is locked, and the cancelled jobs their workers have not stopped yet (roster entries
+        ``halting``; two indexed reads, only while a ``max_running`` limit exists), less the jobs
+        ``finishing`` (whose outcomes the round applies, unlocking them). ``scheduled`` is read
+        first: a cancel in between counts its job twice, never not at all (:mod:`recruiter.store.halting`)."""
         groups = self.limits.capped_groups()
         if not groups:
             return {}
-        counts = count_locked(await scheduled.read_locked_in(self.c.scheduled, groups), self.limits)
+        locked = await scheduled.read_locked_in(self.c.scheduled, groups)
+        counts = count_locked([*locked, *await halting.read_halting_in(self.c.roster, groups)], self.limits)
         for key, n in count_by_key(finishing, self.limits).items():
             counts[key] = max(0, counts.get(key, 0) - n)
         return counts

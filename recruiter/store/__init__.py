@@ -34,6 +34,7 @@ from recruiter.store.connection import (
 )
 from recruiter.store.deadlines import is_timeout, within
 from recruiter.store.following import JobDocuments, read_job_documents
+from recruiter.store.halting import read_running_in_sync
 from recruiter.store.heartbeats import heartbeats_by_worker
 from recruiter.store.history import Page, archived_with_why, insert_jobs, list_jobs, read_retry_originals
 from recruiter.store.indexes import ensure_indexes, ensure_indexes_sync
@@ -132,6 +133,7 @@ __all__ = [
     "read_locked_in_sync",
     "read_paused",
     "read_retry_originals",
+    "read_running_in_sync",
     "read_schedule",
     "read_schedules",
     "recent_actions",

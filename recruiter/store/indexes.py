@@ -80,6 +80,9 @@ INDEXES: dict[str, list[IndexModel]] = {
         IndexModel([("outcome.token", ASCENDING)], name="pending_outcomes", sparse=True),
         # Recruiter: entries freed or stopped by their worker since it last read them (roster.FREED).
         IndexModel([("freed", ASCENDING)], name="freed", sparse=True),
+        # Recruiter (flow control): entries still stopping a cancelled job of a limited group
+        # (recruiter.store.halting); only those entries are in it.
+        IndexModel([("halting.group", ASCENDING)], name="halting", sparse=True),
         # Cleaner: entries of an older version, which heartbeat in the entry itself.
         IndexModel([("last_seen_at", ASCENDING)], name="heartbeat"),
     ],

@@ -16,6 +16,7 @@ from bson import ObjectId
 from bson.errors import InvalidDocument
 from pymongo.errors import BulkWriteError, DocumentTooLarge, DuplicateKeyError, WriteError
 
+from recruiter.domain.cancel import HALTING
 from recruiter.domain.outcome import REFERENCE_FIELDS
 from recruiter.domain.records import Query
 from recruiter.store import unrecorded
@@ -174,9 +175,10 @@ async def read_recorded_token(roster: AsyncColl, slot_id: str) -> Document | Non
 
 
 async def release_entry(roster: AsyncColl, slot_id: str, session: ObjectId, now: datetime, *,
-                        stopping: bool, assignment: object = None, recovered: bool = False) -> bool:
-    """Make a slot's own entry available again (unless stopping), with no job: the one
-    "available again" write. False if the fence matched nothing.
+                        stopping: bool, assignment: object = None, recovered: bool = False) -> Document | None:
+    """Make a slot's own entry available again (unless stopping), with no job and no ``halting``
+    (:mod:`recruiter.store.halting`): the one "available again" write, made once its job has
+    stopped. The entry as it was (its ``halting``), or None if the fence matched nothing.
 
     - ``assignment``: the assignment is dropped, fenced by it still naming that job (a stale one);
     - ``recovered``: the entry this registration took over is done releasing the old jobs;
@@ -184,7 +186,7 @@ async def release_entry(roster: AsyncColl, slot_id: str, session: ObjectId, now:
       being recovered.
     """
     fence = entry_as_read(slot_id, session)
-    unset = {"job": ""}
+    unset = {"job": "", HALTING: ""}
     if assignment is not None:
         fence[f"assigned_to.{slot_id}"] = assignment
         unset["assigned_to"] = ""
@@ -193,8 +195,7 @@ async def release_entry(roster: AsyncColl, slot_id: str, session: ObjectId, now:
     else:
         fence.update({"assigned_to": {"$exists": False}, "recovering": {"$exists": False}})
     done: Query = {"available": not stopping, "stopping": stopping, "available_since": now, FREED: freed_mark()}
-    result = await roster.update_one(fence, {"$set": done, "$unset": unset})
-    return result.matched_count > 0
+    return await roster.find_one_and_update(fence, {"$set": done, "$unset": unset}, {HALTING: 1})
 
 
 async def step_down(roster: AsyncColl, slot_id: str, session: ObjectId, timeout_s: float) -> Document | None:
@@ -220,7 +221,6 @@ async def delete_own_entry(roster: AsyncColl, slot_id: str, session: ObjectId, t
 def read_fences(roster: SyncColl, slot_ids: list[str]) -> dict[str, Document]:
     """The session and assignment of each entry, by id (from the heartbeat thread)."""
     return {d["_id"]: d for d in roster.find({"_id": {"$in": slot_ids}}, {"session": 1, "assigned_to": 1})}
-
 
 
 # -- the recruiter and the cleaner (processes/recruiter.py, processes/cleaner.py) ------

@@ -17,7 +17,7 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import Response
 
-from recruiter.domain.cancel import parse_job_id
+from recruiter.domain.cancel import RUNS_ON, WAS_ASSIGNED, parse_job_id
 from recruiter.web import views
 from recruiter.web.app import Dashboard, Handler, HttpProblem, local_path
 from recruiter.web.selection import RETRIABLE, WAITING, WAITING_UNLOCKED, Selection, count_states, select
@@ -76,6 +76,11 @@ async def retry(dash: Dashboard, request: Request) -> Response:
                           lambda: f"/jobs/{copies[0]}" if len(copies) == 1 and len(chosen.ids) == 1 else back)
 
 
+# How a bulk cancel's summary names the states a job can be left in (recruiter.domain.cancel).
+CANCEL_STATES = {WAS_ASSIGNED: "halted by their workers (slots held until stopped)",
+                 RUNS_ON: "still running in a thread until they return (slots held until then)"}
+
+
 async def cancel(dash: Dashboard, request: Request) -> Response:
     form = await dash.checked_form(request)
     chosen = await _selected(dash, request, form, WAITING)
@@ -83,7 +88,9 @@ async def cancel(dash: Dashboard, request: Request) -> Response:
 
     def do() -> str:
         results = dash.admin.cancel(chosen.ids, reason="cancelled from the dashboard")
-        return chosen.note + count_states([r.state for r in results])
+        if len(results) == 1:
+            return chosen.note + results[0].describe()  # what really happened: halted, or running on in its thread
+        return chosen.note + count_states([CANCEL_STATES.get(r.state, r.state) for r in results])
 
     return await dash.act(request, "cancel", chosen.target, do, back)
 

@@ -206,7 +206,7 @@ class Dashboard:
                                finalize=views.finalize)
         self.env.filters.update(exact=views.exact, age=views.age, number=views.number,
                                 percent=views.percent, when=views.when,
-                                plain=views.plain, as_json=views.as_json, state=views.state_of)
+                                plain=views.plain, as_json=views.as_json, state=views.state_of, halt=views.halt)
         self.env.globals.update(outcome_of=outcome_of, sparkline=views.sparkline)
 
     def _read_stats(self) -> Stats:

@@ -20,6 +20,7 @@ from markupsafe import Markup, escape
 
 from recruiter.admin import OverviewQuery
 from recruiter.admin.overview import DEFAULT_PAGE_SIZE
+from recruiter.domain.cancel import halt_line
 from recruiter.domain.following import JobView
 from recruiter.domain.jsonable import plain as plain  # re-exported: the views speak of it
 from recruiter.domain.patterns import message_pattern
@@ -242,3 +243,8 @@ def percent(value: float | None) -> str:
 
 def when(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S") if value is not None else MISSING
+
+
+def halt(view: JobView) -> str | None:
+    """Whether a job cancelled while its worker had it has stopped (``jobs show`` says the same)."""
+    return halt_line(view.document, when)

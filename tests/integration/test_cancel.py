@@ -10,7 +10,7 @@ import structlog
 from bson import ObjectId
 
 from recruiter.domain.builder import JobBuilder
-from recruiter.domain.cancel import ALREADY_ARCHIVED, FINISHING, NOT_FOUND, WAS_ASSIGNED, WAS_WAITING
+from recruiter.domain.cancel import ALREADY_ARCHIVED, FINISHING, NOT_FOUND, RUNS_ON, WAS_ASSIGNED, WAS_WAITING
 from recruiter.domain.retry import RetryManyTimes
 from recruiter.processes.worker.heartbeat import JOB_TAKEN_AWAY, SlotView, beat
 from recruiter.processes.worker.runtime import WorkerProcess
@@ -120,8 +120,9 @@ def test_a_running_job_is_halted_its_outcome_discarded_and_its_worker_freed(db_u
         assert "outcome" not in entry
         assert "working_on" not in entry
         assert "assigned_to" not in entry
+        assert "halting" not in entry  # stopped: its slot is free, and the archived job says when
         assert h.exits == []
-        assert await h.archived(job_id) == archived
+        assert await h.archived(job_id) == {**archived, "halt": {**archived["halt"], "ended_at": h.clock.now()}}
 
         # ...and takes the next job.
         following = await Record(h.db_uri, n=2).as_job_of(h.producer).enqueue()
@@ -200,7 +201,7 @@ def test_a_halted_thread_job_keeps_its_worker_alive_without_reporting_it(db_uri:
         # A synchronous job without a timeout runs in a thread, which cannot be stopped.
         slot.running = Running(job_id, h.clock.now(), in_thread=True)
         await process.heartbeat()
-        assert (await h.producer.cancel(job_id)).state == WAS_ASSIGNED
+        assert (await h.producer.cancel(job_id)).state == RUNS_ON  # the beat showed it in a thread
 
         await process.heartbeat()
         assert slot.running.state is JobState.HALTED

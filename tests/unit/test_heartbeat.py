@@ -22,10 +22,31 @@ def test_a_beat_writes_the_heartbeat_documents_fenced_by_session_and_says_what_r
     fresh = NOW + timedelta(seconds=10)  # two intervals
     assert idle._filter == {"_id": "w1", "session": S1}
     assert idle._doc == {"$set": {"last_seen_at": NOW, "fresh_until": fresh, "working": False, "working_on": None,
-                                  "working_token": None, "working_since": None, "progress": None}}
+                                  "working_token": None, "working_since": None, "working_in_thread": False,
+                                  "progress": None}}
     assert busy._filter == {"_id": "w2", "session": S2}
     assert busy._doc == {"$set": {"last_seen_at": NOW, "fresh_until": fresh, "working": True, "working_on": JOB,
-                                  "working_token": token, "working_since": NOW, "progress": None}}
+                                  "working_token": token, "working_since": NOW, "working_in_thread": False,
+                                  "progress": None}}
+
+
+def test_a_beat_says_a_job_runs_in_a_thread_and_a_halted_thread_still_checks_its_entry() -> None:
+    slot = Slot("w1")
+    slot.running = Running(JOB, NOW, token=ObjectId(), in_thread=True)
+    (view,) = slot_views([slot])
+    assert (view.job_id, view.in_thread, view.halting) == (JOB, True, False)
+    assert beat_fields(view, NOW, 5.0)["working_in_thread"] is True
+    assert slot.running.move(JobState.HALTED)  # cancelled: the thread runs on, the slot beats as idle
+    (view,) = slot_views([slot])
+    assert (view.job_id, view.halting) == (None, True)
+    assert beat_fields(view, NOW, 5.0)["working_in_thread"] is False
+    # Its entry gone (declared dead) or another session's: lost; merely no assignment: not lost.
+    assert lost_slots([view], {}) == [(view, "the worker was declared dead and removed from the roster")]
+    assert lost_slots([view], {"w1": {"session": ObjectId()}}) == [(view, "another process took over this worker id")]
+    assert lost_slots([view], {"w1": {"session": slot.session}}) == []
+    slot.running = Running(JOB, NOW, token=ObjectId())  # an async job, halted: nothing runs on
+    assert slot.running.move(JobState.HALTED)
+    assert slot_views([slot])[0].halting is False
 
 
 def test_a_beat_carries_what_the_running_job_last_said_of_its_progress() -> None:

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 import structlog
 from structlog.typing import FilteringBoundLogger
 
+from recruiter.domain.cancel import HALTING
 from recruiter.domain.clock import Clock
 from recruiter.domain.events import JobFinished, WorkerGone, WorkerRegistered
 from recruiter.domain.lanes import needs_mark
@@ -38,7 +39,7 @@ from recruiter.domain.records import Query, Raw
 from recruiter.processes.events import Bus
 from recruiter.processes.worker.config import MISSED_BEATS_FOR_RESTART, WorkerConfig
 from recruiter.processes.worker.state import Shutdown, Slot, SlotPhase, Turn
-from recruiter.store import archived, heartbeats, roster, scheduled
+from recruiter.store import archived, halting, heartbeats, roster, scheduled
 from recruiter.store.connection import StoreError, first_line
 from recruiter.store.layout import Collections, Document
 from recruiter.store.roster import OutcomeRefused
@@ -277,23 +278,35 @@ class RosterEntries:
 
         Fenced by our session and by the entry holding no assignment: when the
         whole worker was declared dead or replaced this matches nothing, and
-        nothing is written.
+        nothing is written. Called once the slot's job has stopped (a thread
+        returned), so it ends the entry's ``halting`` and records that end in the
+        archived job (:mod:`recruiter.store.halting`).
         """
         try:
             released = await roster.release_entry(self.c.roster, slot.id, slot.session, self.clock.now(),
                                                   stopping=self.shutdown.stopping.is_set())
+            await self._halt_ended(slot, released)
         except StoreError as exc:
             log.warning("worker.release_failed", worker_id=slot.id, error=first_line(exc),
                         detail="the cleaner removes this entry once it stops heartbeating")
             return
-        if released:
+        if released is not None:
             log.info("worker.available_again", worker_id=slot.id, detail="its job was taken away")
+
+    async def _halt_ended(self, slot: Slot, released: Document | None) -> None:
+        """The entry was halting a cancelled job: record in the archived job when it stopped."""
+        held = (released or {}).get(HALTING)
+        job_id = held.get("job") if isinstance(held, dict) else None
+        if job_id is not None and await halting.halt_ended(self.c.archived, job_id, slot.id, slot.session,
+                                                           self.clock.now()):
+            log.info("job.halt_ended", worker_id=slot.id, job_id=str(job_id),
+                     detail="the cancelled job has stopped; its slot is free")
 
     async def drop_stale(self, slot: Slot, job_id: object) -> None:
         """Drop an assignment whose job is no longer locked for this slot, and be available again."""
         log.warning("assignment.stale", worker_id=slot.id, job_id=str(job_id))
-        if not await roster.release_entry(self.c.roster, slot.id, slot.session, self.clock.now(),
-                                          stopping=self.shutdown.stopping.is_set(), assignment=job_id):
+        if await roster.release_entry(self.c.roster, slot.id, slot.session, self.clock.now(),
+                                      stopping=self.shutdown.stopping.is_set(), assignment=job_id) is None:
             await self.release(slot)  # the assignment itself is gone (cancelled)
 
     async def step_down(self, slot: Slot) -> tuple[object, Raw | None, bool] | None:

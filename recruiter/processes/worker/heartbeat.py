@@ -44,7 +44,7 @@ from bson import ObjectId
 from recruiter.domain.clock import Clock
 from recruiter.domain.liveness import fresh_until, slot_key
 from recruiter.domain.records import ProgressDoc, Query, Raw
-from recruiter.processes.worker.state import Slot, SlotPhase
+from recruiter.processes.worker.state import JobState, Slot, SlotPhase
 from recruiter.store import heartbeats, roster
 from recruiter.store.connection import StoreError, first_line
 from recruiter.store.layout import SyncCollections
@@ -68,6 +68,8 @@ class SlotView:
     working_since: datetime | None
     token: object = None  # the running job's lock token
     progress: ProgressDoc | None = None  # what the running job last said of its progress
+    in_thread: bool = False  # the running job runs in a thread (a cancel cannot stop it)
+    halting: bool = False  # a cancelled job runs on in its thread: the entry is still checked at each beat
 
 
 def slot_views(slots: Iterable[Slot]) -> list[SlotView]:
@@ -75,7 +77,8 @@ def slot_views(slots: Iterable[Slot]) -> list[SlotView]:
 
     A halted job is no longer its slot's to report (a thread may run on), nor is
     one whose outcome is being written: the slot beats as an idle one, so that
-    the worker stays alive meanwhile.
+    the worker stays alive meanwhile; a thread that runs on is ``halting``, so
+    the beat still checks that the entry (which holds the job's slot) is there.
     """
     views = []
     for s in slots:
@@ -83,8 +86,10 @@ def slot_views(slots: Iterable[Slot]) -> list[SlotView]:
             continue
         r = s.running if s.running is not None and s.running.reported else None
         said = r.progress if r else None
+        halting = s.running is not None and s.running.state is JobState.HALTED and s.running.in_thread
         views.append(SlotView(s.id, s.session, r.job_id if r else None, r.started_at if r else None,
-                              r.token if r else None, said.document() if said else None))
+                              r.token if r else None, said.document() if said else None,
+                              in_thread=bool(r and r.in_thread), halting=halting))
     return views
 
 
@@ -92,7 +97,7 @@ def beat_fields(view: SlotView, now: datetime, interval_s: float) -> Query:
     """What one beat sets in a slot's heartbeat document (pure)."""
     return {"last_seen_at": now, "fresh_until": fresh_until(now, interval_s), "working": view.job_id is not None,
             "working_on": view.job_id, "working_token": view.token if view.job_id is not None else None,
-            "working_since": view.working_since,
+            "working_since": view.working_since, "working_in_thread": view.in_thread and view.job_id is not None,
             "progress": view.progress if view.job_id is not None else None}
 
 
@@ -105,7 +110,7 @@ def process_beat_fields(views: Sequence[SlotView], now: datetime, interval_s: fl
         fields = beat_fields(v, now, interval_s)
         slots[slot_key(v.id)] = {"id": v.id, "session": v.session,
                                  **{k: fields[k] for k in ("working", "working_on", "working_token",
-                                                           "working_since", "progress")}}
+                                                           "working_since", "working_in_thread", "progress")}}
     return {"last_seen_at": now, "fresh_until": fresh_until(now, interval_s), "ids": [v.id for v in views],
             "slots": slots}
 
@@ -144,7 +149,7 @@ def beat(c: SyncCollections, clock: Clock, interval_s: float, slots: Sequence[Sl
         heartbeats.write_process_beat(c.heartbeats, key, process_beat_fields(slots, now, interval_s))
     else:
         heartbeats.write_beats(c.heartbeats, [(s.id, s.session, beat_fields(s, now, interval_s)) for s in slots])
-    busy = [s for s in slots if s.job_id is not None]
+    busy = [s for s in slots if s.job_id is not None or s.halting]
     if not busy:
         return []
     return lost_slots(busy, roster.read_fences(c.roster, [s.id for s in busy]))

@@ -323,6 +323,12 @@ class WorkerProcess:
         r = slot.running
         if r is not None and r.job_id == view.job_id and r.move(JobState.HALTED):
             self._halted(slot, r, reason, worker_lost=reason != JOB_TAKEN_AWAY)
+        elif view.halting and r is not None and r.state is JobState.HALTED and r.in_thread:
+            # A cancelled job runs on in its thread, and the entry that kept it counted (its
+            # max_running slot) is gone or another process's: it must not run on uncounted.
+            log.error("worker.exit_now", worker_id=slot.id, exit_status=EXIT_FENCED, reason=reason,
+                      detail="a cancelled job still runs in a thread, and this worker lost its entry")
+            self.exit_now(EXIT_FENCED)
         elif view.job_id is None:
             log.warning("heartbeat.fenced", worker_id=slot.id, reason=reason)
 
