@@ -89,7 +89,8 @@ async def cancel(dash: Dashboard, request: Request) -> Response:
     def do() -> str:
         results = dash.admin.cancel(chosen.ids, reason="cancelled from the dashboard")
         if len(results) == 1:
-            return chosen.note + results[0].describe()  # what really happened: halted, or running on in its thread
+            # What really happened (halted, or running on in its thread), after the id the message names already.
+            return chosen.note + results[0].describe().removeprefix(f"{results[0].job_id}: ")
         return chosen.note + count_states([CANCEL_STATES.get(r.state, r.state) for r in results])
 
     return await dash.act(request, "cancel", chosen.target, do, back)

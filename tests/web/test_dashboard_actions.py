@@ -121,7 +121,7 @@ def test_a_list_selects_rows_or_everything_matching(web: TestClient, db: Any, se
     token = token_of(web)
     queued = [str(d["_id"]) for d in seeded["queued"]]
     status, text = post(web, "/actions/cancel", [("id", queued[0]), ("back", "/jobs?state=queued"), token])
-    assert (status, text) == (303, f"cancel {queued[0]}: 1 cancelled")
+    assert (status, text) == (303, f"cancel {queued[0]}: cancelled (it was waiting in the queue)")
     matching = [("all", "matching"), ("state", "queued"), ("state", "retrying"), ("group", "mail"), token]
     status, text = post(web, "/actions/delete", matching)
     assert status == 303
