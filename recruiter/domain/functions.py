@@ -100,7 +100,7 @@ class _AsyncFunctionWorkable(FunctionWorkable):
         return await self.call(ctx)
 
 
-class _FunctionJob(Generic[P, R]):
+class FunctionJob(Generic[P, R]):
     """What :func:`job` makes of a function: call it as before, or make jobs of its calls."""
 
     workable_class: type[FunctionWorkable]
@@ -142,14 +142,14 @@ class _FunctionJob(Generic[P, R]):
         return f"<job {self.workable_class.__module__}:{self.workable_class.__qualname__}>"
 
 
-class FunctionJob(_FunctionJob[P, R]):
-    """A function made a job by :func:`job`; calling it calls the function."""
+class PlainFunctionJob(FunctionJob[P, R]):
+    """A function made a job by :func:`job` that takes no job context; calling it calls the function."""
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self._fn(*args, **kwargs)
 
 
-class ContextFunctionJob(_FunctionJob[P, R]):
+class ContextFunctionJob(FunctionJob[P, R]):
     """A function made a job by :func:`job` that takes the job's context first; calling it calls
     the function (with a context of your own); its jobs' arguments leave the context out."""
 
@@ -168,9 +168,9 @@ class JobDecorator:
     def __call__(self, fn: Callable[Concatenate[JobContext, P], R]) -> ContextFunctionJob[P, R]: ...
 
     @overload
-    def __call__(self, fn: Callable[P, R]) -> FunctionJob[P, R]: ...
+    def __call__(self, fn: Callable[P, R]) -> PlainFunctionJob[P, R]: ...
 
-    def __call__(self, fn: Callable[..., Any]) -> _FunctionJob[Any, Any]:
+    def __call__(self, fn: Callable[..., Any]) -> FunctionJob[Any, Any]:
         if not inspect.isfunction(fn):
             raise TypeError(f"@job decorates a function, got {fn!r}")
         signature = inspect.signature(fn)
@@ -185,7 +185,7 @@ class JobDecorator:
             "function": staticmethod(fn), "signature": signature.replace(parameters=params),
             "takes_context": takes_context, "unique_key_of": key_of,
         })
-        return (ContextFunctionJob if takes_context else FunctionJob)(fn, cls)
+        return (ContextFunctionJob if takes_context else PlainFunctionJob)(fn, cls)
 
 
 def _plain(signature: inspect.Signature) -> inspect.Signature:
@@ -218,7 +218,7 @@ def job(fn: Callable[Concatenate[JobContext, P], R], /) -> ContextFunctionJob[P,
 
 
 @overload
-def job(fn: Callable[P, R], /) -> FunctionJob[P, R]: ...
+def job(fn: Callable[P, R], /) -> PlainFunctionJob[P, R]: ...
 
 
 @overload
@@ -232,7 +232,7 @@ def job(fn: Callable[..., Any] | None = None, /, *, group: str | None = None,
         retry_policy: RetryPolicy | None = None, timeout: float | timedelta | None = None,
         at_most_once: bool = False, unique_key: Callable[..., str | None] | None = None,
         unique_scope: str | timedelta = "unfinished", unique_on_conflict: str = "existing",
-        ) -> _FunctionJob[Any, Any] | JobDecorator:
+        ) -> FunctionJob[Any, Any] | JobDecorator:
     """Make a job of a function: ``@job`` or ``@job(group=..., retry_policy=...)``.
 
     The options are the class attributes of the class form, given once: the default ``group``,
