@@ -102,7 +102,7 @@ def test_a_worker_rebuilds_a_function_job_from_its_document() -> None:
 def test_stored_parameters_that_no_longer_fit_the_function_fail_the_attempt_with_the_reason() -> None:
     with pytest.raises(TypeError, match=r"ping cannot take its stored parameters \['m'\]: missing a required"):
         workable_from_document({"class": "tests.function_jobs:ping", "parameters": {"m": 1}, "method": "execute"})
-    with pytest.raises(TypeError, match="undecorated is not a recruiter.Workable subclass nor a function made a job"):
+    with pytest.raises(TypeError, match=r"undecorated is not a recruiter\.Workable subclass nor a function made a job"):
         workable_from_document({"class": "tests.function_jobs:undecorated", "parameters": {"n": 1}})
 
 
