@@ -43,7 +43,7 @@ def test_readme_names_its_example_files() -> None:
     assert set(readme_files()) == {"jobs.py", "enqueue.py", "result.py", "enqueue_async.py", "enqueue_tenants.py",
                                    "follow.py", "follow_async.py", "welcome.py", "unique.py", "test_send_invoice.py",
                                    "placement.py", "schedule.py", "reports.py", "results.py", "resize.py",
-                                   "app_logging.py"}
+                                   "app_logging.py", "reminders.py", "remind.py"}
 
 
 def test_every_python_block_of_the_guides_is_run() -> None:

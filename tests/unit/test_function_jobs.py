@@ -138,17 +138,20 @@ def test_the_decorator_checks_its_function_and_options_at_once() -> None:
 
 
 def test_the_guides_function_example_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """docs/guide/writing-jobs.md's tasks.py (tests/processes/test_readme.py runs the other files)."""
-    (tmp_path / "tasks.py").write_text(readme_files()["tasks.py"])
+    """docs/guide/writing-jobs.md's reminders.py (tests/integration/test_function_jobs_run.py runs remind.py)."""
+    (tmp_path / "reminders.py").write_text(readme_files()["reminders.py"])
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "tasks", raising=False)
-    tasks = importlib.import_module("tasks")
-    doc = document(tasks.send_reminder.workable("INV-9", days_late=3))
-    assert doc["workable"] == {"class": "tasks:send_reminder", "parameters": {"invoice_id": "INV-9", "days_late": 3},
-                               "method": "execute"}
-    assert doc["group"] == "billing"
-    assert run_inline(tasks.send_reminder.workable("INV-9", days_late=3)).result == {"reminded": "INV-9", "days": 3}
-    assert run_inline(tasks.fetch_rate.workable("EUR")).why == "done"
+    monkeypatch.delitem(sys.modules, "reminders", raising=False)
+    reminders = importlib.import_module("reminders")
+    doc = document(reminders.send_reminder.workable("INV-9", days_late=3))
+    assert doc["workable"] == {"class": "reminders:send_reminder", "method": "execute",
+                               "parameters": {"invoice_id": "INV-9", "days_late": 3}}
+    assert (doc["group"], doc["retry_policy"]["class"]) == ("billing", "recruiter.retry:ExponentialBackoff")
+    assert run_inline(reminders.send_reminder.workable("INV-9", days_late=3)).result == {"reminded": "INV-9",
+                                                                                         "days": 3}
+    rate = run_inline(reminders.fetch_rate.workable("EUR"))
+    assert (rate.why, rate.result, rate.group) == ("done", 1.0, "billing")
+    assert [c.message for c in rate.attempts[0].progress] == ["fetching EUR, attempt 1"]
 
 
 def test_mypy_checks_the_arguments_of_a_function_job_and_types_its_handles(tmp_path: Path) -> None:
