@@ -101,7 +101,13 @@ class _AsyncFunctionWorkable(FunctionWorkable):
 
 
 class FunctionJob(Generic[P, R]):
-    """What :func:`job` makes of a function: call it as before, or make jobs of its calls."""
+    """What :func:`job` makes of a function: call it as before, or make jobs of its calls.
+
+    ``enqueue``, ``job`` and ``workable`` take the function's own arguments (without the job
+    context), type-checked against its signature by mypy and bound to it at run time: a call
+    that does not fit is refused with :class:`JobRefused` and one line, before anything is
+    written. ``workable_class`` is the :class:`FunctionWorkable` subclass its jobs are.
+    """
 
     workable_class: type[FunctionWorkable]
 
@@ -233,13 +239,17 @@ def job(fn: Callable[..., Any] | None = None, /, *, group: str | None = None,
         at_most_once: bool = False, unique_key: Callable[..., str | None] | None = None,
         unique_scope: str | timedelta = "unfinished", unique_on_conflict: str = "existing",
         ) -> FunctionJob[Any, Any] | JobDecorator:
-    """Make a job of a function: ``@job`` or ``@job(group=..., retry_policy=...)``.
+    """Make a job of a function: ``@job`` or ``@job(group=..., retry_policy=...)``; it returns a
+    :class:`FunctionJob` (``send_invoice.enqueue(rec, "INV-1")``, ``send_invoice.job(rec, ...)``,
+    ``send_invoice.workable(...)``, and ``send_invoice(...)`` still calls the function).
 
     The options are the class attributes of the class form, given once: the default ``group``,
     ``retry_policy`` and ``timeout`` (seconds or a ``timedelta``) of its jobs, ``at_most_once``,
     and ``unique_key``, a function of the same arguments returning the job's unique key (or
     None), with its ``unique_scope`` and ``unique_on_conflict``. Each is checked here, with one
-    line. See :mod:`recruiter.domain.functions`.
+    line (:class:`JobRefused`); a function that takes ``*args``, or the job context elsewhere
+    than first, is refused here with a ``TypeError``. The guide: "Functions as jobs" in
+    Writing jobs.
     """
     options: dict[str, Any] = {"at_most_once": bool(at_most_once)}
     if group is not None:
