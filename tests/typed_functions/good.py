@@ -8,7 +8,8 @@ from datetime import timedelta
 from typing import Any, assert_type
 
 from recruiter import AsyncJobHandle, AsyncRecruiter, JobBuilder, JobContext, JobHandle, Recruiter, job
-from recruiter.retry import ExponentialBackoff
+from recruiter.retry import ExponentialBackoff, RetryManyTimes
+from recruiter.testing import Inline, InlineResult, run_inline
 
 
 @job(group="billing", retry_policy=ExponentialBackoff(times=5, initial=timedelta(seconds=1)))
@@ -40,3 +41,8 @@ async def produce_async(rec: AsyncRecruiter) -> object:
     called: Coroutine[Any, Any, str] = ping(JobContext("j", 1, "w", "g"), 6)
     called.close()
     return await handle.wait(timeout=10)
+
+
+def test_inline() -> None:
+    assert_type(send_invoice.job(Inline(), "INV-6").retry_with(RetryManyTimes(2)).enqueue(), InlineResult)
+    assert run_inline(ping.workable(7)).result == "pong 7 on attempt 1"

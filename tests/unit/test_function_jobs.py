@@ -87,6 +87,8 @@ def test_sync_and_async_function_jobs_run_inline_with_their_context_and_retries(
     assert (retried.why, retried.result, len(retried.attempts)) == ("done", 3, 3)
     assert run_inline(flaky.workable(5)).why == "tried-too-many-times"
     assert send_invoice.enqueue(Inline(), "INV-6").result["invoice"] == "INV-6"
+    with pytest.raises(TypeError, match="Inline runs the job here and writes nothing: it takes no session"):
+        send_invoice.job(Inline(), "INV-6").enqueue(session=object())
 
 
 def test_a_worker_rebuilds_a_function_job_from_its_document() -> None:
