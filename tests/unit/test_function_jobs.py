@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from recruiter import JobContext, JobRefused, job
+from recruiter.domain.builder import as_builder
 from recruiter.domain.functions import FunctionWorkable
 from recruiter.domain.job import JobOptions, build_job_document
 from recruiter.domain.workable import workable_from_document
@@ -69,6 +70,12 @@ def test_a_call_that_does_not_fit_the_signature_is_refused_at_enqueue_with_one_l
     assert "\n" not in str(caught.value)
     assert str(caught.value).startswith(("send_invoice(invoice_id, /, amount=1, *, copy_to=None, **extra): ",
                                          "ping(n): ", "send_invoice: "))
+
+
+def test_enqueueing_the_function_itself_says_how_to_enqueue_a_call_of_it() -> None:
+    with pytest.raises(JobRefused, match=r"send_invoice is a function job: enqueue a call of it, "
+                                         r"send_invoice\.enqueue\(rec, \.\.\.\) or send_invoice\.workable"):
+        as_builder(send_invoice, Inline())  # what rec.enqueue(send_invoice) does first
 
 
 def test_it_is_still_a_plain_function() -> None:
