@@ -129,7 +129,7 @@ class FunctionJob(Generic[P, R]):
         for name, value in bound.arguments.items():
             if cls.signature.parameters[name].kind is not inspect.Parameter.VAR_KEYWORD:
                 arguments[name] = value
-            elif clash := sorted(set(value) & set(cls.signature.parameters)):
+            elif clash := sorted(set(value) & (set(cls.signature.parameters) - {name})):
                 raise JobRefused(f"{cls.__qualname__}: keyword argument {clash[0]!r} has the name of a "
                                  "parameter, so it cannot be stored by name")
             else:

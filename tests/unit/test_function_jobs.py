@@ -42,6 +42,9 @@ def test_a_function_job_is_stored_as_an_ordinary_job_named_by_the_function() -> 
                                                                                "recruiter.retry:RetryManyTimes")
     assert doc["unique"]["key"] == "invoice-INV-1"
     assert document(send_invoice.workable("INV-2"))["workable"]["parameters"] == {"invoice_id": "INV-2"}
+    # A keyword named as the **extra parameter itself is stored, and rebuilds the same call.
+    extra = send_invoice.workable("INV-2", **{"extra": "e"})
+    assert run_inline(extra).result == {"invoice": "INV-2", "amount": 1, "copy_to": None, "extra": {"extra": "e"}}
     # The context parameter is no argument of the call and is not stored.
     assert document(ping.workable(3))["workable"]["parameters"] == {"n": 3}
     assert document(ping.workable(3))["group"] == "generic"
