@@ -1,13 +1,14 @@
 """recruiter: a job queue on MongoDB with one central recruiter.
 
-Producers enqueue :class:`Workable` jobs through :class:`Recruiter` (sync) or
-:class:`AsyncRecruiter` (asyncio) and follow them with the :class:`JobHandle`
+Producers enqueue :class:`Workable` jobs (or calls of functions made jobs by :func:`job`)
+through :class:`Recruiter` (sync) or :class:`AsyncRecruiter` (asyncio) and follow them with the :class:`JobHandle`
 (:class:`AsyncJobHandle`) ``enqueue`` returns: state, result, ``wait()``. The
 ``recruiter start``, ``worker start`` and ``cleaner start`` processes do the rest.
 """
 
 from recruiter.domain.builder import JobBuilder
 from recruiter.domain.cancel import CancelResult
+from recruiter.domain.functions import job
 from recruiter.domain.job import JobRefused
 from recruiter.domain.limits import Limit, Rate
 from recruiter.domain.resubmit import ResubmitRefused, Resubmitted
@@ -39,5 +40,6 @@ __all__ = [
     "ScheduleRefused",
     "ScheduleView",
     "Workable",
+    "job",
 ]
 __version__ = "0.1.0"

@@ -146,4 +146,8 @@ def as_builder(item: JobBuilder[Any] | Workable, recruiter: Enqueuer[Any]) -> Jo
         return item
     if isinstance(item, Workable):
         return JobBuilder(item, recruiter)
+    if getattr(item, "workable_class", None) is not None:  # a function made a job by @job (domain.functions)
+        name = getattr(item, "__name__", "f")
+        raise JobRefused(f"{name} is a function job: enqueue a call of it, {name}.enqueue(rec, ...) "
+                         f"or {name}.workable(...)")
     raise JobRefused(f"expected a Workable or a job builder, got {type(item).__name__}")

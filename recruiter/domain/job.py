@@ -29,7 +29,7 @@ from recruiter.domain.retry import DoNotDoItAgain, RetryPolicy, WorkerCrashed, p
 from recruiter.domain.storage_rules import MAX_DEPTH, deepest, odd_name_problem
 from recruiter.domain.unique import Unique, UniqueRefused
 from recruiter.domain.unique import unique as unique_spec
-from recruiter.domain.workable import Workable, rebuild_problem
+from recruiter.domain.workable import Workable, named_object, rebuild_problem
 
 DEFAULT_GROUP = "generic"
 MAX_EXECUTIONS_KEPT = 20
@@ -156,7 +156,7 @@ def _workable_document(workable: object) -> WorkableDocument:
         doc = workable.to_document()
     except TypeError as exc:
         raise JobRefused(str(exc)) from exc
-    problem = importable_problem(doc["class"], expected=cls)
+    problem = importable_problem(doc["class"], expected=named_object(cls))
     if problem:
         raise JobRefused(problem)
     # A subclass may override export_parameters or method with anything: checked, not trusted.

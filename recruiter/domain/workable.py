@@ -228,11 +228,29 @@ def _same_bson(a: Mapping[str, object], b: Mapping[str, object]) -> bool:
         return True
 
 
+# The class attribute by which a class made by ``@recruiter.job`` (recruiter.domain.functions)
+# names its function job: its stored name leads to that object, not to the class itself.
+FUNCTION_ATTR = "__recruiter_function__"
+
+
+def named_object(cls: type) -> object:
+    """What the stored name of ``cls`` leads to: the class, or the function job it was made for."""
+    return cls.__dict__.get(FUNCTION_ATTR, cls)
+
+
+def workable_class(obj: object) -> type[Workable] | None:
+    """The Workable subclass a stored name leads to: a class, or a function job's; None if neither."""
+    cls = obj if isinstance(obj, type) else getattr(obj, "workable_class", None)
+    if isinstance(cls, type) and issubclass(cls, Workable) and named_object(cls) is obj:
+        return cls
+    return None
+
+
 def workable_from_document(doc: Raw) -> Workable:
     """Rebuild the workable stored in a job; raises on unknown classes or bad parameters."""
-    cls = import_qualified(doc["class"])
-    if not (isinstance(cls, type) and issubclass(cls, Workable)):
-        raise TypeError(f"{doc['class']} is not a recruiter.Workable subclass")
+    cls = workable_class(import_qualified(doc["class"]))
+    if cls is None:
+        raise TypeError(f"{doc['class']} is not a recruiter.Workable subclass nor a function made a job by @job")
     parameters = cast(Mapping[str, object], doc.get("parameters") or {})  # documents.WORKABLE checked it
     return cls.from_parameters(dict(parameters))
 

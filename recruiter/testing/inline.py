@@ -287,5 +287,10 @@ class Inline:
         self.sleep = sleep
         self.max_attempts = max_attempts
 
-    def enqueue(self, item: JobBuilder[Any] | Workable) -> InlineResult:
+    def enqueue(self, item: JobBuilder[Any] | Workable, *, session: object = None) -> InlineResult:
+        """Run ``item`` inline; ``session`` is taken only so that this is an ``Enqueuer`` for the
+        type checker (``job.as_job_of(Inline())`` is a ``JobBuilder[InlineResult]``): nothing is
+        written, so there is no transaction to run in, and a session given is refused."""
+        if session is not None:
+            raise TypeError("Inline runs the job here and writes nothing: it takes no session")
         return run_inline(item, sleep=self.sleep, max_attempts=self.max_attempts)

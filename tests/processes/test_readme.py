@@ -43,7 +43,7 @@ def test_readme_names_its_example_files() -> None:
     assert set(readme_files()) == {"jobs.py", "enqueue.py", "result.py", "enqueue_async.py", "enqueue_tenants.py",
                                    "follow.py", "follow_async.py", "welcome.py", "unique.py", "test_send_invoice.py",
                                    "placement.py", "schedule.py", "reports.py", "results.py", "resize.py",
-                                   "app_logging.py",
+                                   "app_logging.py", "reminders.py", "remind.py",
                                    # docs/guide/fastapi.md and django.md: tests/integration/test_framework_guides.py
                                    "fastapi_app.py", "settings.py", "recruiting.py", "views.py", "urls.py",
                                    "worker_setup.py"}
