@@ -34,7 +34,7 @@ class ReleasesView:
 def releases_of(workers: Sequence[tuple[str, Release]], leaders: Sequence[tuple[str, Release]]) -> ReleasesView:
     """The view of the live worker slots ``(id, release)`` and held leases ``(name, release)``."""
     by_release: dict[Release, tuple[list[str], list[str]]] = {}
-    for name, release in leaders:
+    for name, release in sorted(leaders, key=lambda lease: lease[0]):
         by_release.setdefault(release, ([], []))[0].append(f"{name} lease")
     for worker_id, release in workers:
         by_release.setdefault(release, ([], []))[1].append(worker_id)
