@@ -14,9 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from recruiter.domain import versions
+from recruiter.domain.lanes import slot_of
 from recruiter.domain.versions import Release
+
+if TYPE_CHECKING:  # status and stats import this module
+    from recruiter.admin.status import LeaseView
+    from recruiter.admin.workers import WorkerView
 
 # Worker ids named in a warning, at most (then "and N more").
 SHOWN_IDS = 3
@@ -52,6 +58,13 @@ def releases_of(workers: Sequence[tuple[str, Release]], leaders: Sequence[tuple[
         if ids and (line := versions.refusal(r, "worker")) is not None:
             warnings.append(f"{_named(ids)}: {line}")
     return ReleasesView(live=live, warnings=tuple(warnings))
+
+
+def live_releases(roster: Sequence[WorkerView], leases: Sequence[LeaseView]) -> ReleasesView:
+    """:func:`releases_of` the live worker slots of ``roster`` (a slot's look-ahead lanes count once) and
+    the held ``leases`` (the dashboard's overview, :mod:`recruiter.admin.stats`)."""
+    return releases_of([(w.id, w.release) for w in roster if w.live and slot_of(w.id) == w.id],
+                       [(str(lease.name), lease.release) for lease in leases if lease.held])
 
 
 def _slots(ids: list[str]) -> tuple[str, ...]:
