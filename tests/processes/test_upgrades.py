@@ -41,14 +41,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from recruiter import Recruiter
+from recruiter.cli.main import main
 from recruiter.domain.versions import RELEASE, UNRECORDED
 from tests.conftest import REPO, wait_for
 from tests.processes.conftest import FAST_CLEANER, FAST_RECRUITER, FAST_WORKER, Proc, Processes
 from tests.workables import Record
 
-pytestmark = pytest.mark.processes
+# The previous release's environment is built in the first test's setup (about a minute on an idle machine).
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(900)]
 
 # The release before this one (CHANGELOG.md), as a commit of this repository: the one place it is named.
 PREVIOUS_RELEASE = "85d2084"
@@ -173,9 +176,14 @@ class Cluster:
                  timeout_s=DONE_WITHIN_S, message=f"the {self.enqueued} jobs enqueued so far done")
 
     def status(self, old: bool = False) -> str:
-        python, code = (self.old.python, self.old.source) if old else (Path(sys.executable), REPO)
-        done = subprocess.run([str(python), "-m", "recruiter.cli", "status", "--target", self.db_uri], cwd=code,
-                              env=_env(code), capture_output=True, timeout=60, check=False)
+        """``recruiter status`` of this release (in this process), or of the previous one (its own)."""
+        if not old:
+            result = CliRunner().invoke(main, ["status", "--target", self.db_uri], catch_exceptions=False)
+            assert result.exit_code == 0, result.output
+            return result.output
+        done = subprocess.run([str(self.old.python), "-m", "recruiter.cli", "status", "--target", self.db_uri],
+                              cwd=self.old.source, env=_env(self.old.source), capture_output=True, timeout=120,
+                              check=False)
         assert done.returncode == 0, done.stderr.decode(errors="replace")
         return done.stdout.decode()
 
