@@ -45,8 +45,9 @@ from click.testing import CliRunner
 
 from recruiter import Recruiter
 from recruiter.cli.main import main
-from recruiter.domain.versions import RELEASE, UNRECORDED
+from recruiter.domain.versions import RELEASE, UNRECORDED, WORKS_BESIDE
 from tests.conftest import REPO, wait_for
+from tests.integration.test_releases import TOO_OLD, lease
 from tests.processes.conftest import FAST_CLEANER, FAST_RECRUITER, FAST_WORKER, Proc, Processes
 from tests.workables import Record
 
@@ -269,3 +270,17 @@ def test_leader_first_then_the_workers(cluster: Cluster) -> None:
     c.all_done()
     assert "warning" not in c.status()
     assert_once(c)
+
+
+def test_a_worker_refuses_to_start_under_a_leader_of_a_release_it_does_not_work_beside(
+        processes: Processes, db: Any) -> None:
+    """One line naming both versions and what to do, exit status 1, nothing registered (no old release needed)."""
+    db.metadata.insert_one(lease("recruiter", TOO_OLD))
+    worker = processes.worker("--group", GROUP)
+    assert worker.wait(120) == 1
+    lines = worker.log().strip().splitlines()
+    assert lines[-1].startswith("Error: worker refused to start: the leading recruiter runs recruiter 0.0.9, older "
+                                f"than {WORKS_BESIDE}, the oldest this release ({RELEASE}) works beside: upgrade "
+                                f"the leading recruiter to {WORKS_BESIDE} or later"), lines
+    assert "Traceback" not in worker.log()
+    assert db.roster.count_documents({}) == 0
