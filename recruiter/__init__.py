@@ -13,6 +13,7 @@ from recruiter.domain.job import JobRefused
 from recruiter.domain.limits import Limit, Rate
 from recruiter.domain.resubmit import ResubmitRefused, Resubmitted
 from recruiter.domain.schedules import ScheduleRefused
+from recruiter.domain.versions import RELEASE as __version__
 from recruiter.domain.workable import JobContext, Workable
 from recruiter.producer.client import AsyncRecruiter, Recruiter
 from recruiter.producer.handles import AsyncJobHandle, JobFailed, JobHandle, JobNotFound, ResultDropped
@@ -40,6 +41,6 @@ __all__ = [
     "ScheduleRefused",
     "ScheduleView",
     "Workable",
+    "__version__",
     "job",
 ]
-__version__ = "0.1.0"

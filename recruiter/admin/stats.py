@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from recruiter.admin.limits import LimitView, listing
+from recruiter.admin.releases import ReleasesView, live_releases
 from recruiter.admin.status import LeaseView, PausedNames, leases, paused_names
 from recruiter.admin.workers import MALFORMED, WorkerView, workers
 from recruiter.domain.following import running_in
@@ -113,6 +114,8 @@ class Stats:
     paused: PausedNames
     # Flow control (recruiter.admin.limits): every limit with what it holds now.
     limits: tuple[LimitView, ...] = ()
+    # The releases of the live worker slots and lease holders (recruiter.admin.releases).
+    releases: ReleasesView = field(default_factory=lambda: ReleasesView({}, ()))
 
 
 @dataclass
@@ -134,9 +137,10 @@ def stats(db: SyncDb, now: datetime, *, sample_limit: int = SAMPLE_LIMIT) -> Sta
     windows = _windows(c, now, sample_limit)
     keys = sorted(set(depth) | {k for w in windows for k in w.archived})
     roster = workers(db, now)
+    held = tuple(leases(db, now))
     return Stats(at=now, groups=_groups(keys, depth, windows), workers=_worker_figures(roster),
-                 workers_by_group=_workers_by_group(roster), leases=tuple(leases(db, now)), paused=paused,
-                 limits=listing(db, now).limits)
+                 workers_by_group=_workers_by_group(roster), leases=held, paused=paused,
+                 limits=listing(db, now).limits, releases=live_releases(roster, held))
 
 
 @dataclass(frozen=True)

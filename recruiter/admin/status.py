@@ -1,4 +1,5 @@
-"""The cluster at a glance (``recruiter status``): jobs by state and by why, the roster, the leases, the pause switches.
+"""The cluster at a glance (``recruiter status``): jobs by state and by why, the roster, the leases, the pause
+switches, and the releases live (:mod:`recruiter.admin.releases`).
 
 Invariant: read through :mod:`recruiter.store`'s counting functions (one aggregation
 per collection, served by indexes) and judged on the server's clock ``now`` (a worker
@@ -13,10 +14,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from recruiter.admin.releases import ReleasesView, releases_of
 from recruiter.admin.roster import checked_entries
+from recruiter.domain import versions
 from recruiter.domain.control import Paused
 from recruiter.domain.lanes import lane_of, runner_of
 from recruiter.domain.liveness import is_fresh
+from recruiter.domain.versions import Release
 from recruiter.store import (
     Document,
     SyncCollections,
@@ -51,6 +55,7 @@ class LeaseView:
     epoch: object
     held: bool
     expires_at: datetime | None
+    release: Release = versions.UNKNOWN  # the holder's, as the lease records it (recruiter.domain.versions)
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,7 @@ class Status:
     workers: WorkerCounts
     leases: Mapping[object, LeaseView]
     paused: PausedNames
+    releases: ReleasesView
 
 
 def leases(db: SyncDb, now: datetime) -> list[LeaseView]:
@@ -77,7 +83,8 @@ def leases(db: SyncDb, now: datetime) -> list[LeaseView]:
         expires = d.get("expires_at")
         expires = expires if isinstance(expires, datetime) else None
         views.append(LeaseView(name=d["_id"], owner=d.get("owner"), epoch=d.get("epoch"),
-                               held=bool(expires and expires > now), expires_at=expires))
+                               held=bool(expires and expires > now), expires_at=expires,
+                               release=versions.recorded(d, owner=d.get("owner"))))
     return views
 
 
@@ -90,6 +97,11 @@ def names_of(paused: Paused) -> PausedNames:
 
 
 def worker_counts(db: SyncDb, now: datetime) -> WorkerCounts:
+    return _roster(db, now)[0]
+
+
+def _roster(db: SyncDb, now: datetime) -> tuple[WorkerCounts, list[tuple[str, Release]]]:
+    """The worker counts, and the release of each live worker slot (one read of the roster and the beats)."""
     c = SyncCollections.of(db)
     # Read with their assignment, so an entry is judged malformed here as in ``workers list``.
     entries, malformed = checked_entries(entries_by_id(c.roster))
@@ -97,9 +109,11 @@ def worker_counts(db: SyncDb, now: datetime) -> WorkerCounts:
     workers = [e for e in entries if lane_of(e) == 0]
     taking = {runner_of(e) for e in entries if e.get("available")}
     beats = heartbeats_by_worker(c.heartbeats, {"session": 1, "fresh_until": 1}, {w["_id"]: w for w in workers})
-    live = sum(1 for w in workers if is_fresh(beats.get(w["_id"]), w, now))
-    return WorkerCounts(total=len(workers), available=sum(1 for w in workers if runner_of(w) in taking),
-                        missed_heartbeats=len(workers) - live, by_group=_by_group(workers), malformed=len(malformed))
+    live = [w for w in workers if is_fresh(beats.get(w["_id"]), w, now)]
+    counts = WorkerCounts(total=len(workers), available=sum(1 for w in workers if runner_of(w) in taking),
+                          missed_heartbeats=len(workers) - len(live), by_group=_by_group(workers),
+                          malformed=len(malformed))
+    return counts, [(str(w["_id"]), versions.recorded(w)) for w in live]
 
 
 def status(db: SyncDb, now: datetime) -> Status:
@@ -107,12 +121,15 @@ def status(db: SyncDb, now: datetime) -> Status:
     c = SyncCollections.of(db)
     scheduled = count_by_status(c.scheduled)
     archived = count_by_why(c.archived)
+    workers, live = _roster(db, now)
+    held = [lease for lease in leases(db, now) if lease.held]
     return Status(
         scheduled=dict(sorted(scheduled.items(), key=lambda kv: str(kv[0]))),
         archived=dict(sorted(archived.items(), key=lambda kv: str(kv[0]))),
-        workers=worker_counts(db, now),
+        workers=workers,
         leases={lease.name: lease for lease in leases(db, now)},
         paused=paused_names(db),
+        releases=releases_of(live, [(str(lease.name), lease.release) for lease in held]),
     )
 
 

@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from recruiter.admin.roster import MalformedEntry, checked_entries
+from recruiter.domain import versions
 from recruiter.domain.following import progress_of
 from recruiter.domain.lanes import slot_of
 from recruiter.domain.liveness import is_fresh
+from recruiter.domain.versions import Release
 from recruiter.store import Document, SyncCollections, SyncDb, entries_by_id, heartbeats_by_worker, request_stop
 
 MALFORMED = "malformed"  # the state of a roster entry set aside (recruiter.admin.roster)
@@ -48,6 +50,7 @@ class WorkerView:
     live: bool
     progress: ProgressView | None
     problem: str | None = None
+    release: Release = versions.UNKNOWN  # as its entry records it (recruiter.domain.versions)
 
 
 def workers(db: SyncDb, now: datetime) -> list[WorkerView]:
@@ -67,7 +70,7 @@ def workers(db: SyncDb, now: datetime) -> list[WorkerView]:
             job=str(beat.get("working_on") or (w.get("assigned_to") or {}).get(w["_id"]) or ""),
             pid=w.get("pid"), hostname=w.get("hostname"),
             last_seen_s=round((now - seen).total_seconds(), 1) if isinstance(seen, datetime) else None,
-            live=is_fresh(beat, w, now), progress=_progress(beat),
+            live=is_fresh(beat, w, now), progress=_progress(beat), release=versions.recorded(w),
         ))
     return views + [_malformed(m) for m in malformed]
 

@@ -22,15 +22,16 @@ from recruiter.cli.embedded import embedded_group
 from recruiter.cli.history import history_command
 from recruiter.cli.jobs import jobs_group
 from recruiter.cli.limits import limits_group
-from recruiter.cli.options import CONTEXT
+from recruiter.cli.options import CONTEXT, VERSION_MESSAGE
 from recruiter.cli.pause import groups_group, tenants_group
 from recruiter.cli.processes import cleaner_group, start_recruiter, worker_group
 from recruiter.cli.schedules import schedules_group
 from recruiter.cli.stats import stats_command
+from recruiter.domain.versions import RELEASE
 
 
 @click.group(context_settings=CONTEXT)
-@click.version_option(package_name="recruiter")
+@click.version_option(RELEASE, message=VERSION_MESSAGE)
 def main() -> None:
     """recruiter: a job queue on MongoDB with one central recruiter."""
 

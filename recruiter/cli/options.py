@@ -21,6 +21,7 @@ import click
 from recruiter.domain.durations import parse_duration
 from recruiter.domain.selection import CountingScheme
 from recruiter.domain.sizes import parse_size
+from recruiter.domain.versions import WORKS_BESIDE
 from recruiter.processes import embedded, logs
 from recruiter.store import (
     DEFAULT_URI,
@@ -43,6 +44,8 @@ from recruiter.store import (
 )
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+# What every program's --version prints (recruiter.domain.versions: the release and the oldest it works beside).
+VERSION_MESSAGE = f"%(prog)s (recruiter) %(version)s; works beside {WORKS_BESIDE} and later"
 
 Command = Callable[..., None]
 T = TypeVar("T")

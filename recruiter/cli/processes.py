@@ -22,6 +22,7 @@ from recruiter.cli.options import (
     DURATION_OR_ZERO,
     SCHEME,
     SIZE,
+    VERSION_MESSAGE,
     Command,
     Common,
     common_options,
@@ -35,10 +36,12 @@ from recruiter.cli.options import (
 from recruiter.domain.lanes import MAX_PREFETCH
 from recruiter.domain.naming import module_problem, modules_under
 from recruiter.domain.selection import CountingScheme
+from recruiter.domain.versions import RELEASE
 from recruiter.processes import logs, runtime
 from recruiter.processes.cleaner import CleanerConfig, CleanerProcess
 from recruiter.processes.metrics import MetricsConfig
 from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
+from recruiter.processes.releases import refuse_leaders
 from recruiter.processes.runtime import Check, Instruments, Process
 from recruiter.processes.worker.config import ISOLATIONS
 from recruiter.processes.worker.runtime import WorkerConfig, WorkerIdTaken, WorkerProcess
@@ -130,6 +133,7 @@ def start_recruiter(backoff_from: timedelta, backoff_to: timedelta, round_size: 
 
 
 @click.group("worker", context_settings=CONTEXT)
+@click.version_option(RELEASE, message=VERSION_MESSAGE)
 def worker_group() -> None:
     """Workers: run the jobs."""
 
@@ -246,10 +250,12 @@ def run_worker(common: Common, config: WorkerConfig, subscribers: tuple[str, ...
                                  event_listeners=list(instruments.command_listeners))
         return WorkerProcess(db, clock, config, heartbeat_db=beats[db.name], bus=instruments.bus)
 
-    run_process(common, "recruiter-worker", make, subscribers=subscribers, metrics=metrics)
+    # A leader of a release this one does not work beside: refused in one line (recruiter.processes.releases).
+    run_process(common, "recruiter-worker", make, check=refuse_leaders, subscribers=subscribers, metrics=metrics)
 
 
 @click.group("cleaner", context_settings=CONTEXT)
+@click.version_option(RELEASE, message=VERSION_MESSAGE)
 def cleaner_group() -> None:
     """The cleaner: dead workers and old history."""
 

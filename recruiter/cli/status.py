@@ -28,6 +28,11 @@ class LeaseFigures(TypedDict):
     expires_at: str | None
 
 
+class Releases(TypedDict):
+    live: dict[str, list[str]]
+    warnings: list[str]
+
+
 class PausedNames(TypedDict):
     groups: list[str]
     tenants: list[str]
@@ -41,6 +46,7 @@ class Status(TypedDict):
     workers: WorkerCounts
     leases: dict[object, LeaseFigures]
     paused: PausedNames
+    releases: Releases
 
 
 def figures_of(status: admin_status.Status, worker_groups: bool = False) -> Status:
@@ -58,6 +64,8 @@ def figures_of(status: admin_status.Status, worker_groups: bool = False) -> Stat
                                       expires_at=lease.expires_at.isoformat() if lease.expires_at else None)
                    for name, lease in status.leases.items()},
         "paused": {"groups": list(status.paused.groups), "tenants": list(status.paused.tenants)},
+        "releases": {"live": {r: list(who) for r, who in status.releases.live.items()},
+                     "warnings": list(status.releases.warnings)},
     }
 
 
@@ -79,6 +87,10 @@ def render_status(figures: Status, as_json: bool) -> str:
     paused = figures["paused"]
     lines.append("paused:    " + (", ".join([*(f"group {g}" for g in paused["groups"]),
                                               *(f"tenant {t}" for t in paused["tenants"])]) or "none"))
+    releases = figures["releases"]
+    lines.append("releases:  " + ("; ".join(f"{r} ({', '.join(who)})" for r, who in releases["live"].items())
+                                  or "no live process"))
+    lines += [f"warning:   {w}" for w in releases["warnings"]]
     return "\n".join(lines)
 
 

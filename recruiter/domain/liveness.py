@@ -6,7 +6,7 @@ of its roster entries, as an ObjectId), and which names each of its roster entri
 (slots and look-ahead lanes) with that entry's ``session`` and what it runs::
 
     {_id, kind: "process", token, pid, hostname, heartbeat_interval_s,
-     last_seen_at, fresh_until, registered_at, ids: [entry ids],
+     last_seen_at, fresh_until, registered_at, release, ids: [entry ids],
      slots: {<escaped entry id>: {id, session, worker_group, working, working_on,
                                   working_token, working_since, working_in_thread, progress}}}
 
@@ -65,6 +65,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypeVar, cast
 
+from recruiter.domain import versions
 from recruiter.domain.clock import MAX_AHEAD, too_far_ahead
 from recruiter.domain.job import Status
 from recruiter.domain.lanes import held_ahead
@@ -93,7 +94,7 @@ def heartbeat_document(worker_id: str, session: object, now: datetime, interval_
     return {"_id": worker_id, "session": session, "last_seen_at": now,
             "fresh_until": fresh_until(now, interval_s), "heartbeat_interval_s": interval_s,
             "pid": pid, "hostname": hostname, "working": False, "working_on": None,
-            "working_token": None, "working_since": None}
+            "working_token": None, "working_since": None, versions.FIELD: versions.record()}
 
 
 # ``kind`` of a worker process's heartbeat document (an older version's per-entry one has none).
@@ -121,7 +122,7 @@ def process_document(token: str, now: datetime, interval_s: float, pid: int, hos
     reads it when it removes the process's last slot as dead (:mod:`recruiter.domain.placement`)."""
     return {"kind": PROCESS_KIND, "token": token, "pid": pid, "hostname": hostname, "worker_group": worker_group,
             "heartbeat_interval_s": interval_s, "last_seen_at": now, "fresh_until": fresh_until(now, interval_s),
-            "registered_at": now}
+            "registered_at": now, versions.FIELD: versions.record()}
 
 
 def slot_document(entry_id: str, session: object) -> dict[str, object]:

@@ -242,6 +242,13 @@ class AssignedRef(TypedDict):
     not_copied: bool
 
 
+class ReleaseDoc(TypedDict):
+    """The writer's release (recruiter.domain.versions.record): its version, the oldest it works beside."""
+
+    version: str
+    works_beside: str
+
+
 class RosterEntryDoc(TypedDict):
     """A document of ``roster``: one worker slot.
 
@@ -271,6 +278,7 @@ class RosterEntryDoc(TypedDict):
     last_seen_at: NotRequired[datetime]
     working: NotRequired[bool]
     working_on: NotRequired[JobId | None]
+    release: NotRequired[ReleaseDoc]  # from 0.2.0 on (recruiter.domain.versions)
 
 
 class ProgressDoc(TypedDict):
@@ -306,6 +314,7 @@ class HeartbeatDoc(TypedDict):
     # The reserved group of the jobs aimed at this slot's process (recruiter.domain.placement):
     # the cleaner archives them ``worker-gone`` when it removes the last slot as dead.
     worker_group: NotRequired[str]
+    release: NotRequired[ReleaseDoc]  # from 0.2.0 on (recruiter.domain.versions)
 
 
 class CatchUpDoc(TypedDict):

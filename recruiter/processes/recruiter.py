@@ -53,6 +53,7 @@ from recruiter.processes.leadership import Fault, LeaderProcess, Leadership, Pac
 from recruiter.processes.logs import AfterCommit
 from recruiter.processes.lookahead import LookAhead
 from recruiter.processes.reading import CandidateReader, Picked
+from recruiter.processes.releases import RosterReleases
 from recruiter.processes.roster_view import RosterView
 from recruiter.processes.round_stats import RoundTimer
 from recruiter.processes.rounds import Locked, LocksMissed, RoundPlan, RoundReport, RoundWrites
@@ -192,6 +193,7 @@ class RecruiterProcess(LeaderProcess):
         self._handed_out: dict[object, Document] = {}
         self.lookahead = LookAhead()  # the slots' job lengths and the rounds' time
         self.view = RosterView()  # the free entries and beats read (recruiter.processes.roster_view)
+        self.releases = RosterReleases()  # entries of a release this one does not work beside get no work
         # The next round was woken by enqueued jobs alone, after an idle wait: its candidate
         # reads start with its roster reads, for the free workers kept (see plan()).
         self.early_candidates = False
@@ -445,16 +447,13 @@ class RecruiterProcess(LeaderProcess):
         plan.outcomes = [e for e in entries if e.get("outcome")]
         await self._read_outcome_jobs(plan)
         self.timer.mark("read_jobs")
-        free = sorted(
-            await self._live(plan, entries, [e for e in entries if e.get("available") and not e.get("stopping")
-                                             and e.get("work_on")]),
-            key=serving_order(now),
-        )
+        available = [e for e in entries if e.get("available") and not e.get("stopping") and e.get("work_on")]
+        free = sorted(await self._live(plan, entries, available), key=serving_order(now))
         self.timer.mark("read_beats")
         # Lanes of idle slots first (recruiter.domain.lanes), then those holding an outcome, then the
         # longest available; a busy slot is topped up only if its jobs outlast a hand-off.
         self.lookahead.note_run_times(plan.outcomes)
-        lanes = self.lookahead.free_lanes(free, entries, self.config.round_size)
+        lanes = self.releases.beside(self.lookahead.free_lanes(free, entries, self.config.round_size))
         plan.ahead = {e["_id"] for e, d in lanes if d > 0}
         plan.report.free_workers = len(lanes)
         if lanes:
@@ -478,7 +477,8 @@ class RecruiterProcess(LeaderProcess):
         if not available or any(self.view.needs_beat(e, now) for e in available):
             return None
         free = sorted(available, key=serving_order(now))
-        return free_workers(self.lookahead.free_lanes(free, entries, self.config.round_size)) or None
+        lanes = self.releases.beside(self.lookahead.free_lanes(free, entries, self.config.round_size))
+        return free_workers(lanes) or None
 
     async def _select(self, workers: list[FreeWorker], now: datetime, finishing_: list[tuple[str, str]],
                       *, quiet: bool = False) -> Picked:

@@ -1,7 +1,8 @@
 """Leader leases in ``metadata``, each with an epoch that fences stale leaders.
 
 A lease document is ``{_id: name, owner, epoch, expires_at, renewed_at,
-session}``. The owner renews it well before ``expires_at``; anyone may take it
+session, release}`` (``release``: the holder's, :mod:`recruiter.domain.versions`).
+The owner renews it well before ``expires_at``; anyone may take it
 once it has expired, and taking it increments ``epoch``. Times come from the
 process clock, which follows the server's clock
 (:class:`recruiter.store.clock.ServerClock`), so machines with skewed clocks agree on
@@ -36,6 +37,7 @@ from pymongo import ReturnDocument
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
+from recruiter.domain import versions
 from recruiter.domain.clock import MAX_AHEAD, Clock, too_far_ahead
 from recruiter.store.layout import AsyncColl, Document, PendingFence
 
@@ -130,6 +132,8 @@ class Lease:
                     "expires_at": expires_at,
                     "renewed_at": now,
                     "session": {"$literal": session_id},
+                    # This holder's release; an older holder taking over leaves it: it names its owner.
+                    versions.FIELD: {"$literal": {**versions.record(), "owner": self.owner}},
                     # The fence $incs it at every round: a value that is not a number (a hand edit)
                     # would fail every fence, so it starts again from 0.
                     "fenced_rounds": {"$cond": [{"$in": [{"$type": "$fenced_rounds"}, ["int", "long", "double"]]},

@@ -115,3 +115,8 @@ def _used(db: SyncDb, kind: str, name: str) -> bool:
 def read_leases(metadata: SyncColl) -> list[Document]:
     """The recruiter's and the cleaner's lease documents (``recruiter status``)."""
     return list(metadata.find({"_id": {"$in": ["recruiter", "cleaner"]}}))
+
+
+async def read_leases_async(metadata: AsyncColl) -> list[Document]:
+    """:func:`read_leases` for asyncio code (a worker's check of the leaders' releases at its start)."""
+    return await metadata.find({"_id": {"$in": ["recruiter", "cleaner"]}}).to_list()

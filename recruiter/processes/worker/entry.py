@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 import structlog
 from structlog.typing import FilteringBoundLogger
 
+from recruiter.domain import versions
 from recruiter.domain.cancel import HALTING
 from recruiter.domain.clock import Clock
 from recruiter.domain.events import JobFinished, WorkerGone, WorkerRegistered
@@ -107,6 +108,7 @@ class RosterEntries:
             "lane": slot.lane,
             "lanes": slot.lanes,
             "process": self.process or slot.runner_id,
+            versions.FIELD: versions.record(),  # read by status and by a leader of a later release
             roster.FREED: roster.freed_mark(),  # the leader reads it (recruiter.store.roster.FREED)
         }
 
