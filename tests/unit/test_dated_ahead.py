@@ -14,7 +14,7 @@ import pytest
 from bson import ObjectId
 
 from recruiter.domain.clock import MAX_AHEAD
-from recruiter.domain.limits import Bucket, LimitState, Rate, state_document, state_from
+from recruiter.domain.pacing import Bucket, LimitState, Rate, state_document, state_from
 from recruiter.domain.liveness import (
     MAX_FRESH_AHEAD,
     dated_ahead,
