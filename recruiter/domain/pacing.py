@@ -36,7 +36,7 @@ from recruiter.domain.control import escape, unescape
 PACED_START_S = 0.3
 # ... and at most this much later than that: a round hands out the starts due that soon, so a
 # round that comes this much late still starts each job when its token is due.
-PACED_AHEAD_S = 0.25
+PACED_AHEAD_S = 0.5
 # A worker never waits longer than this for a start time, whatever the copy says.
 MAX_START_WAIT_S = 2.0
 START_AT = "start_at"
@@ -51,6 +51,7 @@ MAX_INTERVAL_S = 366 * 86400
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*(?:\.\d+)?)\s*([smhd])\s*$")
 _EPS = 1e-9
+_TICK = timedelta(microseconds=1)
 
 # A limit's key: (group, None) for the whole group, (group, tenant) for one tenant of it.
 Key = tuple[str, str | None]
@@ -204,9 +205,10 @@ def wake_at(rates: Mapping[Key, Rate], state: LimitState, now: datetime) -> date
     of their next tokens comes within a round's reach (None: every rate allows a start now)."""
     earliest, last = horizon(now)
     lead = last - now
-    due = [next_start(rate, state.bucket(k, rate, earliest), earliest) for k, rate in rates.items()]
-    late = [at - lead for at in due if at > last]
-    return min(late) if late else None
+    late = [next_start(rate, bucket, earliest) - lead for k, rate in rates.items()
+            if starts_available(rate, bucket := state.bucket(k, rate, earliest), now) == 0]
+    # Never ``now`` itself: times are kept to the microsecond, and a wake that rounds to now would spin.
+    return max(now + _TICK, min(late)) if late else None
 
 
 # -- the token state, kept in the fairness cursor document -----------------------------------
