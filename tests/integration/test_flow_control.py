@@ -119,10 +119,12 @@ def test_malformed_limits_and_state_never_stop_a_round(db_uri: str) -> None:
             await h.worker(f"w{i}")
         await enqueue(h, "pay", 2)
         await enqueue(h, "mail", 1)
-        assert (await h.round()).assigned == 3  # the malformed limits are not applied
+        # Malformed limits fail closed: with no good limit read before, nothing of pay or mail starts.
+        assert (await h.round()).assigned == 0
         listing = admin(h).limits()
         assert listing.limits == ()
         assert len(listing.problems) == 3
+        assert {e.key for e in listing.malformed} == {("pay", None), ("mail", None)}
 
         # A good limit beside a malformed state: the state is rewritten whole, never patched inside garbage.
         admin(h).set_limit("pay", rate="1/s")

@@ -6,6 +6,7 @@ enqueued before the recruiter starts."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from itertools import pairwise
 from typing import Any
 
 from recruiter import Recruiter
@@ -38,7 +39,7 @@ def test_five_a_second_with_no_burst_starts_five_a_second(processes: Processes, 
     found = starts()
     first = found[2]  # the steady state: from the third start on (the first starts with a full bucket)
     within = [t for t in found if first <= t < first + timedelta(seconds=SPAN_S)]
-    gaps = [(b - a).total_seconds() for a, b in zip(found, found[1:], strict=False)]
+    gaps = [(b - a).total_seconds() for a, b in pairwise(found)]
     print(f"\n{len(within)} starts in {SPAN_S:.0f}s ({len(within) / SPAN_S:.2f}/s for {RATE}/s); "
           f"at most {most_in_a_window(found, 1.0)} in any 1 s window; gaps {min(gaps):.3f}s to {max(gaps):.3f}s")
     assert len(within) >= WANTED, f"{len(within)} starts in {SPAN_S}s, wanted at least {WANTED}"

@@ -24,7 +24,6 @@ from recruiter.domain.pacing import (
     state_sets,
     with_buckets,
 )
-from recruiter.domain.stored_limits import read_limits
 from recruiter.domain.selection import (
     ANY_GROUP,
     Candidate,
@@ -33,6 +32,7 @@ from recruiter.domain.selection import (
     RoundPolicy,
     select,
 )
+from recruiter.domain.stored_limits import read_limits
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -5,6 +5,7 @@ start times in any window of one interval, each start within a round's reach."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 
 import pytest
 from hypothesis import given, settings
@@ -108,7 +109,7 @@ def test_five_a_second_with_rounds_forty_ms_late_starts_a_job_every_204_ms() -> 
     started 4.25-4.5 a second). Now each start is when its token is due."""
     rate = Rate.parse("5/s")
     starts = [s for _, s in run(rate, [0.04], intervals=30)]
-    gaps = {round(b - a, 6) for a, b in zip(starts, starts[1:], strict=False)}
+    gaps = {round(b - a, 6) for a, b in pairwise(starts)}
     assert gaps == {round(rate.slot_s, 6)} == {0.204}
     assert len(starts) >= 0.97 * 5 * 30
 
@@ -120,7 +121,8 @@ def test_a_job_held_by_two_rates_starts_when_both_have_a_token() -> None:
     starts, changed = start_times(keys, state, [(("g", None), ("g", "t")), (("g", None), ("g", "u"))], T0)
     earliest, _ = horizon(T0)
     assert starts[0] == max(earliest, T0 + timedelta(seconds=tenant.slot_s))  # the slower one decides
-    assert starts[1] is not None and starts[1] > starts[0]
+    assert starts[1] is not None
+    assert starts[1] > starts[0]
     assert set(changed) == {("g", None), ("g", "t")}
 
 

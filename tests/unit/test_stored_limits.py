@@ -51,7 +51,8 @@ def test_a_name_stored_twice_shadows_nothing_both_are_malformed() -> None:
     stored = read_limits({"_id": "limits", "groups": {"a.b": {"max_running": 1}, "a%2Eb": {"max_running": 9},
                                                        "x%y": {"max_running": 1}, "x%25y": {"max_running": 2}}})
     problems = "\n".join(stored.lines())
-    assert "groups.a.b" in problems and "groups.a%2Eb" in problems
+    assert "groups.a.b" in problems
+    assert "groups.a%2Eb" in problems
     assert "is stored 2 times (groups.x%y, groups.x%25y)" in problems
     assert set(stored.malformed()) == {("a.b", None), ("x%y", None)}
     assert not stored.limits  # neither of the two applies alone
