@@ -4,6 +4,7 @@ standby taking over. Measured from the ledger of start and end times the jobs wr
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -146,3 +147,37 @@ def test_bad_limits_are_one_line_and_change_nothing(db: Any, db_uri: str) -> Non
     assert again.returncode == 0
     assert "nothing changed" in again.stderr
     assert read_limits(db.metadata.find_one({"_id": "limits"})) == read_limits(before)
+
+
+def test_hand_edited_limits_are_listed_with_their_state_and_set_says_what_it_replaced(db: Any, db_uri: str) -> None:
+    db.metadata.insert_one({"_id": "limits", "groups": {
+        "pay": {"max_running": 2.0},  # a double, as a JSON import writes it: read as 2
+        "mail": {"max_running": 2, "rates": "5/s"},  # a misspelled field: malformed, held
+        "a.b": {"max_running": 1}, "a%2Eb": {"max_running": 3}}})  # one name stored twice
+    listed = cli(db_uri, "limits", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = {r["path"]: r for r in json.loads(listed.stdout)}
+    assert rows["groups.pay"]["state"] == "applied"
+    assert rows["groups.pay"]["max_running"] == 2
+    assert rows["groups.mail"]["state"] == "malformed"
+    assert "unknown field 'rates'" in rows["groups.mail"]["problem"]
+    assert rows["groups.a.b"]["state"] == rows["groups.a%2Eb"]["state"] == "malformed"
+    assert "is stored 2 times" in rows["groups.a%2Eb"]["problem"]
+    assert "Warning: groups.mail (group mail): unknown field 'rates'" in listed.stderr
+    text = cli(db_uri, "limits", "list")
+    assert "malformed at groups.mail: unknown field 'rates'" in text.stdout
+
+    kept = cli(db_uri, "limits", "set", "--group", "pay", "--rate", "5/s")
+    assert kept.returncode == 0, kept.stderr
+    assert "limit set: group pay: rate 5/s, max_running 2 (was: max_running 2)" in kept.stdout
+    replaced = cli(db_uri, "limits", "set", "--group", "pay", "--rate", "4/s", "--replace")
+    assert "Warning: --replace removed max_running 2 from the limit" in replaced.stderr
+    fixed = cli(db_uri, "limits", "set", "--group", "mail", "--max-running", "3")
+    assert "(replaced a malformed limit: unknown field 'rates'" in fixed.stdout
+
+    for rate in ("1000000/0.000000000001s", "1000001/s", "20000/s"):
+        out = cli(db_uri, "limits", "set", "--group", "pay", "--rate", rate)
+        assert out.returncode == 2, (rate, out.stderr)
+        errors = [line for line in out.stderr.splitlines() if line.startswith("Error")]
+        assert len(errors) == 1, out.stderr
+        assert f"invalid rate '{rate}'" in errors[0]
