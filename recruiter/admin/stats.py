@@ -113,6 +113,8 @@ class Stats:
     paused: PausedNames
     # Flow control (recruiter.admin.limits): every limit with what it holds now.
     limits: tuple[LimitView, ...] = ()
+    # The stored limits that are malformed, one line each: the recruiter holds them (flow-control.md).
+    malformed_limits: tuple[str, ...] = ()
 
 
 @dataclass
@@ -134,9 +136,10 @@ def stats(db: SyncDb, now: datetime, *, sample_limit: int = SAMPLE_LIMIT) -> Sta
     windows = _windows(c, now, sample_limit)
     keys = sorted(set(depth) | {k for w in windows for k in w.archived})
     roster = workers(db, now)
+    flow = listing(db, now)
     return Stats(at=now, groups=_groups(keys, depth, windows), workers=_worker_figures(roster),
                  workers_by_group=_workers_by_group(roster), leases=tuple(leases(db, now)), paused=paused,
-                 limits=listing(db, now).limits)
+                 limits=flow.limits, malformed_limits=flow.problems)
 
 
 @dataclass(frozen=True)

@@ -127,6 +127,7 @@ def test_malformed_limits_and_state_never_stop_a_round(db_uri: str) -> None:
         assert listing.limits == ()
         assert len(listing.problems) == 3
         assert {e.key for e in listing.malformed} == {("pay", None), ("mail", None)}
+        assert admin(h).stats().malformed_limits == listing.problems  # recruiter stats says so too
 
         # A good limit beside a malformed state: the state is rewritten whole, never patched inside garbage.
         admin(h).set_limit("pay", rate="1/s")
