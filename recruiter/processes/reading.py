@@ -14,7 +14,7 @@ once the round has committed (:meth:`CandidateReader.committed`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -223,10 +223,12 @@ class CandidateReader:
                         if at is not None}
         return changed
 
-    def wake_in_s(self, now: datetime) -> float | None:
-        """Seconds until a rate that allows no start now will allow one (None: no such rate)."""
+    def wake_in_s(self, now: datetime, other: Callable[[datetime], float | None] = lambda _: None) -> float | None:
+        """Seconds until a rate that allows no start now will allow one, or until ``other`` says
+        (the schedules' next due slot) if sooner; None: neither."""
         at = wake_at(self.limits.rates(), self.limit_state, now)
-        return None if at is None else max(0.0, (at - now).total_seconds())
+        due = [s for s in (other(now), None if at is None else max(0.0, (at - now).total_seconds())) if s is not None]
+        return min(due) if due else None
 
     async def _read(self, picked: Picked, queries: list[Query], now: datetime, paused: Paused,
                     *, with_switches: bool) -> list[list[Candidate]]:

@@ -264,23 +264,17 @@ class RecruiterProcess(LeaderProcess):
             needs_rollback = False
             return report.busy or fired > 0 or self.known_missed
 
-        def due_in_s() -> float | None:
-            """Seconds to the next due slot of a schedule, or to the next start a rate allows."""
-            now = self.clock.now()
-            due = [s for s in (self.firer.wake_in_s(now), self.reader.wake_in_s(now)) if s is not None]
-            return min(due) if due else None
-
         async def wait(timeout_s: float) -> bool:
-            """The doorbell, or the next due slot if it comes first (a timer, not a poll)."""
+            """The doorbell, or the next due slot (or start a rate allows) if it comes first (a timer, not a poll)."""
             doorbell.seen_until = self.seen_until
-            due_in = due_in_s()
+            due_in = self.reader.wake_in_s(self.clock.now(), self.firer.wake_in_s)
             bell_s = doorbell.max_await_ms / 1000  # a doorbell wait may last this much longer than asked
             if due_in is None or due_in >= timeout_s + bell_s:
                 rang = await doorbell.wait(timeout_s)
             else:
                 rang = await doorbell.wait(due_in - bell_s) if due_in > bell_s else False
                 if not rang:
-                    await self.leadership.sleep(due_in_s() or 0.0)
+                    await self.leadership.sleep(self.reader.wake_in_s(self.clock.now(), self.firer.wake_in_s) or 0)
             if doorbell.take("schedules"):
                 self.firer.changed()
             return rang
