@@ -92,16 +92,20 @@ def test_limits_hold_beside_an_unlimited_group_and_across_a_failover(
     bulk_rate = BULK_JOBS / max(1e-3, (max(bulk_ends) - min(bulk_starts)).total_seconds())
     pay_span = (max(pay_starts) - min(pay_starts)).total_seconds()
     print(f"\npay: {PAY_JOBS} jobs over {pay_span:.1f}s, at most {handed_per_second} handed out and "
-          f"{per_second} started in any 1 s window (limit {RATE} + burst {BURST}; {len(late)} hand-offs took over "
-          f"{PACED_START_S}s), at most {at_once} running at once (cap {CAP}); "
+          f"{per_second} started in any 1 s window (limit {RATE} + burst {BURST}; {len(late)} starts came over "
+          f"{PACED_START_S + PACED_AHEAD_S + ON_TIME_S:.2f}s after their hand-out), at most {at_once} running at once "
+          f"(cap {CAP}); "
           f"bulk: {BULK_JOBS} jobs at {bulk_rate:.1f} jobs/s beside it")
-    assert handed_per_second <= RATE + BURST
-    # The start times a round gives keep the bound over any 1 s window, with a margin for a worker
-    # that starts a job a little late (recruiter.domain.pacing.MARGIN); starts delayed by a hand-off
-    # slower than its budget (a loaded machine) may come on top.
+    # A round hands out the starts due within its reach (PACED_START_S + PACED_AHEAD_S), so the hand-outs
+    # may bunch; what the rate bounds is the start times they carry, and so the starts below.
+    assert handed_per_second <= RATE + BURST + RATE * PACED_AHEAD_S + 1
+    # The start times a round gives keep the bound over any 1 s window. A worker starts a job up to
+    # ON_TIME_S after its start time (a busy machine: more than the 2% margin of 20 ms), so the starts
+    # of any 1 - ON_TIME_S seconds come from start times within 1 s; starts delayed by a hand-off
+    # slower than its budget may come on top.
     ordered = sorted(pay_starts)
     for i, t in enumerate(ordered):
-        window = [u for u in ordered[i:] if (u - t).total_seconds() < 1.0]
+        window = [u for u in ordered[i:] if (u - t).total_seconds() < 1.0 - ON_TIME_S]
         assert len(window) <= RATE + BURST + sum(1 for u in late if t <= u <= window[-1]), (t, window, late)
     assert at_once <= CAP
     # The limited group never held the other back: every bulk job was done before the last pay job
