@@ -153,12 +153,14 @@ class Admin:
         """Every limit and what it holds now (``recruiter limits list``)."""
         return _limits.listing(self.db, self.now())
 
-    def set_limit(self, group: str, *, tenant: str | None = None, rate: str | None = None, burst: int = 0,
-                  max_running: int | None = None) -> _limits.LimitSet:
+    def set_limit(self, group: str, *, tenant: str | None = None, rate: str | None = None,
+                  burst: int | None = None, max_running: int | None = None, replace: bool = False
+                  ) -> _limits.LimitSet:
         """Limit ``group`` (or ``tenant`` within it): ``rate`` such as ``"50/s"`` (with ``burst``
-        more at once), ``max_running`` jobs at once; replaces its previous limit."""
-        limit = _limits.make_limit(rate, burst, max_running)
-        return _limits.set_(self.db, group, tenant, limit, self.now())
+        more at once), ``max_running`` jobs at once. The fields not given keep their values
+        (``replace``: the limit is exactly what is given); the result says what it replaced."""
+        return _limits.set_fields(self.db, group, tenant, rate=rate, burst=burst, max_running=max_running,
+                                  replace=replace, now=self.now())
 
     def clear_limit(self, group: str, *, tenant: str | None = None) -> bool:
         """Remove the limit of ``group`` (or ``tenant`` within it); whether there was one."""

@@ -18,8 +18,10 @@ from datetime import datetime
 
 from recruiter.admin.roster import checked_entries
 from recruiter.domain.following import JobView
-from recruiter.domain.limits import count_locked, describe_key, keys_of, read_limits, state_from, waiting_line
+from recruiter.domain.limits import count_locked, describe_key, held_line, keys_of, waiting_line
+from recruiter.domain.pacing import state_from
 from recruiter.domain.records import Raw
+from recruiter.domain.stored_limits import read_limits
 from recruiter.domain.waiting import (
     AHEAD_CAP,
     Ahead,
@@ -67,9 +69,14 @@ def held_by(c: SyncCollections, job: Raw, now: datetime) -> HeldBy | None:
     """The limit (flow control, :mod:`recruiter.domain.limits`) that holds ``job`` back now, if any:
     the limits document by ``_id``; only when a limit names the job's group or tenant, the jobs
     locked in its group (at most one per worker lane) and the token state (the cursor document)."""
-    limits, _ = read_limits(read_limits_document(c.metadata))
+    stored = read_limits(read_limits_document(c.metadata))
+    limits, malformed = stored.limits, stored.malformed()
     group, tenant = str(job.get("group")), job.get("tenant")
-    keys = [k for k in keys_of(group, tenant if isinstance(tenant, str) else "") if k in limits.by_key]
+    mine = keys_of(group, tenant if isinstance(tenant, str) else "")
+    for key in mine:
+        if key in malformed:
+            return HeldBy(describe_key(key), held_line(key, malformed[key]).removeprefix(HELD))
+    keys = [k for k in mine if k in limits.by_key]
     if not keys:
         return None
     running = count_locked(read_running_in_sync(c, [group]), limits)

@@ -116,6 +116,8 @@ class Stats:
     limits: tuple[LimitView, ...] = ()
     # The releases of the live worker slots and lease holders (recruiter.admin.releases).
     releases: ReleasesView = field(default_factory=lambda: ReleasesView({}, ()))
+    # The stored limits that are malformed, one line each: the recruiter holds them (flow-control.md).
+    malformed_limits: tuple[str, ...] = ()
 
 
 @dataclass
@@ -138,9 +140,10 @@ def stats(db: SyncDb, now: datetime, *, sample_limit: int = SAMPLE_LIMIT) -> Sta
     keys = sorted(set(depth) | {k for w in windows for k in w.archived})
     roster = workers(db, now)
     held = tuple(leases(db, now))
+    flow = listing(db, now)
     return Stats(at=now, groups=_groups(keys, depth, windows), workers=_worker_figures(roster),
                  workers_by_group=_workers_by_group(roster), leases=held, paused=paused,
-                 limits=listing(db, now).limits, releases=live_releases(roster, held))
+                 limits=flow.limits, malformed_limits=flow.problems, releases=live_releases(roster, held))
 
 
 @dataclass(frozen=True)

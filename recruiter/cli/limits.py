@@ -19,6 +19,7 @@ from recruiter.cli.options import target_option, with_database
 from recruiter.cli.output import echo
 from recruiter.domain.limits import Limit
 from recruiter.domain.naming import name_problem
+from recruiter.domain.stored_limits import StoredLimit
 from recruiter.store import SyncDb
 
 
@@ -43,27 +44,46 @@ def _valid(make: Callable[[], Limit]) -> Limit:
 @_where
 @click.option("--rate", default=None, metavar="N/UNIT",
               help="At most N starts per interval, paced: 5/s, 100/m, 1000/h, 3/10s (retries count).")
-@click.option("--burst", type=click.IntRange(0, 1_000_000), default=0, show_default=True,
-              help="This many more starts at once after a quiet spell (needs --rate).")
+@click.option("--burst", type=click.IntRange(0, 1_000_000), default=None,
+              help="This many more starts at once after a quiet spell (needs a rate; default: as it was, or 0).")
 @click.option("--max-running", type=int, default=None,
               help="At most this many jobs assigned or running at once, cluster-wide (1 or more).")
+@click.option("--replace", is_flag=True,
+              help="Make the limit exactly what is given: the fields not given are removed (default: kept).")
 @target_option
-def limits_set(group: str, tenant: str | None, rate: str | None, burst: int, max_running: int | None,
-               target: str) -> None:
-    """Set (replace) the limit of a group, or of one tenant within it, from the next round on."""
-    if rate is None and max_running is None:
+def limits_set(group: str, tenant: str | None, rate: str | None, burst: int | None, max_running: int | None,
+               replace: bool, target: str) -> None:
+    """Set the limit of a group, or of one tenant within it, from the next round on.
+
+    The fields given change; the others keep their values unless --replace."""
+    if rate is None and max_running is None and burst is None:
         raise click.UsageError("give --rate, --max-running, or both")
-    limit = _valid(lambda: admin_limits.make_limit(rate, burst, max_running))
+    if rate is not None or max_running is not None:  # the values, checked before anything is read
+        _valid(lambda: admin_limits.make_limit(rate, burst if rate is not None or replace else None, max_running))
     _names(group, tenant)
 
     def write(db: SyncDb, now: datetime) -> None:
-        done = admin_limits.set_(db, group, tenant, limit, now)
+        try:
+            done = admin_limits.set_fields(db, group, tenant, rate=rate, burst=burst, max_running=max_running,
+                                           replace=replace, now=now)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
         if done.unknown_tenant:
             echo(f"Warning: no job has used the tenant {tenant!r} yet; the limit applies once one does",
                  err=True)
-        echo(f"limit set: {done.view.describe()}")
+        if done.dropped:
+            echo(f"Warning: --replace removed {', '.join(done.dropped)} from the limit", err=True)
+        echo(f"limit set: {done.view.describe()}{_was(done)}")
 
     with_database(target, write)
+
+
+def _was(done: admin_limits.LimitSet) -> str:
+    if done.replaced_malformed is not None:
+        return f" (replaced a malformed limit: {done.replaced_malformed})"
+    if done.replaced is not None:
+        return f" (was: {done.replaced})" if done.replaced != done.view.limit else " (unchanged)"
+    return " (new)"
 
 
 def _names(group: str, tenant: str | None) -> None:
@@ -94,13 +114,15 @@ def limits_clear(group: str, tenant: str | None, target: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @target_option
 def limits_list(as_json: bool, target: str) -> None:
-    """Every limit, with the jobs it counts now and the tokens of its rate."""
+    """Every stored limit: applied, with the jobs it counts now and the tokens of its rate, or
+    malformed and why (the recruiter holds it: at the last good limit it read, or whole)."""
 
     def read(db: SyncDb, now: datetime) -> None:
         listing = admin_limits.listing(db, now)
         for problem in listing.problems:
-            echo(f"Warning: a stored limit is malformed and not applied: {problem}", err=True)
-        rows = [_row(v) for v in listing.limits]
+            echo(f"Warning: {problem}", err=True)
+        rows = [_row(v) for v in listing.limits] + [_malformed_row(e) for e in listing.malformed]
+        rows.sort(key=lambda r: (str(r["group"]), str(r["tenant"] or ""), str(r["path"])))
         if as_json:
             echo(json.dumps(rows, indent=2))
         elif not rows:
@@ -113,15 +135,27 @@ def limits_list(as_json: bool, target: str) -> None:
 
 def _row(v: LimitView) -> dict[str, object]:
     rate = v.limit.rate
-    return {"group": v.group, "tenant": v.tenant, "rate": rate.text if rate else None,
-            "burst": rate.burst if rate else None, "max_running": v.limit.max_running, "running": v.running,
+    return {"group": v.group, "tenant": v.tenant, "path": v.path, "state": "applied", "problem": None,
+            "rate": rate.text if rate else None, "burst": rate.burst if rate else None,
+            "max_running": v.limit.max_running, "running": v.running,
             "tokens": None if v.tokens is None else round(v.tokens, 2), "held": v.held}
 
 
+def _malformed_row(e: StoredLimit) -> dict[str, object]:
+    return {"group": e.key[0], "tenant": e.key[1], "path": e.path, "state": "malformed", "problem": e.problem,
+            "rate": None, "burst": None, "max_running": None, "running": None, "tokens": None, "held": True}
+
+
 def _table(rows: list[dict[str, object]]) -> str:
-    heads = ["group", "tenant", "rate", "burst", "max_running", "running", "tokens", "held"]
-    cells = [[("-" if r[h] is None else str(r[h])) for h in heads] for r in rows]
+    heads = ["group", "tenant", "rate", "burst", "max_running", "running", "tokens", "held", "state"]
+    cells = [[("-" if r[h] is None else str(r[h])) for h in heads[:-1]] + [_state(r)] for r in rows]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(heads)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True))]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
     return "\n".join(lines)
+
+
+def _state(row: dict[str, object]) -> str:
+    if row["state"] == "applied":
+        return "applied"
+    return f"malformed at {row['path']}: {row['problem']}"

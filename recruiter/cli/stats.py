@@ -176,6 +176,7 @@ def stats_json(figures: Stats) -> dict[str, Any]:
                     "burst": v.limit.rate.burst if v.limit.rate else None, "max_running": v.limit.max_running,
                     "running": v.running, "tokens": None if v.tokens is None else round(v.tokens, 2),
                     "held": v.held} for v in figures.limits],
+        "malformed_limits": list(figures.malformed_limits),
     }
 
 
@@ -254,6 +255,7 @@ def render_stats(figures: Stats) -> str:
     for v in figures.limits:
         now = f"{v.running} running" + ("" if v.tokens is None else f", {v.tokens:.1f} tokens")
         lines.append(f"limit: {v.describe()} ({now}{'; holding jobs back' if v.held else ''})")
+    lines += [f"limit malformed, held by the recruiter: {line}" for line in figures.malformed_limits]
     return "\n".join(lines)
 
 

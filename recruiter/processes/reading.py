@@ -14,7 +14,7 @@ once the round has committed (:meth:`CandidateReader.committed`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -25,20 +25,17 @@ import structlog
 from recruiter.domain.candidates import Query, candidate_from, plan_round
 from recruiter.domain.control import Paused, cursor_changes, cursor_document, read_cursor, read_switches
 from recruiter.domain.documents import Malformed, WarnOnce, check_job
-from recruiter.domain.limits import (
-    NO_LIMITS,
+from recruiter.domain.limits import NO_LIMITS, allowance, count_by_key, count_locked, keys_of
+from recruiter.domain.pacing import (
     STATE_FIELD,
     Bucket,
     Key,
     LimitState,
-    allowance,
-    count_by_key,
-    count_locked,
-    read_limits,
-    spend,
+    start_times,
     state_document,
     state_from,
     state_sets,
+    wake_at,
     with_buckets,
 )
 from recruiter.domain.records import JobDoc
@@ -51,6 +48,7 @@ from recruiter.domain.selection import (
     RoundPolicy,
     Selection,
 )
+from recruiter.domain.stored_limits import LastGood, read_limits
 from recruiter.processes.known_jobs import KnownJobs
 from recruiter.processes.rounds import CursorWrite
 from recruiter.store import halting, metadata, scheduled
@@ -68,7 +66,7 @@ class Picked:
     selection: Selection
     documents: dict[object, Document] = field(default_factory=dict)
     malformed: list[Malformed] = field(default_factory=list)
-    paced: set[object] = field(default_factory=set)  # jobs handed out under a rate limit
+    paced: dict[object, datetime] = field(default_factory=dict)  # jobs handed out under a rate limit: their starts
 
 
 class CandidateReader:
@@ -88,6 +86,8 @@ class CandidateReader:
         # Flow control (recruiter.domain.limits): the limits as last read, the token state as of
         # the last committed round, and what the round being planned spends.
         self.limits = NO_LIMITS
+        self.last_good = LastGood()  # what a malformed stored limit is held at (recruiter.domain.stored_limits)
+        self.limit_problems: frozenset[str] = frozenset()  # as last read: each is logged when it appears
         self.limit_state = LimitState()
         self.limiter_reset = False  # the stored state was malformed: the next save writes it whole
         self.spent: dict[Key, Bucket] = {}
@@ -212,18 +212,26 @@ class CandidateReader:
         return counts
 
     def _spend(self, picked: Picked, now: datetime) -> dict[Key, Bucket]:
-        """The tokens the selection spends: one per job handed out in a rate-limited key."""
-        if not self.limits.paced():
+        """The tokens the selection spends: one per job handed out in a rate-limited key, at the
+        start time it gives that job (:func:`recruiter.domain.pacing.start_times`)."""
+        rates = self.limits.rates()
+        if not rates:
             return {}
-        pairs = []
-        paced = self.limits.paced()
+        jobs = []
         for a in picked.selection.assignments:
             doc = picked.documents.get(a.job_id) or {}
-            pair = (str(doc.get("group")), str(doc.get("tenant") or ""))
-            pairs.append(pair)
-            if (pair[0], None) in paced or pair in paced:
-                picked.paced.add(a.job_id)
-        return spend(self.limits, self.limit_state, count_by_key(pairs, self.limits), now)
+            jobs.append(keys_of(str(doc.get("group")), str(doc.get("tenant") or "")))
+        starts, changed = start_times(rates, self.limit_state, jobs, now)
+        picked.paced = {a.job_id: at for a, at in zip(picked.selection.assignments, starts, strict=True)
+                        if at is not None}
+        return changed
+
+    def wake_in_s(self, now: datetime, other: Callable[[datetime], float | None] = lambda _: None) -> float | None:
+        """Seconds until a rate that allows no start now will allow one, or until ``other`` says
+        (the schedules' next due slot) if sooner; None: neither."""
+        at = wake_at(self.limits.rates(), self.limit_state, now)
+        due = [s for s in (other(now), None if at is None else max(0.0, (at - now).total_seconds())) if s is not None]
+        return min(due) if due else None
 
     async def _read(self, picked: Picked, queries: list[Query], now: datetime, paused: Paused,
                     *, with_switches: bool) -> list[list[Candidate]]:
@@ -270,10 +278,19 @@ class CandidateReader:
     def _controls(self, switches: Document | None, limits: Document | None) -> None:
         """The pause switches and the limits as just read."""
         self.paused = read_switches(switches, self.warned, log)
-        self.limits, problems = read_limits(limits)
-        for problem in problems:
-            if self.warned.first(("limits", problem), problem):
-                log.warning("limits.malformed", reason=problem, detail="that limit is not applied until fixed")
+        stored = read_limits(limits)
+        in_force = self.last_good.in_force(stored)
+        problems = frozenset(stored.lines())
+        for problem in sorted(problems - self.limit_problems):  # logged when it appears, again if it comes back
+            log.warning("limits.malformed", reason=problem,
+                        detail="held at the last good limit read, or nothing of it starts if none was read")
+        if self.limit_problems and not problems:
+            log.info("limits.fixed", detail="every stored limit is well-formed again")
+        self.limit_problems = problems
+        if in_force.held != self.limits.held and in_force.held:
+            log.warning("limits.held", keys=sorted(f"{g}/{t}" if t is not None else g for g, t in in_force.held),
+                        detail="a malformed limit with no good one read before: none of its jobs start")
+        self.limits = in_force
         self.controls_current = True
 
     async def _meet_unplaceable(self, picked: Picked, ids: list[object]) -> None:

@@ -266,16 +266,16 @@ class RecruiterProcess(LeaderProcess):
             return report.busy or fired > 0 or self.known_missed
 
         async def wait(timeout_s: float) -> bool:
-            """The doorbell, or the next due slot if it comes first (a timer, not a poll)."""
+            """The doorbell, or the next due slot (or start a rate allows) if it comes first (a timer, not a poll)."""
             doorbell.seen_until = self.seen_until
-            due_in = self.firer.wake_in_s(self.clock.now())
+            due_in = self.reader.wake_in_s(self.clock.now(), self.firer.wake_in_s)
             bell_s = doorbell.max_await_ms / 1000  # a doorbell wait may last this much longer than asked
             if due_in is None or due_in >= timeout_s + bell_s:
                 rang = await doorbell.wait(timeout_s)
             else:
                 rang = await doorbell.wait(due_in - bell_s) if due_in > bell_s else False
                 if not rang:
-                    await self.leadership.sleep(self.firer.wake_in_s(self.clock.now()) or 0.0)
+                    await self.leadership.sleep(self.reader.wake_in_s(self.clock.now(), self.firer.wake_in_s) or 0)
             if doorbell.take("schedules"):
                 self.firer.changed()
             return rang

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import bson
 import structlog
@@ -37,9 +37,9 @@ from bson import ObjectId
 
 from recruiter.domain.documents import Malformed
 from recruiter.domain.job import Status
-from recruiter.domain.limits import PACED_START_S, START_AT
 from recruiter.domain.liveness import Rescue, Stranded
 from recruiter.domain.outcome import jobs_referenced_by
+from recruiter.domain.pacing import START_AT
 from recruiter.domain.records import Query
 from recruiter.domain.selection import Assignment, Selection
 from recruiter.processes.applying import apply_sorted, sort_outcomes
@@ -105,8 +105,8 @@ class RoundPlan:
     stranded: list[Stranded] = field(default_factory=list)
     # Free lanes of busy slots (depth > 0, recruiter.domain.lanes): their jobs are handed out ahead.
     ahead: set[str] = field(default_factory=set)
-    # Jobs handed out under a rate limit: their copies say when to start (recruiter.domain.limits).
-    paced: set[object] = field(default_factory=set)
+    # Jobs handed out under a rate limit, and when each starts: their copies say so (recruiter.domain.pacing).
+    paced: dict[object, datetime] = field(default_factory=dict)
     # The ``freed`` marks of the entries read (recruiter.store.roster.FREED): removed by the round.
     freed: list[tuple[object, object]] = field(default_factory=list)
     # Filled by the writes, read once the round has committed.
@@ -203,12 +203,12 @@ def locked_copy(doc: Document, common: dict[str, object], worker_id: str, token:
 
 def paced_copies(locked: list[Locked], plan: RoundPlan) -> list[Document]:
     """What each worker receives (:func:`copies_to_send`), the jobs handed out under a rate limit
-    marked to start a little later."""
+    marked with their start times."""
     copies = copies_to_send(locked)
     if not plan.paced:
         return copies
-    start_at = plan.now + timedelta(seconds=PACED_START_S)
-    return [{**copy, START_AT: start_at} if lk.assignment.job_id in plan.paced and is_copy(copy) else copy
+    return [{**copy, START_AT: plan.paced[lk.assignment.job_id]}
+            if lk.assignment.job_id in plan.paced and is_copy(copy) else copy
             for lk, copy in zip(locked, copies, strict=True)]
 
 

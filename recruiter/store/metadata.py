@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from recruiter.domain.control import CURSOR_ID, KINDS, PAUSED_ID, Paused, paused_from_document
-from recruiter.domain.limits import LIMITS_ID, Limit, limit_path
+from recruiter.domain.limits import LIMITS_ID, Limit
 from recruiter.domain.records import Query
+from recruiter.domain.stored_limits import limit_path
 from recruiter.store import archived, roster, scheduled
 from recruiter.store.layout import AsyncColl, Document, SyncColl, SyncDb
 

@@ -157,3 +157,10 @@ def test_held_by_a_limit_names_the_limit_that_holds_the_job_now(db: Any, db_uri:
     assert found is not None
     assert found.code == Waiting.HELD_BY_LIMIT, found.text
     assert found.text.startswith("held by a limit: group mail is at its rate of 1/h (next start in ")
+    # A limit edited by hand into something malformed holds the job, and says why.
+    db.metadata.update_one({"_id": "limits"}, {"$set": {"groups.mail": {"max_running": 1.5}}})
+    found = admin.explain(other["_id"])
+    assert found is not None
+    assert found.code == Waiting.HELD_BY_LIMIT, found.text
+    assert found.text.startswith("held by a limit: the stored limit of group mail is malformed "
+                                 "(max_running: expected an integer, got float 1.5)"), found.text

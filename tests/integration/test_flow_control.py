@@ -85,6 +85,8 @@ def test_a_rate_is_paced_on_the_servers_clock_and_the_tokens_survive_a_failover(
         # 10.2 s at 2/s refill at most the bucket's capacity (2): never more than one full bucket.
         assert got == 2, got
         h.clock.advance(timedelta(milliseconds=100))
+        # The next token is due 0.51 s after the burst's starts: within this round's reach (it starts then).
+        assert (await h.round()).assigned == 1
         assert (await h.round()).assigned == 0
 
     run(db_uri, scenario)
@@ -119,10 +121,13 @@ def test_malformed_limits_and_state_never_stop_a_round(db_uri: str) -> None:
             await h.worker(f"w{i}")
         await enqueue(h, "pay", 2)
         await enqueue(h, "mail", 1)
-        assert (await h.round()).assigned == 3  # the malformed limits are not applied
+        # Malformed limits fail closed: with no good limit read before, nothing of pay or mail starts.
+        assert (await h.round()).assigned == 0
         listing = admin(h).limits()
         assert listing.limits == ()
         assert len(listing.problems) == 3
+        assert {e.key for e in listing.malformed} == {("pay", None), ("mail", None)}
+        assert admin(h).stats().malformed_limits == listing.problems  # recruiter stats says so too
 
         # A good limit beside a malformed state: the state is rewritten whole, never patched inside garbage.
         admin(h).set_limit("pay", rate="1/s")
@@ -159,7 +164,7 @@ def test_limits_set_list_clear_and_declare_through_the_read_model(db_uri: str) -
 
         before = client.get_default_database().metadata.find_one({"_id": "limits"})
         for bad in ({"rate": "5/x"}, {"rate": "0/s"}, {"rate": "-1/s"}, {"max_running": 0}, {},
-                    {"burst": 3, "max_running": 2}):
+                    {"burst": 3, "max_running": 2, "replace": True}):
             with pytest.raises(ValueError, match=r"rate|max_running|burst") as caught:
                 a.set_limit("mail", **bad)
             assert "\n" not in str(caught.value)
@@ -176,5 +181,19 @@ def test_limits_set_list_clear_and_declare_through_the_read_model(db_uri: str) -
         metadata.update_one({"_id": "limits"}, {"$set": {"tenants.mail": 5}})
         a.set_limit("mail", tenant="zeta", max_running=1)
         assert {(v.group, v.tenant) for v in a.limits().limits} == {("mail", None), ("mail", "zeta")}
+
+        # Setting one field keeps the others and says what it replaced; replace=True drops them, and says so.
+        a.set_limit("pay", max_running=2)
+        kept = a.set_limit("pay", rate="5/s")
+        assert kept.view.limit == Limit(2, Rate.parse("5/s"))
+        assert kept.replaced == Limit(2)
+        assert kept.dropped == ()
+        replaced = a.set_limit("pay", rate="4/s", replace=True)
+        assert replaced.view.limit == Limit(rate=Rate.parse("4/s"))
+        assert replaced.dropped == ("max_running 2",)
+        metadata.update_one({"_id": "limits"}, {"$set": {"groups.pay": {"max_running": 2.5}}})
+        fixed = a.set_limit("pay", max_running=3)
+        assert fixed.replaced_malformed == "max_running: expected an integer, got float 2.5"
+        assert fixed.view.limit == Limit(3)
     finally:
         client.close()

@@ -4,6 +4,7 @@ standby taking over. Measured from the ledger of start and end times the jobs wr
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -11,14 +12,15 @@ from datetime import datetime
 from typing import Any
 
 from recruiter import Recruiter
-from recruiter.domain.limits import PACED_START_S, read_limits
+from recruiter.domain.pacing import PACED_AHEAD_S, PACED_START_S
+from recruiter.domain.stored_limits import read_limits
 from tests.conftest import REPO, wait_for
 from tests.processes.conftest import Processes
 from tests.workables import Record
 
 RATE, BURST, CAP = 5, 1, 3
 PAY_JOBS, BULK_JOBS = 60, 150
-ON_TIME_S = 0.05  # how much later than PACED_START_S after its hand-out a start still counts as on time
+ON_TIME_S = 0.05  # how much later than PACED_START_S + PACED_AHEAD_S after its hand-out a start is on time
 
 
 def cli(db_uri: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -75,8 +77,10 @@ def test_limits_hold_beside_an_unlimited_group_and_across_a_failover(
     pay_starts = [r["at"] for r in pay]
     assert len(pay_starts) == PAY_JOBS  # each once: nothing ran twice across the failover
     handed_out = [r["assigned_at"] for r in pay]  # the rounds' times: what the limit counts
-    # A job starts PACED_START_S after its round; one whose hand-off took longer starts late.
-    late = [r["at"] for r in pay if (r["at"] - r["assigned_at"]).total_seconds() > PACED_START_S + ON_TIME_S]
+    # A job starts at the start time its round gave it: PACED_START_S to PACED_START_S + PACED_AHEAD_S
+    # after the round; one whose hand-off took longer starts late.
+    late = [r["at"] for r in pay
+            if (r["at"] - r["assigned_at"]).total_seconds() > PACED_START_S + PACED_AHEAD_S + ON_TIME_S]
     ends = {r["job"]: r["at"] for r in rows if r["group"] == "pay" and r["event"] == "end"}
     spans = [(r["at"], ends[r["job"]]) for r in rows if r["group"] == "pay" and r["event"] == "start"]
 
@@ -88,15 +92,17 @@ def test_limits_hold_beside_an_unlimited_group_and_across_a_failover(
     bulk_rate = BULK_JOBS / max(1e-3, (max(bulk_ends) - min(bulk_starts)).total_seconds())
     pay_span = (max(pay_starts) - min(pay_starts)).total_seconds()
     print(f"\npay: {PAY_JOBS} jobs over {pay_span:.1f}s, at most {handed_per_second} handed out and "
-          f"{per_second} started in any 1 s window (limit {RATE} + burst {BURST}; {len(late)} hand-offs took over "
-          f"{PACED_START_S}s), at most {at_once} running at once (cap {CAP}); "
+          f"{per_second} started in any 1 s window (limit {RATE} + burst {BURST}; {len(late)} starts came over "
+          f"{PACED_START_S + PACED_AHEAD_S + ON_TIME_S:.2f}s after their hand-out), at most {at_once} running at once "
+          f"(cap {CAP}); "
           f"bulk: {BULK_JOBS} jobs at {bulk_rate:.1f} jobs/s beside it")
-    assert handed_per_second <= RATE + BURST
-    # The workers' starts keep that bound, but for starts delayed by a hand-off slower than
-    # PACED_START_S (a loaded machine): each window may hold those on top. An on-time start comes
-    # PACED_START_S to PACED_START_S + ON_TIME_S after its hand-out, so the starts of any
-    # 1 - ON_TIME_S seconds come from hand-outs within 1 s (a 1 s window of starts could hold the
-    # hand-outs of 1 + ON_TIME_S s: one more at this rate, and the check failed so on a busy machine).
+    # A round hands out the starts due within its reach (PACED_START_S + PACED_AHEAD_S), so the hand-outs
+    # may bunch; what the rate bounds is the start times they carry, and so the starts below.
+    assert handed_per_second <= RATE + BURST + RATE * PACED_AHEAD_S + 1
+    # The start times a round gives keep the bound over any 1 s window. A worker starts a job up to
+    # ON_TIME_S after its start time (a busy machine: more than the 2% margin of 20 ms), so the starts
+    # of any 1 - ON_TIME_S seconds come from start times within 1 s; starts delayed by a hand-off
+    # slower than its budget may come on top.
     ordered = sorted(pay_starts)
     for i, t in enumerate(ordered):
         window = [u for u in ordered[i:] if (u - t).total_seconds() < 1.0 - ON_TIME_S]
@@ -145,3 +151,37 @@ def test_bad_limits_are_one_line_and_change_nothing(db: Any, db_uri: str) -> Non
     assert again.returncode == 0
     assert "nothing changed" in again.stderr
     assert read_limits(db.metadata.find_one({"_id": "limits"})) == read_limits(before)
+
+
+def test_hand_edited_limits_are_listed_with_their_state_and_set_says_what_it_replaced(db: Any, db_uri: str) -> None:
+    db.metadata.insert_one({"_id": "limits", "groups": {
+        "pay": {"max_running": 2.0},  # a double, as a JSON import writes it: read as 2
+        "mail": {"max_running": 2, "rates": "5/s"},  # a misspelled field: malformed, held
+        "a.b": {"max_running": 1}, "a%2Eb": {"max_running": 3}}})  # one name stored twice
+    listed = cli(db_uri, "limits", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = {r["path"]: r for r in json.loads(listed.stdout)}
+    assert rows["groups.pay"]["state"] == "applied"
+    assert rows["groups.pay"]["max_running"] == 2
+    assert rows["groups.mail"]["state"] == "malformed"
+    assert "unknown field 'rates'" in rows["groups.mail"]["problem"]
+    assert rows["groups.a.b"]["state"] == rows["groups.a%2Eb"]["state"] == "malformed"
+    assert "is stored 2 times" in rows["groups.a%2Eb"]["problem"]
+    assert "Warning: groups.mail (group mail): unknown field 'rates'" in listed.stderr
+    text = cli(db_uri, "limits", "list")
+    assert "malformed at groups.mail: unknown field 'rates'" in text.stdout
+
+    kept = cli(db_uri, "limits", "set", "--group", "pay", "--rate", "5/s")
+    assert kept.returncode == 0, kept.stderr
+    assert "limit set: group pay: rate 5/s, max_running 2 (was: max_running 2)" in kept.stdout
+    replaced = cli(db_uri, "limits", "set", "--group", "pay", "--rate", "4/s", "--replace")
+    assert "Warning: --replace removed max_running 2 from the limit" in replaced.stderr
+    fixed = cli(db_uri, "limits", "set", "--group", "mail", "--max-running", "3")
+    assert "(replaced a malformed limit: unknown field 'rates'" in fixed.stdout
+
+    for rate in ("1000000/0.000000000001s", "1000001/s", "20000/s"):
+        out = cli(db_uri, "limits", "set", "--group", "pay", "--rate", rate)
+        assert out.returncode == 2, (rate, out.stderr)
+        errors = [line for line in out.stderr.splitlines() if line.startswith("Error")]
+        assert len(errors) == 1, out.stderr
+        assert f"invalid rate '{rate}'" in errors[0]

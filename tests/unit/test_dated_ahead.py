@@ -14,7 +14,6 @@ import pytest
 from bson import ObjectId
 
 from recruiter.domain.clock import MAX_AHEAD
-from recruiter.domain.limits import Bucket, LimitState, Rate, state_document, state_from
 from recruiter.domain.liveness import (
     MAX_FRESH_AHEAD,
     dated_ahead,
@@ -23,6 +22,7 @@ from recruiter.domain.liveness import (
     is_fresh,
     missed_beats,
 )
+from recruiter.domain.pacing import Bucket, LimitState, Rate, state_document, state_from
 from recruiter.processes.recruiter import RecruiterConfig
 from recruiter.store.leases import MAX_EXPIRY_AHEAD, MAX_TTL, Lease, expiry_ahead
 

@@ -13,18 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from recruiter.domain.candidates import plan_round
-from recruiter.domain.limits import (
-    NO_LIMITS,
+from recruiter.domain.limits import Key, Limit, Limits, allowance, count_by_key, keys_of
+from recruiter.domain.pacing import (
     Bucket,
-    Key,
-    Limit,
-    Limits,
     LimitState,
     Rate,
-    allowance,
-    count_by_key,
-    read_limits,
-    spend,
+    start_times,
     state_document,
     state_from,
     state_sets,
@@ -38,6 +32,7 @@ from recruiter.domain.selection import (
     RoundPolicy,
     select,
 )
+from recruiter.domain.stored_limits import read_limits
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -80,15 +75,17 @@ def test_bad_limits_are_refused() -> None:
         Rate.parse("5/s", burst=-1)
 
 
-def test_a_malformed_stored_limit_is_left_out_with_its_reason() -> None:
-    limits, problems = read_limits({"_id": "limits", "groups": {
+def test_a_malformed_stored_limit_is_set_apart_with_its_reason() -> None:
+    stored = read_limits({"_id": "limits", "groups": {
         "ok": {"max_running": 3}, "bad": {"rate": "5/x"}, "worse": "no", "zero": {"max_running": 0},
         "typed": {"max_running": "3"}}, "tenants": {"ok": {"acme": {"rate": "2/s", "burst": 1}}, "x": 5}})
+    limits, problems = stored.limits, stored.lines()
     assert set(limits.by_key) == {("ok", None), ("ok", "acme")}
     assert limits.by_key[("ok", "acme")].rate == Rate.parse("2/s", 1)
+    assert set(stored.malformed()) == {("bad", None), ("worse", None), ("zero", None), ("typed", None)}
     assert len(problems) == 5
     assert all("\n" not in p for p in problems)
-    assert read_limits("nonsense") == (NO_LIMITS, ["document: expected an embedded document"])
+    assert read_limits("nonsense").lines() == ["document: expected an embedded document"]
 
 
 def test_the_state_round_trips_and_a_malformed_one_starts_empty() -> None:
@@ -107,7 +104,7 @@ def test_the_refill_never_goes_back_in_time_and_never_above_the_capacity() -> No
     rate = Rate.parse("10/s", burst=2)
     b = Bucket(0.0, T0)
     assert b.refilled(rate, T0 - timedelta(hours=1)) == b  # clock stepped back: nothing gained
-    assert b.refilled(rate, T0 + timedelta(milliseconds=250)).tokens == pytest.approx(2.5)
+    assert b.refilled(rate, T0 + timedelta(milliseconds=255)).tokens == pytest.approx(2.5)  # slots of 102 ms
     assert b.refilled(rate, T0 + timedelta(days=3)).tokens == 3.0  # stepped forward: a full bucket at most
 
 
@@ -176,7 +173,8 @@ def limit_sets(draw: st.DrawFn) -> Limits:
 class Run:
     limits: Limits
     workers: list[FreeWorker]
-    starts: list[tuple[float, Candidate]] = field(default_factory=list)
+    starts: list[tuple[float, Candidate]] = field(default_factory=list)  # when each was handed out
+    start_times: list[tuple[float, Candidate]] = field(default_factory=list)  # when each paced one starts
     max_running: Counter[Key] = field(default_factory=Counter)
     delayed_unlimited: list[str] = field(default_factory=list)
 
@@ -222,8 +220,10 @@ def simulate(limits: Limits, workers: list[FreeWorker],
             running[a.worker_id] = c
             out.starts.append((t, c))
         handed = [running[a.worker_id] for a in chosen.assignments]
-        state = with_buckets(state, spend(limits, state, count_by_key(((c.group, c.tenant) for c in handed), limits),
-                                          now))
+        starts, changed = start_times(limits.rates(), state, [keys_of(c.group, c.tenant) for c in handed], now)
+        state = with_buckets(state, changed)
+        out.start_times += [((at - T0).total_seconds(), c) for at, c in zip(starts, handed, strict=True)
+                            if at is not None]
         counts = count_by_key(((c.group, c.tenant) for c in running.values()), limits)
         for key, n in counts.items():
             out.max_running[key] = max(out.max_running[key], n)
@@ -248,7 +248,7 @@ def test_starts_never_exceed_the_rate_plus_burst_over_any_window(data: tuple) ->
     for key, lim in limits.by_key.items():
         if lim.rate is None:
             continue
-        times = sorted(t for t, c in run.starts if key in _keys(c))
+        times = sorted(t for t, c in run.start_times if key in _keys(c))
         for i, start in enumerate(times):  # every window [start, start + interval) that begins at a start
             within = sum(1 for u in times[i:] if u < start + lim.rate.per_s - 1e-9)
             assert within <= lim.rate.count + lim.rate.burst, (key, lim, times)

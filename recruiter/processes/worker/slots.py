@@ -25,8 +25,8 @@ from structlog.typing import FilteringBoundLogger
 
 from recruiter.domain.clock import Clock
 from recruiter.domain.lanes import needs_mark
-from recruiter.domain.limits import PACED_START_S, START_AT
 from recruiter.domain.outcome import Outcome
+from recruiter.domain.pacing import MAX_START_WAIT_S, START_AT
 from recruiter.domain.records import Raw
 from recruiter.domain.retry import RetryAt
 from recruiter.processes.events import Bus
@@ -234,14 +234,14 @@ class SlotLoop:
             slot.running = None
 
     async def _start_at(self, job: Document) -> None:
-        """A rate-limited job starts when its copy says (``start_at``: a fixed delay after the round
-        that handed it out, recruiter.domain.limits), so the workers' starts keep the recruiter's
-        spacing; never waits longer than that delay, whatever the value says."""
+        """A rate-limited job starts when its copy says (``start_at``: when its token is due,
+        recruiter.domain.pacing), so the workers' starts keep the recruiter's spacing; never waits
+        longer than ``MAX_START_WAIT_S``, whatever the value says."""
         start_at = job.get(START_AT)
         if isinstance(start_at, datetime):
             wait_s = (start_at - self.clock.now()).total_seconds()
             if wait_s > 0:
-                await asyncio.sleep(min(wait_s, PACED_START_S))
+                await asyncio.sleep(min(wait_s, MAX_START_WAIT_S))
 
     async def record(self, slot: Slot, outcome: Outcome, bound: FilteringBoundLogger,
                      then: Turn | None = None) -> None:
