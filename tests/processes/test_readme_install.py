@@ -35,7 +35,7 @@ from tests.processes.test_readme import readme_files
 pytestmark = pytest.mark.fresh_venv
 
 FENCE = "`" * 3
-COPY_IGNORES = shutil.ignore_patterns(".git", ".venv", ".demo", "__pycache__", "*.egg-info", "build",
+COPY_IGNORES = shutil.ignore_patterns(".git", ".venv", ".demo", ".recruiter", "__pycache__", "*.egg-info", "build",
                                       ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", "results",
                                       "node_modules")
 JOBS_IN_ENQUEUE_PY = 19  # INV-1, INV-2 and INV-3..INV-19
@@ -69,8 +69,8 @@ def test_running_it_verbatim_in_a_fresh_virtualenv(tmp_path: Path) -> None:
     script = running_it_block().replace("localhost:27017", f"localhost:{port}")
     env = {k: v for k, v in os.environ.items()
            if k not in ("RECRUITER_MONGODB_URI", "MONGODB_URI", "PYTHONPATH", "VIRTUAL_ENV")}
-    # The embedded server's default storage lives under XDG_DATA_HOME: keep it in the test's directory.
-    env.update(XDG_DATA_HOME=str(tmp_path / "data"), RECRUITER_LOG_FORMAT="json")
+    # The embedded server's default storage is .recruiter/embedded in the current directory (the copy's).
+    env.update(RECRUITER_LOG_FORMAT="json")
     env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if not p.startswith(str(REPO)))
     log_path = tmp_path / "block.log"
     started = time.monotonic()
