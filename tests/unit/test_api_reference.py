@@ -46,7 +46,7 @@ def test_every_admin_method_is_documented_and_returns_rendered_values() -> None:
         returned = str(inspect.signature(method).return_annotation)  # a string: annotations are postponed
         unrendered |= {name.rsplit(".", 1)[-1] for name in re.findall(r"[\w.]+", returned)} - BUILTIN_TYPES
     unrendered -= {*recruiter.admin.__all__, *recruiter.__all__}
-    assert not unrendered, f"returned by Admin, exported by neither recruiter nor recruiter.admin (so not rendered): {unrendered}"
+    assert not unrendered, f"returned by Admin, in neither recruiter nor recruiter.admin (not rendered): {unrendered}"
 
 
 def test_entries_render_every_public_member() -> None:
