@@ -53,6 +53,7 @@ class Admin:
     # -- the cluster ---------------------------------------------------------------------------
 
     def status(self) -> _status.Status:
+        """Jobs waiting by status, archived by why, the workers, the leases, the paused names (``recruiter status``)."""
         return _status.status(self.db, self.now())
 
     def stats(self) -> _stats.Stats:
@@ -65,6 +66,7 @@ class Admin:
         return _timeline.history(self.db, self.now(), range_name, group)
 
     def workers(self) -> list[_workers.WorkerView]:
+        """Every worker slot: its groups, state, job, heartbeat and progress (``recruiter workers list``)."""
         return _workers.workers(self.db, self.now())
 
     def stop_workers(self, ids: Sequence[str] | None = None) -> list[str]:
@@ -72,6 +74,7 @@ class Admin:
         return _workers.stop_workers(self.db, ids)
 
     def leases(self) -> list[_status.LeaseView]:
+        """The recruiter's and the cleaner's leases: owner, epoch, held, expiry."""
         return _status.leases(self.db, self.now())
 
     # -- jobs ----------------------------------------------------------------------------------
@@ -86,6 +89,7 @@ class Admin:
         return _jobs.list_jobs(self.db, f, after, limit, self.now())
 
     def job(self, job_id: ObjectId | str) -> JobView | None:
+        """One job, waiting, running or archived, as ``recruiter jobs show`` prints it; None if there is none."""
         return _jobs.show_job(self.db, _id(job_id), self.now())
 
     def explain(self, job_id: ObjectId | str) -> Explanation | None:
@@ -104,6 +108,7 @@ class Admin:
         return _jobs.retry_archived(self.db, why, since, group, limit, self.now())
 
     def cancel(self, job_ids: Sequence[ObjectId | str], reason: str | None = None) -> list[CancelResult]:
+        """Cancel jobs by id: one :class:`~recruiter.CancelResult` each (``recruiter jobs cancel``)."""
         return _jobs.cancel_jobs(self.db, [_id(i) for i in job_ids], self.now(), reason)
 
     def retry_now(self, job_ids: Sequence[ObjectId | str]) -> list[ActionResult]:
@@ -118,26 +123,33 @@ class Admin:
 
     def schedules(self, *, only_stale: bool = False, stale_after: timedelta = STALE_AFTER) -> (
             _schedules.ScheduleListing):
+        """Every periodic job, the jobs of its last fires, the stale ones (``recruiter schedules list``)."""
         return _schedules.schedules(self.db, self.now(), stale_after, only_stale=only_stale)
 
     def schedule(self, name: str, *, stale_after: timedelta = STALE_AFTER) -> _schedules.ScheduleDetail | None:
+        """One periodic job in detail, or None (``recruiter schedules show``)."""
         return _schedules.schedule(self.db, name, self.now(), stale_after)
 
     def pause_schedule(self, name: str) -> Change:
+        """Stop firing ``name`` until resumed: ``DONE``, ``ALREADY`` or ``UNKNOWN`` (nothing changed)."""
         return _schedules.pause_schedule(self.db, name)
 
     def resume_schedule(self, name: str) -> Change:
+        """Fire ``name`` again from its next time."""
         return _schedules.resume_schedule(self.db, name)
 
     def run_schedule_now(self, name: str) -> Change:
+        """One extra occurrence of ``name`` at the next round, even if paused; a pending one is not doubled."""
         return _schedules.run_now(self.db, name, self.now())
 
     def remove_schedule(self, name: str) -> Change:
+        """Delete ``name``; its jobs already enqueued stay (``recruiter schedules remove``)."""
         return _schedules.remove_schedule(self.db, name)
 
     # -- pause switches ------------------------------------------------------------------------
 
     def paused(self) -> _status.PausedNames:
+        """The paused groups and tenants (``recruiter groups list``)."""
         return _switches.paused(self.db)
 
     def pause(self, kind: str, names: Sequence[str], *, force: bool = False) -> _switches.Switched:
@@ -145,6 +157,7 @@ class Admin:
         return _switches.pause(self.db, kind, names, force=force)
 
     def resume(self, kind: str, names: Sequence[str]) -> _switches.Switched:
+        """Resume paused groups or tenants (``kind``: group | tenant); names not paused are listed, not written."""
         return _switches.resume(self.db, kind, names)
 
     # -- flow control --------------------------------------------------------------------------

@@ -51,9 +51,10 @@ def embedded_start(target: str, storage: Path, port: int | None, host: str | Non
     except ConnectionProblem as exc:
         raise click.ClickException(str(exc)) from None
     keep_record = str(storage) != ":memory:"
+    shown = storage.absolute() if keep_record else storage
     if keep_record:
         embedded.write_record(storage, record)
-    echo(f"embedded server pid {proc.pid} on {record.uri.rstrip('/')}/{t.database} (storage: {storage}); "
+    echo(f"embedded server pid {proc.pid} on {record.uri.rstrip('/')}/{t.database} (storage: {shown}); "
          "Ctrl-C or 'recruiter embedded stop' stops it", err=True)
 
     def forward(signum: int, _frame: FrameType | None) -> None:
@@ -73,7 +74,8 @@ def embedded_stop(target: str, storage: Path) -> None:
     """Stop the embedded server running on --embedded-path (started by 'start' or by --embedded)."""
     stopped = embedded.stop_recorded(storage)
     if stopped is None:
-        raise click.ClickException(f"no embedded server runs on storage {storage} (no live server.pid there)")
+        raise click.ClickException(
+            f"no embedded server runs on storage {storage.absolute()} (no live server.pid there)")
     echo(f"stopped the embedded server pid {stopped.pid} on {stopped.uri}")
 
 
@@ -84,10 +86,10 @@ def embedded_status(target: str, storage: Path) -> None:
     record = embedded.read_record(storage)
     if record is None or not embedded.is_running(record):
         elsewhere = " (but a server answers at the target)" if _answers(target) else ""
-        echo(f"no embedded server runs on storage {storage}{elsewhere}")
+        echo(f"no embedded server runs on storage {storage.absolute()}{elsewhere}")
         sys.exit(1)
     answering = "answering" if _answers(record.uri) else "not answering"
-    echo(f"embedded server pid {record.pid} on {record.uri}, storage {storage}: {answering}")
+    echo(f"embedded server pid {record.pid} on {record.uri}, storage {storage.absolute()}: {answering}")
 
 
 def _answers(uri: str) -> bool:

@@ -76,10 +76,10 @@ def envvars(param: click.Parameter) -> list[str]:
 
 
 def machine_defaults() -> dict[str, str]:
-    """Defaults that depend on the machine, written as the rule that computes them."""
+    """Defaults that depend on where a command runs, written as the rule that computes them."""
     from recruiter.processes.embedded import DEFAULT_STORAGE
 
-    return {str(DEFAULT_STORAGE): "$XDG_DATA_HOME/recruiter/embedded (~/.local/share/recruiter/embedded)"}
+    return {str(DEFAULT_STORAGE): f"{DEFAULT_STORAGE} (in the current directory: one per project)"}
 
 
 def default_of(param: click.Parameter) -> str:

@@ -41,7 +41,9 @@ from recruiter.store.connection import (
 log = structlog.get_logger("recruiter.embedded")
 
 DEFAULT_PORT = 27017
-DEFAULT_STORAGE = Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "recruiter" / "embedded"
+# Per project: relative, so under the directory the command runs in (the project's), beside its code.
+# Two projects on one machine never share data; deleting the project deletes it.
+DEFAULT_STORAGE = Path(".recruiter") / "embedded"
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
 
 
@@ -55,12 +57,24 @@ def server_command() -> str:
     return found
 
 
+def make_storage(storage_path: Path | str) -> Path:
+    """Create the storage directory; the absolute path. In a ``.recruiter`` directory (the default's), a
+    ``.gitignore`` of ``*`` there keeps the server's files out of the project's git, as ``.venv`` does."""
+    storage = Path(storage_path).absolute()
+    storage.mkdir(parents=True, exist_ok=True)
+    ignore = storage.parent / ".gitignore"
+    if storage.parent.name == ".recruiter" and not ignore.exists():
+        with contextlib.suppress(OSError):
+            ignore.write_text("# recruiter's embedded server keeps its data here\n*\n")
+    return storage
+
+
 def start(port: int, storage_path: Path | str, *, host: str = "127.0.0.1", log_path: Path | None = None,
           detach: bool = False) -> subprocess.Popen[bytes]:
     """Start ``secantusd-py``; with ``detach`` it outlives this process, without it it ends with it."""
     storage = str(storage_path)
     if storage != ":memory:":
-        Path(storage).mkdir(parents=True, exist_ok=True)
+        storage = str(make_storage(storage))
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
     return subprocess.Popen(
         [server_command(), "--host", host, "--port", str(port), "--storage-path", storage],
@@ -242,8 +256,7 @@ def ensure_running(uri: str | None, storage_path: Path | str = DEFAULT_STORAGE, 
             f"cannot reach MongoDB at {target.display}, and the embedded server only starts on this machine "
             "(localhost)"
         ) from None
-    storage = Path(storage_path)
-    storage.mkdir(parents=True, exist_ok=True)
+    storage = make_storage(storage_path)
     proc = start(port, storage, host=host, log_path=storage / "server.log", detach=True)
     try:
         wait_until_reachable(target, timeout_s=timeout_s)

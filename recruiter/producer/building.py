@@ -29,6 +29,11 @@ class Producer(Enqueuer[Any], Protocol):
     clock: Clock
 
 
+def built_one(producer: Producer, item: JobBuilder[Any] | Workable, max_bytes: int) -> Built:
+    """One item's document and unique spec, checked (:class:`JobRefused` in one line)."""
+    return built_of(as_builder(item, producer), producer.clock.now(), max_bytes)
+
+
 def as_job_id(job_id: ObjectId | str) -> ObjectId:
     """A plain ObjectId from an id, a handle or the id's 24 hex digits (ValueError in one line)."""
     return ObjectId(job_id.binary) if isinstance(job_id, ObjectId) else parse_job_id(job_id)

@@ -31,7 +31,8 @@ from typing import Any
 from bson import ObjectId
 
 from recruiter.admin import Admin
-from recruiter.domain.builder import JobBuilder, as_builder
+from recruiter.admin.async_api import AsyncAdmin
+from recruiter.domain.builder import JobBuilder
 from recruiter.domain.cancel import CancelResult
 from recruiter.domain.clock import Clock, SystemClock
 from recruiter.domain.job import JobRefused
@@ -39,10 +40,9 @@ from recruiter.domain.resubmit import Resubmitted
 from recruiter.domain.workable import Workable
 from recruiter.producer import handles
 from recruiter.producer.building import (
-    Built,
     as_job_id,
     built_batch,
-    built_of,
+    built_one,
     enqueued_view,
     limit_from_hello,
     no_unique_in_session,
@@ -90,10 +90,6 @@ def _handle(recruiter: Recruiter, doc: Document) -> JobHandle:
 
 def _async_handle(recruiter: AsyncRecruiter, doc: Document) -> AsyncJobHandle:
     return AsyncJobHandle(doc["_id"], enqueued_view(doc, recruiter.clock.now()), recruiter)
-
-
-def _document(recruiter: Recruiter | AsyncRecruiter, item: JobBuilder[Any] | Workable, max_bytes: int) -> Built:
-    return built_of(as_builder(item, recruiter), recruiter.clock.now(), max_bytes)
 
 
 def _check_session(recruiter: Recruiter | AsyncRecruiter, session: object) -> None:
@@ -167,7 +163,7 @@ class Recruiter:
         that session's transaction: it exists, and the recruiter sees it, only once the
         transaction commits; an abort leaves nothing."""
         _check_session(self, session)
-        doc, spec = _document(self, item, self.max_document_bytes())
+        doc, spec = built_one(self, item, self.max_document_bytes())
         if session is not None:
             no_unique_in_session([(doc, spec)])
         if spec is not None:
@@ -265,10 +261,12 @@ class Recruiter:
 
 
 class AsyncRecruiter:
-    """Producer handle for asyncio code; ``enqueue`` and ``enqueue_many`` are awaitable."""
+    """Producer handle for asyncio code; ``enqueue`` and ``enqueue_many`` are awaitable.
+    ``uri``: the URI of ``client``, which :attr:`admin` needs (``connect`` gives it)."""
 
     def __init__(self, client: AsyncClient, database: str, *, clock: Clock | None = None,
-                 owns_client: bool = False, change_streams: bool = True) -> None:
+                 owns_client: bool = False, change_streams: bool = True, uri: str | None = None,
+                 event_listeners: Sequence[CommandListener] = ()) -> None:
         self.client = client
         self.db = client[database]
         self.collections = Collections.of(self.db)
@@ -276,6 +274,9 @@ class AsyncRecruiter:
         self.streams = Streams(wanted=change_streams)
         self._owns_client = owns_client
         self._max_bytes: int | None = None
+        self._uri = uri
+        self._listeners = list(event_listeners)
+        self._admin: AsyncAdmin | None = None
 
     @classmethod
     async def connect(cls, uri: str | None = None, *, clock: Clock | None = None, create_indexes: bool = True,
@@ -290,7 +291,8 @@ class AsyncRecruiter:
             if clock is None:
                 clock = ServerClock()
                 await clock.calibrate(client)
-            rec = cls(client, target.database, clock=clock, owns_client=True, change_streams=change_streams)
+            rec = cls(client, target.database, clock=clock, owns_client=True, change_streams=change_streams,
+                      uri=target.uri, event_listeners=event_listeners)
             if create_indexes:
                 await ensure_indexes(rec.db)
         except StoreError as exc:
@@ -308,7 +310,7 @@ class AsyncRecruiter:
                       session: AsyncClientSession | None = None) -> AsyncJobHandle:
         """Store one job; see :meth:`Recruiter.enqueue` (``session``: an asyncio session of this client)."""
         _check_session(self, session)
-        doc, spec = _document(self, item, await self.max_document_bytes())
+        doc, spec = built_one(self, item, await self.max_document_bytes())
         if session is not None:
             no_unique_in_session([(doc, spec)])
         if spec is not None:
@@ -370,7 +372,16 @@ class AsyncRecruiter:
         """:meth:`Recruiter.schedule` for asyncio code."""
         return await schedule_async(self, name, job, Options(cron, every, tz, overlap, catch_up, jitter))
 
+    @property
+    def admin(self) -> AsyncAdmin:
+        """The read model and actions, awaitable: ``await rec.admin.status()``; see :mod:`recruiter.admin.async_api`."""
+        if self._admin is None:
+            self._admin = AsyncAdmin.over(self._uri, self.db.name, self.clock, self._listeners)
+        return self._admin
+
     async def close(self) -> None:
+        if self._admin is not None:  # its own synchronous client
+            self._admin.close()
         if self._owns_client:
             await self.client.close()
 

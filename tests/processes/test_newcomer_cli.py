@@ -115,6 +115,42 @@ def test_embedded_start_listens_where_the_uri_says_and_stops(source: str, tmp_pa
             server.wait(10)
 
 
+def test_the_default_storage_is_the_projects_own(tmp_path: Path) -> None:
+    """Without --embedded-path, a server keeps its data under the current directory (the project's), kept
+    out of its git; a command run in another project's directory does not see it."""
+    port = free_port()
+    project, other = tmp_path / "project", tmp_path / "other"
+    project.mkdir()
+    other.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("RECRUITER_EMBEDDED_PATH", "RECRUITER_MONGODB_URI")}
+    env.update(PYTHONPATH=str(REPO), XDG_DATA_HOME=str(tmp_path / "data"), HOME=str(tmp_path / "home"))
+    cli = [sys.executable, "-m", "recruiter.cli", "embedded"]
+    target = ["--target", f"mongodb://127.0.0.1:{port}/mine"]
+    server = subprocess.Popen([*cli, "start", *target], cwd=project, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    storage = project / ".recruiter" / "embedded"
+    try:
+        wait_for(lambda: answers(f"mongodb://127.0.0.1:{port}/"), timeout_s=30, message=f"a server on {port}")
+        assert (storage / "server.pid").exists()
+        assert (project / ".recruiter" / ".gitignore").read_text().splitlines()[-1] == "*"
+        elsewhere = subprocess.run([*cli, "status", *target], cwd=other, env=env, capture_output=True, text=True,
+                                   timeout=60)
+        assert elsewhere.returncode == 1
+        assert f"no embedded server runs on storage {other / '.recruiter' / 'embedded'}" in elsewhere.stdout
+        here = subprocess.run([*cli, "status", *target], cwd=project, env=env, capture_output=True, text=True,
+                              timeout=60)
+        assert here.returncode == 0, here.stdout + here.stderr
+        assert f"storage {storage}: answering" in here.stdout
+        stop = subprocess.run([*cli, "stop"], cwd=project, env=env, capture_output=True, text=True, timeout=60)
+        assert stop.returncode == 0, stop.stderr
+        assert server.wait(20) == 0
+    finally:
+        stop_recorded(storage)
+        if server.poll() is None:
+            server.kill()
+            server.wait(10)
+
+
 def test_embedded_start_refuses_a_remote_host_and_an_occupied_port(server_uri: str) -> None:
     assert_one_line_error(run_cli("embedded", "start", "--target", "mongodb://db.example.com:27017/x"),
                           "only runs on this machine")

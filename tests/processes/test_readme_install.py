@@ -11,7 +11,11 @@ embedded server, the recruiter, two workers and the cleaner in the background,
 enqueues, waits for one job's result and prints the status; the test then waits for every job to be archived
 and stops the processes the block left running.
 
-Select it alone with ``bin/test -m fresh_venv``; it takes about a minute.
+Then, on the same virtualenv and processes, the README's "In your own project": a directory
+outside the checkout holding a user's files (``tests/newcomer_project``), recruiter installed
+there from a wheel, a worker, the results, and ``mypy --strict`` on the user's code.
+
+Select it alone with ``bin/test -m fresh_venv``; it takes a few minutes.
 """
 
 from __future__ import annotations
@@ -35,9 +39,10 @@ from tests.processes.test_readme import readme_files
 pytestmark = pytest.mark.fresh_venv
 
 FENCE = "`" * 3
-COPY_IGNORES = shutil.ignore_patterns(".git", ".venv", ".demo", "__pycache__", "*.egg-info", "build",
+COPY_IGNORES = shutil.ignore_patterns(".git", ".venv", ".demo", ".recruiter", "__pycache__", "*.egg-info", "build",
                                       ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", "results",
                                       "node_modules")
+NEWCOMER_PROJECT = REPO / "tests" / "newcomer_project"  # a user's own files: one more *jobs.py, one more way
 JOBS_IN_ENQUEUE_PY = 19  # INV-1, INV-2 and INV-3..INV-19
 JOBS_OF_THE_BLOCK = JOBS_IN_ENQUEUE_PY + 1  # and result.py's INV-42
 
@@ -49,6 +54,23 @@ def running_it_block() -> str:
     found = re.search(FENCE + r"sh\n(.*?)" + FENCE, section, flags=re.S)
     assert found, "no sh block in the README's Running it section"
     return found.group(1)
+
+
+def own_project_block() -> str:
+    """The sh block of the README's "In your own project" section."""
+    text = (REPO / "README.md").read_text()
+    section = text.split("\n### In your own project\n", 1)[1].split("\n## ", 1)[0]
+    found = re.search(FENCE + r"sh\n(.*?)" + FENCE, section, flags=re.S)
+    assert found, "no sh block in the README's In your own project section"
+    return found.group(1)
+
+
+def test_the_own_project_block_installs_from_outside_the_checkout() -> None:
+    block = own_project_block()
+    for command in ("pip install '/path/to/recruiter[embedded]'", "pip wheel --no-deps -w wheels /path/to/recruiter",
+                    'pip install "$(ls wheels/recruiter-*.whl)[embedded]"', "@ git+https://"):
+        assert command in block, command
+    assert "pip install 'recruiter[embedded]'" in (REPO / "README.md").read_text()  # the name once published
 
 
 def test_the_running_it_block_installs_and_names_the_commands() -> None:
@@ -69,8 +91,8 @@ def test_running_it_verbatim_in_a_fresh_virtualenv(tmp_path: Path) -> None:
     script = running_it_block().replace("localhost:27017", f"localhost:{port}")
     env = {k: v for k, v in os.environ.items()
            if k not in ("RECRUITER_MONGODB_URI", "MONGODB_URI", "PYTHONPATH", "VIRTUAL_ENV")}
-    # The embedded server's default storage lives under XDG_DATA_HOME: keep it in the test's directory.
-    env.update(XDG_DATA_HOME=str(tmp_path / "data"), RECRUITER_LOG_FORMAT="json")
+    # The embedded server's default storage is .recruiter/embedded in the current directory (the copy's).
+    env.update(RECRUITER_LOG_FORMAT="json")
     env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if not p.startswith(str(REPO)))
     log_path = tmp_path / "block.log"
     started = time.monotonic()
@@ -97,9 +119,71 @@ def test_running_it_verbatim_in_a_fresh_virtualenv(tmp_path: Path) -> None:
         assert "Traceback" not in log, log[-4000:]
         print(f"README block: installed, ran and archived {JOBS_OF_THE_BLOCK} jobs in "
               f"{time.monotonic() - started:.0f}s")
+        in_own_project(tmp_path, checkout, env, db, port)
     finally:
         client.close()
         stop_group(block.pid)
+
+
+def in_own_project(tmp_path: Path, checkout: Path, env: dict[str, str], db: Any, port: int) -> None:
+    """The newcomer's path, on the block's virtualenv and processes: a project directory outside the
+    checkout with the files of tests/newcomer_project, recruiter installed there from a wheel as the
+    README's "In your own project" block says, a worker started there, every example enqueued and its
+    result checked (enqueue.py), then ``mypy --strict`` on the project's files against the installed package.
+
+    The block's workers are stopped first (they run in the checkout's copy and could not import the
+    project's jobs); its recruiter, cleaner and server go on serving."""
+    venv = checkout / ".venv"
+    project = tmp_path / "my-app"
+    shutil.copytree(NEWCOMER_PROJECT, project, ignore=COPY_IGNORES)
+    env = {**env, "VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{env['PATH']}",
+           "RECRUITER_MONGODB_URI": f"mongodb://localhost:{port}/recruiter"}
+    stop = subprocess.run([str(venv / "bin" / "recruiter"), "workers", "stop", "--all"], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert stop.returncode == 0, stop.stdout + stop.stderr
+    wait_for(lambda: db.roster.count_documents({}) == 0, timeout_s=60, message="the block's workers stopped")
+    # The user's virtualenv has no recruiter yet: the block's install is removed (its dependencies stay).
+    run_in(project, env, "pip uninstall --yes --quiet recruiter")
+    assert run_in(project, env, "python -c 'import recruiter' 2>&1 || true").strip().endswith(
+        "No module named 'recruiter'")
+    started = time.monotonic()
+    lines = [line.split("#", 1)[0].replace("/path/to/recruiter", str(checkout))
+             for line in own_project_block().splitlines() if line.startswith(("pip wheel", 'pip install "$(ls'))]
+    assert len(lines) == 2, lines
+    run_in(project, env, "\n".join(lines), timeout_s=300)
+    installed = run_in(project, env, "python -c 'import recruiter; print(recruiter.__file__)'")
+    assert installed.startswith(str(venv)), installed  # the wheel's copy, not the checkout's
+    installing = time.monotonic() - started
+    with open(tmp_path / "my-app.log", "wb") as out:
+        worker = subprocess.Popen(["worker", "start", "--group", "myapp"], cwd=project, env=env, stdout=out,
+                                  stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        enqueued = run_in(project, env, "python enqueue.py", timeout_s=240)
+        assert enqueued.strip().endswith("results as expected"), enqueued
+    finally:
+        stop_group(worker.pid)
+    started = time.monotonic()
+    run_in(project, env, f"pip install --quiet --disable-pip-version-check {mypy_requirement()}", timeout_s=300)
+    installing_mypy = time.monotonic() - started
+    checked = run_in(project, env, "python -m mypy --strict --no-incremental .", timeout_s=300)
+    assert "Success: no issues found" in checked, checked
+    print(f"own project: the wheel built and installed in {installing:.0f}s, {enqueued.strip()}, "
+          f"mypy installed in {installing_mypy:.0f}s, mypy --strict clean")
+
+
+def run_in(directory: Path, env: dict[str, str], script: str, timeout_s: float = 120) -> str:
+    """Run ``script`` with bash -e in ``directory``; its output (the test fails with it if it fails)."""
+    done = subprocess.run(["bash", "-e", "-c", script], cwd=directory, env=env, capture_output=True, text=True,
+                          timeout=timeout_s)
+    assert done.returncode == 0, f"{script}: {(done.stdout + done.stderr)[-4000:]}"
+    return done.stdout
+
+
+def mypy_requirement() -> str:
+    """mypy as pinned in the dev extra (so pip finds it in the cache the suite's own install filled)."""
+    found = re.search(r'"(mypy==[^"]+)"', (REPO / "pyproject.toml").read_text())
+    assert found, "mypy is not pinned in pyproject.toml"
+    return found.group(1)
 
 
 def stop_group(pgid: int, timeout_s: float = 30.0) -> None:
