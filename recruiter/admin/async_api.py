@@ -172,11 +172,12 @@ class AsyncAdmin:
         """Every limit and what it holds now; see :meth:`Admin.limits`."""
         return await asyncio.to_thread(self.sync.limits)
 
-    async def set_limit(self, group: str, *, tenant: str | None = None, rate: str | None = None, burst: int = 0,
-                        max_running: int | None = None) -> _limits.LimitSet:
+    async def set_limit(self, group: str, *, tenant: str | None = None, rate: str | None = None,
+                        burst: int | None = None, max_running: int | None = None, replace: bool = False
+                        ) -> _limits.LimitSet:
         """Limit a group or a tenant; see :meth:`Admin.set_limit`."""
         return await asyncio.to_thread(lambda: self.sync.set_limit(group, tenant=tenant, rate=rate, burst=burst,
-                                                                   max_running=max_running))
+                                                                   max_running=max_running, replace=replace))
 
     async def clear_limit(self, group: str, *, tenant: str | None = None) -> bool:
         """Remove a limit; see :meth:`Admin.clear_limit`."""
