@@ -283,7 +283,7 @@ def test_a_limit_stored_as_int64_is_read(db: Any, admin: Admin) -> None:
     assert type(by_group["mail"].max_running) is int
     assert by_group["billing"].rate is not None
     assert by_group["billing"].rate.burst == 2
-    assert listing.problems == ("groups.flags: max_running: expected an integer, got bool",)
+    assert listing.problems == ("groups.flags (group flags): max_running: expected an integer, got bool True",)
 
 
 def test_status_counts_statuses_and_reasons_of_any_type(db: Any, db_uri: str, now: datetime) -> None:
