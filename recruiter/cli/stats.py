@@ -242,13 +242,7 @@ def render_stats(figures: Stats) -> str:
     lines += ["", f"workers: {w.idle} idle, {w.busy} busy, {w.stopping} stopping, {w.zombies} zombies"
               + "".join(f"; {g}: {f.idle}/{f.busy}/{f.stopping}/{f.zombies}" for g, f in
                         figures.workers_by_group.items())]
-    if w.malformed:
-        lines.append(f"{w.malformed} malformed roster entr{'y' if w.malformed == 1 else 'ies'}, given no work "
-                     "(see workers list)")
-    for lease in figures.leases:
-        held = f"held by {lease.owner} until {_iso(lease.expires_at)}" if lease.held else \
-            f"free (last held by {lease.owner})"
-        lines.append(f"{lease.name} lease: epoch {lease.epoch}, {held}")
+    lines += _malformed_and_leases(figures)
     paused = figures.paused
     lines.append("paused: " + (", ".join([*(f"group {g}" for g in paused.groups),
                                           *(f"tenant {t}" for t in paused.tenants)]) or "none"))
@@ -257,6 +251,19 @@ def render_stats(figures: Stats) -> str:
         lines.append(f"limit: {v.describe()} ({now}{'; holding jobs back' if v.held else ''})")
     lines += [f"limit malformed, held by the recruiter: {line}" for line in figures.malformed_limits]
     return "\n".join(lines)
+
+
+def _malformed_and_leases(figures: Stats) -> list[str]:
+    """The malformed roster entries and the leases, a line each (the full view and the summary)."""
+    w, lines = figures.workers, []
+    if w.malformed:
+        lines.append(f"{w.malformed} malformed roster entr{'y' if w.malformed == 1 else 'ies'}, given no work "
+                     "(see workers list)")
+    for lease in figures.leases:
+        held = f"held by {lease.owner} until {_iso(lease.expires_at)}" if lease.held else \
+            f"free (last held by {lease.owner})"
+        lines.append(f"{lease.name} lease: epoch {lease.epoch}, {held}")
+    return lines
 
 
 def _iso(value: datetime | None) -> str:

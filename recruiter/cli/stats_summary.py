@@ -14,7 +14,15 @@ from typing import Any
 
 from recruiter.admin.overview import GroupRow, Overview, OverviewQuery, overview_of
 from recruiter.admin.stats import Stats, Window
-from recruiter.cli.stats import _age, _depth_json, _depth_row, _iso, _table, _window_json, _workers_json
+from recruiter.cli.stats import (
+    _age,
+    _depth_json,
+    _depth_row,
+    _malformed_and_leases,
+    _table,
+    _window_json,
+    _workers_json,
+)
 
 SHOWN = 10  # paused names and held limits printed; the others are counted
 GROUPS_SHOWN = 20  # up to this many groups, the summary has a row per group (its tenants summed)
@@ -86,14 +94,8 @@ def _why(reason: str, r: GroupRow) -> str:
 
 def _tail(figures: Stats) -> list[str]:
     w = figures.workers
-    lines = [f"workers: {w.idle} idle, {w.busy} busy, {w.stopping} stopping, {w.zombies} zombies"]
-    if w.malformed:
-        lines.append(f"{w.malformed} malformed roster entr{'y' if w.malformed == 1 else 'ies'}, given no work "
-                     "(see workers list)")
-    for lease in figures.leases:
-        held = f"held by {lease.owner} until {_iso(lease.expires_at)}" if lease.held else \
-            f"free (last held by {lease.owner})"
-        lines.append(f"{lease.name} lease: epoch {lease.epoch}, {held}")
+    lines = [f"workers: {w.idle} idle, {w.busy} busy, {w.stopping} stopping, {w.zombies} zombies",
+             *_malformed_and_leases(figures)]
     paused = [*(f"group {g}" for g in figures.paused.groups), *(f"tenant {t}" for t in figures.paused.tenants)]
     lines.append("paused: " + (", ".join(paused[:SHOWN]) or "none") + _more(len(paused)))
     holding = [v for v in figures.limits if v.held]
