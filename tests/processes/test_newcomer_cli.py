@@ -131,7 +131,8 @@ def test_the_default_storage_is_the_projects_own(tmp_path: Path) -> None:
     storage = project / ".recruiter" / "embedded"
     try:
         wait_for(lambda: answers(f"mongodb://127.0.0.1:{port}/"), timeout_s=30, message=f"a server on {port}")
-        assert (storage / "server.pid").exists()
+        # The record is written once the server answers, a moment after.
+        wait_for(lambda: (storage / "server.pid").exists(), timeout_s=30, message="the server's record")
         assert (project / ".recruiter" / ".gitignore").read_text().splitlines()[-1] == "*"
         elsewhere = subprocess.run([*cli, "status", *target], cwd=other, env=env, capture_output=True, text=True,
                                    timeout=60)
