@@ -398,7 +398,7 @@ def _run_peers(server: Server, chosen: list[Design], workers: list[int], sizes: 
     """Agenda at the same worker counts and the SIGKILL test (bench/peers), beside the first design chosen."""
     try:
         result = peers.run(server, workers, sizes, work_dir, recruiter_args=recruiter_args,
-                           kill_jobs=peers.KILL_JOBS_QUICK if quick else peers.KILL_JOBS_FULL,
+                           kill_jobs=peers.KILL_JOBS_QUICK if quick else peers.KILL_JOBS_FULL, quick=quick,
                            say=lambda line: click.echo(line, err=True))
     except RuntimeError as exc:
         raise click.ClickException(f"{exc} (process logs in {work_dir / 'peers'})") from None

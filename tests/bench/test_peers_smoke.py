@@ -1,8 +1,9 @@
-"""``bin/bench --quick --peers-only`` runs the recruiter beside Agenda and prints the peer table.
+"""``bin/bench --quick --peers-only`` runs the recruiter beside Agenda and Celery and prints the peer table.
 
 A smoke test of the peer harness, not a measurement: it checks that every figure of
-the table was measured for both systems, not how they compare. Skipped where
-``node`` or ``npm`` is missing (the bench then skips the Agenda series with one line).
+the table was measured for every system, not how they compare. Skipped where
+``node`` or ``npm`` is missing, or Celery cannot be imported (the bench then skips that
+series with one line).
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from bench.peers import agenda
+from bench.peers import agenda, celery_peer
 from tests.conftest import REPO
 
 NUMBER = re.compile(r"^\d+(\.\d+)?$")
 
 
 @pytest.mark.skipif(agenda.missing() is not None, reason=f"Agenda needs Node.js: {agenda.missing()}")
+@pytest.mark.skipif(celery_peer.missing() is not None, reason=f"the Celery peer: {celery_peer.missing()}")
 def test_quick_peer_table_has_both_systems(server_uri: str, tmp_path: Path) -> None:
     env = {**os.environ, "RECRUITER_TEST_MONGODB_URI": server_uri, "PYTHONPATH": str(REPO)}
     result = subprocess.run([sys.executable, "-m", "bench.run", "--quick", "--peers-only", "--workers", "1",
@@ -30,15 +32,21 @@ def test_quick_peer_table_has_both_systems(server_uri: str, tmp_path: Path) -> N
                             text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "peer table: recruiter beside Agenda" in result.stdout
+    assert "Celery 5." in result.stdout
+    assert "delivery: at most once on a crash" in result.stdout
 
     rows = {parts[0]: parts[1:] for line in result.stdout.splitlines()
             if len(parts := re.split(r"\s{2,}", line.strip())) >= 3}
-    assert rows["figure"] == ["recruiter", "agenda", "ratio", "agenda-poll", "ratio"]
+    assert rows["figure"] == ["recruiter", "agenda", "ratio", "agenda-poll", "ratio", "celery", "ratio"]
     for figure in ("no-op jobs/s", "100 ms jobs/s", "enqueue-to-start p50 ms", "enqueue-to-start p95 ms",
                    "commands per no-op job (all but the enqueuer)", "requests/s of one idle worker",
                    "worker resident memory MiB"):
         cells = rows[f"{figure}, 1 worker(s)"]
-        assert all(NUMBER.match(c) for c in cells), (figure, cells)  # recruiter, each Agenda series and its ratio
+        assert all(NUMBER.match(c) for c in cells[:5]), (figure, cells)  # recruiter, each Agenda series and its ratio
+        if figure != "100 ms jobs/s":  # Celery runs no-op tasks only
+            assert all(NUMBER.match(c) for c in cells[5:]), (figure, cells)
+    for figure in ("no-op jobs/s, long queue", "commands per no-op job, long queue"):
+        assert NUMBER.match(rows[f"{figure}, 1 worker(s)"][5]), figure  # Celery's, the others not measured
 
     doc = json.loads((tmp_path / "latest.json").read_text())
     assert doc["capacity"] is None
@@ -46,7 +54,19 @@ def test_quick_peer_table_has_both_systems(server_uri: str, tmp_path: Path) -> N
     assert list(doc["results"]) == ["recruiter"]
     peers = doc["peers"]
     assert peers["design"] == "recruiter"
-    assert set(peers["series"]) == {"agenda", "agenda-poll"}
+    assert set(peers["series"]) == {"agenda", "agenda-poll", "celery"}
+    celery = peers["series"].pop("celery")
+    assert celery["settings"]["long_queue"] == celery_peer.LONG_QUEUE_QUICK
+    assert celery["settings"]["polling_interval_s"] == 0.1
+    point = celery["results"]["1"]
+    for kind in ("noop", "noop_long"):
+        assert point[kind]["jobs"] > 0, kind
+        assert point[kind]["min_outstanding"] > 0, kind  # tasks were waiting through the window
+        # kombu's commands, counted in the worker: a findAndModify per task at least
+        assert point[kind]["per_job"]["worker"]["round_trips"] >= 1, kind
+        assert point[kind]["commands"]["worker"]["@findAndModify:messages"] >= point[kind]["jobs"] - 1, kind
+    assert point["noop_long"]["min_outstanding"] >= celery_peer.LONG_QUEUE_QUICK - 50
+    assert 0 < point["latency"]["p50_ms"] <= point["latency"]["p95_ms"]
     for name, series in peers["series"].items():
         assert series["versions"]["agenda"] == "6.2.6"
         assert series["settings"]["notify"] == ("poll" if name == "agenda-poll" else "changestream")
