@@ -18,7 +18,7 @@ Reference figures (the server's raw operation rate and change-notification
 latency) are measured first, in the same run; then the capacity of one leader
 (:mod:`bench.capacity`, ``--capacity`` runs it alone), the backlog series
 (:mod:`bench.backlog`) and the peers (:mod:`bench.peers`: Agenda at the same worker
-counts, and one SIGKILLed worker of each; ``--peers-only`` runs them beside the
+counts, Celery at one; one SIGKILLed worker of Agenda and of the recruiter; ``--peers-only`` runs them beside the
 recruiter alone, ``--no-peers`` leaves them out). ``--round-reads`` runs the round-reads
 series alone (:mod:`bench.round_reads`: what a round reads at several roster sizes with
 the same job rate). Output: tables, the targets of issue 14 (met / missed),
