@@ -16,15 +16,17 @@ bench counts runs without a request to the server.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
 import threading
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from celery import Celery
-from pymongo import monitoring
+from pymongo import MongoClient, monitoring
 
 from recruiter.store.monitoring import listeners
 
@@ -33,6 +35,7 @@ RUNS_ENVVAR = "BENCH_CELERY_RUNS"
 QUEUE = "bench"
 POLLING_INTERVAL_S = 0.1
 RUNS_WRITE_S = 0.02
+RUNS_COLLECTION = "bench_runs"
 
 app = Celery("bench", broker=os.environ.get(BROKER_ENVVAR, "mongodb://127.0.0.1:27017/bench_celery"))
 app.conf.update(
@@ -63,6 +66,23 @@ def latency(enqueued_at: float) -> None:
     with _lock:
         _runs += 1
         _latency_ms.append((started - enqueued_at) * 1000)
+
+
+@functools.cache
+def _runs_collection(uri: str) -> Any:
+    client: MongoClient[Any] = MongoClient(uri, tz_aware=True)
+    return client.get_default_database()[RUNS_COLLECTION]
+
+
+@app.task(name="recorded_sleep", bind=True)
+def recorded_sleep(self: Any, uri: str, seconds: float) -> None:
+    """The SIGKILL test's task: records its run in ``bench_runs`` of ``uri``'s database when it starts
+    and when it ends, sleeping between (as :class:`bench.peers.kill.RecordedSleep` does for the recruiter)."""
+    runs = _runs_collection(uri)
+    run_id = runs.insert_one({"job": self.request.id, "pid": os.getpid(), "started": datetime.now(UTC),
+                              "finished": None}).inserted_id
+    time.sleep(seconds)
+    runs.update_one({"_id": run_id}, {"$set": {"finished": datetime.now(UTC)}})
 
 
 def _write_runs(path: str) -> None:

@@ -44,6 +44,7 @@ from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
 from bench import steady
+from bench.peers import kill as killing
 from bench.procs import Fleet
 from bench.scenario import Sizes, backlog_bounds, window_figures
 from bench.server import running_server
@@ -218,3 +219,70 @@ def series(sizes: Sizes, work_dir: Path, say: Callable[[str], None], long_queue:
         if "error" in point.get(kind, {}):
             say(f"bench: celery {kind} failed: {point[kind]['error']}")
     return {"settings": settings, "versions": versions(), "guarantee": GUARANTEE, "results": {"1": point}}
+
+
+def _both_consuming(fleet: Fleet, runs_paths: list[Path], publish: Callable[[str, tuple[Any, ...]], object]) -> None:
+    """Send no-op tasks, one per 0.1 s, until each worker has run one: both are polling the queue."""
+    deadline = time.monotonic() + START_WAIT_S
+
+    def ran(path: Path) -> bool:
+        try:
+            return int(json.loads(path.read_text())["runs"]) >= 1
+        except (OSError, ValueError, KeyError):
+            return False
+
+    while not all(ran(p) for p in runs_paths):
+        fleet.check_alive()
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"celery kill test: the workers did not both run a task in {START_WAIT_S:.0f}s")
+        publish("noop", ())
+        time.sleep(0.1)
+
+
+def kill(jobs: int, work_dir: Path) -> dict[str, Any]:
+    """The SIGKILL test of :mod:`bench.peers.kill` for Celery, on a fresh server: two solo workers,
+    ``jobs`` tasks of :data:`bench.peers.kill.JOB_S` s, worker 0 SIGKILLed mid-task; then a wait
+    until the queue is empty and no run is unfinished but the victim's, and the runs counted."""
+    from bench.peers import celery_app
+
+    with running_server() as server:
+        uri = server.database_uri(f"bench_kill_celery_{os.getpid()}")
+        client: MongoClient[Any] = MongoClient(uri, tz_aware=True)
+        db = client.get_default_database()
+        client.drop_database(db.name)
+        work_dir.mkdir()
+        fleet = Fleet(uri, work_dir)
+        connection = celery_app.app.connection_for_write(uri)
+        try:
+            producer = connection.Producer()
+
+            def publish(name: str, args: tuple[Any, ...]) -> str:
+                return str(celery_app.app.send_task(name, args=args, producer=producer).id)
+
+            paths = [work_dir / f"celery-runs-{i}.json" for i in range(2)]
+            workers = [fleet.start("worker", WORKER_ARGS, {celery_app.BROKER_ENVVAR: uri,
+                                                           celery_app.RUNS_ENVVAR: str(path)}) for path in paths]
+            _both_consuming(fleet, paths, publish)
+            job_ids = [publish("recorded_sleep", (uri, killing.JOB_S)) for _ in range(jobs)]
+            runs = db[celery_app.RUNS_COLLECTION]
+            check = killing._survivors_alive(fleet, workers[0])
+            killed_at = killing._kill_mid_job(runs, workers[0], check)
+            deadline = time.monotonic() + 60 + jobs * killing.JOB_S
+            while db["messages"].count_documents({"queue": celery_app.QUEUE}) or runs.count_documents(
+                    {"pid": workers[1].pid, "finished": None}):
+                check()
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            finished_at = time.monotonic()
+            time.sleep(2 * killing.JOB_S)  # a late run would show here
+            out = killing.count_runs(runs, job_ids)
+            out["all_finished"] = out["lost"] == 0
+            out["recovered_s"] = finished_at - killed_at if out["lost"] == 0 else None
+            out["settings"] = {"acks_late": False, "prefetch_multiplier": PREFETCH}
+            return out
+        finally:
+            fleet.stop()
+            connection.release()
+            client.drop_database(db.name)
+            client.close()

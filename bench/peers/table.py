@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pymongo.errors import PyMongoError
+
 from bench.peers import agenda, celery_peer, kill
 from bench.scenario import Sizes
 from bench.server import Server
@@ -23,7 +25,7 @@ KILL_JOBS_QUICK = 8
 def run(server: Server, workers: list[int], sizes: Sizes, work_dir: Path, *, kill_jobs: int,
         recruiter_args: tuple[str, ...], say: Callable[[str], None], quick: bool = False) -> dict[str, Any]:
     """Agenda's series at ``workers``, Celery's at one worker (on a fresh server), then one SIGKILLed
-    worker of the recruiter and of Agenda; ``{"series", "kill"}``."""
+    worker of each (Celery's on a fresh server); ``{"series", "kill"}``."""
     out: dict[str, Any] = {"series": {}, "kill": {}}
     peers_dir = work_dir / "peers"
     peers_dir.mkdir()
@@ -52,6 +54,12 @@ def run(server: Server, workers: list[int], sizes: Sizes, work_dir: Path, *, kil
         say("bench: SIGKILL of one of two workers: agenda...")
         (peers_dir / "kill-agenda").mkdir()
         out["kill"]["agenda"] = kill.agenda_kill(server, kill_jobs, peers_dir / "kill-agenda")
+    if celery_reason is None:
+        say("bench: SIGKILL of one of two workers: celery (on a fresh server)...")
+        try:
+            out["kill"]["celery"] = celery_peer.kill(kill_jobs, peers_dir / "kill-celery")
+        except (RuntimeError, PyMongoError) as exc:  # Celery stalled: the rest of the table stands
+            say(f"bench: SIGKILL of a celery worker failed: {str(exc)[:300]}")
     return out
 
 
