@@ -172,7 +172,7 @@ def _title(doc: dict[str, Any], design: str) -> str:
                      f"{v.get('pymongo', '?')}; one solo worker, polling every {settings['polling_interval_s']:g} s, "
                      f"long queue {settings['long_queue']} queued; delivery: {series['celery']['guarantee']})")
     else:
-        parts.append(f"Celery skipped: {peers.get('celery_skipped', '?')}")
+        parts.append(f"Celery skipped: {peers.get('celery_skipped', 'not in this run')}")
     return f"peer table: {design} beside " + "; ".join(parts)
 
 

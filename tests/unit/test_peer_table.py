@@ -62,3 +62,28 @@ def test_without_agenda_the_table_shows_the_recruiter_and_why() -> None:
     assert "Agenda skipped: node and npm not found on PATH" in text
     assert all(len(row) == 2 for row in rows(doc, "recruiter"))
     assert "| no-op jobs/s, 1 worker(s) | 20.0 |" in markdown(doc)
+
+
+def test_celery_beside_agenda_at_one_worker_with_its_long_queue_and_its_kill() -> None:
+    doc = _doc(_point(5.0))
+    celery = _point(40.0, per_job={"worker": 2.0}, p50=100.0)
+    del celery["sleep100"]  # Celery runs no-op tasks only
+    celery["noop_long"] = {"jobs_per_s": 4.0, "per_job": {"worker": {"round_trips": 2.0}, "all": {"round_trips": 2.0}}}
+    doc["peers"]["series"]["celery"] = {
+        "versions": {"celery": "5.7.0", "kombu": "5.7.0", "pymongo": "4.20.1"},
+        "settings": {"polling_interval_s": 0.1, "long_queue": 2000},
+        "guarantee": "at most once on a crash: a message is deleted when fetched", "results": {"1": celery}}
+    doc["peers"]["kill"]["celery"] = {"jobs": 8, "lost": 1, "twice": 0, "rerun": 0, "recovered_s": None}
+    got = _by_figure(doc)
+    assert got["no-op jobs/s, 1 worker(s)"] == ["20.0", "5.0", "4.00", "40.0", "0.50"]
+    assert got["100 ms jobs/s, 1 worker(s)"] == ["9.0", "9.0", "1.00", "-", "-"]
+    # The long queue: Celery's alone; the rows are left out where no system measured them.
+    assert got["no-op jobs/s, long queue, 1 worker(s)"] == ["-", "-", "-", "4.0", "-"]
+    assert got["commands per no-op job, long queue, 1 worker(s)"] == ["-", "-", "-", "2.0", "-"]
+    assert got["jobs lost after one SIGKILLed worker"] == ["0 of 8", "1 of 8", "", "1 of 8", ""]
+    assert got["seconds from the SIGKILL to the last job finished"] == ["8.0", "4.0", "2.00", "-", "-"]
+    text = table(doc, "recruiter")
+    assert "Celery 5.7.0 on kombu 5.7.0's MongoDB transport" in text
+    assert "delivery: at most once on a crash" in text
+    del doc["peers"]["series"]["celery"]
+    assert "no-op jobs/s, long queue, 1 worker(s)" not in _by_figure(doc)
