@@ -23,7 +23,7 @@ from tests.conftest import REPO
 NUMBER = re.compile(r"^\d+(\.\d+)?$")
 
 
-# Three peers' series and three SIGKILL tests, each starting its own worker processes: 333 s on a
+# Three peers' series and three SIGKILL tests, each starting its own worker processes: 322 s on a
 # shared 2-CPU machine at load average 26 to 29, past the default 300 s (Celery's own, shorter smoke
 # test: tests/bench/test_celery_peer_smoke.py).
 @pytest.mark.timeout(900)
