@@ -19,7 +19,8 @@ given time (:mod:`recruiter.domain.resubmit`).
 ``enqueue`` returns a job handle (:mod:`recruiter.producer.handles`), which is
 the job's id and follows the job: its state, its result, ``wait()``.
 ``rec.job(id)`` makes one for a job enqueued elsewhere, and ``wait_all`` and
-``as_completed`` wait for many jobs with one change stream.
+``as_completed`` wait for many jobs. All the waits of one producer share one change
+stream (:mod:`recruiter.producer.shared_stream`).
 """
 
 from __future__ import annotations
@@ -51,8 +52,9 @@ from recruiter.producer.building import (
 )
 from recruiter.producer.handles import AsyncJobHandle, JobHandle, JobNotFound
 from recruiter.producer.schedules import Options, ScheduleView, schedule, schedule_async
+from recruiter.producer.shared_stream import AsyncWaitHub, WaitHub
+from recruiter.producer.streams import Streams
 from recruiter.producer.unique import enqueue_unique, enqueue_unique_async
-from recruiter.producer.waiting import Streams
 from recruiter.store.batches import BatchRefused, insert_batch, insert_batch_async
 from recruiter.store.cancel import cancel_job, cancel_job_async
 from recruiter.store.clock import ServerClock
@@ -116,6 +118,7 @@ class Recruiter:
         self.collections = SyncCollections.of(self.db)
         self.clock = clock or SystemClock()
         self.streams = Streams(wanted=change_streams)
+        self.waits = WaitHub(self.collections, self.streams)  # the one change stream of all its waits
         self._owns_client = owns_client
         self._max_bytes: int | None = None
         self._admin: Admin | None = None
@@ -250,6 +253,7 @@ class Recruiter:
         return self._admin
 
     def close(self) -> None:
+        self.waits.close()
         if self._owns_client:
             self.client.close()
 
@@ -272,6 +276,7 @@ class AsyncRecruiter:
         self.collections = Collections.of(self.db)
         self.clock = clock or SystemClock()
         self.streams = Streams(wanted=change_streams)
+        self.waits = AsyncWaitHub(self.collections, self.streams)  # the one change stream of all its waits
         self._owns_client = owns_client
         self._max_bytes: int | None = None
         self._uri = uri
@@ -380,6 +385,7 @@ class AsyncRecruiter:
         return self._admin
 
     async def close(self) -> None:
+        await self.waits.close()
         if self._admin is not None:  # its own synchronous client
             self._admin.close()
         if self._owns_client:
