@@ -195,7 +195,8 @@ def test_a_follower_reads_first_after_the_stream_opens_then_what_rings_and_all_a
     slow = Follower(Pending([a], 5.0, now=0.0), now=0.0)
     assert slow.next_read(opening, 1.0) == FIRST_LOOK
     assert slow.pause(opening, 1.0) == pytest.approx(0.05)
-    assert Follower(Pending([a], 0.5, now=0.0), now=0.0).pause(opening, 0.2) == pytest.approx(0.3)  # not past the deadline
+    # Never past the deadline:
+    assert Follower(Pending([a], 0.5, now=0.0), now=0.0).pause(opening, 0.2) == pytest.approx(0.3)
 
 
 def test_a_server_without_change_streams_is_remembered_a_passing_refusal_is_not() -> None:
