@@ -37,7 +37,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from recruiter.producer.streams import Streams
+from recruiter.producer.streams import Streams as Streams  # the producer builds both
 from recruiter.store.connection import StoreError
 from recruiter.store.deadlines import within
 from recruiter.store.following import (
