@@ -125,7 +125,12 @@ class Fanout:
         return None if self.watches else now - self.idle_since
 
     def dispatch(self, job_id: object) -> int:
-        """Ring the waits of ``job_id`` (an event of the stream); how many there were."""
+        """Ring the waits of ``job_id`` (an event of the stream); how many there were. An ``_id`` no
+        wait can have (a document written by hand, say) rings none."""
+        try:
+            hash(job_id)
+        except TypeError:
+            return 0
         with self.lock:
             waits = list(self.by_id.get(job_id, ()))
             for watch in waits:

@@ -150,6 +150,7 @@ def test_the_fanout_rings_the_waits_of_each_job_and_every_wait_at_a_change_of_st
         fanout.add(first)
         fanout.add(second)
     assert fanout.dispatch(c) == 0
+    assert fanout.dispatch({"an": ["unhashable", "_id"]}) == 0  # written by hand: rings nothing
     assert not first.bell.is_set()
     assert fanout.dispatch(b) == 2
     assert first.bell.is_set()
