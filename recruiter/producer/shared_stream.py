@@ -203,8 +203,10 @@ class _Hub:
 
     def _failed(self, exc: BaseException) -> None:
         """The stream could not open or broke: the waits poll until it reopens."""
-        if isinstance(exc, StreamsRefused):
-            self.resume = None  # perhaps a resume token the server no longer has
+        if isinstance(exc, StreamsRefused) and self.resume is not None:
+            self.resume = None  # a resume token the server no longer has (a restart, say): open afresh
+            self.streams.died(exc)
+        elif isinstance(exc, StreamsRefused):
             self.streams.refuse(exc)
         else:
             if isinstance(exc, StreamEnded) or not isinstance(exc, StoreError):
