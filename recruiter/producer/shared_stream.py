@@ -23,7 +23,9 @@ Invariant: the stream is only a shortcut. Every (re)opening counts as a new
 *generation*; a wait reads its own jobs after it has joined and the stream is open,
 again at each new generation, at least every ``SAFETY_READ_S`` (see
 :mod:`recruiter.producer.waiting`), and polls while no stream is open. A wake-up the
-stream misses delays a wait, never hangs it.
+stream misses delays a wait, never hangs it. (A getMore can stay stuck after the server
+went away: about 25 s after a restart of the embedded server, before it failed. The
+stream then still counts as open, and its waits find their jobs by those reads.)
 """
 
 from __future__ import annotations
