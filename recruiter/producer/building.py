@@ -7,6 +7,7 @@ Invariant: no I/O; every refusal is a :class:`~recruiter.domain.job.JobRefused` 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -20,6 +21,7 @@ from recruiter.domain.following import JobView, view_of
 from recruiter.domain.job import JobRefused
 from recruiter.domain.unique import Unique
 from recruiter.domain.workable import Workable
+from recruiter.store.batches import BatchRefused
 from recruiter.store.layout import Document
 
 
@@ -104,3 +106,11 @@ def one_write(built: list[Built]) -> tuple[list[Document], list[int]]:
     their key, which take a transaction each), and the positions of those that reserve."""
     return ([d for d, spec in built if spec is None or not spec.reserves],
             [i for i, (_, spec) in enumerate(built) if spec is not None and spec.reserves])
+
+
+def all_or_nothing(write: Callable[[], None]) -> None:
+    """Run a batch's write; the server refusing an item is a one-line :class:`JobRefused`."""
+    try:
+        write()
+    except BatchRefused as exc:
+        raise JobRefused(str(exc)) from None

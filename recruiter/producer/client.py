@@ -19,12 +19,12 @@ given time (:mod:`recruiter.domain.resubmit`).
 ``enqueue`` returns a job handle (:mod:`recruiter.producer.handles`), which is
 the job's id and follows the job: its state, its result, ``wait()``.
 ``rec.job(id)`` makes one for a job enqueued elsewhere, and ``wait_all`` and
-``as_completed`` wait for many jobs with one change stream.
+``as_completed`` wait for many jobs; a producer's waits share one change stream.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -40,6 +40,7 @@ from recruiter.domain.resubmit import Resubmitted
 from recruiter.domain.workable import Workable
 from recruiter.producer import handles
 from recruiter.producer.building import (
+    all_or_nothing,
     as_job_id,
     built_batch,
     built_one,
@@ -51,8 +52,8 @@ from recruiter.producer.building import (
 )
 from recruiter.producer.handles import AsyncJobHandle, JobHandle, JobNotFound
 from recruiter.producer.schedules import Options, ScheduleView, schedule, schedule_async
+from recruiter.producer.shared_stream import AsyncWaitHub, Streams, WaitHub
 from recruiter.producer.unique import enqueue_unique, enqueue_unique_async
-from recruiter.producer.waiting import Streams
 from recruiter.store.batches import BatchRefused, insert_batch, insert_batch_async
 from recruiter.store.cancel import cancel_job, cancel_job_async
 from recruiter.store.clock import ServerClock
@@ -116,6 +117,7 @@ class Recruiter:
         self.collections = SyncCollections.of(self.db)
         self.clock = clock or SystemClock()
         self.streams = Streams(wanted=change_streams)
+        self.waits = WaitHub(self.collections, self.streams)  # the one change stream of all its waits
         self._owns_client = owns_client
         self._max_bytes: int | None = None
         self._admin: Admin | None = None
@@ -187,7 +189,7 @@ class Recruiter:
         if session is not None:
             no_unique_in_session(built)
         if all(spec is None for _, spec in built):
-            _all_or_nothing(lambda: insert_batch(self.collections.scheduled, [d for d, _ in built], session))
+            all_or_nothing(lambda: insert_batch(self.collections.scheduled, [d for d, _ in built], session))
             return [_handle(self, d) for d, _ in built]
         # Unique items: one unordered insert, then the refused and the reserving ones one by one.
         docs, later = one_write(built)
@@ -250,6 +252,7 @@ class Recruiter:
         return self._admin
 
     def close(self) -> None:
+        self.waits.close()
         if self._owns_client:
             self.client.close()
 
@@ -272,6 +275,7 @@ class AsyncRecruiter:
         self.collections = Collections.of(self.db)
         self.clock = clock or SystemClock()
         self.streams = Streams(wanted=change_streams)
+        self.waits = AsyncWaitHub(self.collections, self.streams)  # the one change stream of all its waits
         self._owns_client = owns_client
         self._max_bytes: int | None = None
         self._uri = uri
@@ -380,6 +384,7 @@ class AsyncRecruiter:
         return self._admin
 
     async def close(self) -> None:
+        await self.waits.close()
         if self._admin is not None:  # its own synchronous client
             self._admin.close()
         if self._owns_client:
@@ -390,11 +395,3 @@ class AsyncRecruiter:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-
-def _all_or_nothing(write: Callable[[], None]) -> None:
-    """Run a batch's write; the server refusing an item is a one-line :class:`JobRefused`."""
-    try:
-        write()
-    except BatchRefused as exc:
-        raise JobRefused(str(exc)) from None

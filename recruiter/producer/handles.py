@@ -14,8 +14,9 @@ A handle keeps the last :class:`~recruiter.domain.following.JobView` it saw
 :class:`JobFailed` for one archived for any other reason (``cancelled``,
 ``tried-too-many-times``, ...); on its deadline it raises the builtin
 :class:`TimeoutError` and leaves the job alone. Waiting is done by
-:mod:`recruiter.producer.waiting`: one change stream per call, whatever the
-number of jobs (:func:`wait_all`, :func:`as_completed`).
+:mod:`recruiter.producer.waiting`: every wait of a producer (``wait``,
+:func:`wait_all`, :func:`as_completed`), in any thread or task, shares the producer's
+one change stream (:mod:`recruiter.producer.shared_stream`).
 
 Invariant: a handle only reads. Nothing here writes to the database.
 """
@@ -251,7 +252,7 @@ class AsyncJobHandle(_Handle):
         return self._saw(await read_view_async(self._recruiter, self.id))
 
     # A timeout parameter, not asyncio.timeout: the same call as the sync handle's, and the
-    # deadline sizes the stream's waits (a cancelled getMore would cost its connection).
+    # deadline bounds each read the wait makes (TimeoutError with its message).
     async def wait(self, timeout: float | None = None) -> object:  # noqa: ASYNC109
         """See :meth:`JobHandle.wait`."""
         check_timeout(timeout)
@@ -340,11 +341,11 @@ def wait_all(rec: Recruiter, handles: Iterable[JobHandle], timeout: float | None
     :func:`asyncio.gather` does: the other jobs run on, and the handles of
     those already finished hold their views. With it, the exception takes the
     failed job's place in the list. :class:`TimeoutError` after ``timeout``
-    seconds either way. One change stream for the whole call.
+    seconds either way. The call shares the producer's one change stream.
     """
     timeout_s = check_timeout(timeout)
     gathering = _Gathering(rec, handles, return_exceptions)
-    with closing(finished(rec.collections, gathering.unfinished(), timeout_s, rec.streams)) as items:
+    with closing(finished(rec.waits, gathering.unfinished(), timeout_s)) as items:
         for item in items:
             gathering.arrived(item)
     return gathering.results()
@@ -356,13 +357,13 @@ def as_completed(rec: Recruiter, handles: Iterable[JobHandle], timeout: float | 
     returns its result (or raises :class:`JobFailed`) without waiting.
 
     Raises :class:`TimeoutError` when ``timeout`` seconds have passed with jobs left,
-    and :class:`JobNotFound` for an id of no job. One change stream for the whole call,
-    opened when iteration starts and closed when it ends (or the iterator is closed).
+    and :class:`JobNotFound` for an id of no job. It joins the producer's change stream
+    when iteration starts and leaves it when it ends (or the iterator is closed).
     """
     timeout_s = check_timeout(timeout)
     gathering = _Gathering(rec, handles, return_exceptions=True)
     yield from (h for h in gathering.handles if h.finished)
-    with closing(finished(rec.collections, gathering.unfinished(), timeout_s, rec.streams)) as items:
+    with closing(finished(rec.waits, gathering.unfinished(), timeout_s)) as items:
         for item in items:
             yield from gathering.arrived(item)
             if item[0] in gathering.missing:
@@ -375,7 +376,7 @@ async def wait_all_async(rec: AsyncRecruiter, handles: Iterable[AsyncJobHandle],
     """:func:`wait_all` for asyncio code."""
     timeout_s = check_timeout(timeout)
     gathering = _Gathering(rec, handles, return_exceptions)
-    async with aclosing(finished_async(rec.collections, gathering.unfinished(), timeout_s, rec.streams)) as items:
+    async with aclosing(finished_async(rec.waits, gathering.unfinished(), timeout_s)) as items:
         async for item in items:
             gathering.arrived(item)
     return gathering.results()
@@ -390,7 +391,7 @@ async def as_completed_async(rec: AsyncRecruiter, handles: Iterable[AsyncJobHand
     for handle in gathering.handles:
         if handle.finished:
             yield handle
-    async with aclosing(finished_async(rec.collections, gathering.unfinished(), timeout_s, rec.streams)) as items:
+    async with aclosing(finished_async(rec.waits, gathering.unfinished(), timeout_s)) as items:
         async for item in items:
             for handle in gathering.arrived(item):
                 yield handle

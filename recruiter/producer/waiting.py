@@ -8,16 +8,21 @@ deadline passes first. Job handles (:mod:`recruiter.producer.handles`) build
 
 How a wait learns that jobs finished:
 
-- one change stream on ``archived`` per call, whatever the number of jobs
-  (:func:`recruiter.store.following.finished_pipeline`), opened **before** the
-  first read of ``archived``: a job archived between the two is in the read or
-  in the stream, so no wake-up is lost. Each event names one job, which is
-  then read by ``_id``;
-- where the server refuses change streams (a standalone mongod) or the
-  producer was told not to use them (``change_streams=False``), or when the
-  stream dies during a wait, ``archived`` is polled by ``_id $in`` the jobs
-  still waited for, from every 50 ms to every second while nothing finishes.
-  A server without change streams is remembered, and logged once per producer.
+- the producer's one change stream on ``archived``, shared by all its waits
+  (:mod:`recruiter.producer.shared_stream`): a wait joins it with its job ids,
+  and is rung when an event names one of them, which it then reads by ``_id``.
+  It reads its jobs first once it has joined and the stream is open, so a job
+  archived before is in the read and one archived after rings it: no wake-up is
+  lost (the stream need not be opened for this wait: it joins one already open);
+- it reads them all again whenever the stream is (re)opened (a new generation:
+  events may have been missed in between) and at least every
+  :data:`SAFETY_READ_S`, so a missed event delays a wait, never hangs it;
+- while no stream is open (it failed and is being reopened), where the server
+  refuses change streams (a standalone mongod), or where the producer was told
+  not to use them (``change_streams=False``), ``archived`` is polled by
+  ``_id $in`` the jobs still waited for, from every 50 ms to every second
+  while nothing finishes. A server without change streams is remembered, and
+  logged once per producer.
 
 Invariant: a wait only reads. A wait that times out leaves every job as it was.
 """
@@ -29,30 +34,19 @@ import functools
 import math
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import TypeVar
 
-import structlog
-
-from recruiter.store.connection import StoreError, first_line
+from recruiter.producer.shared_stream import AsyncWaitHub, Seen, Status, WaitHub
+from recruiter.store.connection import StoreError
 from recruiter.store.deadlines import is_timeout, within
 from recruiter.store.following import (
-    StreamsRefused,
-    SyncStream,
-    close_stream,
-    next_finished,
-    next_finished_async,
-    open_finished_stream,
-    open_finished_stream_async,
     read_archived,
     read_archived_async,
     read_waiting_ids,
     read_waiting_ids_async,
 )
 from recruiter.store.layout import Collections, Document, SyncCollections
-from recruiter.store.wakeup import QUICK_EMPTY_S, Stream, close_quietly, quick_empty_pause
 
-log = structlog.get_logger("recruiter.producer")
 T = TypeVar("T")
 
 # One finished job (its archived document), or an id that names no job (None).
@@ -60,10 +54,10 @@ Finished = tuple[object, Document | None]
 
 POLL_FROM_S = 0.05
 POLL_TO_S = 1.0
-# How long one read of the stream waits for an event (maxAwaitTimeMS): with a deadline,
-# a tenth of the timeout, so a wait ends within about 10% of it.
-STREAM_WAIT_S = 1.0
-STREAM_WAIT_MIN_S = 0.02
+# While the stream is open, a wait reads its jobs at least this often: a missed event is a delay.
+SAFETY_READ_S = 10.0
+# How long a wait that joins a stream being opened waits for it before its first read.
+OPEN_WAIT_S = 1.0
 
 
 def check_timeout(timeout: float | None) -> float | None:
@@ -79,13 +73,6 @@ def check_timeout(timeout: float | None) -> float | None:
 def poll_pause_s(idle_polls: int) -> float:
     """The pause before the next poll after ``idle_polls`` polls in a row that found nothing."""
     return float(min(POLL_TO_S, POLL_FROM_S * 2.0 ** min(idle_polls, 16)))
-
-
-def stream_wait_s(timeout_s: float | None) -> float:
-    """How long one read of the stream waits (see :data:`STREAM_WAIT_S`)."""
-    if timeout_s is None:
-        return STREAM_WAIT_S
-    return min(STREAM_WAIT_S, max(STREAM_WAIT_MIN_S, timeout_s / 10))
 
 
 class Pending:
@@ -147,54 +134,52 @@ class Pending:
                             "(they were left as they are)")
 
 
-@dataclass
-class Streams:
-    """Whether waits use a change stream: wanted (the producer's ``change_streams``
-    option) and not refused by the server. Counts the streams it opened."""
+FIRST_LOOK = "first look"
 
-    wanted: bool = True
-    refused: str | None = None  # why the server refused, once it has
-    opened: int = 0
-    _died_logged: bool = field(default=False, repr=False)
 
-    @property
-    def usable(self) -> bool:
-        return self.wanted and self.refused is None
+class Follower:
+    """What a wait on the shared stream reads next, and how long it then sleeps (pure:
+    ``now`` is a monotonic time; ``seen`` what the fan-out told it, :class:`Seen`)."""
 
-    def open(self, c: SyncCollections, job_ids: list[object], timeout_s: float | None) -> SyncStream | None:
-        if not self.usable:
-            return None
-        try:
-            stream = open_finished_stream(c, job_ids, stream_wait_s(timeout_s))
-        except StreamsRefused as exc:
-            self._refuse(exc)
-            return None
-        self.opened += 1
-        return stream
+    def __init__(self, pending: Pending, now: float) -> None:
+        self.pending = pending
+        self.joined_at = now
+        self.looked = False  # the first read is done
+        self.generation = 0  # of the stream followed since the last read of every job
+        self.read_at = now  # of the last read of every job
+        self.idle_polls = 0
 
-    async def open_async(self, c: Collections, job_ids: list[object], timeout_s: float | None) -> Stream | None:
-        if not self.usable:
-            return None
-        try:
-            stream = await open_finished_stream_async(c, job_ids, stream_wait_s(timeout_s))
-        except StreamsRefused as exc:
-            self._refuse(exc)
-            return None
-        self.opened += 1
-        return stream
+    def next_read(self, seen: Seen, now: float) -> list[object] | str | None:
+        """:data:`FIRST_LOOK`, the ids to read in ``archived``, or None (nothing to read now)."""
+        if not self.looked:
+            if seen.status is Status.OPENING and now - self.joined_at < OPEN_WAIT_S:
+                return None  # wait for the stream: what is archived from then on rings this wait
+            self.looked, self.generation, self.read_at = True, seen.generation, now
+            return FIRST_LOOK
+        if seen.status is Status.OPEN:
+            if seen.generation != self.generation or now - self.read_at >= SAFETY_READ_S:
+                self.generation, self.read_at = seen.generation, now
+                return self.pending.waited()
+            return [job_id for job_id in seen.woken if job_id in self.pending] or None
+        if now - self.read_at >= poll_pause_s(self.idle_polls):  # no stream: poll
+            self.read_at = now
+            return self.pending.waited()
+        return None
 
-    def _refuse(self, exc: StreamsRefused) -> None:
-        if exc.for_good:  # remembered: later waits poll at once
-            self.refused = str(exc)
-            log.info("wait.polling", reason=self.refused)
+    def found(self, read: list[object], docs: list[Document]) -> None:
+        """After a read of ``read``: a poll that found nothing backs off."""
+        if len(read) == len(self.pending.ids):
+            self.idle_polls = 0 if docs else self.idle_polls + 1
+
+    def pause(self, seen: Seen, now: float) -> float:
+        """How long to sleep until the next look, unless rung (not past the deadline)."""
+        if not self.looked:
+            pause = OPEN_WAIT_S - (now - self.joined_at)
+        elif seen.status is Status.OPEN:
+            pause = SAFETY_READ_S - (now - self.read_at)
         else:
-            self.died(exc)
-
-    def died(self, exc: BaseException) -> None:
-        """The stream failed (or could not open, for now): this wait polls; logged once."""
-        if not self._died_logged:
-            self._died_logged = True
-            log.warning("wait.stream_failed", error=first_line(exc), then="polling until this wait ends")
+            pause = poll_pause_s(self.idle_polls) - (now - self.read_at)
+        return self.pending.capped(max(0.0, pause), now)
 
 
 # -- deadlines carried into each server call ------------------------------------------------
@@ -228,22 +213,35 @@ async def _bounded_async(pending: Pending, call: Callable[[], Awaitable[T]]) -> 
 # -- synchronous --------------------------------------------------------------------------
 
 
-def finished(c: SyncCollections, job_ids: Iterable[object], timeout_s: float | None,
-             streams: Streams) -> Generator[Finished]:
-    """Yield each of ``job_ids`` as its job finishes (see the module doc); the stream
-    opens on the first ``next()`` and closes when the iterator ends or is closed."""
+def finished(hub: WaitHub, job_ids: Iterable[object], timeout_s: float | None) -> Generator[Finished]:
+    """Yield each of ``job_ids`` as its job finishes (see the module doc); the wait joins the
+    producer's stream on the first ``next()`` and leaves it when the iterator ends or is closed."""
     pending = Pending(job_ids, timeout_s, time.monotonic())
     if not pending:
         return
-    stream = _bounded(pending, lambda: streams.open(c, pending.waited(), timeout_s))
-    try:
+    if not hub.streams.usable:
+        yield from _first_look(hub.c, pending)
+        yield from _poll(hub.c, pending, read_first=False)
+        return
+    with hub.watching(pending.waited()) as watch:
+        follower = Follower(pending, time.monotonic())
+        while pending:
+            now = pending.check(time.monotonic())
+            watch.bell.clear()
+            seen = hub.fanout.take(watch)
+            yield from _read(hub.c, pending, follower, follower.next_read(seen, now))
+            if pending:
+                watch.wait(follower.pause(seen, time.monotonic()))
+
+
+def _read(c: SyncCollections, pending: Pending, follower: Follower, read: list[object] | str | None,
+          ) -> Iterator[Finished]:
+    if read == FIRST_LOOK:
         yield from _first_look(c, pending)
-        if stream is not None and pending:
-            yield from _follow(c, pending, stream, streams)
-        yield from _poll(c, pending, read_first=stream is not None)
-    finally:
-        if stream is not None:
-            close_stream(stream)
+    elif isinstance(read, list):
+        docs = _bounded(pending, functools.partial(read_archived, c, read))
+        follower.found(read, docs)
+        yield from pending.take(docs)
 
 
 def _first_look(c: SyncCollections, pending: Pending) -> Iterator[Finished]:
@@ -255,28 +253,6 @@ def _first_look(c: SyncCollections, pending: Pending) -> Iterator[Finished]:
         if absent:  # or archived between the two reads
             yield from pending.take(_bounded(pending, lambda: read_archived(c, absent)))
             yield from pending.gone(absent)
-
-
-def _follow(c: SyncCollections, pending: Pending, stream: SyncStream, streams: Streams) -> Iterator[Finished]:
-    """Read the stream until nothing is pending; return early if it dies."""
-    streak = 0
-    while pending:
-        asked_at = pending.check(time.monotonic())
-        try:
-            job_id = _bounded(pending, lambda: next_finished(stream))
-        except StoreError as exc:
-            streams.died(exc)
-            return
-        if job_id is not None:
-            streak = 0
-            if job_id in pending:
-                yield from pending.take(_bounded(pending, functools.partial(read_archived, c, [job_id])))
-        elif (now := time.monotonic()) - asked_at < QUICK_EMPTY_S:
-            # SecantusDB answers at once, empty, after a write the pipeline filtered out.
-            streak += 1
-            time.sleep(pending.capped(quick_empty_pause(streak), now))
-        else:
-            streak = 0
 
 
 def _poll(c: SyncCollections, pending: Pending, *, read_first: bool) -> Iterator[Finished]:
@@ -296,24 +272,40 @@ def _poll(c: SyncCollections, pending: Pending, *, read_first: bool) -> Iterator
 # -- asyncio ------------------------------------------------------------------------------
 
 
-async def finished_async(c: Collections, job_ids: Iterable[object], timeout_s: float | None,
-                         streams: Streams) -> AsyncGenerator[Finished]:
+async def finished_async(hub: AsyncWaitHub, job_ids: Iterable[object],
+                         timeout_s: float | None) -> AsyncGenerator[Finished]:
     """:func:`finished` for asyncio code."""
     pending = Pending(job_ids, timeout_s, time.monotonic())
     if not pending:
         return
-    stream = await _bounded_async(pending, lambda: streams.open_async(c, pending.waited(), timeout_s))
-    try:
+    if not hub.streams.usable:
+        async for item in _first_look_async(hub.c, pending):
+            yield item
+        async for item in _poll_async(hub.c, pending, read_first=False):
+            yield item
+        return
+    async with hub.watching(pending.waited()) as watch:
+        follower = Follower(pending, time.monotonic())
+        while pending:
+            now = pending.check(time.monotonic())
+            watch.bell.clear()
+            seen = hub.fanout.take(watch)
+            async for item in _read_async(hub.c, pending, follower, follower.next_read(seen, now)):
+                yield item
+            if pending:
+                await watch.wait(follower.pause(seen, time.monotonic()))
+
+
+async def _read_async(c: Collections, pending: Pending, follower: Follower,
+                      read: list[object] | str | None) -> AsyncIterator[Finished]:
+    if read == FIRST_LOOK:
         async for item in _first_look_async(c, pending):
             yield item
-        if stream is not None and pending:
-            async for item in _follow_async(c, pending, stream, streams):
-                yield item
-        async for item in _poll_async(c, pending, read_first=stream is not None):
+    elif isinstance(read, list):
+        docs = await _bounded_async(pending, functools.partial(read_archived_async, c, read))
+        follower.found(read, docs)
+        for item in pending.take(docs):
             yield item
-    finally:
-        if stream is not None:
-            await close_quietly(stream)
 
 
 async def _first_look_async(c: Collections, pending: Pending) -> AsyncIterator[Finished]:
@@ -326,29 +318,6 @@ async def _first_look_async(c: Collections, pending: Pending) -> AsyncIterator[F
             archived = await _bounded_async(pending, lambda: read_archived_async(c, absent))
             for item in [*pending.take(archived), *pending.gone(absent)]:
                 yield item
-
-
-async def _follow_async(c: Collections, pending: Pending, stream: Stream,
-                        streams: Streams) -> AsyncIterator[Finished]:
-    streak = 0
-    while pending:
-        asked_at = pending.check(time.monotonic())
-        try:
-            job_id = await _bounded_async(pending, lambda: next_finished_async(stream))
-        except StoreError as exc:
-            streams.died(exc)
-            return
-        if job_id is not None:
-            streak = 0
-            if job_id in pending:
-                one = functools.partial(read_archived_async, c, [job_id])
-                for item in pending.take(await _bounded_async(pending, one)):
-                    yield item
-        elif (now := time.monotonic()) - asked_at < QUICK_EMPTY_S:
-            streak += 1
-            await asyncio.sleep(pending.capped(quick_empty_pause(streak), now))
-        else:
-            streak = 0
 
 
 async def _poll_async(c: Collections, pending: Pending, *, read_first: bool) -> AsyncIterator[Finished]:

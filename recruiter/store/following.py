@@ -1,6 +1,6 @@
 """Reading the documents that tell where one job is: its job document in ``scheduled``
 or ``archived``, and the heartbeat of the worker holding it; and learning when jobs
-finish, from a change stream on ``archived`` (:func:`open_finished_stream`).
+finish, from a change stream on ``archived`` (:func:`open_archived_stream`).
 
 Invariant: reads only. Every read is by ``_id`` (no scan); the heartbeat is read
 only for a job that is locked, from the ``locked_by`` its document names.
@@ -10,9 +10,10 @@ stream event carries only a job's ``_id``: the job itself is read by ``_id``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import pymongo
 from pymongo.errors import OperationFailure, PyMongoError
@@ -93,27 +94,20 @@ async def read_waiting_ids_async(c: Collections, job_ids: Sequence[object]) -> s
     return {d["_id"] for d in await c.scheduled.find({"_id": {"$in": list(job_ids)}}, {"_id": 1}).to_list()}
 
 
-# -- waiting for jobs to finish: a change stream on archived (producer/waiting.py) ------
-
-# Up to this many ids, the stream's $match names them, so the server sends the events of
-# the waited jobs only (the pipeline is sent when the stream opens and when it resumes:
-# about 22 bytes an id). Above it, the stream reports every job archived in the database,
-# each event cut to its key (about 100 bytes), and the caller keeps those it waits for.
-IDS_IN_PIPELINE_MAX = 1000
+# -- waiting for jobs to finish: one change stream on archived per producer (producer/shared_stream.py)
 
 
-def finished_pipeline(job_ids: Sequence[object]) -> list[Query]:
-    """Events of jobs archived, each cut to the job's ``_id`` (``documentKey``).
+def archived_pipeline() -> list[Query]:
+    """Events of jobs archived, each cut to the job's ``_id`` (``documentKey``), whatever the job:
+    one stream serves every wait of a producer, each event handed to the waits of its job.
 
     A job is archived by an upsert (reported as an ``insert``) or, by a cancel, an
     insert; ``replace`` and ``update`` are kept for servers that report an upsert so.
     The event carries no document: an archived job may be near the 16 MiB limit, an
     event bigger than that would break the stream, so the job is read by ``_id``.
     """
-    match: Query = {"operationType": {"$in": ["insert", "replace", "update"]}}
-    if len(job_ids) <= IDS_IN_PIPELINE_MAX:
-        match["documentKey._id"] = {"$in": list(job_ids)}
-    return [{"$match": match}, {"$project": {"documentKey": 1}}]
+    return [{"$match": {"operationType": {"$in": ["insert", "replace", "update"]}}},
+            {"$project": {"documentKey": 1}}]
 
 
 def _job_id_of(event: Document | None) -> object:
@@ -121,18 +115,23 @@ def _job_id_of(event: Document | None) -> object:
     return key.get("_id") if isinstance(key, dict) else None
 
 
-def open_finished_stream(c: SyncCollections, job_ids: Sequence[object], max_await_s: float) -> SyncStream:
-    """Open the stream of :func:`finished_pipeline`. Raises :class:`StreamsRefused` when the
-    server will not run it (a standalone mongod, a user without the ``changeStream`` action)."""
+def open_archived_stream(c: SyncCollections, max_await_s: float,
+                         resume_after: Mapping[str, Any] | None = None) -> SyncStream:
+    """Open the stream of :func:`archived_pipeline` (after ``resume_after``, a resume token, if
+    given). Raises :class:`StreamsRefused` when the server will not run it (a standalone mongod,
+    a user without the ``changeStream`` action, a resume token it no longer has)."""
     try:
-        return c.archived.watch(finished_pipeline(job_ids), max_await_time_ms=max(1, int(max_await_s * 1000)))
+        return c.archived.watch(archived_pipeline(), max_await_time_ms=max(1, int(max_await_s * 1000)),
+                                resume_after=resume_after)
     except OperationFailure as exc:
         raise StreamsRefused(exc) from exc
 
 
-async def open_finished_stream_async(c: Collections, job_ids: Sequence[object], max_await_s: float) -> Stream:
+async def open_archived_stream_async(c: Collections, max_await_s: float,
+                                     resume_after: Mapping[str, Any] | None = None) -> Stream:
     try:
-        return await c.archived.watch(finished_pipeline(job_ids), max_await_time_ms=max(1, int(max_await_s * 1000)))
+        return await c.archived.watch(archived_pipeline(), max_await_time_ms=max(1, int(max_await_s * 1000)),
+                                      resume_after=resume_after)
     except OperationFailure as exc:
         raise StreamsRefused(exc) from exc
 

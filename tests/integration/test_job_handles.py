@@ -1,5 +1,5 @@
 """Job handles on the real server: states, results, failures, timeouts, bad ids, and
-waiting with one change stream per call or by polling. The recruiter and the worker
+waiting with one change stream per producer or by polling. The recruiter and the worker
 are driven step by step (``test_processes_inproc``'s harness); a sync wait runs in a
 thread meanwhile. No sleeps: every wait has a deadline."""
 
@@ -21,6 +21,7 @@ from recruiter.domain.following import Progress
 from recruiter.domain.retry import RetryManyTimes
 from recruiter.processes.worker.runtime import WorkerProcess
 from recruiter.processes.worker.state import Running, Slot
+from recruiter.producer.shared_stream import AsyncWaitHub, Status, WaitHub
 from tests.conftest import wait_for_async
 from tests.integration.test_processes_inproc import Harness, run, take_and_work
 from tests.workables import AlwaysFails, Record
@@ -31,6 +32,11 @@ WRITES = {"insert", "update", "delete", "findAndModify", "bulkWrite", "commitTra
 def streams_opened(commands: Commands) -> int:
     """Change streams opened on ``archived``: aggregates whose pipeline starts with $changeStream."""
     return sum(1 for cmd in commands.named("aggregate", "archived") if "$changeStream" in cmd["pipeline"][0])
+
+
+def joined(hub: WaitHub | AsyncWaitHub) -> bool:
+    """Whether a wait has joined the producer's stream, and the stream is open."""
+    return bool(hub.fanout.watches) and hub.fanout.status is Status.OPEN
 
 
 def writes(commands: Commands) -> list[str]:
@@ -124,7 +130,7 @@ def test_a_handle_follows_its_job_through_every_state(db_uri: str) -> None:
     run(db_uri, scenario)
 
 
-def test_wait_returns_the_result_sync_and_async_with_one_stream_per_call(db_uri: str) -> None:
+def test_wait_returns_the_result_sync_and_async_with_one_stream_per_producer(db_uri: str) -> None:
     async def scenario(h: Harness) -> None:
         process, slot = await h.worker("w1")
         with sync_producer(h) as (rec, commands):
@@ -145,7 +151,7 @@ def test_wait_returns_the_result_sync_and_async_with_one_stream_per_call(db_uri:
                 assert await awaiting == 7
                 assert await (await awaited) == 7  # await handle == await handle.wait()
                 assert (ajob.state, ajob.why, ajob.result) == ("archived", "done", 7)
-                assert streams_opened(acommands) == 2  # one per wait: ajob.wait(), then await handle
+                assert streams_opened(acommands) == 1  # one for both waits: ajob.wait() and await handle
             assert (job.state, job.why, job.result, job.attempts, job.finished) == ("archived", "done", 7, 1, True)
             assert job.view.executions[0]["worker"] == "w1"
             assert streams_opened(commands) == 1
@@ -294,7 +300,7 @@ def test_wait_all_and_as_completed_share_one_stream(db_uri: str) -> None:
                 seen.extend(rec.as_completed(list(reversed(jobs)), timeout=30))
 
             following = asyncio.create_task(asyncio.to_thread(follow))
-            await wait_for_async(lambda: asyncio.sleep(0, streams_opened(commands) == 2), message="two streams")
+            await wait_for_async(lambda: asyncio.sleep(0, len(rec.waits.fanout.watches) == 2), message="two waits")
             for n in range(3):
                 await run_once(h, process, slot)
                 await wait_for_async(lambda n=n: asyncio.sleep(0, len(seen) == n + 1), message=f"{n + 1} seen")
@@ -306,7 +312,7 @@ def test_wait_all_and_as_completed_share_one_stream(db_uri: str) -> None:
             assert results[1].why == "not-scheduled-by-retry-policy"
             assert seen == jobs  # in the order they ended (FIFO), not the order given
             assert [j.finished for j in seen] == [True] * 3
-            assert streams_opened(commands) == 2  # one per call, not one per job
+            assert streams_opened(commands) == 1  # one per producer, not one per call or per job
             with pytest.raises(JobFailed, match=f"^job {jobs[1]} ended not-scheduled-by-retry-policy"):
                 rec.wait_all(jobs)  # fails at the first failure, in the handles' order
             assert rec.wait_all([jobs[2], jobs[0], jobs[2]]) == [3, 1, 3]
@@ -336,7 +342,7 @@ def test_as_completed_in_asyncio_and_a_failure_met_first(db_uri: str) -> None:
                     await run_once(h, process, slot)
             assert order == [failing, fine]
             assert await fine == 5
-            assert streams_opened(commands) == 2
+            assert streams_opened(commands) == 1  # the second call joined the stream of the first
 
     run(db_uri, scenario)
 
@@ -424,25 +430,24 @@ def test_a_wait_outlives_its_stream_ended_by_the_server(db_uri: str, flavour: st
             assert (await before.wait(timeout=10)) == 0
             with sync_producer(h) as (rec, scommands):
                 commands = scommands if flavour == "sync" else acommands
-                opened = streams_opened(commands)
+                hub = rec.waits if flavour == "sync" else arec.waits
                 if flavour == "sync":
                     job = rec.enqueue(Record(h.db_uri, n=1))
                     waited = asyncio.create_task(asyncio.to_thread(job.wait, 20))
                 else:
                     ajob = await arec.enqueue(Record(h.db_uri, n=1))
                     waited = asyncio.create_task(ajob.wait(timeout=20))
-                await wait_for_async(lambda: asyncio.sleep(0, streams_opened(commands) > opened), message="the stream")
+                await wait_for_async(lambda: asyncio.sleep(0, joined(hub)), message="the wait to join the stream")
+                opened = streams_opened(commands)
                 await h.db.archived.drop()
                 await run_once(h, process, slot)
                 assert await waited == 1
+                assert streams_opened(commands) > opened  # the ended stream was opened again
 
     run(db_uri, scenario)
 
 
-def test_a_wait_for_more_ids_than_the_pipeline_names_keeps_its_own(db_uri: str,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("recruiter.store.following.IDS_IN_PIPELINE_MAX", 1)
-
+def test_a_wait_reads_only_its_own_jobs_from_the_shared_stream(db_uri: str) -> None:
     async def scenario(h: Harness) -> None:
         process, slot = await h.worker("w1")
         async with async_producer(h) as (rec, commands):

@@ -1,5 +1,6 @@
 """Job handles without a server: a handle is its job's id to bson, pickle and copy;
-JobFailed's one line; the pure arithmetic of waiting (pending ids, deadline, backoff)."""
+JobFailed's one line; the pure arithmetic of waiting (pending ids, deadline, backoff, the
+fan-out of the shared stream)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from bson.codec_options import DEFAULT_CODEC_OPTIONS
 
 from recruiter import JobFailed, JobHandle, JobNotFound
 from recruiter.domain.following import JobView, view_of
-from recruiter.producer.waiting import Pending, check_timeout, poll_pause_s, stream_wait_s
-from recruiter.store.following import IDS_IN_PIPELINE_MAX, finished_pipeline
+from recruiter.producer.shared_stream import Fanout, Seen, Status, SyncWatch, retry_pause_s
+from recruiter.producer.waiting import FIRST_LOOK, SAFETY_READ_S, Follower, Pending, check_timeout, poll_pause_s
+from recruiter.store.following import archived_pipeline
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -131,39 +133,90 @@ def test_timeouts_backoff_and_stream_waits() -> None:
             check_timeout(bad)  # type: ignore[arg-type]
     assert [poll_pause_s(n) for n in range(7)] == [0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
     assert poll_pause_s(10_000) == 1.0
-    assert stream_wait_s(None) == 1.0
-    assert stream_wait_s(60) == 1.0
-    assert stream_wait_s(2.0) == pytest.approx(0.2)
-    assert stream_wait_s(0) == 0.02
+    assert [retry_pause_s(n) for n in range(1, 8)] == [0.0, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6]
+    assert retry_pause_s(10_000) == 2.0
 
 
-def test_the_stream_names_the_ids_it_waits_for_up_to_a_bound() -> None:
-    ids = [ObjectId() for _ in range(3)]
-    match = finished_pipeline(ids)[0]["$match"]
-    assert match == {"operationType": {"$in": ["insert", "replace", "update"]}, "documentKey._id": {"$in": ids}}
-    many = [ObjectId() for _ in range(IDS_IN_PIPELINE_MAX + 1)]
-    assert "documentKey._id" not in finished_pipeline(many)[0]["$match"]
-    assert finished_pipeline(ids)[1] == {"$project": {"documentKey": 1}}
+def test_the_shared_stream_reports_every_archived_job_by_its_id_only() -> None:
+    assert archived_pipeline() == [{"$match": {"operationType": {"$in": ["insert", "replace", "update"]}}},
+                                   {"$project": {"documentKey": 1}}]
+
+
+def test_the_fanout_rings_the_waits_of_each_job_and_every_wait_at_a_change_of_stream() -> None:
+    a, b, c = ObjectId(), ObjectId(), ObjectId()
+    fanout = Fanout()
+    first, second = SyncWatch([a, b]), SyncWatch([b])
+    with fanout.lock:
+        fanout.add(first)
+        fanout.add(second)
+    assert fanout.dispatch(c) == 0
+    assert fanout.dispatch({"an": ["unhashable", "_id"]}) == 0  # written by hand: rings nothing
+    assert not first.bell.is_set()
+    assert fanout.dispatch(b) == 2
+    assert first.bell.is_set()
+    assert second.bell.is_set()
+    assert fanout.take(first) == Seen(frozenset({b}), 0, Status.DOWN)
+    assert fanout.take(first) == Seen(frozenset(), 0, Status.DOWN)
+    first.bell.clear()
+    fanout.set_status(Status.OPEN)
+    assert first.bell.is_set()
+    assert fanout.take(second) == Seen(frozenset({b}), 1, Status.OPEN)
+    fanout.remove(second)
+    assert fanout.dispatch(b) == 1
+    with fanout.lock:
+        assert fanout.idle_for(0.0) is None
+    fanout.remove(first)
+    assert fanout.by_id == {}
+    with fanout.lock:
+        assert fanout.idle_for(fanout.idle_since + 3) == 3
+
+
+def test_a_follower_reads_first_after_the_stream_opens_then_what_rings_and_all_at_each_new_stream() -> None:
+    a, b = ObjectId(), ObjectId()
+    pending = Pending([a, b], None, now=0.0)
+    follower = Follower(pending, now=0.0)
+    opening = Seen(frozenset(), 0, Status.OPENING)
+    assert follower.next_read(opening, 0.1) is None  # the stream is being opened: wait for it
+    assert follower.pause(opening, 0.1) == pytest.approx(0.9)
+    first = Seen(frozenset(), 1, Status.OPEN)
+    assert follower.next_read(first, 0.2) == FIRST_LOOK
+    assert follower.next_read(first, 0.3) is None
+    assert follower.pause(first, 0.3) == pytest.approx(SAFETY_READ_S - 0.1)
+    assert follower.next_read(Seen(frozenset({b, ObjectId()}), 1, Status.OPEN), 0.4) == [b]
+    assert follower.next_read(first, 0.2 + SAFETY_READ_S) == [a, b]  # the safety read
+    reopened = Seen(frozenset(), 2, Status.OPEN)
+    assert follower.next_read(reopened, 11.0) == [a, b]  # a new stream: events may have been missed
+    assert follower.next_read(reopened, 11.1) is None
+    down = Seen(frozenset(), 2, Status.DOWN)  # no stream: poll, backing off while nothing ends
+    assert follower.next_read(down, 11.02) is None
+    assert follower.next_read(down, 11.06) == [a, b]
+    follower.found([a, b], [])
+    assert follower.pause(down, 11.06) == pytest.approx(0.1)
+    # A stream that does not open within a second: the wait reads first and polls meanwhile.
+    slow = Follower(Pending([a], 5.0, now=0.0), now=0.0)
+    assert slow.next_read(opening, 1.0) == FIRST_LOOK
+    assert slow.pause(opening, 1.0) == pytest.approx(0.05)
+    # Never past the deadline:
+    assert Follower(Pending([a], 0.5, now=0.0), now=0.0).pause(opening, 0.2) == pytest.approx(0.3)
 
 
 def test_a_server_without_change_streams_is_remembered_a_passing_refusal_is_not() -> None:
     from pymongo.errors import OperationFailure
 
-    from recruiter.producer.waiting import Streams
+    from recruiter.producer.streams import Streams
     from recruiter.store.following import StreamsRefused
 
     standalone = StreamsRefused(OperationFailure("The $changeStream stage is only supported on replica sets", 40573))
     assert standalone.for_good
     assert str(standalone) == "The $changeStream stage is only supported on replica sets"
     streams = Streams()
-    streams._refuse(standalone)
+    streams.refuse(standalone)
     assert streams.refused == str(standalone)
-    assert not streams.usable
-    assert streams.open(cast(Any, None), [ObjectId()], None) is None  # polls without asking again
+    assert not streams.usable  # waits poll without asking again
 
     shutting_down = StreamsRefused(OperationFailure("interrupted at shutdown", 11600))
     assert not shutting_down.for_good
     later = Streams()
-    later._refuse(shutting_down)
+    later.refuse(shutting_down)
     assert later.usable  # the next wait tries a stream again
     assert not Streams(wanted=False).usable
