@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING
 
 import structlog
@@ -190,8 +191,8 @@ class RoundPlanner:
     async def _plan(self, plan: RoundPlan, guess: list[FreeWorker] | None,
                     early: asyncio.Future[Picked] | None) -> None:
         now = plan.now
-        read = await self.view.read(self.c.roster, asyncio.get_running_loop().time(), self._well_formed,
-                                    changed=not plan.quiet)
+        read = await self.view.read(self.c.roster, asyncio.get_running_loop().time(),
+                                    partial(well_formed, self.warned), changed=not plan.quiet)
         entries, plan.freed = read.entries, read.marks
         self.timer.mark("read_roster")
         plan.malformed = self.sweeper.take()
@@ -283,7 +284,7 @@ class RoundPlanner:
                 log.warning("heartbeat.malformed", process=str(doc_id)[:100],
                             detail="this worker process's heartbeat document names no slot that can be read; "
                                    "its slots are given no work until it beats again")
-        self._warn_dated_ahead(read, plan.now)
+        warn_dated_ahead(self.warned, read, plan.now)
         # A process's document gives one beat per entry it names; an entry's is the one with its session.
         # Only the beats read for it replace an entry's kept one: a stale document of an earlier
         # registration of the same id, read for the stranded jobs, must not hide its fresh one.
@@ -299,26 +300,28 @@ class RoundPlanner:
         return [e for e in available
                 if e["_id"] not in needed_ids or is_fresh(beats.get(e["_id"]), e, plan.now)]
 
-    def _warn_dated_ahead(self, read: list[Document], now: datetime) -> None:
-        """One warning per heartbeat document dated too far ahead to be believed (its dates as read):
-        its entries are given no work and taken for silent (:func:`recruiter.domain.liveness.dated_ahead`)."""
-        for b in read:
-            if (problem := dated_ahead(b, now)) is None:
-                continue
-            source = b.get(FROM_PROCESS, b["_id"])
-            if self.warned.first(("heartbeats", source), f"ahead {b.get('last_seen_at')!r} {b.get('fresh_until')!r}"):
-                log.warning("heartbeat.malformed", process=str(source)[:100], worker_id=str(b["_id"])[:100],
-                            reason=problem, detail="dated too far ahead to be believed: its slots are given no "
-                                                   "work, and a job they hold is taken back, until it beats again")
 
-    def _well_formed(self, entries: list[Document]) -> list[Document]:
-        """The roster entries a round can use; a malformed one is skipped, warned of once (the cleaner removes it)."""
-        kept = []
-        for e in entries:
-            problem = entry_problem(e)
-            if problem is None:
-                kept.append(e)
-            elif self.warned.first(("roster", e.get("_id")), problem):
-                log.warning("worker.malformed", worker_id=str(e.get("_id"))[:100], reason=problem,
-                            detail="this roster entry is skipped until it is fixed or removed")
-        return kept
+def warn_dated_ahead(warned: WarnOnce, read: list[Document], now: datetime) -> None:
+    """One warning per heartbeat document dated too far ahead to be believed (its dates as read):
+    its entries are given no work and taken for silent (:func:`recruiter.domain.liveness.dated_ahead`)."""
+    for b in read:
+        if (problem := dated_ahead(b, now)) is None:
+            continue
+        source = b.get(FROM_PROCESS, b["_id"])
+        if warned.first(("heartbeats", source), f"ahead {b.get('last_seen_at')!r} {b.get('fresh_until')!r}"):
+            log.warning("heartbeat.malformed", process=str(source)[:100], worker_id=str(b["_id"])[:100],
+                        reason=problem, detail="dated too far ahead to be believed: its slots are given no "
+                                               "work, and a job they hold is taken back, until it beats again")
+
+
+def well_formed(warned: WarnOnce, entries: list[Document]) -> list[Document]:
+    """The roster entries a round can use; a malformed one is skipped, warned of once (the cleaner removes it)."""
+    kept = []
+    for e in entries:
+        problem = entry_problem(e)
+        if problem is None:
+            kept.append(e)
+        elif warned.first(("roster", e.get("_id")), problem):
+            log.warning("worker.malformed", worker_id=str(e.get("_id"))[:100], reason=problem,
+                        detail="this roster entry is skipped until it is fixed or removed")
+    return kept
