@@ -67,8 +67,8 @@ from recruiter.domain.checks import (
     queue_name,
     text,
 )
+from recruiter.domain.field_names import MAX_DEPTH, deepest, odd_name_problem
 from recruiter.domain.records import JobDoc, OutcomeDoc, Raw, RosterEntryDoc
-from recruiter.domain.storage_rules import MAX_DEPTH, deepest, odd_name_problem
 
 # Levels a copy of a job is stored below its own: the roster's ``job`` field, and one more for the
 # round's ``$literal`` list of picks that carries it there (recruiter.store.roster.assign).

@@ -20,13 +20,13 @@ from bson.errors import InvalidDocument
 
 from recruiter.domain.clock import utc
 from recruiter.domain.documents import COPY_LEVELS, MAX_JOB_LEVELS
+from recruiter.domain.field_names import MAX_DEPTH, deepest, odd_name_problem
 from recruiter.domain.handback import DEFAULT_MAX_RESULT_BYTES
 from recruiter.domain.naming import class_names, importable_problem, name_problem, qualified_name
 from recruiter.domain.placement import deadline_at, on_worker_document, worker_group, worker_id_problem
 from recruiter.domain.records import JobDoc, PolicyDocument, WorkableDocument
 from recruiter.domain.records import Priority as PriorityName
 from recruiter.domain.retry import DoNotDoItAgain, RetryPolicy, WorkerCrashed, policy_to_document
-from recruiter.domain.storage_rules import MAX_DEPTH, deepest, odd_name_problem
 from recruiter.domain.unique import Unique, UniqueRefused
 from recruiter.domain.unique import unique as unique_spec
 from recruiter.domain.workable import Workable, named_object, rebuild_problem

@@ -2,7 +2,7 @@
 
 The write guard (:mod:`recruiter.store.strict`) runs :func:`command_violations`
 on every ``insert``, ``update``, ``findAndModify`` and ``bulkWrite`` command; the
-producer and the reader use :func:`odd_name` to refuse or set aside field names
+producer and the reader use :func:`~recruiter.domain.field_names.odd_name` to refuse or set aside field names
 before anything writes them. Nothing here does I/O.
 
 The rules, and where they come from:
@@ -54,17 +54,22 @@ The rules, and where they come from:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import bson
 from bson.errors import InvalidDocument
 from bson.regex import Regex
 
+# MAX_DEPTH, deepest, odd_name and odd_name_problem are named here too, as callers use them.
+from recruiter.domain.field_names import MAX_DEPTH as MAX_DEPTH
+from recruiter.domain.field_names import deepest as deepest
+from recruiter.domain.field_names import has_dollar_name
+from recruiter.domain.field_names import odd_name as odd_name
+from recruiter.domain.field_names import odd_name_problem as odd_name_problem
+
 MAX_BSON_BYTES = 16 * 1024 * 1024
-MAX_DEPTH = 100
 MAX_PATH_PARTS = 255
-MAX_SHOWN_PATH = 200  # characters of a path a reason shows
 
 # Rule names, as the guard reports them.
 SIZE = "size"
@@ -101,74 +106,6 @@ class Violation:
         return self.rule != STORED_NAME
 
 
-# -- names and depth ---------------------------------------------------------------------------------
-
-
-def _children(value: object) -> Iterable[tuple[str, object]]:
-    if isinstance(value, Mapping):
-        return ((str(k), v) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return ((str(i), v) for i, v in enumerate(value))
-    return ()
-
-
-def deepest(value: object, level: int) -> int:
-    """The deepest level in ``value`` stored as an element at ``level`` (a top-level field is level 1).
-
-    Stops counting past :data:`MAX_DEPTH` + 1, so no value makes it recurse without end."""
-    if level > MAX_DEPTH:
-        return level
-    return max([level, *(deepest(child, level + 1) for _, child in _children(value))])
-
-
-def odd_name(value: object, path: str, depth: int = 0) -> str | None:
-    """The path of the first field name in ``value`` that starts with ``$`` or holds a ``.``
-    (``parameters.order.$where``); None if there is none.
-
-    Array elements are not field names (their path part is the index); a key that is not a
-    string is BSON's to refuse. Pure, never raises."""
-    if depth > MAX_DEPTH:
-        return None
-    if isinstance(value, Mapping):
-        for key, child in value.items():
-            if isinstance(key, str) and (key.startswith("$") or "." in key):
-                return f"{path}.{key}" if path else key
-            found = odd_name(child, f"{path}.{key}" if path else str(key), depth + 1)
-            if found:
-                return found
-    elif isinstance(value, list | tuple):
-        for index, child in enumerate(value):
-            found = odd_name(child, f"{path}.{index}", depth + 1)
-            if found:
-                return found
-    return None
-
-
-def odd_name_problem(value: object, path: str) -> str | None:
-    """:func:`odd_name` as a one-line reason naming the path, for refusals and quarantine."""
-    found = odd_name(value, path)
-    if found is None:
-        return None
-    name = found.rsplit(".", 1)[-1] if found.count(".") else found
-    why = "starts with '$'" if name.startswith("$") else "holds a '.'"
-    if len(found) > MAX_SHOWN_PATH:  # a deep path: its start and its end
-        head = found[:MAX_SHOWN_PATH // 2].rsplit(".", 1)[0]
-        tail = found[-MAX_SHOWN_PATH // 2:].split(".", 1)[-1]
-        found = f"{head}...{tail}"
-    return (f"{found}: field name {why}; MongoDB cannot store it in an update "
-            "(use names without a leading '$' or a '.')")
-
-
-def _has_dollar_name(value: object, depth: int = 0) -> bool:
-    if depth > MAX_DEPTH:
-        return False
-    if isinstance(value, Mapping):
-        return any(str(k).startswith("$") or _has_dollar_name(v, depth + 1) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return any(_has_dollar_name(v, depth + 1) for v in value)
-    return False
-
-
 def _size(value: object) -> int:
     try:
         return len(bson.encode(value if isinstance(value, Mapping) else {"v": value}))
@@ -185,7 +122,7 @@ def _id_violations(doc: Mapping[str, object], where: str) -> Iterator[Violation]
     value = doc["_id"]
     if isinstance(value, list | tuple | Regex | re.Pattern):
         yield Violation(ID_FIELD, f"{where}._id", f"_id cannot be {type(value).__name__}")
-    elif _has_dollar_name(value):
+    elif has_dollar_name(value):
         yield Violation(ID_FIELD, f"{where}._id", "_id cannot hold a field name starting with '$' at any depth")
 
 
@@ -254,7 +191,7 @@ def _stored_items(operator: str, value: object, level: int) -> list[tuple[object
 
 def _stored_violations(operator: str, path: str, value: object, where: str) -> Iterator[Violation]:
     here = f"{where}.{path}"
-    if path.split(".")[0] == "_id" and _has_dollar_name(value):
+    if path.split(".")[0] == "_id" and has_dollar_name(value):
         yield Violation(ID_FIELD, here, "_id cannot hold a field name starting with '$' at any depth")
         return
     for item, level in _stored_items(operator, value, len(path.split("."))):

@@ -37,8 +37,8 @@ from datetime import datetime
 from recruiter.domain.candidates import Query
 from recruiter.domain.control import Paused
 from recruiter.domain.documents import check_job
+from recruiter.store.candidate_keys import LOW_ONLY, is_ready, row_order, tenant_of
 from recruiter.store.layout import Document
-from recruiter.store.readahead import LOW_ONLY, is_ready, row_order, tenant_of
 
 MAX_AGE_S = 1.0
 # Past this many arrivals between two rounds (a burst, a batch), the round reads as usual.

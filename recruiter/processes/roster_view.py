@@ -16,7 +16,7 @@ Invariants:
    found out by the assignment, which rolls its job back, and is forgotten. An entry
    registered again since (a restart with the same id) is free as the one kept was, and takes
    the job; a restart that read the entry before the assignment finds it changed and reads it
-   again (:func:`recruiter.store.roster.holding_as_read`).
+   again (:func:`recruiter.store.roster_fences.holding_as_read`).
 2. A beat is kept only while fresh: a worker process that stops beating is seen as stale
    when its last ``fresh_until`` passes, as with a read every round. A beat is the whole
    process's: one read for one entry refreshes every entry kept from that process's

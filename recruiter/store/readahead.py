@@ -44,98 +44,43 @@ walks them (about 9 s per 100 000 jobs on an idle 2-CPU machine).
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TypeVar
-
-from bson import ObjectId
 
 from recruiter.domain.candidates import Query
 from recruiter.domain.control import Paused
-from recruiter.domain.job import Priority, Status
-from recruiter.domain.naming import WORKER_GROUP_PREFIX
 from recruiter.domain.placement import is_worker_group
 from recruiter.domain.records import Query as Filter
-from recruiter.domain.selection import DEFAULT_TENANT
+from recruiter.store.candidate_keys import (
+    AIMED_PROBE,
+    EVERY_TENANT,
+    KEYS,
+    LOW_ONLY,
+    SUBSTREAMS,
+    Fence,
+    Substream,
+    above,
+    is_ready,
+    placeable,
+    row_order,
+    substream_filter,
+    tenant_gaps,
+    tenant_of,
+    up_to,
+    well_typed,
+)
+
+# Named here too, as callers use them.
+from recruiter.store.candidate_keys import WINDOW as WINDOW
+from recruiter.store.candidate_keys import WORKER_GROUPS as WORKER_GROUPS
 from recruiter.store.layout import Document
 
 A = TypeVar("A")
 B = TypeVar("B")
 
-WINDOW = 64  # keys between two fences: what one substream read returns at most, stragglers aside
-KEYS: Filter = {"_id": 1, "group": 1, "tenant": 1, "status": 1, "priority": 1, "scheduled_at": 1}
-# The substreams of one (group, tenant) in index order (status descending, priority ascending).
-SUBSTREAMS = [(Status.RETRYING.value, Priority.HIGH.value), (Status.RETRYING.value, Priority.LOW.value),
-              (Status.QUEUED.value, Priority.HIGH.value), (Status.QUEUED.value, Priority.LOW.value)]
-LOW_ONLY = SUBSTREAMS[3:]
-RANK = {s: i for i, s in enumerate(SUBSTREAMS)}
-EVERY_TENANT = object()  # a gap that is a whole group
-# The reserved groups of jobs aimed at one worker, as one range; and the most keys of it a
-# round's probe reads before it gives up listing the groups that hold jobs.
-WORKER_GROUPS: Filter = {"$gte": WORKER_GROUP_PREFIX, "$lt": WORKER_GROUP_PREFIX[:-1] + chr(ord(":") + 1)}
-AIMED_PROBE = 256
-
 # find(filter, projection, limit): with a limit, the first ``limit`` by (scheduled_at, _id).
 Find = Callable[[Filter, Filter | None, int], Awaitable[list[Document]]]
-Fence = tuple[datetime, object]  # (scheduled_at, _id); _id None: the whole of that instant
-
-
-def id_order(value: object) -> tuple[str, float | str]:
-    return type(value).__name__, value if isinstance(value, int | float) else str(value)
-
-
-def tenant_of(doc: Document) -> str:
-    return doc.get("tenant") or DEFAULT_TENANT
-
-
-def row_order(doc: Document) -> tuple[str, int, datetime, tuple[str, float | str]]:
-    """Index order within a group (tenant, substream, scheduled_at, _id); the default tenant first."""
-    return (tenant_of(doc), RANK.get((str(doc.get("status")), str(doc.get("priority"))), 9), doc["scheduled_at"],
-            id_order(doc["_id"]))
-
-
-def is_ready(doc: Document, now: datetime) -> bool:
-    """A job this reader can place: the keys the index orders by have the types it expects
-    (anything else is left to the reader of job documents to quarantine)."""
-    return (_placeable(doc) and (str(doc.get("status")), str(doc.get("priority"))) in RANK
-            and isinstance(doc.get("scheduled_at"), datetime) and doc["scheduled_at"] <= now)
-
-
-@dataclass
-class Substream:
-    """What is known of one substream: fences, ascending; the last one is the keys read's time."""
-
-    fences: list[Fence] = field(default_factory=list)
-
-    @classmethod
-    def from_keys(cls, keys: list[Document], now: datetime) -> Substream:
-        ordered = sorted(keys, key=row_order)
-        posts = ordered[WINDOW - 1::WINDOW]
-        if ordered and (not posts or posts[-1] is not ordered[-1]):
-            posts.append(ordered[-1])  # the last window ends at the last key read
-        ties = Counter(k["scheduled_at"] for k in ordered)
-        # A fence takes its whole instant (one range) unless many jobs share it (then _id splits it).
-        return cls([*((k["scheduled_at"], k["_id"] if ties[k["scheduled_at"]] > WINDOW else None) for k in posts),
-                    (now, None)])
-
-
-def up_to(at: datetime) -> dict[str, datetime]:
-    """``scheduled_at <= at`` written as ``< at + 1 ms`` (dates are stored to the millisecond):
-    SecantusDB 0.7 drops the rows equal to an inclusive upper bound on a key that is not
-    the index's last (measured: ``{..., scheduled_at: {$lte: T}}`` missed every job at T)."""
-    return {"$lt": at.replace(microsecond=at.microsecond // 1000 * 1000) + timedelta(milliseconds=1)}
-
-
-def above(name: str) -> dict[str, str]:
-    """``> name`` for strings, written as ``>= name + "\\x00"`` (the next string): SecantusDB 0.7
-    walks every entry equal to an exclusive lower bound on a key that is not the index's last."""
-    return {"$gte": name + "\x00"}
-
-
-def substream_filter(group: str, tenant: str, status: str, priority: str) -> Filter:
-    return {"locked": False, "group": group, "tenant": tenant or None, "status": status, "priority": priority}
 
 
 async def both(first: Coroutine[object, object, A], second: Coroutine[object, object, B]) -> tuple[A, B]:
@@ -291,7 +236,7 @@ class ReadAhead:
         lower = after
         for t in [*known, None]:
             found = []
-            for span in _tenant_gaps(lower, t):
+            for span in tenant_gaps(lower, t):
                 where = {"locked": False, "group": group} | ({} if span is EVERY_TENANT else {"tenant": span})
                 found += await self._gap(where, now)
             rows += sorted((d for d in found if tenant_of(d) not in paused.tenants), key=row_order)
@@ -311,8 +256,8 @@ class ReadAhead:
         found = self._gaps_read.get(gap)
         if found is None:
             found = self._gaps_read[gap] = await self._find(filter_, KEYS)
-        self.unplaceable += [k.get("_id") for k in found if not _well_typed(k)]
-        keys = [k for k in found if is_ready(k, now) or _placeable(k)]
+        self.unplaceable += [k.get("_id") for k in found if not well_typed(k)]
+        keys = [k for k in found if is_ready(k, now) or placeable(k)]
         by_substream: dict[tuple[str, str, str, str], list[Document]] = {}
         for k in keys:
             self.groups.setdefault(k["group"], set()).add(tenant_of(k))
@@ -380,38 +325,3 @@ class ReadAhead:
         rows = sorted((d for part in parts for d in part if is_ready(d, now)), key=row_order)[:need]
         self.documents.update((d["_id"], d) for d in rows)
         return rows
-
-
-_ID_TYPES = (ObjectId, str, int, float, datetime, bytes)  # hashable ids; a document as _id is malformed
-
-
-def _well_typed(doc: Document) -> bool:
-    return (_placeable(doc) and (str(doc.get("status")), str(doc.get("priority"))) in RANK
-            and isinstance(doc.get("scheduled_at"), datetime))
-
-
-def _placeable(doc: Document) -> bool:
-    """A job not due yet, whose keys are usable: its group and tenant are known to exist."""
-    t = doc.get("tenant")
-    return (isinstance(doc.get("_id"), _ID_TYPES) and isinstance(doc.get("group"), str)
-            and (t is None or isinstance(t, str)))
-
-
-def _tenant_gaps(lower: str | None, upper: str | None) -> list[object]:
-    """Conditions on ``tenant`` for the tenants strictly between two known ones.
-
-    ``lower`` None is the start of the ring (the default tenant, stored as null,
-    comes first); ``upper`` None is its end. Strings and null compare apart in
-    MongoDB, so the default tenant is an equality of its own."""
-    if lower is None and upper is None:
-        return [EVERY_TENANT]  # a group not seen yet: all of it (tenants of any type)
-    spans: list[object] = []
-    if lower is None and upper != DEFAULT_TENANT:
-        spans.append(None)
-    if upper == DEFAULT_TENANT:
-        return spans
-    span: dict[str, str] = above(lower or "")
-    if upper is not None:
-        span["$lt"] = upper
-    spans.append(span)
-    return spans

@@ -1,7 +1,9 @@
 """The ``roster`` collection: one entry per worker slot, its assignment and its outcome.
 
 Invariant: Every fenced roster filter (an entry matched by ``_id`` and ``session``, so a
-write never lands on a newer registration of the same id) is written once, here.
+write never lands on a newer registration of the same id) is written once, in
+:mod:`recruiter.store.roster_fences`; a worker's outcome writes are
+:mod:`recruiter.store.outcome_writes`.
 """
 
 from __future__ import annotations
@@ -13,14 +15,23 @@ from datetime import datetime
 
 import pymongo
 from bson import ObjectId
-from bson.errors import InvalidDocument
-from pymongo.errors import BulkWriteError, DocumentTooLarge, DuplicateKeyError, WriteError
+from pymongo.errors import DuplicateKeyError
 
 from recruiter.domain.cancel import HALTING
 from recruiter.domain.outcome import REFERENCE_FIELDS
 from recruiter.domain.records import Query
-from recruiter.store import unrecorded
 from recruiter.store.layout import AsyncColl, Document, SyncColl
+
+# The fenced filters and the worker's outcome writes live in modules of their own; their names
+# are also this module's, as callers use them.
+from recruiter.store.outcome_writes import OutcomeRefused as OutcomeRefused
+from recruiter.store.outcome_writes import mark_started as mark_started
+from recruiter.store.outcome_writes import read_recorded_token as read_recorded_token
+from recruiter.store.outcome_writes import record_outcome as record_outcome
+from recruiter.store.outcome_writes import record_outcome_and_mark as record_outcome_and_mark
+from recruiter.store.roster_fences import entry_as_read as entry_as_read
+from recruiter.store.roster_fences import holding_as_read as holding_as_read
+from recruiter.store.roster_fences import registration_as_read as registration_as_read
 
 # -- the worker: its own entry, its job, its heartbeat (processes/worker) --------------
 
@@ -59,28 +70,6 @@ async def take_over_entry(roster: AsyncColl, old: Mapping[str, object], entry: Q
     return result.matched_count > 0
 
 
-def holding_as_read(entry: Mapping[str, object]) -> Query:
-    """The filter of a write that replaces ``entry`` as read: the same registration (``session``),
-    still holding what it held then. Its ``available`` and ``assigned_since`` as read, and its
-    outcome's token (or no outcome) as read: a round that handed it a job since (the leader
-    may still take the previous process for live), or an outcome written since, makes the write
-    miss, so that the caller reads the entry again rather than drop that job. A field of a
-    type no write gives it is not fenced (the session still is, as a value: ``$eq``, so that a
-    session written as a document is not read as an operator)."""
-    fence = registration_as_read(entry)
-    for field, kinds in (("available", bool), ("assigned_since", datetime)):
-        if field not in entry:
-            fence[field] = {"$exists": False}
-        elif isinstance(entry[field], kinds):
-            fence[field] = {"$eq": entry[field]}
-    outcome = entry.get("outcome")
-    if "outcome" not in entry:
-        fence["outcome"] = {"$exists": False}
-    elif isinstance(outcome, Mapping) and isinstance(outcome.get("token"), ObjectId):
-        fence["outcome.token"] = {"$eq": outcome["token"]}
-    return fence
-
-
 async def read_assignment(roster: AsyncColl, slot_id: str) -> Document | None:
     """What a slot reads to learn of its work: availability, assignment, job copy, session, stop."""
     return await roster.find_one(
@@ -93,85 +82,6 @@ async def read_slot_entries(roster: AsyncColl, slot_ids: Sequence[str]) -> list[
     """A worker process's safety read: what each of its entries says of it (one read for all of them)."""
     return await roster.find({"_id": {"$in": list(slot_ids)}},
                              {"available": 1, "session": 1, "stop_requested": 1}).to_list()
-
-
-class OutcomeRefused(Exception):
-    """The outcome cannot be written as it is: the driver cannot encode it, or the server refused
-    the document. Not a connection problem: writing it again would fail the same way."""
-
-
-# What encoding an outcome may raise (a value the checks missed), and the server's refusals of it.
-_REFUSALS = (InvalidDocument, DocumentTooLarge, UnicodeEncodeError, RecursionError, OverflowError,
-             WriteError, BulkWriteError)
-
-
-def _outcome_write(slot_id: str, session: ObjectId, job_id: object, outcome: Query, *, stopping: bool,
-                   now: datetime) -> tuple[Query, Query]:
-    """The filter and update of an outcome (:func:`record_outcome`): fenced by the session and the
-    assignment still naming ``job_id``; the entry becomes available (unless stopping)."""
-    return ({**entry_as_read(slot_id, session), f"assigned_to.{slot_id}": job_id},
-            {"$set": {"outcome": outcome, "available": not stopping, "stopping": stopping, "available_since": now},
-             "$unset": {"assigned_to": "", "job": ""}})
-
-
-def _mark_write(slot_id: str, session: ObjectId, job_id: object, token: object) -> tuple[Query, Query]:
-    """The filter and update of a ``started`` mark (:func:`mark_started`), fenced like an outcome."""
-    return {**entry_as_read(slot_id, session), f"assigned_to.{slot_id}": job_id}, {"$set": {"started": token}}
-
-
-async def record_outcome(roster: AsyncColl, slot_id: str, session: ObjectId, job_id: object,
-                         outcome: Query, *, stopping: bool, now: datetime) -> bool:
-    """Write ``outcome`` and make the entry available (unless stopping), in one write.
-
-    Fenced by the session and by the assignment still naming ``job_id``; False if that matched
-    nothing; :class:`OutcomeRefused` if it cannot be written as it is.
-    """
-    try:
-        result = await unrecorded.update(
-            roster, *_outcome_write(slot_id, session, job_id, outcome, stopping=stopping, now=now))
-    except _REFUSALS as exc:
-        raise OutcomeRefused(_refusal(exc)) from None
-    return result.matched_count > 0
-
-
-def _refusal(exc: BaseException) -> str:
-    try:
-        text = str(exc).encode("utf-8", "backslashreplace").decode("utf-8")
-    except Exception:  # noqa: BLE001 - a message that cannot be rendered
-        text = ""
-    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:300]
-
-
-async def record_outcome_and_mark(roster: AsyncColl, slot_id: str, session: ObjectId, job_id: object,
-                                  outcome: Query, *, stopping: bool, now: datetime,
-                                  mark: tuple[str, ObjectId, object, object]) -> tuple[bool, bool]:
-    """:func:`record_outcome`, and in the same command the ``started`` mark of the next job
-    (``mark``: its lane, that lane's session, the job id, its lock token; see
-    :func:`mark_started`): one round trip. Whether each is known to have landed: when only one
-    of the two matched, neither is (the caller finds out, or writes again: both are idempotent)."""
-    lane, lane_session, next_id, token = mark
-    try:
-        result = await roster.bulk_write([
-            unrecorded.update_model(*_outcome_write(slot_id, session, job_id, outcome, stopping=stopping, now=now)),
-            unrecorded.update_model(*_mark_write(lane, lane_session, next_id, token)),
-        ], ordered=True)
-    except _REFUSALS as exc:
-        raise OutcomeRefused(_refusal(exc)) from None
-    both = result.matched_count == 2
-    return both, both
-
-
-async def mark_started(roster: AsyncColl, slot_id: str, session: ObjectId, job_id: object, token: object) -> bool:
-    """Record in the slot's entry that it starts the job it was handed ahead (``started``: its
-    lock token), fenced by the session and the assignment; False if that matched nothing (the
-    job was taken away, or the worker declared dead or replaced)."""
-    result = await unrecorded.update(roster, *_mark_write(slot_id, session, job_id, token))
-    return result.matched_count > 0
-
-
-async def read_recorded_token(roster: AsyncColl, slot_id: str) -> Document | None:
-    """The entry's session and the lock token of the outcome it holds, if any."""
-    return await roster.find_one({"_id": slot_id}, {"session": 1, "outcome.token": 1})
 
 
 async def release_entry(roster: AsyncColl, slot_id: str, session: ObjectId, now: datetime, *,
@@ -224,18 +134,6 @@ def read_fences(roster: SyncColl, slot_ids: list[str]) -> dict[str, Document]:
 
 
 # -- the recruiter and the cleaner (processes/recruiter.py, processes/cleaner.py) ------
-
-
-def entry_as_read(worker_id: object, session: object) -> Query:
-    """The fenced roster filter: this registration of the entry, not a newer one with the same id."""
-    return {"_id": worker_id, "session": session}
-
-
-def registration_as_read(entry: Mapping[str, object]) -> Query:
-    """:func:`entry_as_read` for an ``entry`` read from the roster (untrusted): its ``_id`` and
-    ``session`` compared as values (``$eq``), so that one written as a document shaped like an
-    operator is not read as one."""
-    return {"_id": {"$eq": entry.get("_id")}, "session": {"$eq": entry.get("session")}}
 
 
 # What a round reads of an entry: everything but the job it holds.

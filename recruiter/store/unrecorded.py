@@ -16,10 +16,10 @@ it, and no server keeps its reply. That is right only for the writes whose calle
 try again and find out what a try with a lost reply did, which :func:`update` and
 :func:`update_model` are for:
 
-- a job's outcome (:func:`recruiter.store.roster.record_outcome`): the worker writes it again
+- a job's outcome (:func:`recruiter.store.outcome_writes.record_outcome`): the worker writes it again
   until it lands, and a try that matches nothing is looked into by its lock token
   (:meth:`recruiter.processes.worker.entry.RosterEntries.record`);
-- the started mark of a job handed out ahead (:func:`recruiter.store.roster.mark_started`): a
+- the started mark of a job handed out ahead (:func:`recruiter.store.outcome_writes.mark_started`): a
   failed try leaves the job unstarted and the slot reading its entry again.
 
 A worker's heartbeat thread goes further: its whole client sends no retryable write

@@ -28,7 +28,7 @@ async def _hear(h: Harness, bell: Doorbell, *, every: bool = False) -> None:
     assert await bell.wait(5)
     while every and await bell.wait(0.3):
         pass
-    h.recruiter.woken(bell.drain(), *bell.take_arrivals())
+    h.recruiter.planner.woken(bell.drain(), *bell.take_arrivals())
 
 
 async def _heard_all(bell: Doorbell) -> None:
@@ -63,7 +63,7 @@ def test_a_round_woken_by_an_enqueue_alone_reads_nothing_and_hands_the_job_to_th
             assert (await h.round()).assigned == 0  # reads group g whole: no job
             job = await Record(h.db_uri, n=1).as_job_of(h.producer).in_group("g").enqueue()
             await _hear(h, bell)
-            assert h.recruiter.insert_woken
+            assert h.recruiter.planner.insert_woken
             h.commands.clear()
             report = await h.round()
             assert _reads(h) == []
@@ -94,7 +94,7 @@ def test_a_job_unlocked_behind_the_leader_makes_the_next_round_read_and_find_it(
             await h.db.scheduled.update_one({"_id": held}, {"$set": {"locked": False}})  # e.g. a mongosh edit
             new = await Record(h.db_uri, n=2).as_job_of(h.producer).in_group("g").enqueue()
             await _hear(h, bell, every=True)  # the unlock's event, then the enqueue's
-            assert not h.recruiter.insert_woken
+            assert not h.recruiter.planner.insert_woken
             report = await h.round()
             assert report.assigned == 2
             assigned = {(await h.roster(w))["assigned_to"][w] for w in ("w0", "w1")}
@@ -112,7 +112,7 @@ def test_a_pause_heard_with_an_enqueue_is_obeyed_by_the_next_round(db_uri: str) 
             await _pause(h, "g")
             await Record(h.db_uri, n=1).as_job_of(h.producer).in_group("g").enqueue()
             await _hear(h, bell, every=True)
-            assert not h.recruiter.insert_woken  # the switches rang too
+            assert not h.recruiter.planner.insert_woken  # the switches rang too
             assert (await h.round()).assigned == 0
             assert h.commands.named("find", "metadata")
 
@@ -137,23 +137,23 @@ def test_a_known_job_gone_since_is_found_by_its_lock_and_the_next_round_reads_at
             job = await Record(h.db_uri, n=2).as_job_of(h.producer).in_group("g").enqueue()
             assert await bell.wait(5)
             arrivals, disturbed = bell.take_arrivals()
-            h.recruiter.woken(bell.drain(), arrivals, disturbed)
-            assert h.recruiter.insert_woken
+            h.recruiter.planner.woken(bell.drain(), arrivals, disturbed)
+            assert h.recruiter.planner.insert_woken
             missed = await h.round()  # the older, gone job is chosen from memory: its lock misses
             assert missed.assigned == 0
-            assert h.recruiter.known_missed
+            assert h.recruiter.planner.known_missed
             assert h.recruiter.reader.known.groups == {}
-            h.recruiter.woken(set(), [], False, caught_up=7)  # the next round, run at once (busy)
+            h.recruiter.planner.woken(set(), [], False, caught_up=7)  # the next round, run at once (busy)
             again = await h.round()
             assert again.assigned == 1
             assert (await h.roster("w"))["assigned_to"] == {"w": job}
             # The events of jobs handled while busy are read one wait at a time: until the doorbell
             # has caught up with its stream, an enqueue's event wakes a reading round, not a quiet one.
             later = await h.db.scheduled.find_one({"_id": job})
-            h.recruiter.woken({"scheduled"}, [{**later, "_id": "stale"}], False, caught_up=7)
-            assert not h.recruiter.insert_woken
-            h.recruiter.woken({"scheduled"}, [{**later, "_id": "new"}], False, caught_up=8)
-            assert h.recruiter.insert_woken
+            h.recruiter.planner.woken({"scheduled"}, [{**later, "_id": "stale"}], False, caught_up=7)
+            assert not h.recruiter.planner.insert_woken
+            h.recruiter.planner.woken({"scheduled"}, [{**later, "_id": "new"}], False, caught_up=8)
+            assert h.recruiter.planner.insert_woken
 
     run(db_uri, scenario)
 
@@ -164,10 +164,10 @@ def test_a_deferred_outcome_makes_the_next_round_read_the_roster(db_uri: str) ->
     async def scenario(h: Harness) -> None:
         await h.worker("w", "g")
         await h.round()
-        h.recruiter.outcomes_settled = False  # as after a round that deferred an outcome
+        h.recruiter.planner.outcomes_settled = False  # as after a round that deferred an outcome
         await Record(h.db_uri, n=1).as_job_of(h.producer).in_group("g").enqueue()
         doc = await h.db.scheduled.find_one({})
-        h.recruiter.woken({"scheduled"}, [doc], False)
+        h.recruiter.planner.woken({"scheduled"}, [doc], False)
         h.commands.clear()
         assert (await h.round()).assigned == 1
         assert h.commands.named("find", "roster")

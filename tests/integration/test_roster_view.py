@@ -95,7 +95,7 @@ def test_an_entry_kept_but_gone_since_is_found_by_the_assignment_and_its_job_goe
         missed = await h.round()
         assert missed.assigned == 0  # the assignment found "first" gone and rolled the lock back
         assert (await h.job(job))["locked"] is False
-        assert "first" not in h.recruiter.view.free
+        assert "first" not in h.recruiter.planner.view.free
         again = await h.round()
         assert again.assigned == 1
         assert (await h.roster("second"))["assigned_to"] == {"second": job}
@@ -128,17 +128,17 @@ def test_a_round_woken_by_an_enqueue_reads_its_candidates_with_its_roster_and_ch
             h.clock.advance(timedelta(milliseconds=10))  # w0 has waited longest
         await h.round()
         job = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
-        h.recruiter.early_candidates = True
+        h.recruiter.planner.early_candidates = True
         h.commands.clear()
         report = await h.round()
         assert report.assigned == 1
-        assert h.recruiter.early_used == 1
+        assert h.recruiter.planner.early_used == 1
         assert (await h.roster("w0"))["assigned_to"] == {"w0": job}  # longest free first, as before
         # One set of candidate reads, not two: no read of scheduled sent twice.
         reads = [repr(f["filter"]) for f in h.commands.named("find", "scheduled")]
         assert reads
         assert len(reads) == len(set(reads)), reads
-        assert h.recruiter.early_candidates is False  # for that round only
+        assert h.recruiter.planner.early_candidates is False  # for that round only
 
     run(db_uri, scenario)
 
@@ -151,9 +151,9 @@ def test_early_candidate_reads_are_dropped_when_the_roster_changed_meanwhile(db_
         await h.round()
         await h.worker("new", "b")  # not among the workers kept
         job = await Record(h.db_uri, n=1).as_job_of(h.producer).in_group("b").enqueue()
-        h.recruiter.early_candidates = True
+        h.recruiter.planner.early_candidates = True
         report = await h.round()
-        assert h.recruiter.early_used == 0
+        assert h.recruiter.planner.early_used == 0
         assert report.assigned == 1
         assert (await h.roster("new"))["assigned_to"] == {"new": job}
 
@@ -175,12 +175,12 @@ def test_the_periodic_check_reads_one_document_not_the_roster(db_uri: str) -> No
         await h.round()
         await h.db.roster.update_one({"_id": "w05"}, {"$set": {"freed": ObjectId()}})  # kept, marked again
         await h.worker("late")  # a new entry, with its freed mark
-        h.recruiter.view.next_full = 0.0  # the check is due
+        h.recruiter.planner.view.next_full = 0.0  # the check is due
         h.commands.clear()
         await h.round()
         assert _full_reads(h) == []
         assert len(_checks(h)) == 1
-        assert len(h.recruiter.view.free) == 22
+        assert len(h.recruiter.planner.view.free) == 22
         assert h.commands.documents < 10  # the changed entries and the check, not the 22 free entries
 
     run(db_uri, scenario)
@@ -197,17 +197,17 @@ def test_the_check_finds_an_entry_freed_without_a_mark(db_uri: str) -> None:
         await h.round()
         await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
         assert (await h.round()).assigned == 1
-        assert "w0" not in h.recruiter.view.free
+        assert "w0" not in h.recruiter.planner.view.free
         await h.db.roster.update_one({"_id": "w0"}, {"$set": {"available": True},
                                                     "$unset": {"assigned_to": "", "job": ""}})
         await h.round()
-        assert "w0" not in h.recruiter.view.free  # no check due: the changed entries alone do not show it
-        h.recruiter.view.next_full = 0.0
+        assert "w0" not in h.recruiter.planner.view.free  # no check due: the changed entries alone do not show it
+        h.recruiter.planner.view.next_full = 0.0
         h.commands.clear()
         await h.round()
         assert len(_checks(h)) == 1
         assert len(_full_reads(h)) == 1
-        assert "w0" in h.recruiter.view.free
+        assert "w0" in h.recruiter.planner.view.free
 
     run(db_uri, scenario)
 
@@ -220,19 +220,19 @@ def test_a_check_that_finds_a_kept_entry_changed_reads_the_whole_roster(db_uri: 
             await h.worker(f"w{i}")
         await h.round()
         await h.db.roster.delete_one({"_id": "w1"})
-        h.recruiter.view.next_full = 0.0
+        h.recruiter.planner.view.next_full = 0.0
         h.commands.clear()
         await h.round()
         assert len(_full_reads(h)) == 1
-        assert set(h.recruiter.view.free) == {"w0", "w2", "w3"}
+        assert set(h.recruiter.planner.view.free) == {"w0", "w2", "w3"}
 
         fresh = ObjectId.from_datetime(ObjectId().generation_time + timedelta(seconds=5))
         await h.db.roster.update_one({"_id": "w2"}, {"$set": {"session": fresh}})
-        h.recruiter.view.next_full = 0.0
+        h.recruiter.planner.view.next_full = 0.0
         h.commands.clear()
         await h.round()
         assert len(_full_reads(h)) == 1
-        assert h.recruiter.view.free["w2"]["session"] == fresh
+        assert h.recruiter.planner.view.free["w2"]["session"] == fresh
 
         h.commands.clear()
         await h.round()  # the check is not due again for full_read_s
@@ -246,7 +246,7 @@ def test_the_whole_roster_is_read_again_every_whole_read_s_in_place_of_a_check(d
     async def scenario(h: Harness) -> None:
         await h.worker("w")
         await h.round()
-        view = h.recruiter.view
+        view = h.recruiter.planner.view
         assert view.next_whole is not None
         assert view.next_full is not None
         assert view.next_whole - view.next_full == pytest.approx(view.whole_read_s - view.full_read_s)

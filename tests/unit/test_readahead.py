@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from recruiter.domain.candidates import Query
 from recruiter.domain.control import Paused
 from recruiter.domain.selection import Candidate
-from recruiter.store import readahead
+from recruiter.store import candidate_keys, readahead
 from recruiter.store.readahead import ReadAhead
 from tests.unit.test_candidates import NOT_PAUSED, FakeCollection, as_document
 from tests.unit.test_selection import NOW
@@ -77,7 +77,7 @@ step_st = st.tuples(st.lists(query_st, min_size=1, max_size=3), st.integers(0, 4
 
 @pytest.fixture(autouse=True)
 def small_window(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(readahead, "WINDOW", 3)  # many fences, on small queues
+    monkeypatch.setattr(candidate_keys, "WINDOW", 3)  # many fences, on small queues
 
 
 def ids(rows: list[Any]) -> list[Any]:
@@ -104,7 +104,7 @@ def test_answers_are_the_whole_queues_round_after_round(initial: list[Any], step
 
 
 def test_a_steady_round_reads_one_window_whatever_the_backlog(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(readahead, "WINDOW", 64)
+    monkeypatch.setattr(candidate_keys, "WINDOW", 64)
     for backlog in (1_000, 10_000):
         jobs = {c.id: c for c in (job(n, "a", "", 0, False, False) for n in range(backlog))}
         server = Server(jobs)
@@ -119,7 +119,7 @@ def test_a_steady_round_reads_one_window_whatever_the_backlog(monkeypatch: pytes
         assert len(rows) == 8
         finds = list(server.finds)
         returned = sum(len(asyncio.run(server.find(f, None))) for f in finds)
-        assert returned <= 2 * readahead.WINDOW, (backlog, returned)
+        assert returned <= 2 * candidate_keys.WINDOW, (backlog, returned)
         assert len(finds) <= 6, finds
 
 
