@@ -68,7 +68,8 @@ def dashboard_command(host: str, port: int, allowed_hosts: tuple[str, ...], read
     try:
         hidden = tuple(s for s in (_password_of(common.target), token, password) if s)
         settings = Settings(read_only=read_only, access=access, hosts=hosts, refresh_s=refresh.total_seconds(),
-                            database=target.display, hidden=hidden)
+                            database=target.display + (f" (prefix {target.prefix})" if target.prefix else ""),
+                            hidden=hidden)
         app = create_app(sync_db(client, target), settings)
         log.info("dashboard.serving", url=f"http://{host}:{port}/", database=target.display, read_only=read_only,
                  auth="token" if token else "basic" if user else "none", allowed_hosts=list(allowed_hosts))

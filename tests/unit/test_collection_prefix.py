@@ -40,7 +40,8 @@ def test_a_collection_prefix_is_letters_digits_and_separators_ending_with_its_se
 ])
 def test_a_prefix_that_cannot_name_collections_is_refused_in_one_line(prefix: str, why: str) -> None:
     problem = prefix_problem(prefix)
-    assert problem is not None and why in problem
+    assert problem is not None
+    assert why in problem
     with pytest.raises(ConnectionProblem) as refused:
         parse_target("mongodb://localhost/app", prefix)
     assert str(refused.value).startswith(f"invalid collection prefix {prefix!r}: ")
@@ -68,11 +69,13 @@ def test_a_prefixed_database_names_recruiters_collections_only() -> None:
     assert db["users"].name == "users", "a name that is not recruiter's is left as is"
     assert db["q_scheduled"].name == "q_scheduled", "a full name (a cursor's namespace) is not prefixed twice"
     inside = db.with_options()
-    assert inside["roster"].name == "q_roster" and inside["roster"].database.name == "app"
+    assert inside["roster"].name == "q_roster"
+    assert inside["roster"].database.name == "app"
     assert db["archived"].database["timeline"].name == "q_timeline", "a collection's database keeps the prefix"
     assert sync_database(client, "app")["scheduled"].name == "scheduled"
     assert bare_name(db, "q_roster") == "roster"
-    assert bare_name(db, "roster") == "" and bare_name(db, "q_users") == ""
+    assert bare_name(db, "roster") == ""
+    assert bare_name(db, "q_users") == ""
     with pytest.raises(ValueError, match="invalid collection prefix"):
         sync_database(client, "app", "q")
 
@@ -95,9 +98,14 @@ def test_the_collections_that_are_not_recruiters_are_named_in_the_warning() -> N
     assert foreign_collections(["q_scheduled", "scheduled", "users"], "q_") == ["scheduled", "users"]
     assert foreign_warning([], "") is None
     line = foreign_warning(["a", "b", "c", "d", "e"], "")
-    assert line is not None and "\n" not in line
-    assert "5 collection(s)" in line and "a, b, c and 2 more" in line and "no collection prefix" in line
-    assert "its own database" in line and "--collection-prefix" in line and PREFIX_ENVVAR in line
+    assert line is not None
+    assert "\n" not in line
+    assert "5 collection(s)" in line
+    assert "a, b, c and 2 more" in line
+    assert "no collection prefix" in line
+    assert "its own database" in line
+    assert "--collection-prefix" in line
+    assert PREFIX_ENVVAR in line
     assert "prefix 'q_'" in (foreign_warning(["users"], "q_") or "")
 
 
@@ -105,8 +113,10 @@ def test_the_cli_refuses_a_bad_prefix_in_one_line_before_connecting() -> None:
     result = CliRunner().invoke(main, ["status", "--target", "mongodb://localhost:1/app",
                                        "--collection-prefix", "jobs"])
     assert result.exit_code == 2
-    assert "Invalid value for '--collection-prefix'" in result.output and "'jobs': use letters" in result.output
+    assert "Invalid value for '--collection-prefix'" in result.output
+    assert "'jobs': use letters" in result.output
     assert "Traceback" not in result.output
     env = CliRunner().invoke(main, ["worker", "start", "--target", "mongodb://localhost:1/app"],
                              env={PREFIX_ENVVAR: "a$_"})
-    assert env.exit_code == 2 and "'$' and NUL cannot be in a collection name" in env.output
+    assert env.exit_code == 2
+    assert "'$' and NUL cannot be in a collection name" in env.output
