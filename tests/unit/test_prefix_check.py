@@ -1,5 +1,5 @@
 """The collection prefix (issue 41, "its own names"): what is accepted at the boundary, the names
-it gives, and the warning's words. The prefix at work on a server: tests/integration/test_collection_prefix.py."""
+it gives, and the warning's words. The prefix at work on a server: tests/integration/test_prefixed_queue.py."""
 
 from __future__ import annotations
 
