@@ -31,6 +31,8 @@ def test_a_prefixed_queue_uses_only_its_own_collections_beside_another(db_uri: s
         indexed = OURS - {"metadata"}  # the collections whose indexes a producer makes
         assert indexed <= created
         assert {f"q_{n}" for n in indexed} <= created
+        validated = db.command("listCollections", filter={"name": "q_scheduled"})["cursor"]["firstBatch"]
+        assert "validator" in validated[0]["options"], "the validator is set on the prefixed scheduled"
         mine = rec.enqueue(Record(db_uri, n=1).as_job_of(rec).in_group("g"))
         theirs = plain.enqueue(Record(db_uri, n=2).as_job_of(plain).in_group("g"))
         assert [d["_id"] for d in db.q_scheduled.find()] == [mine.id]

@@ -120,3 +120,10 @@ def test_the_cli_refuses_a_bad_prefix_in_one_line_before_connecting() -> None:
                              env={PREFIX_ENVVAR: "a$_"})
     assert env.exit_code == 2
     assert "'$' and NUL cannot be in a collection name" in env.output
+
+
+def test_the_start_up_listing_needs_no_privilege_and_any_other_listing_does() -> None:
+    from recruiter.store.privileges import actions
+    names_only = {"listCollections": 1, "nameOnly": True, "authorizedCollections": True}
+    assert list(actions("listCollections", names_only)) == []
+    assert list(actions("listCollections", {"listCollections": 1, "nameOnly": True})) == [("", "listCollections")]
