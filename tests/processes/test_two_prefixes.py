@@ -54,5 +54,6 @@ def test_processes_of_two_prefixes_on_one_database_run_only_the_jobs_of_their_ow
     for proc in started:
         warned = shared_warnings(proc.log())
         assert len(warned) == 1, proc.log()[-2000:]
-        other = "b_" if "a_" in warned[0]["problem"].split("; ")[1] else "a_"
-        assert f"{other}archived" in warned[0]["problem"]
+        own = "a_" if "prefix 'a_'" in warned[0]["problem"] else "b_"
+        assert f"prefix '{own}'" in warned[0]["problem"]
+        assert f"{'b_' if own == 'a_' else 'a_'}archived" in warned[0]["problem"], "names the other queue's"
