@@ -35,7 +35,7 @@ from recruiter.domain.limits import Limit, Limits
 from recruiter.domain.listing import EARLIEST, PageKey
 from recruiter.domain.waiting import Explanation
 from recruiter.domain.waiting_actions import ActionResult
-from recruiter.store import Change, ConnectionProblem, Page, Target, sync_client
+from recruiter.store import Change, ConnectionProblem, Page, Target, sync_client, sync_db
 from recruiter.store.connection import CommandListener
 
 
@@ -47,13 +47,14 @@ class AsyncAdmin:
 
     @classmethod
     def over(cls, uri: str | None, database: str, clock: Clock | None,
-             listeners: Sequence[CommandListener] = ()) -> AsyncAdmin:
+             listeners: Sequence[CommandListener] = (), prefix: str = "") -> AsyncAdmin:
         """An ``AsyncAdmin`` over a new synchronous client of ``uri`` (which :meth:`close` closes)."""
         if uri is None:
             raise ConnectionProblem("AsyncRecruiter.admin needs the database's URI: make the recruiter with "
                                     "AsyncRecruiter.connect(uri), or pass uri= to AsyncRecruiter(...)")
-        client = sync_client(Target(uri, database), app_name="recruiter-admin", event_listeners=list(listeners))
-        return cls(Admin(client[database], clock))
+        target = Target(uri, database, prefix)
+        client = sync_client(target, app_name="recruiter-admin", event_listeners=list(listeners))
+        return cls(Admin(sync_db(client, target), clock))
 
     async def now(self) -> datetime:
         """The server's time; see :meth:`Admin.now`."""

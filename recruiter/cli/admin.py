@@ -18,7 +18,7 @@ from recruiter.cli.options import Command, env, target_option, with_database
 from recruiter.cli.output import echo
 from recruiter.cli.status import figures_of, render_status
 from recruiter.cli.workers import describe_workers, render_workers
-from recruiter.store import SyncDb
+from recruiter.store import SyncDb, Target, shared_database_warning
 
 WORKER_GROUPS_HELP = ("Show the @worker:ID groups (each worker's own, for the jobs aimed at it) with the groups; "
                       "by default they are left out (status counts them apart).")
@@ -33,10 +33,17 @@ def worker_groups_option(fn: Command) -> Command:
 @target_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @worker_groups_option
-def status(target: str, as_json: bool, include_worker_groups: bool) -> None:
-    """Counts of queued, running and archived jobs, and the roster."""
-    with_database(target, lambda db, now: echo(render_status(
-        figures_of(read_status(db, now), include_worker_groups), as_json)))
+def status(target: Target, as_json: bool, include_worker_groups: bool) -> None:
+    """Counts of queued, running and archived jobs, and the roster; a warning on stderr when the
+    database holds collections that are not recruiter's (give it its own database or a prefix)."""
+
+    def show(db: SyncDb, now: datetime) -> None:
+        shared = shared_database_warning(db)  # one listCollections
+        if shared:
+            echo(f"warning: {shared}", err=True)
+        echo(render_status(figures_of(read_status(db, now), include_worker_groups), as_json))
+
+    with_database(target, show)
 
 
 @click.group("workers")
@@ -48,7 +55,7 @@ def workers_group() -> None:
 @target_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @worker_groups_option
-def workers_list(target: str, as_json: bool, include_worker_groups: bool) -> None:
+def workers_list(target: Target, as_json: bool, include_worker_groups: bool) -> None:
     """Every roster entry: groups, state, job, pid, host, last heartbeat."""
 
     def read(db: SyncDb, now: datetime) -> None:
@@ -62,7 +69,7 @@ def workers_list(target: str, as_json: bool, include_worker_groups: bool) -> Non
 @click.argument("ids", nargs=-1)
 @click.option("--all", "all_", is_flag=True, help="Stop every worker in the roster.")
 @target_option
-def workers_stop(ids: tuple[str, ...], all_: bool, target: str) -> None:
+def workers_stop(ids: tuple[str, ...], all_: bool, target: Target) -> None:
     """Ask workers to stop gracefully (ID also names its --concurrency slots ID-0, ID-1...)."""
     if bool(ids) == all_:
         raise click.UsageError("give worker ids or --all (not both)")

@@ -15,7 +15,7 @@ import structlog
 
 from recruiter.cli.options import DURATION, Common, common_options, connect_target, connection_error, env, valid
 from recruiter.processes import logs
-from recruiter.store import ConnectionProblem, StoreError, command_listeners, describe, parse_target, sync_client
+from recruiter.store import ConnectionProblem, StoreError, command_listeners, describe, sync_client, sync_db
 
 INSTALL_HINT = "the dashboard needs its extra: pip install 'recruiter[dashboard]'"
 log = structlog.get_logger("recruiter.web")
@@ -68,14 +68,15 @@ def dashboard_command(host: str, port: int, allowed_hosts: tuple[str, ...], read
     try:
         hidden = tuple(s for s in (_password_of(common.target), token, password) if s)
         settings = Settings(read_only=read_only, access=access, hosts=hosts, refresh_s=refresh.total_seconds(),
-                            database=target.display, hidden=hidden)
-        app = create_app(client[target.database], settings)
+                            database=target.display + (f" (prefix {target.prefix})" if target.prefix else ""),
+                            hidden=hidden)
+        app = create_app(sync_db(client, target), settings)
         log.info("dashboard.serving", url=f"http://{host}:{port}/", database=target.display, read_only=read_only,
                  auth="token" if token else "basic" if user else "none", allowed_hosts=list(allowed_hosts))
         uvicorn.run(app, host=host, port=port, log_level="debug" if common.debug else "warning",
                     access_log=common.debug, server_header=False)
     except StoreError as exc:
-        raise click.ClickException(describe(exc, parse_target(common.target))) from None
+        raise click.ClickException(describe(exc, target)) from None
     finally:
         client.close()
 

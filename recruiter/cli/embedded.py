@@ -13,7 +13,7 @@ from types import FrameType
 
 import click
 
-from recruiter.cli.options import CONTEXT, Command, env, target_option
+from recruiter.cli.options import CONTEXT, Command, env, uri_option
 from recruiter.cli.output import echo
 from recruiter.processes import embedded
 from recruiter.store import ConnectionProblem, parse_target, wait_until_reachable
@@ -28,7 +28,7 @@ def embedded_options(fn: Command) -> Command:
     fn = click.option("--embedded-path", "storage", envvar=env("EMBEDDED_PATH"), type=click.Path(path_type=Path),
                       default=embedded.DEFAULT_STORAGE, show_default=True, show_envvar=True,
                       help="Storage directory (start also takes :memory:); server.pid there names its server.")(fn)
-    return target_option(fn)
+    return uri_option(fn)
 
 
 @embedded_group.command("start")

@@ -15,7 +15,7 @@ from recruiter.admin.timeline import DEFAULT_RANGE, RANGES, History, history
 from recruiter.cli.options import env, target_option
 from recruiter.cli.output import echo
 from recruiter.domain.timeline import Series
-from recruiter.store import ConnectionProblem, ServerClock, StoreError, describe, parse_target, sync_client
+from recruiter.store import ConnectionProblem, ServerClock, StoreError, Target, describe, sync_client, sync_db
 
 
 @click.command("history")
@@ -26,16 +26,16 @@ from recruiter.store import ConnectionProblem, ServerClock, StoreError, describe
               help="One group's history (default: the whole queue).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: one object per bucket, null where not recorded.")
 @target_option
-def history_command(range_name: str, group: str | None, as_json: bool, target: str) -> None:
+def history_command(range_name: str, group: str | None, as_json: bool, target: Target) -> None:
     """Jobs done and failed and their wait (from due to start) over time, as the leading recruiter
     wrote them once a minute; buckets no leader recorded are shown as gaps."""
     try:
-        t = parse_target(target)
+        t = target
         client = sync_client(t, app_name="recruiter-history", server_selection_timeout_s=5.0)
         try:
             clock = ServerClock()
             clock.calibrate_sync(client, samples=1)
-            found = history(client[t.database], clock.now(), range_name, group)
+            found = history(sync_db(client, t), clock.now(), range_name, group)
         except StoreError as exc:
             raise click.ClickException(describe(exc, t)) from None
         finally:

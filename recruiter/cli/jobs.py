@@ -40,7 +40,7 @@ from recruiter.domain.listing import EARLIEST, JobFilter, decode_page_key, encod
 from recruiter.domain.waiting_actions import ALREADY_ARCHIVED as GONE
 from recruiter.domain.waiting_actions import DELETED, REFUSED, ActionResult
 from recruiter.domain.waiting_actions import NOT_FOUND as UNKNOWN
-from recruiter.store import SyncDb
+from recruiter.store import SyncDb, Target
 
 MAX_PAGE = 1000
 
@@ -94,7 +94,7 @@ def _job_ids(ids: Sequence[str]) -> list[object]:
 @target_option
 def jobs_list(states: tuple[str, ...], group: str | None, tenant: str | None, class_name: str | None,
               why: str | None, tag: str | None, since: timedelta | None, from_: datetime | None,
-              until: datetime | None, limit: int, after: str | None, as_json: bool, target: str) -> None:
+              until: datetime | None, limit: int, after: str | None, as_json: bool, target: Target) -> None:
     """List jobs, newest first by their time (created_at while waiting, archived_at once archived).
 
     Waiting and running jobs come from `scheduled`, archived ones from `archived`
@@ -161,7 +161,7 @@ def _arg(value: object) -> str:
 @click.option("--full", is_flag=True, help="Print long values whole: parameters, result, messages, traces and logs "
                                            "are otherwise cut at 4096 characters, with their size said.")
 @target_option
-def jobs_show(job_id: str, as_json: bool, full: bool, target: str) -> None:
+def jobs_show(job_id: str, as_json: bool, full: bool, target: Target) -> None:
     """One job whole: its state (and progress while it runs), and every execution with its trace and logs."""
     (parsed,) = _job_ids([job_id])
 
@@ -182,7 +182,7 @@ def jobs_show(job_id: str, as_json: bool, full: bool, target: str) -> None:
 @click.argument("job_id", metavar="ID")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: id, code, text and details.")
 @target_option
-def jobs_explain(job_id: str, as_json: bool, target: str) -> None:
+def jobs_explain(job_id: str, as_json: bool, target: Target) -> None:
     """Why a job is not running, in one line: due later, retrying, its group or tenant paused, no
     live worker takes its group, its aimed worker gone, behind N jobs of its tenant, assigned to a
     worker whose heartbeat is late... (or running, or archived).
@@ -212,7 +212,7 @@ def jobs_explain(job_id: str, as_json: bool, target: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @target_option
 def jobs_retry(ids: tuple[str, ...], why: str | None, since: timedelta | None, group: str | None,
-               limit: int | None, as_json: bool, target: str) -> None:
+               limit: int | None, as_json: bool, target: Target) -> None:
     """Put archived jobs back in the queue as new jobs (retry_of names the original, whose
     retried_as names the copy).
 
@@ -263,7 +263,7 @@ def _print_retried(retried: Retried, as_json: bool) -> None:
 @click.argument("ids", nargs=-1, required=True)
 @click.option("--reason", help="Kept in the archived job (cancel_reason, and the cancelled execution's message).")
 @target_option
-def jobs_cancel(ids: tuple[str, ...], reason: str | None, target: str) -> None:
+def jobs_cancel(ids: tuple[str, ...], reason: str | None, target: Target) -> None:
     """Cancel jobs: archived with why "cancelled"; a worker running one halts it.
 
     A job running in a worker's thread cannot be stopped: it runs to its end,
@@ -315,7 +315,7 @@ def _report(act: Callable[[], list[ActionResult]], kept_why: str | None = None) 
 @jobs_group.command("retry-now")
 @click.argument("ids", nargs=-1, required=True)
 @target_option
-def jobs_retry_now(ids: tuple[str, ...], target: str) -> None:
+def jobs_retry_now(ids: tuple[str, ...], target: Target) -> None:
     """End the backoff of jobs waiting for their next attempt (state retrying, due later): due now.
 
     The job keeps its attempts and retry policy. A job already due is left as it
@@ -330,7 +330,7 @@ def jobs_retry_now(ids: tuple[str, ...], target: str) -> None:
 @click.argument("ids", nargs=-1, required=True)
 @click.option("--reason", help="Kept in the archived job (delete_reason).")
 @target_option
-def jobs_delete(ids: tuple[str, ...], reason: str | None, target: str) -> None:
+def jobs_delete(ids: tuple[str, ...], reason: str | None, target: Target) -> None:
     """Delete waiting jobs (queued, delayed, retrying): archived with why "deleted", they never run.
 
     A job a worker holds (assigned, running) is refused: `jobs cancel` halts it.

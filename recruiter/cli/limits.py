@@ -20,7 +20,7 @@ from recruiter.cli.output import echo
 from recruiter.domain.limits import Limit
 from recruiter.domain.naming import name_problem
 from recruiter.domain.stored_limits import StoredLimit
-from recruiter.store import SyncDb
+from recruiter.store import SyncDb, Target
 
 
 @click.group("limits")
@@ -52,7 +52,7 @@ def _valid(make: Callable[[], Limit]) -> Limit:
               help="Make the limit exactly what is given: the fields not given are removed (default: kept).")
 @target_option
 def limits_set(group: str, tenant: str | None, rate: str | None, burst: int | None, max_running: int | None,
-               replace: bool, target: str) -> None:
+               replace: bool, target: Target) -> None:
     """Set the limit of a group, or of one tenant within it, from the next round on.
 
     The fields given change; the others keep their values unless --replace."""
@@ -96,7 +96,7 @@ def _names(group: str, tenant: str | None) -> None:
 @limits_group.command("clear")
 @_where
 @target_option
-def limits_clear(group: str, tenant: str | None, target: str) -> None:
+def limits_clear(group: str, tenant: str | None, target: Target) -> None:
     """Remove the limit of a group, or of one tenant within it."""
     _names(group, tenant)
 
@@ -113,7 +113,7 @@ def limits_clear(group: str, tenant: str | None, target: str) -> None:
 @limits_group.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @target_option
-def limits_list(as_json: bool, target: str) -> None:
+def limits_list(as_json: bool, target: Target) -> None:
     """Every stored limit: applied, with the jobs it counts now and the tokens of its rate, or
     malformed and why (the recruiter holds it: at the last good limit it read, or whole)."""
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
@@ -25,6 +25,7 @@ from recruiter.domain.versions import WORKS_BESIDE
 from recruiter.processes import embedded, logs
 from recruiter.store import (
     DEFAULT_URI,
+    PREFIX_ENVVAR,
     URI_ENVVARS,
     ConnectionProblem,
     DeploymentRefused,
@@ -38,7 +39,9 @@ from recruiter.store import (
     first_line,
     is_timeout,
     parse_target,
+    prefix_problem,
     sync_client,
+    sync_db,
     wait_until_reachable,
     within,
 )
@@ -109,10 +112,41 @@ def env(name: str) -> str:
     return f"RECRUITER_{name}"
 
 
-def target_option(fn: Command) -> Command:
+def uri_option(fn: Command) -> Command:
     """``--target``: the MongoDB URI, the one definition every command uses."""
     return click.option("--target", envvar=list(URI_ENVVARS), default=DEFAULT_URI, show_default=True,
                         show_envvar=True, help="MongoDB URI; the database defaults to 'recruiter'.")(fn)
+
+
+def _checked_prefix(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    problem = prefix_problem(value)
+    if problem:
+        raise click.BadParameter(f"{value!r}: {problem}", ctx, param)
+    return value
+
+
+def prefix_option(fn: Command) -> Command:
+    """``--collection-prefix``: the prefix of recruiter's collection names (recruiter.store.names)."""
+    return click.option("--collection-prefix", "collection_prefix", envvar=PREFIX_ENVVAR, default="",
+                        show_envvar=True, callback=_checked_prefix,
+                        help="Prefix of recruiter's collection names in the database, with its separator "
+                             "('recruiter_': recruiter_scheduled, ...); default none. Every process, command "
+                             "and producer of one queue uses the same.")(fn)
+
+
+def target_option(fn: Command) -> Command:
+    """``--target`` and ``--collection-prefix``; the command receives them as one ``target``
+    (a :class:`Target`, the URI checked: a bad one is one line)."""
+
+    @functools.wraps(fn)
+    def with_target(*args: object, target: str, collection_prefix: str, **kwargs: object) -> None:
+        try:
+            checked = parse_target(target, collection_prefix)
+        except ConnectionProblem as exc:
+            raise click.ClickException(str(exc)) from None
+        fn(*args, target=checked, **kwargs)
+
+    return uri_option(prefix_option(with_target))
 
 
 @dataclass(frozen=True)
@@ -124,6 +158,7 @@ class Common:
     embedded_path: Path
     log_level: str
     log_format: str
+    prefix: str = ""  # --collection-prefix
 
     @property
     def debug(self) -> bool:
@@ -135,11 +170,12 @@ def common_options(fn: Command) -> Command:
 
     @functools.wraps(fn)
     def with_common(*args: object, target: str, embedded: bool, embedded_path: Path, log_level: str,
-                    log_format: str, **kwargs: object) -> None:
-        fn(*args, common=Common(target, embedded, embedded_path, log_level, log_format), **kwargs)
+                    log_format: str, collection_prefix: str, **kwargs: object) -> None:
+        fn(*args, common=Common(target, embedded, embedded_path, log_level, log_format, collection_prefix), **kwargs)
 
     options: list[Callable[[Command], Command]] = [
-        target_option,
+        uri_option,
+        prefix_option,
         click.option("--embedded/--no-embedded", envvar=env("EMBEDDED"), default=False, show_envvar=True,
                      help="If nothing answers at a localhost target, start the embedded server there."),
         click.option("--embedded-path", envvar=env("EMBEDDED_PATH"), type=click.Path(path_type=Path),
@@ -171,8 +207,8 @@ def connection_error(exc: ConnectionProblem) -> click.ClickException:
 def connect_target(common: Common) -> Target:
     """The target of ``--target``, reachable (started first with ``--embedded`` if nothing answers)."""
     if common.embedded:
-        return embedded.ensure_running(common.target, common.embedded_path)
-    target = parse_target(common.target)
+        return replace(embedded.ensure_running(common.target, common.embedded_path), prefix=common.prefix)
+    target = parse_target(common.target, common.prefix)
     wait_until_reachable(target, timeout_s=5.0)
     check_deployment(target)  # a standalone or too old server: DeploymentRefused, one line
     return target
@@ -211,7 +247,7 @@ def command_timeout_s() -> float | None:
     return limit or None
 
 
-def with_database(target_uri: str, action: Callable[[SyncDb, datetime], None]) -> None:
+def with_database(t: Target, action: Callable[[SyncDb, datetime], None]) -> None:
     """Run ``action(db, now)`` on the target's database, ``now`` on the server's clock.
 
     A server that does not answer, or refuses, is one line (ClickException); one that
@@ -219,7 +255,6 @@ def with_database(target_uri: str, action: Callable[[SyncDb, datetime], None]) -
     the command gets the time left of it: recruiter.store.deadlines).
     """
     try:
-        t = parse_target(target_uri)
         limit_s = command_timeout_s()
         wait_until_reachable(t, timeout_s=5.0)
         client = sync_client(t, app_name="recruiter-admin", server_selection_timeout_s=5.0,
@@ -228,7 +263,7 @@ def with_database(target_uri: str, action: Callable[[SyncDb, datetime], None]) -
             with within(limit_s):
                 clock = ServerClock()
                 clock.calibrate_sync(client, samples=1)  # ages in seconds: one reading
-                action(client[t.database], clock.now())
+                action(sync_db(client, t), clock.now())
         except StoreError as exc:
             if is_timeout(exc):
                 raise click.ClickException(f"the server did not answer within {limit_s:g}s "

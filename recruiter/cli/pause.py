@@ -26,6 +26,7 @@ from recruiter.store import (
     command_listeners,
     describe,
     sync_client,
+    sync_db,
 )
 
 
@@ -80,7 +81,7 @@ def _switch(kind: str, names: tuple[str, ...], pause: bool | None, common: Commo
         target = connect_target(common)
         client = sync_client(target, app_name="recruiter-cli", event_listeners=command_listeners())
         try:
-            db = client[target.database]
+            db = sync_db(client, target)
             paused = _apply(db, kind, names, pause, force)
         finally:
             client.close()

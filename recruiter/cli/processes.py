@@ -57,6 +57,7 @@ from recruiter.store import (
     heartbeat_client,
     longest_heartbeat_interval,
     parse_target,
+    sync_db,
 )
 
 MakeObserved = Callable[[AsyncDb, ServerClock, Instruments], Process]
@@ -246,9 +247,10 @@ def run_worker(common: Common, config: WorkerConfig, subscribers: tuple[str, ...
 
     def make(db: AsyncDb, clock: ServerClock, instruments: runtime.Instruments) -> WorkerProcess:
         # The heartbeat thread has a client of its own, so a blocked event loop cannot hold it up.
-        beats = heartbeat_client(parse_target(common.target), app_name="recruiter-heartbeat",
+        target = parse_target(common.target, common.prefix)
+        beats = heartbeat_client(target, app_name="recruiter-heartbeat",
                                  event_listeners=list(instruments.command_listeners))
-        return WorkerProcess(db, clock, config, heartbeat_db=beats[db.name], bus=instruments.bus)
+        return WorkerProcess(db, clock, config, heartbeat_db=sync_db(beats, target), bus=instruments.bus)
 
     # A leader of a release this one does not work beside: refused in one line (recruiter.processes.releases).
     run_process(common, "recruiter-worker", make, check=refuse_leaders, subscribers=subscribers, metrics=metrics)

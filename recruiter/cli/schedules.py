@@ -29,7 +29,7 @@ from recruiter.admin.schedules import run_now as request_run_now
 from recruiter.cli.options import DURATION, env, target_option, with_database
 from recruiter.cli.output import echo
 from recruiter.cli.schedules_view import render_show, render_table, row_json, show_json
-from recruiter.store import Change, SyncDb
+from recruiter.store import Change, SyncDb, Target
 
 STALE_AFTER = "1h"
 
@@ -51,7 +51,7 @@ def _unknown(name: str) -> click.ClickException:
               show_envvar=True, help="How much older than the newest declaration a stale schedule's is.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
 @target_option
-def schedules_list(stale: bool, stale_after: timedelta, as_json: bool, target: str) -> None:
+def schedules_list(stale: bool, stale_after: timedelta, as_json: bool, target: Target) -> None:
     """List the schedules: rule, next fire, last fire and its outcome, skips.
 
     The last outcome is the archived job's why (done, tried-too-many-times...), or
@@ -77,7 +77,7 @@ def schedules_list(stale: bool, stale_after: timedelta, as_json: bool, target: s
               show_envvar=True, help="How much older than the newest declaration a stale schedule's is.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @target_option
-def schedules_show(name: str, stale_after: timedelta, as_json: bool, target: str) -> None:
+def schedules_show(name: str, stale_after: timedelta, as_json: bool, target: Target) -> None:
     """One schedule whole: its rule, the job it enqueues, its options, its firing and skips."""
 
     def show(db: SyncDb, now: datetime) -> None:
@@ -99,7 +99,7 @@ def _report(change: Change, name: str, done: str, already: str) -> None:
 @schedules_group.command("pause")
 @click.argument("name")
 @target_option
-def schedules_pause(name: str, target: str) -> None:
+def schedules_pause(name: str, target: Target) -> None:
     """Pause a schedule: the recruiter fires none of its slots until it is resumed."""
     with_database(target, lambda db, now: _report(
         pause_schedule(db, name), name, f"paused {name}: no slot fires until it is resumed",
@@ -109,7 +109,7 @@ def schedules_pause(name: str, target: str) -> None:
 @schedules_group.command("resume")
 @click.argument("name")
 @target_option
-def schedules_resume(name: str, target: str) -> None:
+def schedules_resume(name: str, target: Target) -> None:
     """Resume a paused schedule: the recruiter computes its next fire from now, at its next round.
 
     The slots that passed while it was paused are not caught up.
@@ -122,7 +122,7 @@ def schedules_resume(name: str, target: str) -> None:
 @schedules_group.command("run-now")
 @click.argument("name")
 @target_option
-def schedules_run_now(name: str, target: str) -> None:
+def schedules_run_now(name: str, target: Target) -> None:
     """Fire one extra occurrence now, at the recruiter's next round (even of a paused schedule).
 
     Its slots are not changed. A run-now already pending is not doubled.
@@ -135,7 +135,7 @@ def schedules_run_now(name: str, target: str) -> None:
 @schedules_group.command("remove")
 @click.argument("name")
 @target_option
-def schedules_remove(name: str, target: str) -> None:
+def schedules_remove(name: str, target: Target) -> None:
     """Delete a schedule (its jobs already enqueued stay). The code declaring it would declare it again."""
     with_database(target, lambda db, now: _report(
         remove_schedule(db, name), name, f"removed {name} (jobs it already enqueued stay; a rec.schedule "

@@ -24,10 +24,11 @@ from recruiter.store import (
     ConnectionProblem,
     ServerClock,
     StoreError,
+    Target,
     command_listeners,
     describe,
-    parse_target,
     sync_client,
+    sync_db,
     wait_until_reachable,
 )
 
@@ -57,14 +58,14 @@ pause = time.sleep  # between two refreshes of --watch (tests replace it)
               show_envvar=True, help="Time between two refreshes of --watch.")
 @target_option
 def stats_command(as_json: bool, groups: tuple[str, ...], tenants: tuple[str, ...], view: str,
-                  include_worker_groups: bool, watch: bool, interval: timedelta, target: str) -> None:
+                  include_worker_groups: bool, watch: bool, interval: timedelta, target: Target) -> None:
     """Depth per group and tenant (ready, paused, delayed, retrying, assigned, running, oldest ready),
     throughput, failures and wait and run times over 1m, 5m and 1h, workers and leases.
 
     With many groups (more than a screen) it prints a summary instead: see --view."""
     shown = Shown(groups, tenants, view, include_worker_groups)
     try:
-        t = parse_target(target)
+        t = target
         wait_until_reachable(t, timeout_s=5.0)
         counter = CommandStats()
         client = sync_client(t, app_name="recruiter-stats", server_selection_timeout_s=5.0,
@@ -74,7 +75,7 @@ def stats_command(as_json: bool, groups: tuple[str, ...], tenants: tuple[str, ..
                 before = _totals(counter)
                 clock = ServerClock()
                 clock.calibrate_sync(client, samples=1)  # ages in seconds: one reading
-                figures = stats(client[t.database], clock.now())
+                figures = stats(sync_db(client, t), clock.now())
                 after = _totals(counter)
                 cost = (after[0] - before[0], after[1] - before[1])
                 _print(figures, cost, as_json, watch, shown)

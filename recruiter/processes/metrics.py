@@ -49,7 +49,7 @@ from recruiter.domain.events import (
     WorkerGone,
 )
 from recruiter.processes.metric_labels import DEFAULT_CAP, TenantLabels
-from recruiter.store import ServerClock, SyncClient, Target, first_line, sync_client, within
+from recruiter.store import ServerClock, SyncClient, Target, first_line, sync_client, sync_db, within
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -248,7 +248,7 @@ class QueueReader:
             if self._calibrated_at is None or time.monotonic() - self._calibrated_at >= RECALIBRATE_S:
                 self._clock.calibrate_sync(self._client)
                 self._calibrated_at = time.monotonic()
-            return queue(self._client[self.target.database], self._clock.now())
+            return queue(sync_db(self._client, self.target), self._clock.now())
 
     def close(self) -> None:
         if self._client is not None:

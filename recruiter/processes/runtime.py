@@ -38,8 +38,10 @@ from recruiter.store import (
     Target,
     answers_ping_within,
     async_client,
+    async_db,
     ensure_indexes,
     monitoring,
+    shared_database_warning_async,
 )
 from recruiter.store.connection import CommandListener
 
@@ -127,7 +129,10 @@ async def _main(target: Target, app_name: str, make: Make, check: Check | None,
 async def _serve(client: AsyncClient, target: Target, make: Make, check: Check | None) -> int:
     clock = ServerClock()
     await clock.calibrate(client)
-    db = client[target.database]
+    db = async_db(client, target)
+    shared = await shared_database_warning_async(db)  # one listCollections, at start only
+    if shared:
+        log.warning("database.shared", problem=shared)
     await ensure_indexes(db)
     if check is not None:
         await check(db)

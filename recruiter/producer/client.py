@@ -1,25 +1,20 @@
-"""Enqueueing jobs from application code: :class:`Recruiter` (sync) and
-:class:`AsyncRecruiter` (asyncio). Both build documents with the same pure
-builder (:func:`recruiter.domain.job.build_job_document`) and differ only in how
-they talk to MongoDB (through :mod:`recruiter.store`).
+"""Enqueueing jobs from application code: :class:`Recruiter` (sync) and :class:`AsyncRecruiter` (asyncio). Both
+build documents with the same pure builder (:func:`recruiter.domain.job.build_job_document`) and differ only
+in how they talk to MongoDB (through :mod:`recruiter.store`).
 
-Everything is validated before the first write, the same way in both: a job
-that cannot be stored, or kept through its life, raises
-:class:`~recruiter.domain.job.JobRefused` with a one-line reason and nothing is
-written. ``enqueue_many`` is all or nothing: one bad item refuses the batch,
-and the reason names the item by its index. The server's document size limit
-(``maxBsonObjectSize`` from ``hello``) is read once per producer.
+Everything is validated before the first write, the same way in both: a job that cannot be stored, or kept
+through its life, raises :class:`~recruiter.domain.job.JobRefused` with a one-line reason and nothing is
+written. ``enqueue_many`` is all or nothing: one bad item refuses the batch, and the reason names the item by
+its index. The server's document size limit (``maxBsonObjectSize`` from ``hello``) is read once per producer.
 
-A unique job (``.unique(key)``, :mod:`recruiter.domain.unique`) whose key is
-held returns the holder's handle, with ``existed`` set (:mod:`recruiter.producer.unique`);
-in ``enqueue_many`` those items cost one more write and read each, the others
-are still written in one round trip. ``resubmit`` runs a job (once more) at a
-given time (:mod:`recruiter.domain.resubmit`).
+A unique job (``.unique(key)``, :mod:`recruiter.domain.unique`) whose key is held returns the holder's handle,
+with ``existed`` set (:mod:`recruiter.producer.unique`); in ``enqueue_many`` those items cost one more write
+and read each, the others are still written in one round trip. ``resubmit`` runs a job (once more) at a given
+time (:mod:`recruiter.domain.resubmit`).
 
-``enqueue`` returns a job handle (:mod:`recruiter.producer.handles`), which is
-the job's id and follows the job: its state, its result, ``wait()``.
-``rec.job(id)`` makes one for a job enqueued elsewhere, and ``wait_all`` and
-``as_completed`` wait for many jobs; a producer's waits share one change stream.
+``enqueue`` returns a job handle (:mod:`recruiter.producer.handles`), which is the job's id and follows the
+job: its state, its result, ``wait()``. ``rec.job(id)`` makes one for a job enqueued elsewhere, and
+``wait_all`` and ``as_completed`` wait for many jobs; a producer's waits share one change stream.
 """
 
 from __future__ import annotations
@@ -80,6 +75,7 @@ from recruiter.store.layout import (
     SyncClient,
     SyncCollections,
 )
+from recruiter.store.names import async_database, prefix_of, sync_database
 from recruiter.store.resubmit import NoSuchJob, resubmit_job, resubmit_job_async
 from recruiter.store.scheduled import insert_job, insert_job_async
 from recruiter.store.unique import insert_unordered, insert_unordered_async
@@ -111,9 +107,9 @@ class Recruiter:
     """
 
     def __init__(self, client: SyncClient, database: str, *, clock: Clock | None = None,
-                 owns_client: bool = False, change_streams: bool = True) -> None:
+                 owns_client: bool = False, change_streams: bool = True, prefix: str = "") -> None:
         self.client = client
-        self.db = client[database]
+        self.db = sync_database(client, database, prefix)  # ValueError for a bad prefix
         self.collections = SyncCollections.of(self.db)
         self.clock = clock or SystemClock()
         self.streams = Streams(wanted=change_streams)
@@ -125,17 +121,19 @@ class Recruiter:
     @classmethod
     def connect(cls, uri: str | None = None, *, clock: Clock | None = None, create_indexes: bool = True,
                 server_selection_timeout_s: float = 10.0, change_streams: bool = True,
-                event_listeners: Sequence[CommandListener] = ()) -> Recruiter:
+                event_listeners: Sequence[CommandListener] = (), prefix: str | None = None) -> Recruiter:
         """Connect to ``uri`` (default ``mongodb://localhost:27017/recruiter``).
 
         ``change_streams=False`` makes waits poll ``archived`` instead of watching it
         (they poll anyway where the server has no change streams). ``event_listeners``
-        are PyMongo monitoring listeners added to the client (e.g. to count commands).
+        are PyMongo monitoring listeners added to the client (e.g. to count commands). ``prefix``:
+        the collection prefix (default ``RECRUITER_COLLECTION_PREFIX``, else none; ``"recruiter_"``
+        names them ``recruiter_scheduled``, ...), the one of the processes serving these jobs.
 
         Raises :class:`~recruiter.store.connection.ConnectionProblem`, with a one-line
         message, for a bad URI or a server that does not answer.
         """
-        target: Target = parse_target(uri)
+        target: Target = parse_target(uri, prefix)
         client = sync_client(target, app_name="recruiter-producer",
                              server_selection_timeout_s=server_selection_timeout_s,
                              event_listeners=list(event_listeners))
@@ -143,7 +141,8 @@ class Recruiter:
             if clock is None:
                 clock = ServerClock()
                 clock.calibrate_sync(client)  # schedule on the server's time line
-            rec = cls(client, target.database, clock=clock, owns_client=True, change_streams=change_streams)
+            rec = cls(client, target.database, clock=clock, owns_client=True, change_streams=change_streams,
+                      prefix=target.prefix)
             if create_indexes:
                 ensure_indexes_sync(rec.db)
         except StoreError as exc:
@@ -269,9 +268,9 @@ class AsyncRecruiter:
 
     def __init__(self, client: AsyncClient, database: str, *, clock: Clock | None = None,
                  owns_client: bool = False, change_streams: bool = True, uri: str | None = None,
-                 event_listeners: Sequence[CommandListener] = ()) -> None:
+                 event_listeners: Sequence[CommandListener] = (), prefix: str = "") -> None:
         self.client = client
-        self.db = client[database]
+        self.db = async_database(client, database, prefix)
         self.collections = Collections.of(self.db)
         self.clock = clock or SystemClock()
         self.streams = Streams(wanted=change_streams)
@@ -285,9 +284,9 @@ class AsyncRecruiter:
     @classmethod
     async def connect(cls, uri: str | None = None, *, clock: Clock | None = None, create_indexes: bool = True,
                       server_selection_timeout_s: float = 10.0, change_streams: bool = True,
-                      event_listeners: Sequence[CommandListener] = ()) -> AsyncRecruiter:
+                      event_listeners: Sequence[CommandListener] = (), prefix: str | None = None) -> AsyncRecruiter:
         """Connect to ``uri``; see :meth:`Recruiter.connect`."""
-        target = parse_target(uri)
+        target = parse_target(uri, prefix)
         client = async_client(target, app_name="recruiter-producer",
                               server_selection_timeout_s=server_selection_timeout_s,
                               event_listeners=list(event_listeners))
@@ -296,7 +295,7 @@ class AsyncRecruiter:
                 clock = ServerClock()
                 await clock.calibrate(client)
             rec = cls(client, target.database, clock=clock, owns_client=True, change_streams=change_streams,
-                      uri=target.uri, event_listeners=event_listeners)
+                      uri=target.uri, event_listeners=event_listeners, prefix=target.prefix)
             if create_indexes:
                 await ensure_indexes(rec.db)
         except StoreError as exc:
@@ -380,7 +379,7 @@ class AsyncRecruiter:
     def admin(self) -> AsyncAdmin:
         """The read model and actions, awaitable: ``await rec.admin.status()``; see :mod:`recruiter.admin.async_api`."""
         if self._admin is None:
-            self._admin = AsyncAdmin.over(self._uri, self.db.name, self.clock, self._listeners)
+            self._admin = AsyncAdmin.over(self._uri, self.db.name, self.clock, self._listeners, prefix_of(self.db))
         return self._admin
 
     async def close(self) -> None:

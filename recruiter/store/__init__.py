@@ -24,12 +24,14 @@ from recruiter.store.connection import (
     answers_ping,
     answers_ping_within,
     async_client,
+    async_db,
     check_deployment,
     describe,
     first_line,
     heartbeat_client,
     parse_target,
     sync_client,
+    sync_db,
     wait_until_reachable,
 )
 from recruiter.store.deadlines import is_timeout, within
@@ -52,6 +54,7 @@ from recruiter.store.metadata import (
 )
 from recruiter.store.monitoring import CommandStats
 from recruiter.store.monitoring import listeners as command_listeners
+from recruiter.store.names import PREFIX_ENVVAR, prefix_problem, shared_database_warning, shared_database_warning_async
 from recruiter.store.retries import RETRIED_AS, RetryWritten, retry_once
 from recruiter.store.roster import entries_by_id, longest_heartbeat_interval, request_stop
 from recruiter.store.schedule_admin import (
@@ -72,6 +75,7 @@ from recruiter.store.wakeup import Wake
 
 __all__ = [
     "DEFAULT_URI",
+    "PREFIX_ENVVAR",
     "RETRIED_AS",
     "URI_ENVVARS",
     "AsyncClient",
@@ -97,6 +101,7 @@ __all__ = [
     "answers_ping_within",
     "archived_with_why",
     "async_client",
+    "async_db",
     "cancel_job",
     "cancel_job_async",
     "check_deployment",
@@ -120,6 +125,7 @@ __all__ = [
     "longest_heartbeat_interval",
     "parse_target",
     "pause_schedule",
+    "prefix_problem",
     "read_beats_of",
     "read_buckets",
     "read_cursor_document",
@@ -146,8 +152,11 @@ __all__ = [
     "retry_now",
     "retry_once",
     "set_limit",
+    "shared_database_warning",
+    "shared_database_warning_async",
     "switch_paused",
     "sync_client",
+    "sync_db",
     "unused_names",
     "wait_until_reachable",
     "within",

@@ -19,9 +19,8 @@ from typing import Any
 
 from pymongo import DESCENDING, IndexModel
 
-from recruiter.store.layout import SyncDb
+from recruiter.store.layout import AUDIT, SyncDb
 
-AUDIT = "audit"
 # Bounds of one entry's free text (a target may list many job ids).
 MAX_FIELD = 2000
 INDEXES = [

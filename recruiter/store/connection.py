@@ -21,7 +21,7 @@ from pymongo.monitoring import CommandListener as CommandListener  # re-exported
 from pymongo.uri_parser import parse_uri
 
 from recruiter.domain.deployment import deployment_problem
-from recruiter.store import privileges, strict
+from recruiter.store import names, privileges, strict
 from recruiter.store.layout import AsyncClient, AsyncClientSession, AsyncDb, ClientSession, SyncClient, SyncDb
 
 DEFAULT_URI = "mongodb://localhost:27017/recruiter"
@@ -37,6 +37,7 @@ class ConnectionProblem(RuntimeError):
 class Target:
     uri: str
     database: str
+    prefix: str = ""  # the collection prefix (recruiter.store.names); "" for none
 
     @property
     def display(self) -> str:
@@ -62,17 +63,23 @@ def uri_from_environment() -> str:
     return DEFAULT_URI
 
 
-def parse_target(uri: str | None) -> Target:
-    """Validate a MongoDB URI and find its database (``recruiter`` when the URI names none).
+def parse_target(uri: str | None, prefix: str | None = None) -> Target:
+    """Validate a MongoDB URI and find its database (``recruiter`` when the URI names none),
+    and check the collection prefix (:mod:`recruiter.store.names`).
 
-    Without a URI, the environment decides (:func:`uri_from_environment`).
+    Without a URI or a prefix, the environment decides (:func:`uri_from_environment`,
+    ``RECRUITER_COLLECTION_PREFIX``).
     """
     uri = (uri or uri_from_environment()).strip()
     try:
         parsed = parse_uri(uri, validate=True, warn=False)
     except (InvalidURI, ConfigurationError, ValueError) as exc:
         raise ConnectionProblem(f"invalid MongoDB URI {uri!r}: {exc}") from None
-    return Target(uri=uri, database=parsed.get("database") or DEFAULT_DATABASE)
+    try:
+        prefix = names.check_prefix(names.prefix_from_environment() if prefix is None else prefix)
+    except ValueError as exc:
+        raise ConnectionProblem(str(exc)) from None
+    return Target(uri=uri, database=parsed.get("database") or DEFAULT_DATABASE, prefix=prefix)
 
 
 def with_database(uri: str, database: str) -> str:
@@ -135,6 +142,16 @@ def async_client(target: Target, *, app_name: str = "recruiter", server_selectio
                  event_listeners: list[CommandListener] | None = None) -> AsyncClient:
     return AsyncMongoClient(target.uri, event_listeners=_listeners(event_listeners),
                             **_client_options(server_selection_timeout_s, app_name))
+
+
+def sync_db(client: SyncClient, target: Target) -> SyncDb:
+    """The target's database on ``client``, its collections named with the target's prefix."""
+    return names.sync_database(client, target.database, target.prefix)
+
+
+def async_db(client: AsyncClient, target: Target) -> AsyncDb:
+    """The same, on an asyncio client."""
+    return names.async_database(client, target.database, target.prefix)
 
 
 # Every error the driver raises: what the processes catch to survive a failed step

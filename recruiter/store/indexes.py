@@ -125,7 +125,7 @@ def ensure_indexes_sync(db: Any) -> None:
     for name, models in INDEXES.items():
         db[name].create_indexes(models)
     try:
-        db.command("collMod", SCHEDULED, **VALIDATION)
+        db.command("collMod", db[SCHEDULED].name, **VALIDATION)
     except OperationFailure as exc:
         _no_validator(exc)
 
@@ -135,7 +135,7 @@ async def ensure_indexes(db: Any) -> None:
     for name, models in INDEXES.items():
         await db[name].create_indexes(models)
     try:
-        await db.command("collMod", SCHEDULED, **VALIDATION)
+        await db.command("collMod", db[SCHEDULED].name, **VALIDATION)
     except OperationFailure as exc:
         _no_validator(exc)
 

@@ -2,7 +2,9 @@
 
 Invariant: code names a collection only through these constants or a
 :class:`Collections` value, so a transaction's collections can be passed as an
-argument and nothing writes outside the transaction it was handed.
+argument and nothing writes outside the transaction it was handed. A database handle
+made by :mod:`recruiter.store.names` gives each constant the deployment's collection
+prefix, so the code names them the same way with a prefix or without.
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ METADATA = "metadata"
 UNIQUE_KEYS = "unique_keys"  # key reservations of unique jobs with a period or forever (domain/unique.py)
 SCHEDULES = "schedules"  # periodic jobs, one document per schedule (domain/schedules.py)
 TIMELINE = "timeline"  # the history over time, per group and minute or hour (domain/timeline.py)
+AUDIT = "audit"  # the dashboard's actions (store/audit.py)
+# Every collection recruiter names: with a collection prefix, these (and only these) get it
+# (recruiter.store.names).
+NAMES = frozenset({SCHEDULED, ARCHIVED, ROSTER, HEARTBEATS, METADATA, UNIQUE_KEYS, SCHEDULES, TIMELINE, AUDIT})
 
 @dataclass(frozen=True)
 class Collections:

@@ -54,9 +54,16 @@ def actions(name: str, command: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         if "$changeStream" in first:
             yield coll, "find"
     elif name == "listCollections":
-        yield "", "listCollections"
+        yield from _listing(command)
     else:
         yield coll, name  # an unknown command: named as is, so the recipe test shows it
+
+
+def _listing(command: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """Names only, of the collections the user may use, needs no privilege (the start-up check of
+    recruiter.store.names lists them so); any other listing needs ``listCollections``."""
+    if not (command.get("nameOnly") and command.get("authorizedCollections")):
+        yield "", "listCollections"
 
 
 class Recorder(monitoring.CommandListener):

@@ -44,6 +44,7 @@ from recruiter.producer.client import AsyncRecruiter
 from recruiter.store import (
     ServerClock,
     async_client,
+    async_db,
     ensure_indexes,
     heartbeat_client,
     metadata,
@@ -98,11 +99,11 @@ async def drain_async(uri: str, jobs: Iterable[Workable | JobBuilder[Any]] = (),
     client = async_client(target, app_name="recruiter-testing")
     beats = heartbeat_client(target, app_name="recruiter-testing-heartbeat")
     try:
-        db = client[target.database]
+        db = async_db(client, target)
         await ensure_indexes(db)
         clock = ServerClock()
         await clock.calibrate(client)
-        producer = AsyncRecruiter(client, target.database, clock=clock)
+        producer = AsyncRecruiter(client, target.database, clock=clock, prefix=target.prefix)
         ids = [*await producer.enqueue_many(jobs)]
         recruiter = RecruiterProcess(db, clock, RecruiterConfig(backoff_from_s=0.01, backoff_to_s=0.1))
         worker = WorkerProcess(db, clock, WorkerConfig(
