@@ -19,6 +19,7 @@ from bson import ObjectId
 from bson.errors import InvalidDocument
 
 from recruiter.domain.clock import utc
+from recruiter.domain.dependencies import held_fields
 from recruiter.domain.documents import COPY_LEVELS, MAX_JOB_LEVELS
 from recruiter.domain.handback import DEFAULT_MAX_RESULT_BYTES
 from recruiter.domain.naming import class_names, importable_problem, name_problem, qualified_name
@@ -98,6 +99,9 @@ class JobOptions:
     # Only the worker started with this ``--id`` runs the job (recruiter.domain.placement).
     on_worker: str | None = None
     worker_deadline: datetime | timedelta | None = None
+    # The jobs it waits for, and what a failed one means (recruiter.domain.dependencies).
+    after: tuple[ObjectId, ...] = ()
+    if_failed: str = "cancel"
 
 
 def checked_name(kind: str, value: object) -> str:
@@ -254,9 +258,18 @@ def build_job_document(
     spec = unique_of(workable, options)
     if spec is not None:
         doc["unique"] = spec.field(now)
+    if options.after:  # held until they end (recruiter.domain.dependencies)
+        _wait_for(doc, options, spec is not None)
     _check_size(doc, max_document_bytes)
     _check_depth(doc)
     return doc
+
+
+def _wait_for(doc: JobDoc, options: JobOptions, unique: bool) -> None:
+    if unique:
+        raise JobRefused("a unique job cannot wait for other jobs (after) yet")
+    held = held_fields(options.after, options.if_failed, doc["scheduled_at"])
+    doc["scheduled_at"], doc["after"] = held["scheduled_at"], held["after"]
 
 
 # How a policy document names the crash of a worker (a rule of SelectByException, say).

@@ -24,6 +24,7 @@ from recruiter.domain.events import JobArchived, OutcomeApplied
 from recruiter.domain.outcome import archived_document, held_by, is_archive, reschedule_update, resubmit_update
 from recruiter.domain.resubmit import flagged
 from recruiter.domain.timeline import applied_event
+from recruiter.processes.dependencies import after_archive
 from recruiter.processes.logs import AfterCommit
 from recruiter.store import archived, scheduled
 from recruiter.store.layout import Collections, Document
@@ -79,6 +80,7 @@ async def apply_sorted(c: Collections, s: Sorted, now: datetime, events: AfterCo
             if d["_id"] not in gone:
                 # Logged as job.archived by the log subscriber, once the round commits.
                 events.emit(JobArchived(d["_id"], d["why"], d.get("attempts"), d.get("group"), by="recruiter"))
+        await after_archive(c, [d for d in s.archive if d["_id"] not in gone], now)  # their dependents
     if s.reschedule and await scheduled.apply_changes(c.scheduled, s.reschedule) < len(s.reschedule):
         late += await resubmitted_late(c, [(f["_id"], f["lock_token"]) for f, _ in s.reschedule], set())
     resubmit = s.resubmit + [resubmit_update(j, s.outcomes[j["_id"]], now) for j in late]

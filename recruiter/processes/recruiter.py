@@ -47,6 +47,7 @@ from recruiter.domain.lanes import serving_order
 from recruiter.domain.liveness import FROM_PROCESS, dated_ahead, is_fresh, missed_beats, pick_beats
 from recruiter.domain.quarantine import log_quarantined
 from recruiter.domain.selection import DEFAULT_SCHEME, Assignment, CountingScheme, FreeWorker
+from recruiter.processes.dependencies import DependencySweep
 from recruiter.processes.events import Bus
 from recruiter.processes.firing import ScheduleFirer
 from recruiter.processes.leadership import Fault, LeaderProcess, Leadership, Pace, leader_owner, no_fault
@@ -188,6 +189,7 @@ class RecruiterProcess(LeaderProcess):
                                   self.timer.mark)
         self.reader = CandidateReader(self.c)
         self.sweeper = Sweeper(self.c)
+        self.dependencies = DependencySweep()  # held jobs whose dependencies ended (processes.dependencies)
         self.warned = WarnOnce()
         self.firer = ScheduleFirer(db, self.warned, self.events)
         self._handed_out: dict[object, Document] = {}
@@ -261,6 +263,7 @@ class RecruiterProcess(LeaderProcess):
             last_start = loop.time()
             self.sweeper.start(self.config.sweep_interval_s)
             fired = await self.fire_schedules()
+            fired += await self.dependencies.maybe(self.leadership, self.c, self.clock.now())
             report = await self.fenced_round(rollback=needs_rollback)
             needs_rollback = False
             return report.busy or fired > 0 or self.known_missed

@@ -1,0 +1,179 @@
+"""Jobs that wait for other jobs (recruiter.domain.dependencies), on the real server, the
+recruiter and a worker driven step by step (tests/integration/test_processes_inproc.py's harness)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from bson import ObjectId
+
+from recruiter.domain.cancel import WAS_WAITING
+from recruiter.domain.dependencies import HELD_UNTIL
+from recruiter.domain.job import JobRefused
+from recruiter.processes.worker.runtime import WorkerProcess
+from recruiter.processes.worker.state import Slot
+from tests.integration.test_processes_inproc import START, Harness, run, take_and_work
+from tests.workables import AlwaysFails, Record
+
+
+async def assigned_ids(h: Harness) -> set[ObjectId]:
+    return {d["_id"] async for d in h.db.scheduled.find({"locked": True}, {"_id": 1})}
+
+
+async def work_all(h: Harness, workers: list[tuple[WorkerProcess, Slot]]) -> list[ObjectId]:
+    """A round, then every worker given a job runs it; the jobs run (in the order of the workers)."""
+    await h.round()
+    ran = []
+    for process, slot in workers:
+        if await process.poll(slot) is not None:
+            ran.append(await take_and_work(process, slot))
+    await h.round()  # their outcomes applied (and their dependents released)
+    return ran
+
+
+async def sweep(h: Harness) -> int:
+    rec = h.recruiter
+    assert await rec.lease.acquire()
+    return await rec.dependencies.look(rec.leadership, rec.c, h.clock.now())
+
+
+def test_a_dependent_is_not_handed_out_before_its_dependency_is_archived_then_is(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        first = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
+        second = await Record(h.db_uri, n=2).as_job_of(h.producer).after(first).enqueue()
+        held = await h.job(second)
+        assert held is not None
+        assert held["scheduled_at"] == HELD_UNTIL  # a 0.1.1 leader hands out only jobs due now
+        assert held["after"]["pending"] == [first]
+        assert held["after"]["due_at"] == START
+        workers = [await h.worker("w1"), await h.worker("w2")]
+
+        assert await work_all(h, workers) == [first]  # two free workers, one job handed out
+        released = await h.job(second)
+        assert released is not None
+        assert released["scheduled_at"] == START
+        assert "held" not in released["after"]
+        assert released["after"]["pending"] == []
+        assert released["after"]["released_at"] == START
+        assert await work_all(h, workers) == [second]
+        assert [e["n"] for e in await h.ledger(event="start")] == [1, 2]
+
+    run(db_uri, scenario)
+
+
+def test_a_failed_dependency_archives_its_dependent_naming_it_or_runs_it_if_asked(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        bad = await AlwaysFails(h.db_uri).as_job_of(h.producer).enqueue()
+        cancelled = await Record(h.db_uri, n=2).as_job_of(h.producer).after(bad).enqueue()
+        after_it = await Record(h.db_uri, n=3).as_job_of(h.producer).after(cancelled).enqueue()
+        anyway = await Record(h.db_uri, n=4).as_job_of(h.producer).after(bad, if_failed="run").enqueue()
+        workers = [await h.worker("w1")]
+
+        assert await work_all(h, workers) == [bad]
+        gone = await h.archived(cancelled)
+        assert gone is not None
+        assert gone["why"] == "upstream-failed"
+        assert gone["reason"] == f"job {bad} it waited for ended not-scheduled-by-retry-policy"
+        assert gone["attempts"] == 0
+        cascaded = await h.archived(after_it)  # its own dependent, in turn
+        assert cascaded is not None
+        assert cascaded["why"] == "upstream-failed"
+        assert str(cancelled) in cascaded["reason"]
+        assert await h.job(cancelled) is None
+        assert await h.job(after_it) is None
+        assert await work_all(h, workers) == [anyway]
+
+    run(db_uri, scenario)
+
+
+def test_a_dependency_of_no_job_is_refused_and_one_archived_already_counts_at_once(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        nobody = ObjectId()
+        with pytest.raises(JobRefused, match=f"waits for {nobody}: no such job"):
+            await Record(h.db_uri).as_job_of(h.producer).after(nobody).enqueue()
+        assert await h.db.scheduled.count_documents({}) == 0
+        workers = [await h.worker("w1")]
+        first = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
+        assert await work_all(h, workers) == [first]
+        late = await Record(h.db_uri, n=2).as_job_of(h.producer).after(first).enqueue()
+        doc = await h.job(late)
+        assert doc is not None
+        assert doc["scheduled_at"] == START
+        assert doc["after"]["pending"] == []
+        assert await work_all(h, workers) == [late]
+
+    run(db_uri, scenario)
+
+
+def test_a_cancelled_dependency_releases_its_dependents_through_the_sweep(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        first = await Record(h.db_uri, n=1).as_job_of(h.producer).schedule_in(hours=1).enqueue()
+        stops = await Record(h.db_uri, n=2).as_job_of(h.producer).after(first).enqueue()
+        runs = await Record(h.db_uri, n=3).as_job_of(h.producer).after(first, if_failed="run").enqueue()
+        assert (await h.producer.cancel(first)).state == WAS_WAITING
+        assert await sweep(h) == 2
+        archived = await h.archived(stops)
+        assert archived is not None
+        assert archived["why"] == "upstream-failed"
+        assert "cancelled" in archived["reason"]
+        released = await h.job(runs)
+        assert released is not None
+        assert released["scheduled_at"] == START
+        assert await sweep(h) == 0  # nothing left to look at
+
+    run(db_uri, scenario)
+
+
+def test_the_sweep_releases_what_a_crash_left_between_an_archive_and_its_release(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        first = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
+        second = await Record(h.db_uri, n=2).as_job_of(h.producer).after(first).enqueue()
+        # The archive as a leader that died before releasing anything leaves it (or a 0.1.1 leader).
+        doc = await h.job(first)
+        assert doc is not None
+        await h.db.archived.insert_one({**doc, "why": "done", "archived_at": START})
+        await h.db.scheduled.delete_one({"_id": first})
+        held = await h.job(second)
+        assert held is not None
+        assert held["scheduled_at"] == HELD_UNTIL
+        assert await sweep(h) == 1
+        released = await h.job(second)
+        assert released is not None
+        assert released["scheduled_at"] == START
+        assert released["after"]["pending"] == []
+        assert released["after"]["failed"] == []
+
+    run(db_uri, scenario)
+
+
+def test_a_dependency_pruned_from_the_archive_counts_as_gone(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        first = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
+        second = await Record(h.db_uri, n=2).as_job_of(h.producer).after(first).enqueue()
+        await h.db.scheduled.delete_one({"_id": first})  # deleted by hand, no archived copy
+        assert await sweep(h) == 1
+        archived = await h.archived(second)
+        assert archived is not None
+        assert archived["why"] == "upstream-failed"
+        assert "ended gone" in archived["reason"]
+
+    run(db_uri, scenario)
+
+
+def test_a_malformed_dependency_list_is_set_aside_with_its_reason(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        first = await Record(h.db_uri, n=1).as_job_of(h.producer).schedule_in(hours=1).enqueue()
+        second = await Record(h.db_uri, n=2).as_job_of(h.producer).after(first).enqueue()
+        await h.db.scheduled.update_one({"_id": second}, {"$set": {"after.if_failed": 7}})
+        h.clock.advance(timedelta(seconds=1))
+        assert await sweep(h) == 0  # it still waits for a queued job: nothing to decide yet
+        await h.db.scheduled.update_one({"_id": second}, {"$set": {"after.pending": "x"}})
+        assert await sweep(h) == 1
+        archived = await h.archived(second)
+        assert archived is not None
+        assert archived["why"] == "malformed"
+        assert archived["reason"].startswith("after.pending")
+
+    run(db_uri, scenario)
+
