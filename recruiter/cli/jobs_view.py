@@ -53,6 +53,9 @@ def state_of(view: JobView) -> str:
     back unrun says so: ``retrying (refused by worker w: module not allowed (jobs:Send))``."""
     if view.state == "archived":
         return f"archived: {view.why}"
+    if view.waiting_for is not None:  # .after(...): held until they end
+        n = len(view.waiting_for)
+        return f"waiting for {n} job{'' if n == 1 else 's'}" if n else "waiting: released at the leader's next look"
     return f"{view.state} ({view.refused.short()})" if view.refused is not None and view.refused.current \
         else view.state
 
@@ -73,6 +76,7 @@ def row_json(view: JobView) -> dict[str, Any]:
         "worker": view.worker, "progress": progress_json(view.progress), "retry_of": plain(view.retry_of),
         "refused": refused_json(view.refused),
         "retried_as": plain(view.retried_as),
+        "waiting_for": None if view.waiting_for is None else [plain(i) for i in view.waiting_for],
     }
 
 

@@ -79,6 +79,12 @@ class Wait:
 Decision = Release | Archive | Wait
 
 
+def is_held(job: Mapping[str, Any]) -> bool:
+    """Whether a ``scheduled`` document waits for other jobs."""
+    after = job.get("after")
+    return isinstance(after, Mapping) and after.get("held") is True
+
+
 def checked_ids(items: Iterable[object]) -> tuple[ObjectId, ...]:
     """Job ids from handles, ObjectIds or their 24 hex digits, without repeats (in order)."""
     out: list[ObjectId] = []

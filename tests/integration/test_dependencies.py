@@ -3,7 +3,9 @@ recruiter and a worker driven step by step (tests/integration/test_processes_inp
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from bson import ObjectId
@@ -13,6 +15,7 @@ from recruiter.domain.dependencies import HELD_UNTIL
 from recruiter.domain.job import JobRefused
 from recruiter.processes.worker.runtime import WorkerProcess
 from recruiter.processes.worker.state import Slot
+from tests.integration.test_cli_visible import cli
 from tests.integration.test_processes_inproc import START, Harness, run, take_and_work
 from tests.workables import AlwaysFails, Record
 
@@ -177,3 +180,23 @@ def test_a_malformed_dependency_list_is_set_aside_with_its_reason(db_uri: str) -
 
     run(db_uri, scenario)
 
+
+
+def test_jobs_list_show_and_explain_say_what_a_held_job_waits_for(db_uri: str, db: Any) -> None:
+    from recruiter import Recruiter
+
+    with Recruiter.connect(db_uri) as rec:
+        first = Record(db_uri, n=1).as_job_of(rec).schedule_in(hours=1).enqueue()
+        other = Record(db_uri, n=2).as_job_of(rec).schedule_in(hours=1).enqueue()
+        held = Record(db_uri, n=3).as_job_of(rec).after(first, other).enqueue()
+        explained = rec.admin.explain(held)
+        assert explained is not None
+        assert explained.code == "waiting-for-jobs"
+        assert explained.text == f"waiting for 2 jobs: {first}, {other}"
+    listed = cli("jobs", "list", db_uri=db_uri)
+    row = next(line for line in listed.stdout.splitlines() if str(held) in line)
+    assert "waiting for 2 jobs" in row
+    shown = cli("jobs", "show", str(held), db_uri=db_uri)
+    assert f"waiting for 2 jobs: {first}, {other}" in shown.stdout
+    as_json = json.loads(cli("jobs", "list", "--json", db_uri=db_uri).stdout)
+    assert next(j for j in as_json if j["id"] == str(held))["waiting_for"] == [str(first), str(other)]
