@@ -85,6 +85,13 @@ def is_held(job: Mapping[str, Any]) -> bool:
     return isinstance(after, Mapping) and after.get("held") is True
 
 
+def waited_for(job: Mapping[str, Any]) -> tuple[str, ...]:
+    """The ids (as strings) of the jobs ``job`` waited for, for its context; () when it waited for none."""
+    after = job.get("after")
+    ids = after.get("ids") if isinstance(after, Mapping) else None
+    return tuple(str(i) for i in ids if isinstance(i, ObjectId)) if isinstance(ids, list) else ()
+
+
 def checked_ids(items: Iterable[object]) -> tuple[ObjectId, ...]:
     """Job ids from handles, ObjectIds or their 24 hex digits, without repeats (in order)."""
     out: list[ObjectId] = []

@@ -102,6 +102,7 @@ class JobOptions:
     # The jobs it waits for, and what a failed one means (recruiter.domain.dependencies).
     after: tuple[ObjectId, ...] = ()
     if_failed: str = "cancel"
+    job_id: ObjectId | None = None  # set by recruiter.domain.flows, which links jobs before they are written
 
 
 def checked_name(kind: str, value: object) -> str:
@@ -232,7 +233,7 @@ def build_job_document(
     now = utc(now)
     timeout_s = _timeout(options, workable)
     doc: JobDoc = {
-        "_id": job_id or ObjectId(),
+        "_id": job_id or options.job_id or ObjectId(),
         "done": False,
         "created_at": now,
         "scheduled_at": _scheduled_at(options, now),

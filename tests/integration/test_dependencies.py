@@ -12,9 +12,11 @@ from bson import ObjectId
 
 from recruiter.domain.cancel import WAS_WAITING
 from recruiter.domain.dependencies import HELD_UNTIL
+from recruiter.domain.flows import chain, fan_in
 from recruiter.domain.job import JobRefused
 from recruiter.processes.worker.runtime import WorkerProcess
 from recruiter.processes.worker.state import Slot
+from tests.flow_workables import Step, Sum
 from tests.integration.test_cli_visible import cli
 from tests.integration.test_processes_inproc import START, Harness, run, take_and_work
 from tests.workables import AlwaysFails, Record
@@ -200,3 +202,47 @@ def test_jobs_list_show_and_explain_say_what_a_held_job_waits_for(db_uri: str, d
     assert f"waiting for 2 jobs: {first}, {other}" in shown.stdout
     as_json = json.loads(cli("jobs", "list", "--json", db_uri=db_uri).stdout)
     assert next(j for j in as_json if j["id"] == str(held))["waiting_for"] == [str(first), str(other)]
+
+
+def test_a_chain_and_a_fan_in_run_in_order_once_each_and_the_fan_in_reads_their_results(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        p: Any = h.producer
+        a, b, c = await p.enqueue_many(chain(p, Step(h.db_uri, n=1), Step(h.db_uri, n=2), Step(h.db_uri, n=3)))
+        *parts, total = await p.enqueue_many(fan_in(p, [Step(h.db_uri, n=10 * i) for i in (1, 2, 3)],
+                                                    Sum(h.db_uri, n=99)))
+        workers = [await h.worker(f"w{i}") for i in range(4)]
+        ran: list[ObjectId] = []
+        for _ in range(4):
+            ran += await work_all(h, workers)
+        assert set(ran[:4]) == {a, *parts}  # the heads first; nothing that waits
+        assert ran[4:] == [b, total, c] or ran[4:] == [total, b, c]
+        starts = {e["job"]: e for e in await h.ledger(event="start")}
+        assert len(await h.ledger(event="start")) == 7  # each exactly once
+        assert starts[str(total)]["after"] == [str(x) for x in parts]
+        assert starts[str(total)]["total"] == 60
+        assert starts[str(c)]["after"] == [str(b)]
+        summed = await h.archived(total)
+        assert summed is not None
+        assert summed["result"] == 60
+
+    run(db_uri, scenario)
+
+
+def test_a_chain_written_in_a_cycle_or_with_a_stranger_is_refused_whole(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        p: Any = h.producer
+        with pytest.raises(JobRefused, match="no such job"):
+            await p.enqueue_many([*chain(p, Step(h.db_uri), Step(h.db_uri)),
+                                  Step(h.db_uri).as_job_of(p).after(ObjectId())])
+        assert await h.db.scheduled.count_documents({}) == 0
+        one, two = chain(p, Step(h.db_uri), Step(h.db_uri))
+        looped = _after_also(one, two)
+        with pytest.raises(JobRefused, match="cycle"):
+            await p.enqueue_many([looped, two])
+        assert await h.db.scheduled.count_documents({}) == 0
+
+    run(db_uri, scenario)
+
+
+def _after_also(first: Any, second: Any) -> Any:
+    return first.after(second.options.job_id)
