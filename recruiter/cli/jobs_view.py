@@ -20,6 +20,7 @@ from typing import Any
 from recruiter.cli.output import cell
 from recruiter.domain.attempt import cut_marker
 from recruiter.domain.cancel import halt_line
+from recruiter.domain.dependencies import held_state
 from recruiter.domain.following import JobView, Progress
 from recruiter.domain.jsonable import plain as plain  # re-exported: the views speak of it
 from recruiter.domain.records import Raw
@@ -54,8 +55,7 @@ def state_of(view: JobView) -> str:
     if view.state == "archived":
         return f"archived: {view.why}"
     if view.waiting_for is not None:  # .after(...): held until they end
-        n = len(view.waiting_for)
-        return f"waiting for {n} job{'' if n == 1 else 's'}" if n else "waiting: released at the leader's next look"
+        return held_state(view.waiting_for)
     return f"{view.state} ({view.refused.short()})" if view.refused is not None and view.refused.current \
         else view.state
 

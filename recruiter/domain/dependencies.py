@@ -228,3 +228,9 @@ def settle(docs: Sequence[dict[str, Any]], known: set[object], ended: Mapping[ob
             d["scheduled_at"], after["released_at"] = after["due_at"], d["created_at"]
             del after["held"]
     return cycle_problem(docs)
+
+
+def held_state(pending: Sequence[object]) -> str:
+    """A held job's state as the lists say it (``jobs list``, the dashboard): ``waiting for 2 jobs``."""
+    n = len(pending)
+    return f"waiting for {n} job{'' if n == 1 else 's'}" if n else "waiting: released at the leader's next look"

@@ -246,3 +246,24 @@ def test_a_chain_written_in_a_cycle_or_with_a_stranger_is_refused_whole(db_uri: 
 
 def _after_also(first: Any, second: Any) -> Any:
     return first.after(second.options.job_id)
+
+
+def test_the_dashboard_says_what_a_held_job_waits_for(db_uri: str, db: Any) -> None:
+    from recruiter import Recruiter
+    from recruiter.store import ensure_indexes_sync, parse_target, sync_client
+    from tests.web.test_dashboard_http import client_of
+
+    with Recruiter.connect(db_uri) as rec:
+        first = Record(db_uri, n=1).as_job_of(rec).schedule_in(hours=1).enqueue()
+        held = Record(db_uri, n=2).as_job_of(rec).after(first).enqueue()
+    target = parse_target(db_uri)
+    client = sync_client(target, app_name="test-dashboard")
+    try:
+        ensure_indexes_sync(client[target.database])
+        with client_of(client[target.database]) as web:
+            assert "waiting for 1 job<" in web.get("/jobs").text.replace("</td>", "<")
+            live = web.get(f"/jobs/{held}/live").text
+            assert "waiting for 1 job" in live
+            assert f"waiting for 1 job: {first}" in live
+    finally:
+        client.close()
