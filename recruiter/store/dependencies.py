@@ -26,6 +26,11 @@ MAX_RESOLVED = 1_000
 def _arch(job: Document, why: str, reason: str, now: datetime) -> Document:
     doc = archived_document(job, {"decision": {"archive": why, "reason": reason}, "executed": False}, now)
     doc["attempts"] = job.get("attempts", 0)
+    after = job.get("after")
+    if isinstance(after, dict):  # archived while held: its own due time, and no longer held
+        doc["after"] = {k: v for k, v in after.items() if k != "held"}
+        if isinstance(after.get("due_at"), datetime):
+            doc["scheduled_at"] = after["due_at"]
     return doc
 
 

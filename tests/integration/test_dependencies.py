@@ -81,6 +81,8 @@ def test_a_failed_dependency_archives_its_dependent_naming_it_or_runs_it_if_aske
         assert gone["why"] == "upstream-failed"
         assert gone["reason"] == f"job {bad} it waited for ended not-scheduled-by-retry-policy"
         assert gone["attempts"] == 0
+        assert gone["scheduled_at"] == START  # its own due time, not the hold's
+        assert "held" not in gone["after"]
         cascaded = await h.archived(after_it)  # its own dependent, in turn
         assert cascaded is not None
         assert cascaded["why"] == "upstream-failed"
