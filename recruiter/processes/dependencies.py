@@ -49,6 +49,9 @@ class DependencySweep:
         self.interval_s, self.limit = interval_s, limit
         self.due = 0.0
         self.cursor: object = None  # the last _id looked at; None: from the start
+        # Whether any job may be held: False once a look from the start found none, so that the
+        # rounds skip looking for dependents (one read each) until a look finds one again.
+        self.any_held = True
 
     async def maybe(self, leadership: Leadership, c: Collections, now: datetime) -> int:
         """Look if due; how many held jobs were resolved. A store error is logged, not raised."""
@@ -63,8 +66,11 @@ class DependencySweep:
             return 0
 
     async def look(self, leadership: Leadership, c: Collections, now: datetime) -> int:
+        started_from = self.cursor
         held = await read_held(c, self.cursor, self.limit)
         self.cursor = held[-1]["_id"] if len(held) >= self.limit else None
+        if held or started_from is None:
+            self.any_held = bool(held)
         pending = {i for d in held for i in _pending(d)}
         ended = await read_ended(c, list(pending)) if pending else {}
         ready = [d for d in held if not _pending(d) or any(i in ended for i in _pending(d))]

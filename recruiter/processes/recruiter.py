@@ -186,7 +186,7 @@ class RecruiterProcess(LeaderProcess):
         self.events = AfterCommit(log, self.bus)
         self.timer = RoundTimer()
         self.writes = RoundWrites(self.events, self.leadership.check, lambda point: self.fault(point),
-                                  self.timer.mark)
+                                  self.timer.mark, held_jobs=lambda: self.dependencies.any_held)
         self.reader = CandidateReader(self.c)
         self.sweeper = Sweeper(self.c)
         self.dependencies = DependencySweep()  # held jobs whose dependencies ended (processes.dependencies)

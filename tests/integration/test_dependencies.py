@@ -269,3 +269,26 @@ def test_the_dashboard_says_what_a_held_job_waits_for(db_uri: str, db: Any) -> N
             assert f"waiting for 1 job: {first}" in live
     finally:
         client.close()
+
+
+def test_rounds_look_for_dependents_only_while_the_sweep_has_seen_held_jobs(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        def dependents_reads() -> int:
+            return len([c for c in h.commands.named("find", "scheduled") if "after.pending" in c.get("filter", {})])
+
+        workers = [await h.worker("w1")]
+        assert await sweep(h) == 0  # none held: the rounds stop looking
+        plain = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
+        h.commands.clear()
+        assert await work_all(h, workers) == [plain]
+        assert dependents_reads() == 0
+
+        first = await Record(h.db_uri, n=2).as_job_of(h.producer).enqueue()
+        second = await Record(h.db_uri, n=3).as_job_of(h.producer).after(first).enqueue()
+        assert await sweep(h) == 0  # held, nothing to decide yet; the rounds look again
+        h.commands.clear()
+        assert await work_all(h, workers) == [first]
+        assert dependents_reads() == 1
+        assert await work_all(h, workers) == [second]  # released by the round that archived the first
+
+    run(db_uri, scenario)
