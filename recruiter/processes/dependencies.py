@@ -17,16 +17,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 import structlog
 
+from recruiter.processes.leadership import Leadership, LostLease
 from recruiter.store.connection import StoreError, first_line
 from recruiter.store.dependencies import read_ended, read_held, release_dependents, resolve
 from recruiter.store.layout import Collections, Document
-
-if TYPE_CHECKING:
-    from recruiter.processes.leadership import Leadership
 
 log = structlog.get_logger("recruiter.dependencies")
 
@@ -61,9 +58,13 @@ class DependencySweep:
         self.due = loop.time() + self.interval_s
         try:
             return await self.look(leadership, c, now)
+        except LostLease:
+            raise
         except StoreError as exc:
             log.warning("dependencies.sweep_failed", error=first_line(exc))
-            return 0
+        except Exception as exc:  # noqa: BLE001 - a held job's data must not stop the rounds
+            log.warning("dependencies.sweep_failed", error=f"{type(exc).__name__}: {str(exc)[:200]}")
+        return 0
 
     async def look(self, leadership: Leadership, c: Collections, now: datetime) -> int:
         started_from = self.cursor
