@@ -292,3 +292,18 @@ def test_rounds_look_for_dependents_only_while_the_sweep_has_seen_held_jobs(db_u
         assert await work_all(h, workers) == [second]  # released by the round that archived the first
 
     run(db_uri, scenario)
+
+
+def test_a_resubmit_of_a_held_job_moves_its_own_due_time_not_its_hold(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        first = await Record(h.db_uri, n=1).as_job_of(h.producer).schedule_in(hours=1).enqueue()
+        second = await Record(h.db_uri, n=2).as_job_of(h.producer).after(first).enqueue()
+        later = START + timedelta(minutes=5)
+        assert (await h.producer.resubmit(second, at=later)).state == "rescheduled"
+        held = await h.job(second)
+        assert held is not None
+        assert held["scheduled_at"] == HELD_UNTIL
+        assert held["after"]["due_at"] == later
+        assert held["after"]["held"] is True
+
+    run(db_uri, scenario)
