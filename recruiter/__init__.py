@@ -8,6 +8,7 @@ through :class:`Recruiter` (sync) or :class:`AsyncRecruiter` (asyncio) and follo
 
 from recruiter.domain.builder import JobBuilder
 from recruiter.domain.cancel import CancelResult
+from recruiter.domain.flows import chain, fan_in
 from recruiter.domain.functions import job
 from recruiter.domain.job import JobRefused
 from recruiter.domain.limits import Limit, Rate
@@ -42,5 +43,7 @@ __all__ = [
     "ScheduleView",
     "Workable",
     "__version__",
+    "chain",
+    "fan_in",
     "job",
 ]

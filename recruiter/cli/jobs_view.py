@@ -20,6 +20,7 @@ from typing import Any
 from recruiter.cli.output import cell
 from recruiter.domain.attempt import cut_marker
 from recruiter.domain.cancel import halt_line
+from recruiter.domain.dependencies import held_state
 from recruiter.domain.following import JobView, Progress
 from recruiter.domain.jsonable import plain as plain  # re-exported: the views speak of it
 from recruiter.domain.records import Raw
@@ -53,6 +54,8 @@ def state_of(view: JobView) -> str:
     back unrun says so: ``retrying (refused by worker w: module not allowed (jobs:Send))``."""
     if view.state == "archived":
         return f"archived: {view.why}"
+    if view.waiting_for is not None:  # .after(...): held until they end
+        return held_state(view.waiting_for)
     return f"{view.state} ({view.refused.short()})" if view.refused is not None and view.refused.current \
         else view.state
 
@@ -73,6 +76,7 @@ def row_json(view: JobView) -> dict[str, Any]:
         "worker": view.worker, "progress": progress_json(view.progress), "retry_of": plain(view.retry_of),
         "refused": refused_json(view.refused),
         "retried_as": plain(view.retried_as),
+        "waiting_for": None if view.waiting_for is None else [plain(i) for i in view.waiting_for],
     }
 
 

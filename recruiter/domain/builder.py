@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, Protocol, TypeVar
 
+from recruiter.domain.dependencies import DependencyRefused, checked_ids, checked_if_failed
 from recruiter.domain.job import (
     JobOptions,
     JobRefused,
@@ -124,6 +125,17 @@ class JobBuilder(Generic[R_co]):
         except UniqueRefused as exc:
             raise JobRefused(str(exc)) from None
         return self._with(replace(self.options, unique=spec))
+
+    def after(self, *jobs: object, if_failed: str = "cancel") -> JobBuilder[R_co]:
+        """Run this job only once every one of ``jobs`` (handles or ids) has ended; until then no
+        worker is handed it. ``if_failed``: what one of them ending other than done means:
+        ``"cancel"`` (archive this job, ``why: "upstream-failed"``, naming it) or ``"run"``
+        (run it anyway). See :mod:`recruiter.domain.dependencies`."""
+        try:
+            ids, policy = checked_ids(jobs), checked_if_failed(if_failed)
+        except DependencyRefused as exc:
+            raise JobRefused(str(exc)) from None
+        return self._with(replace(self.options, after=ids, if_failed=policy))
 
     def unique_spec(self) -> Unique | None:
         """The job's unique key and scope (see :meth:`unique`), or None."""

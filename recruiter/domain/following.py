@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, cast
 
+from recruiter.domain.dependencies import is_held, parse_after
 from recruiter.domain.records import Raw
 from recruiter.domain.refused import Refused, refused_of
 
@@ -79,6 +80,8 @@ class JobView:
     # Workers that gave it back unrun, why and what to do (recruiter.domain.refused); ``current``: it waits for that.
     refused: Refused | None = None
     retried_as: object = None  # an archived job retried by ``jobs retry``: its copy
+    # Enqueued with .after(...) and still held: the jobs it waits for that have not ended (domain.dependencies).
+    waiting_for: tuple[object, ...] | None = None
     document: Raw = field(default_factory=dict, repr=False)  # the document the view was built from
 
     @property
@@ -182,5 +185,7 @@ def view_of(job_id: object, scheduled: Raw | None, archived: Raw | None, beat: R
     assert scheduled is not None
     state = _waiting_state(scheduled, beat, now)
     holder = _str(scheduled.get("locked_by")) if scheduled.get("locked") is True else None
+    if is_held(scheduled) and not isinstance(after := parse_after(scheduled.get("after")), str):
+        common.update(waiting_for=after.pending, scheduled_at=after.due_at)  # its own due time, once released
     return JobView(state=state, worker=holder, progress=progress_of(beat, scheduled) if holder else None,
                    **common)  # type: ignore[arg-type]

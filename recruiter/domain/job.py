@@ -19,6 +19,7 @@ from bson import ObjectId
 from bson.errors import InvalidDocument
 
 from recruiter.domain.clock import utc
+from recruiter.domain.dependencies import held_fields
 from recruiter.domain.documents import COPY_LEVELS, MAX_JOB_LEVELS
 from recruiter.domain.field_names import MAX_DEPTH, deepest, odd_name_problem
 from recruiter.domain.handback import DEFAULT_MAX_RESULT_BYTES
@@ -98,6 +99,10 @@ class JobOptions:
     # Only the worker started with this ``--id`` runs the job (recruiter.domain.placement).
     on_worker: str | None = None
     worker_deadline: datetime | timedelta | None = None
+    # The jobs it waits for, and what a failed one means (recruiter.domain.dependencies).
+    after: tuple[ObjectId, ...] = ()
+    if_failed: str = "cancel"
+    job_id: ObjectId | None = None  # set by recruiter.domain.flows, which links jobs before they are written
 
 
 def checked_name(kind: str, value: object) -> str:
@@ -228,7 +233,7 @@ def build_job_document(
     now = utc(now)
     timeout_s = _timeout(options, workable)
     doc: JobDoc = {
-        "_id": job_id or ObjectId(),
+        "_id": job_id or options.job_id or ObjectId(),
         "done": False,
         "created_at": now,
         "scheduled_at": _scheduled_at(options, now),
@@ -254,9 +259,18 @@ def build_job_document(
     spec = unique_of(workable, options)
     if spec is not None:
         doc["unique"] = spec.field(now)
+    if options.after:  # held until they end (recruiter.domain.dependencies)
+        _wait_for(doc, options, spec is not None)
     _check_size(doc, max_document_bytes)
     _check_depth(doc)
     return doc
+
+
+def _wait_for(doc: JobDoc, options: JobOptions, unique: bool) -> None:
+    if unique:
+        raise JobRefused("a unique job cannot wait for other jobs (after) yet")
+    held = held_fields(options.after, options.if_failed, doc["scheduled_at"])
+    doc["scheduled_at"], doc["after"] = held["scheduled_at"], held["after"]
 
 
 # How a policy document names the crash of a worker (a rule of SelectByException, say).

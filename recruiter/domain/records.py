@@ -171,6 +171,7 @@ class JobFields(TypedDict):
     # The W3C trace context of the enqueue ({traceparent, tracestate?}: recruiter.tracing). Not
     # checked by the job's checker: the worker reads it tolerantly and ignores a malformed one.
     trace_context: NotRequired[object]
+    after: NotRequired[dict[str, object]]  # the jobs it waits for (recruiter.domain.dependencies)
 
 
 class JobDoc(JobFields):

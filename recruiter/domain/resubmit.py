@@ -34,6 +34,7 @@ from datetime import datetime
 
 from bson import ObjectId
 
+from recruiter.domain.dependencies import is_held
 from recruiter.domain.records import Query, Raw
 
 RESCHEDULED = "rescheduled"  # it was waiting: now due at ``at``
@@ -76,6 +77,9 @@ def plan_resubmit(job: Raw, at: datetime | None, now: datetime) -> ResubmitWrite
             {"$set": {"resubmit": {"at": at, "requested_at": now}}},
             Resubmitted(job_id, AFTER_ATTEMPT, at))
     due = at or now
+    if is_held(job):  # it waits for other jobs (recruiter.domain.dependencies): its due time once released
+        return ResubmitWrite({"_id": job_id, "locked": False, "after.held": True}, {"$set": {"after.due_at": due}},
+                             Resubmitted(job_id, RESCHEDULED, due))
     return ResubmitWrite({"_id": job_id, "locked": False}, {"$set": {"scheduled_at": due}},
                          Resubmitted(job_id, RESCHEDULED, due))
 

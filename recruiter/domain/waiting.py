@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from recruiter.domain.dependencies import waiting_line as waiting_for
 from recruiter.domain.documents import PRIORITIES
 from recruiter.domain.durations import format_duration
 from recruiter.domain.lanes import slot_of
@@ -63,6 +64,7 @@ class Waiting(StrEnum):
     ASSIGNED = "assigned"  # handed to a live worker that has not shown it running yet
     HEARTBEAT_LATE = "heartbeat-late"  # assigned to a worker whose heartbeat is late (or that left)
     DUE_LATER = "due-later"
+    WAITING_FOR_JOBS = "waiting-for-jobs"  # .after(...): until the jobs it waits for end (domain.dependencies)
     RETRYING = "retrying"  # a retry's backoff
     REFUSED = "refused"  # given back by workers that could not run it (rolling deploys, --allow-module)
     GROUP_PAUSED = "group-paused"
@@ -216,6 +218,8 @@ def explain(job_id: object, scheduled: Raw | None, archived: Raw | None, now: da
     if not _readable(scheduled) or _date(scheduled.get("scheduled_at")) is None:
         return Explanation(job_id, Waiting.MALFORMED, "malformed: no round can read it (a field has a wrong type "
                            "or value); the recruiter archives it as malformed", {})
+    if (line := waiting_for(scheduled.get("after"))) is not None:
+        return Explanation(job_id, Waiting.WAITING_FOR_JOBS, line, {"after": scheduled.get("after")})
     if not is_due(scheduled, now):
         return _not_due(job_id, scheduled, now)
     return _due(job_id, scheduled, around or Around(), now)

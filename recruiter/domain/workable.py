@@ -85,6 +85,7 @@ class JobContext:
     scheduled_at: datetime | None = None
     assigned_at: datetime | None = None  # when the recruiter assigned this attempt
     extra: dict[str, object] = field(default_factory=dict)
+    after: tuple[str, ...] = ()  # .after(...): the ids of the jobs it waited for (recruiter.domain.dependencies)
     reporter: ProgressSink | None = field(default=None, compare=False, repr=False)
 
     def progress(self, value: float | None = None, message: str | None = None) -> None:

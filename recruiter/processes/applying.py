@@ -24,6 +24,7 @@ from recruiter.domain.events import JobArchived, OutcomeApplied
 from recruiter.domain.outcome import archived_document, held_by, is_archive, reschedule_update, resubmit_update
 from recruiter.domain.resubmit import flagged
 from recruiter.domain.timeline import applied_event
+from recruiter.processes.dependencies import after_archive
 from recruiter.processes.logs import AfterCommit
 from recruiter.store import archived, scheduled
 from recruiter.store.layout import Collections, Document
@@ -65,8 +66,9 @@ def sort_outcomes(outcomes: dict[object, tuple[str, Document]], jobs: dict[objec
 
 
 async def apply_sorted(c: Collections, s: Sorted, now: datetime, events: AfterCommit,
-                       fault: Callable[[str], None]) -> int:
-    """Write ``s`` on ``c``; how many jobs were archived, rescheduled or resubmitted."""
+                       fault: Callable[[str], None], *, dependents: bool = True) -> int:
+    """Write ``s`` on ``c``; how many jobs were archived, rescheduled or resubmitted. With
+    ``dependents`` (some job may wait for others), the archived jobs release their dependents."""
     late: list[Document] = []
     if s.archive:
         written = await archived.archive(c.archived, s.archive)
@@ -79,6 +81,8 @@ async def apply_sorted(c: Collections, s: Sorted, now: datetime, events: AfterCo
             if d["_id"] not in gone:
                 # Logged as job.archived by the log subscriber, once the round commits.
                 events.emit(JobArchived(d["_id"], d["why"], d.get("attempts"), d.get("group"), by="recruiter"))
+        if dependents:
+            await after_archive(c, [d for d in s.archive if d["_id"] not in gone], now)
     if s.reschedule and await scheduled.apply_changes(c.scheduled, s.reschedule) < len(s.reschedule):
         late += await resubmitted_late(c, [(f["_id"], f["lock_token"]) for f, _ in s.reschedule], set())
     resubmit = s.resubmit + [resubmit_update(j, s.outcomes[j["_id"]], now) for j in late]

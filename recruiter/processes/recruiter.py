@@ -43,6 +43,7 @@ from recruiter.domain.clock import Clock
 from recruiter.domain.documents import WarnOnce
 from recruiter.domain.events import RoundAbandoned, RoundCommitted, RoundIdle
 from recruiter.domain.selection import DEFAULT_SCHEME, Assignment, CountingScheme
+from recruiter.processes.dependencies import DependencySweep
 from recruiter.processes.events import Bus
 from recruiter.processes.firing import ScheduleFirer
 from recruiter.processes.leadership import Fault, LeaderProcess, Leadership, Pace, leader_owner, no_fault
@@ -119,9 +120,10 @@ class RecruiterProcess(LeaderProcess):
         self.events = AfterCommit(log, self.bus)
         self.timer = RoundTimer()
         self.writes = RoundWrites(self.events, self.leadership.check, lambda point: self.fault(point),
-                                  self.timer.mark)
+                                  self.timer.mark, held_jobs=lambda: self.dependencies.any_held)
         self.reader = CandidateReader(self.c)
         self.sweeper = Sweeper(self.c)
+        self.dependencies = DependencySweep()  # held jobs whose dependencies ended (processes.dependencies)
         self.warned = WarnOnce()
         self.firer = ScheduleFirer(db, self.warned, self.events)
         # The round's reads, and what is kept between rounds (recruiter.processes.planning).
@@ -181,6 +183,7 @@ class RecruiterProcess(LeaderProcess):
             last_start = loop.time()
             self.sweeper.start(self.config.sweep_interval_s)
             fired = await self.fire_schedules()
+            fired += await self.dependencies.maybe(self.leadership, self.c, self.clock.now())
             report = await self.fenced_round(rollback=needs_rollback)
             needs_rollback = False
             return report.busy or fired > 0 or self.planner.known_missed

@@ -244,6 +244,7 @@ class RoundWrites:
     fault: Callable[[str], None]
     mark: Callable[[str], None] = lambda phase: None  # the round's timer (RoundTimer.mark)
     together: Together = field(default_factory=Together)
+    held_jobs: Callable[[], bool] = lambda: True  # whether jobs may wait for others (processes.dependencies)
 
     async def carry_out(self, c: Collections, plan: RoundPlan, epoch: int | None) -> RoundReport:
         """The writes of a round on ``c``: take back stranded jobs, apply outcomes, move the
@@ -320,7 +321,8 @@ class RoundWrites:
         outcomes = {e["outcome"]["job"]: (e["_id"], e["outcome"]) for e in entries}
         if jobs is None:
             jobs = {j["_id"]: j for j in await scheduled.read_jobs(c.scheduled, list(outcomes))}
-        applied = await apply_sorted(c, sort_outcomes(outcomes, jobs, now), now, self.events, self.fault)
+        applied = await apply_sorted(c, sort_outcomes(outcomes, jobs, now), now, self.events, self.fault,
+                                     dependents=self.held_jobs())
         if clear:
             await clear_outcomes(c, entries)
         return applied

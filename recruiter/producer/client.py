@@ -34,6 +34,7 @@ from recruiter.domain.job import JobRefused
 from recruiter.domain.resubmit import Resubmitted
 from recruiter.domain.workable import Workable
 from recruiter.producer import handles
+from recruiter.producer.after import insert_batch, insert_batch_async, insert_job, insert_job_async
 from recruiter.producer.building import (
     all_or_nothing,
     as_job_id,
@@ -49,7 +50,7 @@ from recruiter.producer.handles import AsyncJobHandle, JobHandle, JobNotFound
 from recruiter.producer.schedules import Options, ScheduleView, schedule, schedule_async
 from recruiter.producer.shared_stream import AsyncWaitHub, Streams, WaitHub
 from recruiter.producer.unique import enqueue_unique, enqueue_unique_async
-from recruiter.store.batches import BatchRefused, insert_batch, insert_batch_async
+from recruiter.store.batches import BatchRefused
 from recruiter.store.cancel import cancel_job, cancel_job_async
 from recruiter.store.clock import ServerClock
 from recruiter.store.connection import (
@@ -77,7 +78,6 @@ from recruiter.store.layout import (
 )
 from recruiter.store.names import async_database, prefix_of, sync_database
 from recruiter.store.resubmit import NoSuchJob, resubmit_job, resubmit_job_async
-from recruiter.store.scheduled import insert_job, insert_job_async
 from recruiter.store.unique import insert_unordered, insert_unordered_async
 
 
@@ -169,7 +169,7 @@ class Recruiter:
             no_unique_in_session([(doc, spec)])
         if spec is not None:
             return enqueue_unique(self, doc, spec, lambda d: _handle(self, d))
-        insert_job(self.collections.scheduled, doc, session)
+        insert_job(self.collections, doc, session)
         return _handle(self, doc)
 
     def enqueue_many(self, items: Iterable[JobBuilder[Any] | Workable], *,
@@ -188,7 +188,7 @@ class Recruiter:
         if session is not None:
             no_unique_in_session(built)
         if all(spec is None for _, spec in built):
-            all_or_nothing(lambda: insert_batch(self.collections.scheduled, [d for d, _ in built], session))
+            all_or_nothing(lambda: insert_batch(self.collections, [d for d, _ in built], session))
             return [_handle(self, d) for d, _ in built]
         # Unique items: one unordered insert, then the refused and the reserving ones one by one.
         docs, later = one_write(built)
@@ -318,7 +318,7 @@ class AsyncRecruiter:
             no_unique_in_session([(doc, spec)])
         if spec is not None:
             return await enqueue_unique_async(self, doc, spec, lambda d: _async_handle(self, d))
-        await insert_job_async(self.collections.scheduled, doc, session)
+        await insert_job_async(self.collections, doc, session)
         return _async_handle(self, doc)
 
     async def enqueue_many(self, items: Iterable[JobBuilder[Any] | Workable], *,
@@ -333,7 +333,7 @@ class AsyncRecruiter:
             no_unique_in_session(built)
         if all(spec is None for _, spec in built):
             try:
-                await insert_batch_async(self.collections.scheduled, [d for d, _ in built], session)
+                await insert_batch_async(self.collections, [d for d, _ in built], session)
             except BatchRefused as exc:
                 raise JobRefused(str(exc)) from None
             return [_async_handle(self, d) for d, _ in built]

@@ -38,6 +38,11 @@ INDEXES: dict[str, list[IndexModel]] = {
         # conflict read (find by unique.key) uses it too. Partial: jobs without a key are not in it.
         IndexModel([("unique.key", ASCENDING)], name="unique_key", unique=True,
                    partialFilterExpression={"unique.key": {"$type": "string"}}),
+        # Jobs waiting for other jobs (domain/dependencies.py), only while held: the leader's
+        # sweep walks them by _id, and whoever archives a job finds its dependents by `pending`.
+        IndexModel([("after.held", ASCENDING), ("_id", ASCENDING)], name="waiting_for",
+                   partialFilterExpression={"after.held": True}),
+        IndexModel([("after.pending", ASCENDING)], name="dependents", partialFilterExpression={"after.held": True}),
     ],
     ARCHIVED: [
         # Retention: the cleaner deletes by archived_at range.

@@ -26,7 +26,7 @@ def resubmit_job(c: SyncCollections, job_id: ObjectId, at: datetime | None, now:
     """Resubmit one job (sync client); :class:`~recruiter.domain.resubmit.ResubmitRefused` for an
     archived one, :class:`NoSuchJob` for an unknown one."""
     for _ in range(ATTEMPTS):
-        job = c.scheduled.find_one({"_id": job_id}, {"locked": 1, "lock_token": 1})
+        job = c.scheduled.find_one({"_id": job_id}, {"locked": 1, "lock_token": 1, "after.held": 1})
         if job is None:
             archived = c.archived.find_one({"_id": job_id}, {"why": 1})
             if archived is None:
@@ -41,7 +41,7 @@ def resubmit_job(c: SyncCollections, job_id: ObjectId, at: datetime | None, now:
 async def resubmit_job_async(c: Collections, job_id: ObjectId, at: datetime | None, now: datetime) -> Resubmitted:
     """:func:`resubmit_job` with the asyncio client."""
     for _ in range(ATTEMPTS):
-        job = await c.scheduled.find_one({"_id": job_id}, {"locked": 1, "lock_token": 1})
+        job = await c.scheduled.find_one({"_id": job_id}, {"locked": 1, "lock_token": 1, "after.held": 1})
         if job is None:
             archived = await c.archived.find_one({"_id": job_id}, {"why": 1})
             if archived is None:

@@ -21,6 +21,7 @@ from markupsafe import Markup, escape
 from recruiter.admin import OverviewQuery
 from recruiter.admin.overview import DEFAULT_PAGE_SIZE
 from recruiter.domain.cancel import halt_line
+from recruiter.domain.dependencies import held_state
 from recruiter.domain.following import JobView
 from recruiter.domain.jsonable import plain as plain  # re-exported: the views speak of it
 from recruiter.domain.patterns import message_pattern
@@ -66,6 +67,8 @@ def state_of(view: JobView) -> str:
     """As ``jobs list`` says it: a job workers gave back unrun names them and why."""
     if view.state == "archived":
         return f"archived: {view.why}"
+    if view.waiting_for is not None:  # .after(...): held until they end
+        return held_state(view.waiting_for)
     return f"{view.state} ({view.refused.short()})" if view.refused is not None and view.refused.current \
         else view.state
 

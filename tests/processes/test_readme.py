@@ -46,7 +46,9 @@ def test_readme_names_its_example_files() -> None:
                                    "app_logging.py", "reminders.py", "remind.py",
                                    # docs/guide/fastapi.md and django.md: tests/integration/test_framework_guides.py
                                    "fastapi_app.py", "settings.py", "recruiting.py", "views.py", "urls.py",
-                                   "worker_setup.py"}
+                                   "worker_setup.py",
+                                   # docs/guide/workflows.md
+                                   "pipeline_jobs.py", "pipeline.py"}
 
 
 def test_every_python_block_of_the_guides_is_run() -> None:
@@ -99,6 +101,7 @@ def test_readme_examples_run_as_written(processes: Processes, db: Any, db_uri: s
         follow_jobs(tmp_path, env, db)
         unique_jobs(tmp_path, env, db)
         periodic_jobs(tmp_path, env, db)
+        workflows(tmp_path, env, db)
         # placement.py needs the worker it names, and a cleaner for its deadline.
         for name, command in [("billing-1", ["worker", "start", "--group", "billing", "--id", "billing-1",
                                              *FAST_WORKER]),
@@ -168,6 +171,18 @@ def dropped_result(tmp_path: Path, env: dict[str, str], db: Any) -> None:
         "2077804 done"]
     big = db.archived.find_one({"workable.parameters.rows": 100_000})
     assert (big["why"], big["result_dropped"]["size_bytes"]) == ("done", 2077804)
+
+
+def workflows(tmp_path: Path, env: dict[str, str], db: Any) -> None:
+    """docs/guide/workflows.md's pipeline.py: a chain, a fan-in reading its parts' results, a cancelled dependency."""
+    result = subprocess.run([sys.executable, "pipeline.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["{'month': 'c', 'rows': 3}", "14", "waiting-for-jobs", "upstream-failed"]
+    chained = sorted(db.archived.find({"workable.parameters.month": {"$in": ["a", "b", "c"]}}),
+                     key=lambda d: d["last_execution"]["started_at"])
+    assert [d["workable"]["parameters"]["month"] for d in chained] == ["a", "b", "c"]
+    assert chained[0]["last_execution"]["ended_at"] <= chained[1]["last_execution"]["started_at"]
 
 
 def periodic_jobs(tmp_path: Path, env: dict[str, str], db: Any) -> None:

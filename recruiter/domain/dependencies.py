@@ -1,0 +1,236 @@
+"""Jobs that wait for other jobs: the stored form and every decision about it (pure, no I/O).
+
+A job enqueued with ``.after(a, b)`` is stored *held*: its ``scheduled_at`` is
+:data:`HELD_UNTIL` (far in the future) and its own due time is kept in
+``after.due_at``. The ``after`` field says what it waits for, readable in ``mongosh``::
+
+    after: {ids: [a, b],             # every job it waits for (kept for history)
+            pending: [b],            # those not seen archived yet
+            failed: [{id: a, why: "tried-too-many-times"}],   # those archived other than done
+            if_failed: "cancel",     # or "run"
+            due_at: ISODate(...),    # when it runs once released
+            held: true}              # while held (the only documents in the `waiting_for` index)
+
+Skew rule: a 0.1.1 leader knows nothing of ``after``; it hands out only jobs with
+``scheduled_at`` up to now, so a held job is never handed out by it, and its
+sweep of unreachable jobs accepts a date up to 9999-12-31, so it never quarantines one.
+
+Release: whoever archives a job pulls its id from the ``pending`` of its dependents
+(one conditional write per dependent, recording a failure with it); the write that
+empties ``pending`` is followed by :func:`decide`: release (``scheduled_at`` becomes
+``due_at``, conditional on the job still held: exactly once) or archive the dependent
+(``why: "upstream-failed"``, naming the dependency), which in turn resolves its own
+dependents. A periodic sweep in the leader does the same for held jobs whose dependencies
+are archived (or gone: pruned from ``archived``), so a crash between an archive and its
+release leaves nothing waiting for ever.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from bson import ObjectId
+
+HELD_UNTIL = datetime(9999, 1, 1, tzinfo=UTC)
+DONE = "done"
+UPSTREAM_FAILED = "upstream-failed"
+# The why recorded for a dependency found neither in ``scheduled`` nor in ``archived``
+# (its archived copy was pruned, or deleted by hand): not done.
+GONE = "gone"
+IF_FAILED = ("cancel", "run")
+# Most jobs one job may wait for (its ``after.ids`` is read whole when it is decided).
+MAX_DEPENDENCIES = 10_000
+
+
+class DependencyRefused(ValueError):
+    """A dependency that cannot be stored; one line, nothing written."""
+
+
+@dataclass(frozen=True)
+class After:
+    """What a job waits for, as checked (from the builder or from a stored document)."""
+
+    ids: tuple[ObjectId, ...]
+    pending: tuple[ObjectId, ...]
+    failed: tuple[tuple[ObjectId, str], ...]
+    if_failed: str
+    due_at: datetime
+
+
+@dataclass(frozen=True)
+class Release:
+    due_at: datetime
+
+
+@dataclass(frozen=True)
+class Archive:
+    why: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Wait:
+    pending: tuple[ObjectId, ...]
+
+
+Decision = Release | Archive | Wait
+
+
+def is_held(job: Mapping[str, Any]) -> bool:
+    """Whether a ``scheduled`` document waits for other jobs."""
+    after = job.get("after")
+    return isinstance(after, Mapping) and after.get("held") is True
+
+
+def waited_for(job: Mapping[str, Any]) -> tuple[str, ...]:
+    """The ids (as strings) of the jobs ``job`` waited for, for its context; () when it waited for none."""
+    after = job.get("after")
+    ids = after.get("ids") if isinstance(after, Mapping) else None
+    return tuple(str(i) for i in ids if isinstance(i, ObjectId)) if isinstance(ids, list) else ()
+
+
+def checked_ids(items: Iterable[object]) -> tuple[ObjectId, ...]:
+    """Job ids from handles, ObjectIds or their 24 hex digits, without repeats (in order)."""
+    out: list[ObjectId] = []
+    for item in items:
+        if isinstance(item, ObjectId):
+            job_id = ObjectId(item.binary)  # a JobHandle is an ObjectId
+        elif isinstance(item, str) and ObjectId.is_valid(item):
+            job_id = ObjectId(item)
+        else:
+            raise DependencyRefused(f"after needs job handles or ids, got {item!r:.60}")
+        if job_id not in out:
+            out.append(job_id)
+    if not out:
+        raise DependencyRefused("after needs at least one job to wait for")
+    if len(out) > MAX_DEPENDENCIES:
+        raise DependencyRefused(f"a job may wait for at most {MAX_DEPENDENCIES} jobs, got {len(out)}")
+    return tuple(out)
+
+
+def checked_if_failed(value: object) -> str:
+    if value not in IF_FAILED:
+        raise DependencyRefused(f"if_failed must be one of {', '.join(IF_FAILED)}, got {value!r:.40}")
+    return str(value)
+
+
+def held_fields(ids: Sequence[ObjectId], if_failed: str, due_at: datetime) -> dict[str, Any]:
+    """The fields a job waiting for ``ids`` is stored with (``scheduled_at`` and ``after``)."""
+    return {"scheduled_at": HELD_UNTIL,
+            "after": {"ids": list(ids), "pending": list(ids), "failed": [], "if_failed": if_failed,
+                      "due_at": due_at, "held": True}}
+
+
+def missing_problem(job_id: object, missing: Sequence[ObjectId]) -> str | None:
+    """The one-line refusal of a job that waits for ids of no job, or None."""
+    if not missing:
+        return None
+    names = ", ".join(str(m) for m in missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+    return f"job {job_id} waits for {names}: no such job (neither queued nor archived)"
+
+
+def cycle_problem(docs: Sequence[Mapping[str, Any]]) -> str | None:
+    """Jobs of one batch that wait for each other in a cycle (their ids are in the batch): one line,
+    or None. Kahn's order: what is left once every job whose batch dependencies are placed is placed."""
+    waits: dict[object, set[object]] = {d["_id"]: set((d.get("after") or {}).get("ids", [])) for d in docs}
+    waits = {k: {i for i in v if i in waits} for k, v in waits.items()}
+    feeds: dict[object, list[object]] = {}
+    for k, v in waits.items():
+        for i in v:
+            feeds.setdefault(i, []).append(k)
+    ready = [k for k, v in waits.items() if not v]
+    placed = 0
+    while ready:
+        node = ready.pop()
+        placed += 1
+        for k in feeds.get(node, []):
+            waits[k].discard(node)
+            if not waits[k]:
+                ready.append(k)
+    if placed == len(waits):
+        return None
+    stuck = next(k for k, v in waits.items() if v)
+    return f"jobs of this batch wait for each other in a cycle (job {stuck} among them)"
+
+
+def parse_after(raw: object) -> After | str:
+    """A stored ``after`` field, checked (it is untrusted input), or the reason it is malformed."""
+    if not isinstance(raw, Mapping):
+        return "after: not a document"
+    ids, pending, failed = raw.get("ids"), raw.get("pending"), raw.get("failed", [])
+    if not (isinstance(ids, list) and 0 < len(ids) <= MAX_DEPENDENCIES and all(isinstance(i, ObjectId) for i in ids)):
+        return f"after.ids: not a list of 1 to {MAX_DEPENDENCIES} job ids"
+    if not (isinstance(pending, list) and all(isinstance(i, ObjectId) for i in pending)):
+        return "after.pending: not a list of job ids"
+    if not (isinstance(failed, list) and all(isinstance(f, Mapping) and isinstance(f.get("id"), ObjectId)
+                                             and isinstance(f.get("why"), str) for f in failed)):
+        return "after.failed: not a list of {id, why}"
+    if raw.get("if_failed") not in IF_FAILED:
+        return f"after.if_failed: not one of {', '.join(IF_FAILED)}"
+    due_at = raw.get("due_at")
+    if not isinstance(due_at, datetime):
+        return "after.due_at: not a date"
+    return After(tuple(ids), tuple(pending), tuple((f["id"], f["why"]) for f in failed),
+                 str(raw["if_failed"]), due_at if due_at.tzinfo else due_at.replace(tzinfo=UTC))
+
+
+def decide(after: After) -> Decision:
+    """What becomes of a held job: wait, release, or archive it because a dependency failed."""
+    if after.pending:
+        return Wait(after.pending)
+    if after.failed and after.if_failed == "cancel":
+        job_id, why = after.failed[0]
+        more = f" (and {len(after.failed) - 1} more)" if len(after.failed) > 1 else ""
+        return Archive(UPSTREAM_FAILED, f"job {job_id} it waited for ended {why}{more}")
+    return Release(after.due_at)
+
+
+def failures(ended: Mapping[ObjectId, object]) -> list[dict[str, object]]:
+    """The ``after.failed`` entries of dependencies archived with these whys (others than done)."""
+    return [{"id": i, "why": why if isinstance(why, str) else "?"} for i, why in ended.items() if why != DONE]
+
+
+def waiting_line(raw: object) -> str | None:
+    """What a held job waits for, in one line (``jobs explain``, views), or None if it is not held."""
+    after = parse_after(raw)
+    if isinstance(after, str):
+        return f"waits for other jobs, but its {after}" if isinstance(raw, Mapping) and raw.get("held") else None
+    if not (isinstance(raw, Mapping) and raw.get("held")):
+        return None
+    if not after.pending:
+        return "its dependencies have all ended; the leader releases it at its next look"
+    shown = ", ".join(str(i) for i in after.pending[:5]) + (" …" if len(after.pending) > 5 else "")
+    return f"waiting for {len(after.pending)} job{'s' if len(after.pending) != 1 else ''}: {shown}"
+
+
+def settle(docs: Sequence[dict[str, Any]], known: set[object], ended: Mapping[object, object]) -> str | None:
+    """Check the ``after`` of jobs about to be enqueued together, and count at once what has ended.
+
+    ``known``: the ids of ``after`` found queued or archived; ``ended``: of those, the archived
+    ones (id -> why). A dependency on an id of no job (neither known nor in the batch) or a cycle
+    within the batch refuses the whole batch (the one-line problem is returned). A job whose
+    dependencies have all ended already is stored released (or, if one failed and it is to
+    be cancelled, held with nothing pending: the leader archives it at its next look)."""
+    own = {d["_id"] for d in docs}
+    for d in docs:
+        after = d.get("after")
+        if not isinstance(after, dict):
+            continue
+        problem = missing_problem(d["_id"], [i for i in after["ids"] if i not in known and i not in own])
+        if problem:
+            return problem
+        after["pending"] = [i for i in after["ids"] if i not in ended]
+        after["failed"] = failures({i: ended[i] for i in after["ids"] if i in ended})
+        if not after["pending"] and (not after["failed"] or after["if_failed"] == "run"):
+            d["scheduled_at"], after["released_at"] = after["due_at"], d["created_at"]
+            del after["held"]
+    return cycle_problem(docs)
+
+
+def held_state(pending: Sequence[object]) -> str:
+    """A held job's state as the lists say it (``jobs list``, the dashboard): ``waiting for 2 jobs``."""
+    n = len(pending)
+    return f"waiting for {n} job{'' if n == 1 else 's'}" if n else "waiting: released at the leader's next look"

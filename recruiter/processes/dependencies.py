@@ -1,0 +1,99 @@
+"""The leader's part in jobs that wait for other jobs (:mod:`recruiter.domain.dependencies`).
+
+Two ways a held job is released, so none waits for ever:
+
+- **At once:** the round that archives jobs (:mod:`recruiter.processes.applying`) pulls them
+  from their dependents in the same fenced transaction (:func:`after_archive`).
+- **The sweep** (:class:`DependencySweep`): every ``interval_s``, the leader reads up to
+  ``limit`` held jobs (the ``waiting_for`` index, by ``_id`` from where the last look ended),
+  reads which of the jobs they wait for have ended (archived, or gone), and resolves them in
+  a fenced transaction. It catches what another process archived (a cancel, the cleaner, an
+  operator's delete, a 0.1.1 leader), what a crash left between an archive and its release,
+  a dependency pruned from ``archived``, and a job enqueued just as its dependency ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from datetime import datetime
+
+import structlog
+
+from recruiter.processes.leadership import Leadership, LostLease
+from recruiter.store.connection import StoreError, first_line
+from recruiter.store.dependencies import read_ended, read_held, release_dependents, resolve
+from recruiter.store.layout import Collections, Document
+
+log = structlog.get_logger("recruiter.dependencies")
+
+SWEEP_INTERVAL_S = 2.0
+SWEEP_LIMIT = 200
+
+
+async def after_archive(c: Collections, archived: list[Document], now: datetime) -> None:
+    """Release the dependents of the jobs a round archived (in the round's transaction)."""
+    ended = {d["_id"]: d.get("why") for d in archived}
+    if ended:
+        for d in await release_dependents(c, ended, now):
+            log.info("job.archived", job_id=str(d["_id"]), why=d["why"], by="dependencies")
+
+
+class DependencySweep:
+    """The leader's periodic look at held jobs (see the module)."""
+
+    def __init__(self, interval_s: float = SWEEP_INTERVAL_S, limit: int = SWEEP_LIMIT) -> None:
+        self.interval_s, self.limit = interval_s, limit
+        self.due = 0.0
+        self.cursor: object = None  # the last _id looked at; None: from the start
+        # Whether any job may be held: False once a look from the start found none, so that the
+        # rounds skip looking for dependents (one read each) until a look finds one again.
+        self.any_held = True
+
+    async def maybe(self, leadership: Leadership, c: Collections, now: datetime) -> int:
+        """Look if due; how many held jobs were resolved. A store error is logged, not raised."""
+        loop = asyncio.get_running_loop()
+        if loop.time() < self.due:
+            return 0
+        self.due = loop.time() + self.interval_s
+        try:
+            return await self.look(leadership, c, now)
+        except LostLease:
+            raise
+        except StoreError as exc:
+            log.warning("dependencies.sweep_failed", error=first_line(exc))
+        except Exception as exc:  # noqa: BLE001 - a held job's data must not stop the rounds
+            log.warning("dependencies.sweep_failed", error=f"{type(exc).__name__}: {str(exc)[:200]}")
+        return 0
+
+    async def look(self, leadership: Leadership, c: Collections, now: datetime) -> int:
+        started_from = self.cursor
+        held = await read_held(c, self.cursor, self.limit)
+        self.cursor = held[-1]["_id"] if len(held) >= self.limit else None
+        if held or started_from is None:
+            self.any_held = bool(held)
+        pending = {i for d in held for i in _pending(d)}
+        ended = await read_ended(c, list(pending)) if pending else {}
+        ready = [d for d in held if not _pending(d) or any(i in ended for i in _pending(d))]
+        if not ready:
+            return 0
+        async with leadership.fenced() as inside:
+            await _resolve_all(inside, ready, ended, now)
+        return len(ready)
+
+
+def _pending(doc: Document) -> list[object]:
+    after = doc.get("after")
+    pending = after.get("pending") if isinstance(after, dict) else None
+    return list(pending) if isinstance(pending, list) else []
+
+
+async def _resolve_all(c: Collections, ready: list[Document], ended: Mapping[object, object], now: datetime) -> None:
+    mine = {i: ended[i] for d in ready for i in _pending(d) if i in ended}
+    if mine:
+        await release_dependents(c, mine, now)
+    for d in ready:
+        if not _pending(d):  # waits for nothing (or malformed): decide it as it is
+            whole = await c.scheduled.find_one({"_id": d["_id"], "after.held": True})
+            if whole is not None and (done := await resolve(c, whole, now)) is not None:
+                await release_dependents(c, {done["_id"]: done["why"]}, now)

@@ -1,0 +1,139 @@
+"""The reads and conditional writes of jobs that wait for other jobs (:mod:`recruiter.domain.dependencies`).
+
+Invariant: every write is conditional on the dependent still held (``after.held: true``),
+so releasing or archiving one happens once whoever tries it, however often; a dependent
+is archived (an ``$setOnInsert`` upsert) before it is deleted from ``scheduled``. The
+leader's writes take the collections of its fenced transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from bson import ObjectId
+from pymongo import ReturnDocument
+
+from recruiter.domain.dependencies import GONE, Archive, Release, Wait, decide, failures, parse_after
+from recruiter.domain.outcome import MALFORMED, archived_document
+from recruiter.store.layout import Collections, Document, SyncCollections
+
+HELD: Document = {"after.held": True}
+# Most dependents one call resolves, cascades included; the sweep takes up the rest.
+MAX_RESOLVED = 1_000
+
+
+def _arch(job: Document, why: str, reason: str, now: datetime) -> Document:
+    doc = archived_document(job, {"decision": {"archive": why, "reason": reason}, "executed": False}, now)
+    doc["attempts"] = job.get("attempts", 0)
+    after = job.get("after")
+    if isinstance(after, dict):  # archived while held: its own due time, and no longer held
+        doc["after"] = {k: v for k, v in after.items() if k != "held"}
+        if isinstance(after.get("due_at"), datetime):
+            doc["scheduled_at"] = after["due_at"]
+    return doc
+
+
+async def release_dependents(c: Collections, ended: Mapping[object, object], now: datetime) -> list[Document]:
+    """Jobs ``ended`` (id -> why) were archived: pull them from their dependents' ``pending``
+    and resolve each dependent that waits for nothing more (cascading to the dependents of
+    those archived in turn). Returns the dependents archived (id, why)."""
+    archived_now: list[Document] = []
+    todo = {k: v for k, v in ended.items() if isinstance(k, ObjectId)}
+    while todo and len(archived_now) < MAX_RESOLVED:
+        found = [d async for d in c.scheduled.find({"after.pending": {"$in": list(todo)}, **HELD},
+                                                   {"after.pending": 1}).limit(MAX_RESOLVED)]
+        nxt: dict[object, object] = {}
+        for dep in found:
+            pending = (dep.get("after") or {}).get("pending")
+            pulled = [i for i in pending if i in todo] if isinstance(pending, list) else list(todo)
+            after = await c.scheduled.find_one_and_update(
+                {"_id": dep["_id"], **HELD},
+                {"$pullAll": {"after.pending": pulled},
+                 "$addToSet": {"after.failed": {"$each": failures({i: todo[i] for i in pulled})}}},
+                return_document=ReturnDocument.AFTER)
+            if after is not None and (done := await resolve(c, after, now)) is not None:
+                archived_now.append(done)
+                nxt[done["_id"]] = done["why"]
+        todo = {k: v for k, v in nxt.items() if isinstance(k, ObjectId)}
+    return archived_now
+
+
+async def resolve(c: Collections, job: Document, now: datetime) -> Document | None:
+    """Release ``job`` (held, as read) or archive it, if it waits for nothing more; the archived
+    copy (id, why) when it was archived, else None. Conditional: a job no longer held is left."""
+    after = parse_after(job.get("after"))
+    if isinstance(after, str):
+        return await _archive(c, job, MALFORMED, after, now)
+    decision = decide(after)
+    if isinstance(decision, Wait):
+        return None
+    if isinstance(decision, Release):
+        await c.scheduled.update_one(
+            {"_id": job["_id"], **HELD, "after.pending": {"$size": 0}, "locked": False},
+            {"$set": {"scheduled_at": decision.due_at, "after.released_at": now}, "$unset": {"after.held": ""}})
+        return None
+    assert isinstance(decision, Archive)
+    return await _archive(c, job, decision.why, decision.reason, now)
+
+
+async def _archive(c: Collections, job: Document, why: str, reason: str, now: datetime) -> Document | None:
+    whole = await c.scheduled.find_one({"_id": job["_id"], **HELD, "locked": False})
+    if whole is None:
+        return None
+    doc = _arch(whole, why, reason, now)
+    await c.archived.update_one({"_id": whole["_id"]}, {"$setOnInsert": doc}, upsert=True)
+    if (await c.scheduled.delete_one({"_id": whole["_id"], **HELD, "locked": False})).deleted_count != 1:
+        return None
+    return {"_id": whole["_id"], "why": why}
+
+
+async def read_held(c: Collections, after_id: object, limit: int) -> list[Document]:
+    """Up to ``limit`` held jobs by ``_id`` past ``after_id`` (None: from the start); the
+    ``waiting_for`` index serves it (only held jobs are in it)."""
+    where: Document = dict(HELD)
+    if after_id is not None:
+        where["_id"] = {"$gt": after_id}
+    return [d async for d in c.scheduled.find(where, {"after": 1, "locked": 1}).sort("_id", 1).limit(limit)]
+
+
+async def read_ended(c: Collections, ids: Sequence[object]) -> dict[object, object]:
+    """Of ``ids``, those that ended: id -> why (:data:`GONE` for one neither queued nor archived).
+    ``scheduled`` is read first: a job moves there to ``archived`` (archived copy first), so one
+    not found in ``scheduled`` and then not in ``archived`` was pruned or deleted."""
+    queued = {d["_id"] async for d in c.scheduled.find({"_id": {"$in": list(ids)}}, {"_id": 1})}
+    rest = [i for i in ids if i not in queued]
+    whys = {d["_id"]: d.get("why") async for d in c.archived.find({"_id": {"$in": rest}}, {"why": 1})}
+    return {i: whys.get(i, GONE) for i in rest}
+
+
+def existing_ids(c: SyncCollections, ids: Sequence[ObjectId], session: object = None) -> set[object]:
+    """Of ``ids``, those of a job queued or archived (the producer's check of ``after``)."""
+    kw = {"session": session} if session is not None else {}
+    found = {d["_id"] for d in c.scheduled.find({"_id": {"$in": list(ids)}}, {"_id": 1}, **kw)}
+    rest = [i for i in ids if i not in found]
+    if rest:
+        found |= {d["_id"] for d in c.archived.find({"_id": {"$in": rest}}, {"_id": 1}, **kw)}
+    return found
+
+
+async def existing_ids_async(c: Collections, ids: Sequence[ObjectId], session: object = None) -> set[object]:
+    """:func:`existing_ids` for the asyncio client."""
+    kw = {"session": session} if session is not None else {}
+    found = {d["_id"] async for d in c.scheduled.find({"_id": {"$in": list(ids)}}, {"_id": 1}, **kw)}
+    rest = [i for i in ids if i not in found]
+    if rest:
+        found |= {d["_id"] async for d in c.archived.find({"_id": {"$in": rest}}, {"_id": 1}, **kw)}
+    return found
+
+
+def archived_whys(c: SyncCollections, ids: Sequence[object], session: object = None) -> dict[object, object]:
+    """Of ``ids``, those archived: id -> why."""
+    kw = {"session": session} if session is not None else {}
+    return {d["_id"]: d.get("why") for d in c.archived.find({"_id": {"$in": list(ids)}}, {"why": 1}, **kw)}
+
+
+async def archived_whys_async(c: Collections, ids: Sequence[object], session: object = None) -> dict[object, object]:
+    """:func:`archived_whys` for the asyncio client."""
+    kw = {"session": session} if session is not None else {}
+    return {d["_id"]: d.get("why") async for d in c.archived.find({"_id": {"$in": list(ids)}}, {"why": 1}, **kw)}
