@@ -75,6 +75,20 @@ def _structlog_as_it_was() -> Iterator[None]:
     structlog.configure(**config)
 
 
+LONG_TESTS_ENVVAR = "RECRUITER_LONG_TESTS"
+
+
+def long_or_short(envvar: str, short: float, long: float) -> float:
+    """A size of a long process test (seconds, jobs, waves): ``$envvar`` when it is set, else
+    ``long`` with ``RECRUITER_LONG_TESTS=1`` (the long tier, run before a release), else
+    ``short`` (what CI and ``bin/test`` run). Both check the same assertions; the long one
+    checks them over more kills, jobs or seconds (docs/development.md, "Test tiers")."""
+    given = os.environ.get(envvar)
+    if given:
+        return float(given)
+    return long if os.environ.get(LONG_TESTS_ENVVAR, "") not in ("", "0") else short
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--chaos-seconds", type=float, default=None,
                      help="How long tests/chaos kills processes (default: $RECRUITER_CHAOS_SECONDS or 40).")

@@ -24,11 +24,12 @@ from typing import Any
 from bson import ObjectId
 
 from recruiter import Recruiter
-from tests.conftest import wait_for
+from tests.conftest import long_or_short, wait_for
 from tests.processes.conftest import Proc, Processes
 from tests.workables import Record
 
-RUN_S = 60.0
+# Every slot of RUN_S seconds is checked: 30 s in CI, 60 s in the long tier (RECRUITER_LONG_TESTS=1).
+RUN_S = long_or_short("RECRUITER_SCHEDULE_SECONDS", 30.0, 60.0)
 TICK = timedelta(seconds=1)
 
 
