@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 from datetime import datetime
 from typing import Any
 
 from recruiter import Recruiter
 from recruiter.domain.pacing import PACED_AHEAD_S, PACED_START_S
 from recruiter.domain.stored_limits import read_limits
-from tests.conftest import REPO, wait_for
+from tests.conftest import cli_in_process, wait_for
 from tests.processes.conftest import Processes
 from tests.workables import Record
 
@@ -24,8 +23,9 @@ ON_TIME_S = 0.05  # how much later than PACED_START_S + PACED_AHEAD_S after its 
 
 
 def cli(db_uri: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "recruiter.cli", *args, "--target", db_uri],
-                          capture_output=True, text=True, cwd=REPO, timeout=60)
+    """``recruiter ARGS --target DB_URI``, in this process: the limits commands only read and write
+    the database and print (a Python start-up for each was most of the refusals' tests)."""
+    return cli_in_process(*args, "--target", db_uri)
 
 
 def most_in_a_window(times: list[datetime], window_s: float) -> int:
