@@ -172,7 +172,7 @@ def test_the_designs_run_beside_an_earlier_checkouts_code(server_uri: str, tmp_p
     """--designs-baseline-code runs the first design first with another checkout's code, in the same run."""
     result = _bench(server_uri, "--designs", "recruiter", "--workers", "1", "--backlogs", "none",
                     "--capacity-layout", "none", "--no-peers", "--no-plot", "--output", str(tmp_path),
-                    "--designs-baseline-code", str(REPO), "--window", "0.5", "--warm-up", "0", "--latency-samples", "1")
+                    "--designs-baseline-code", str(REPO))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     doc = json.loads((tmp_path / "latest.json").read_text())
     assert list(doc["results"]) == ["baseline", "recruiter"]
