@@ -15,6 +15,7 @@ from recruiter.domain.pacing import PACED_AHEAD_S, PACED_START_S
 from recruiter.domain.stored_limits import read_limits
 from tests.conftest import cli_in_process, wait_for
 from tests.processes.conftest import Processes
+from tests.processes.test_cli_errors import run_cli
 from tests.workables import Record
 
 RATE, BURST, CAP = 5, 1, 3
@@ -112,7 +113,10 @@ def test_limits_hold_beside_an_unlimited_group_and_across_a_failover(
     # started (the pay group needs at least (60 - 2) / 5 s = 11.6 s by its rate alone).
     assert max(bulk_ends) < max(pay_starts)
 
-    listed = cli(db_uri, "limits", "list", "--json")
+    # As a process of its own, as before: run at once in this process, the list can still count
+    # one pay job running just after the last was archived (seen once in three runs); that the
+    # count settles so soon is not what this test is about (reported, not loosened here).
+    listed = run_cli("limits", "list", "--json", "--target", db_uri)
     assert listed.returncode == 0, listed.stderr
     assert '"max_running": 3' in listed.stdout
     assert '"running": 0' in listed.stdout
