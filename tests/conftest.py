@@ -18,8 +18,10 @@ import asyncio
 import contextlib
 import os
 import shutil
+import subprocess
 import tempfile
 import time
+import traceback
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -73,6 +75,43 @@ def _structlog_as_it_was() -> Iterator[None]:
     config = structlog.get_config()
     yield
     structlog.configure(**config)
+
+
+LONG_TESTS_ENVVAR = "RECRUITER_LONG_TESTS"
+
+
+def long_or_short(envvar: str, short: float, long: float) -> float:
+    """A size of a long process test (seconds, jobs, waves): ``$envvar`` when it is set, else
+    ``long`` with ``RECRUITER_LONG_TESTS=1`` (the long tier, run before a release), else
+    ``short`` (what CI and ``bin/test`` run). Both check the same assertions; the long one
+    checks them over more kills, jobs or seconds (docs/development.md, "Test tiers")."""
+    given = os.environ.get(envvar)
+    if given:
+        return float(given)
+    return long if os.environ.get(LONG_TESTS_ENVVAR, "") not in ("", "0") else short
+
+
+def cli_in_process(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``recruiter ARGS`` run in this process with click's ``CliRunner``, as ``run_cli``
+    (tests/processes/test_cli_errors.py) runs it as ``python -m recruiter.cli``: the same
+    ``returncode``, ``stdout`` and ``stderr``, without a Python start-up per command.
+
+    For commands that only read or write the database and print: a test about processes,
+    signals, the real entry point or its environment runs the subprocess. As in a
+    subprocess, ``RECRUITER_MONGODB_URI`` and ``MONGODB_URI`` are unset unless ``env``
+    gives them, and an unexpected exception is a traceback on stderr with status 1 (so a
+    test that no traceback is printed still fails on one)."""
+    from click.testing import CliRunner  # here: only the tests that run commands import the CLI
+
+    from recruiter.cli.main import main
+
+    unset: dict[str, str | None] = {"RECRUITER_MONGODB_URI": None, "MONGODB_URI": None}
+    result = CliRunner().invoke(main, list(args), env={**unset, **(env or {})}, prog_name="recruiter")
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "Traceback (most recent call last):\n" + "".join(
+            traceback.format_exception(result.exception)[1:])
+    return subprocess.CompletedProcess(["recruiter", *args], result.exit_code, result.stdout, stderr)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

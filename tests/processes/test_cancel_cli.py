@@ -1,4 +1,7 @@
-"""``recruiter jobs cancel`` against real recruiter and worker processes."""
+"""``recruiter jobs cancel`` against real recruiter and worker processes.
+
+The command runs in this process (``cli_in_process``; it only writes the database and prints);
+a bad job id goes through the real entry point."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ from typing import Any
 from bson import ObjectId
 
 from recruiter import Recruiter
-from tests.conftest import wait_for
+from tests.conftest import cli_in_process, wait_for
 from tests.processes.conftest import Processes
 from tests.processes.test_cli_errors import assert_one_line_error, run_cli
 from tests.workables import NeverReturns, Record, WaitForRelease, release
@@ -31,7 +34,7 @@ def test_cancel_stops_a_running_job_and_its_worker_goes_on(processes: Processes,
     worker = processes.worker("--group", "generic")
     start = wait_for(lambda: db.ledger.find_one({"job": str(stuck), "event": "start"}), message="the job to start")
 
-    out = run_cli("jobs", "cancel", str(stuck), str(queued), "--reason", "operator", "--target", db_uri)
+    out = cli_in_process("jobs", "cancel", str(stuck), str(queued), "--reason", "operator", "--target", db_uri)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith(f"{stuck}: cancelled; worker ")
@@ -52,11 +55,11 @@ def test_cancel_stops_a_running_job_and_its_worker_goes_on(processes: Processes,
     assert "job.halted" in worker.log()
     assert db.ledger.count_documents({"job": str(queued)}) == 0
 
-    again = run_cli("jobs", "cancel", str(stuck), "--target", db_uri)
+    again = cli_in_process("jobs", "cancel", str(stuck), "--target", db_uri)
     assert again.returncode == 1
     assert again.stdout.strip() == f"{stuck}: not cancelled, already archived (cancelled)"
     unknown = ObjectId()
-    missing = run_cli("jobs", "cancel", str(unknown), "--target", db_uri)
+    missing = cli_in_process("jobs", "cancel", str(unknown), "--target", db_uri)
     assert missing.returncode == 1
     assert missing.stdout.strip() == f"{unknown}: no such job"
 
@@ -78,7 +81,7 @@ def test_a_forced_stop_ends_a_worker_whose_cancelled_job_runs_on_in_a_thread(
     processes.recruiter()
     worker = processes.worker("--grace-period", "1s")
     wait_for(lambda: db.ledger.find_one({"job": str(job_id), "event": "start"}), message="the job to start")
-    assert run_cli("jobs", "cancel", str(job_id), "--target", db_uri).returncode == 0
+    assert cli_in_process("jobs", "cancel", str(job_id), "--target", db_uri).returncode == 0
     wait_for(lambda: "job.halted" in worker.log(), timeout_s=20, message="the worker to halt the job")
 
     worker.signal(signal.SIGTERM)

@@ -4,9 +4,11 @@ Jobs are put into every waiting state: due later, retrying (a failure, then an h
 its group paused, its tenant paused, a group no worker takes, aimed at a worker that is gone,
 held by a limit (its group's max_running reached while a slot of the group idles), queued
 behind one another in one tenant while the only worker runs a slow job, and assigned to a
-worker that was SIGSTOPped or SIGKILLed so that its heartbeat is late. The command, run as
-its own process, names each; ``jobs show`` carries the same line; resuming the paused group
-and tenant lets their jobs run (the explanation was the reason).
+worker that was SIGSTOPped or SIGKILLed so that its heartbeat is late. The command names each;
+``jobs show`` carries the same line; resuming the paused group and tenant lets their jobs run
+(the explanation was the reason). The commands run in this test's process (``cli_in_process``:
+a Python start-up per poll was much of the test's time), but for the bad input, which the
+real entry point refuses in one line.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from bson import ObjectId
 
 from recruiter import Recruiter
 from recruiter.retry import RetryManyTimes
-from tests.conftest import wait_for
+from tests.conftest import cli_in_process, wait_for
 from tests.processes.conftest import Processes
 from tests.processes.test_cli_errors import assert_one_line_error, run_cli
 from tests.workables import AlwaysFails, Record, WaitForRelease, release
@@ -32,7 +34,7 @@ from tests.workables import AlwaysFails, Record, WaitForRelease, release
 
 def explain(db_uri: str, job_id: object) -> tuple[str, str]:
     """``(code, text)`` as ``recruiter jobs explain`` prints them (``code: text``)."""
-    out = run_cli("jobs", "explain", str(job_id), "--target", db_uri)
+    out = cli_in_process("jobs", "explain", str(job_id), "--target", db_uri)
     assert out.returncode == 0, out.stderr
     assert "Traceback" not in out.stderr, out.stderr
     lines = out.stdout.splitlines()
@@ -76,9 +78,9 @@ def test_jobs_explain_names_every_waiting_state(processes: Processes, db: Any, d
     killed = processes.worker("--group", "kl", "--id", "killed", "--prefetch", "0")
     processes.worker("--group", "lim", "--id", "capped", "--concurrency", "2", "--prefetch", "0")
     for kind, name in (("groups", "pg"), ("tenants", "sleepy")):
-        out = run_cli(kind, "pause", "--force", name, "--target", db_uri)
+        out = cli_in_process(kind, "pause", "--force", name, "--target", db_uri)
         assert out.returncode == 0, out.stderr
-    out = run_cli("limits", "set", "--group", "lim", "--max-running", "1", "--target", db_uri)
+    out = cli_in_process("limits", "set", "--group", "lim", "--max-running", "1", "--target", db_uri)
     assert out.returncode == 0, out.stderr
     with Recruiter.connect(db_uri) as rec:
         slow = WaitForRelease(db_uri, "slow").as_job_of(rec).in_group("queue").for_tenant("acme").enqueue().id
@@ -139,20 +141,20 @@ def test_jobs_explain_names_every_waiting_state(processes: Processes, db: Any, d
         assert text.endswith("; it was running the job)"), text
 
     # jobs show says the same in its waiting line; --json gives the code and the details.
-    shown = run_cli("jobs", "show", str(queued[2]), "--target", db_uri)
+    shown = cli_in_process("jobs", "show", str(queued[2]), "--target", db_uri)
     assert shown.returncode == 0, shown.stderr
     assert "waiting    behind: behind 2 ready job(s) of its tenant in group queue, tenant acme" in shown.stdout
-    shown_json = json.loads(run_cli("jobs", "show", str(nobody), "--json", "--target", db_uri).stdout)
+    shown_json = json.loads(cli_in_process("jobs", "show", str(nobody), "--json", "--target", db_uri).stdout)
     assert shown_json["waiting"] == {"code": "no-worker",
                                      "text": "no live worker takes its group nobody (none registered)"}
-    as_json = json.loads(run_cli("jobs", "explain", str(queued[2]), "--json", "--target", db_uri).stdout)
+    as_json = json.loads(cli_in_process("jobs", "explain", str(queued[2]), "--json", "--target", db_uri).stdout)
     assert as_json["code"] == "behind"
     assert as_json["details"]["ahead"] == 2
     assert as_json["id"] == str(queued[2])
 
     # The explanations were the reasons: resumed, released, the jobs run; then each is archived.
     for kind, name in (("groups", "pg"), ("tenants", "sleepy")):
-        assert run_cli(kind, "resume", name, "--target", db_uri).returncode == 0
+        assert cli_in_process(kind, "resume", name, "--target", db_uri).returncode == 0
     release(db_uri, "slow")
     release(db_uri, "capped")
     ran = [*queued, in_paused_group, of_paused_tenant, slow, at_cap, held]
@@ -161,9 +163,9 @@ def test_jobs_explain_names_every_waiting_state(processes: Processes, db: Any, d
     code, text = explain(db_uri, queued[0])
     assert code == "archived", text
     assert text.startswith("done at "), text  # the line is "archived: done at ...", said once
-    assert "waiting " not in run_cli("jobs", "show", str(queued[0]), "--target", db_uri).stdout
+    assert "waiting " not in cli_in_process("jobs", "show", str(queued[0]), "--target", db_uri).stdout
 
-    # Bad input: one line, non-zero.
+    # Bad input: one line, non-zero (the real entry point, a process of its own).
     assert_one_line_error(run_cli("jobs", "explain", str(ObjectId()), "--target", db_uri), "no job")
     assert_one_line_error(run_cli("jobs", "explain", "not-an-id", "--target", db_uri))
     os.kill(frozen.pid, signal.SIGCONT)

@@ -4,7 +4,8 @@ Jobs end ``tried-too-many-times`` (recently, and some whose ``archived_at`` the
 test moves 20 minutes back), ``done``, and ``not-scheduled-by-retry-policy``; the
 cause of the failures is then fixed and the recent ones retried: exactly those
 are put back, each linked to its original, the originals stay as they were, and
-the copies run and end ``done``.
+the copies run and end ``done``. The commands that list, retry and show run in this
+process (``cli_in_process``); the bad input goes through the real entry point.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from bson import ObjectId
 
 from recruiter import Recruiter
-from tests.conftest import wait_for
+from tests.conftest import cli_in_process, wait_for
 from tests.processes.conftest import Processes
 from tests.processes.test_cli_errors import assert_one_line_error, run_cli
 from tests.retry_workables import FailsUntilAllowed, allow
@@ -47,15 +48,15 @@ def test_retry_by_why_since_puts_back_exactly_the_recent_failures_and_they_run(
     assert {whys[i] for i in [*old, *recent]} == {"tried-too-many-times"}
     assert {whys[i] for i in done} == {"done"}
     assert {whys[i] for i in other} == {"not-scheduled-by-retry-policy"}
-    listed = run_cli("jobs", "list", "--why", "tried-too-many-times", "--since", "10m", "--json",
-                     "--target", db_uri)
+    listed = cli_in_process("jobs", "list", "--why", "tried-too-many-times", "--since", "10m", "--json",
+                            "--target", db_uri)
     assert listed.returncode == 0, listed.stderr
     assert sorted(r["id"] for r in json.loads(listed.stdout)) == sorted(str(i) for i in recent)
 
     originals = {d["_id"]: d for d in db.archived.find({"_id": {"$in": everything}})}
     allow(db_uri, "fixed")
-    out = run_cli("jobs", "retry", "--why", "tried-too-many-times", "--since", "10m", "--json",
-                  "--target", db_uri)
+    out = cli_in_process("jobs", "retry", "--why", "tried-too-many-times", "--since", "10m", "--json",
+                         "--target", db_uri)
     assert out.returncode == 0, out.stderr
     retried = json.loads(out.stdout)["retried"]
     assert sorted(r["retry_of"] for r in retried) == sorted(str(i) for i in recent)
@@ -75,12 +76,12 @@ def test_retry_by_why_since_puts_back_exactly_the_recent_failures_and_they_run(
     assert {i: {k: v for k, v in d.items() if k != "retried_at"} for i, d in after.items()} == originals
     assert db.scheduled.count_documents({}) == 0
 
-    shown = run_cli("jobs", "show", str(copies[0]), "--target", db_uri)
+    shown = cli_in_process("jobs", "show", str(copies[0]), "--target", db_uri)
     assert shown.returncode == 0, shown.stderr
     assert "state      archived: done" in shown.stdout
     original = db.archived.find_one({'_id': copies[0]})['retry_of']
     assert f"retry of   {original}" in shown.stdout
-    assert f"retried as {copies[0]}" in run_cli("jobs", "show", str(original), "--target", db_uri).stdout
+    assert f"retried as {copies[0]}" in cli_in_process("jobs", "show", str(original), "--target", db_uri).stdout
     assert "attempt 1: done" in shown.stdout
 
     # Bad input through the real command: one line, nothing changed.

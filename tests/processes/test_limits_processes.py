@@ -7,15 +7,15 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 from datetime import datetime
 from typing import Any
 
 from recruiter import Recruiter
 from recruiter.domain.pacing import PACED_AHEAD_S, PACED_START_S
 from recruiter.domain.stored_limits import read_limits
-from tests.conftest import REPO, wait_for
+from tests.conftest import cli_in_process, wait_for
 from tests.processes.conftest import Processes
+from tests.processes.test_cli_errors import run_cli
 from tests.workables import Record
 
 RATE, BURST, CAP = 5, 1, 3
@@ -24,8 +24,9 @@ ON_TIME_S = 0.05  # how much later than PACED_START_S + PACED_AHEAD_S after its 
 
 
 def cli(db_uri: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "recruiter.cli", *args, "--target", db_uri],
-                          capture_output=True, text=True, cwd=REPO, timeout=60)
+    """``recruiter ARGS --target DB_URI``, in this process: the limits commands only read and write
+    the database and print (a Python start-up for each was most of the refusals' tests)."""
+    return cli_in_process(*args, "--target", db_uri)
 
 
 def most_in_a_window(times: list[datetime], window_s: float) -> int:
@@ -112,7 +113,10 @@ def test_limits_hold_beside_an_unlimited_group_and_across_a_failover(
     # started (the pay group needs at least (60 - 2) / 5 s = 11.6 s by its rate alone).
     assert max(bulk_ends) < max(pay_starts)
 
-    listed = cli(db_uri, "limits", "list", "--json")
+    # As a process of its own, as before: run at once in this process, the list can still count
+    # one pay job running just after the last was archived (seen once in three runs); that the
+    # count settles so soon is not what this test is about (reported, not loosened here).
+    listed = run_cli("limits", "list", "--json", "--target", db_uri)
     assert listed.returncode == 0, listed.stderr
     assert '"max_running": 3' in listed.stdout
     assert '"running": 0' in listed.stdout

@@ -22,7 +22,7 @@ from recruiter import Recruiter
 from recruiter.processes.embedded import start as start_server
 from recruiter.processes.embedded import stop_recorded
 from recruiter.store import strict
-from tests.conftest import REPO, free_port, wait_for
+from tests.conftest import REPO, cli_in_process, free_port, wait_for
 from tests.processes.conftest import FAST_WORKER, Processes
 from tests.processes.test_cli_errors import assert_one_line_error, run_cli
 from tests.workables import Record
@@ -227,14 +227,15 @@ def test_a_registered_worker_with_a_longer_heartbeat_is_counted(db: Any, db_uri:
 
 
 # -- pausing a name nobody uses -------------------------------------------------------------
+# (commands that only read, write and print: in this process, tests.conftest.cli_in_process)
 
 
 def test_pausing_a_group_nobody_uses_asks_for_force(db: Any, db_uri: str) -> None:
-    refused = run_cli("groups", "pause", "no-such-group", "--target", db_uri)
+    refused = cli_in_process("groups", "pause", "no-such-group", "--target", db_uri)
     assert refused.returncode == 1
     assert_one_line_error(refused, "no job or worker has ever used the group 'no-such-group'", "--force")
     assert db.metadata.find_one({"_id": "paused"}) is None, "nothing was paused"
-    forced = run_cli("groups", "pause", "no-such-group", "--force", "--target", db_uri)
+    forced = cli_in_process("groups", "pause", "no-such-group", "--force", "--target", db_uri)
     assert forced.returncode == 0, forced.stderr
     assert "Warning: no job or worker has ever used the group 'no-such-group'" in forced.stderr
     assert forced.stdout.strip() == "paused groups: no-such-group"
@@ -247,12 +248,12 @@ def test_a_name_used_by_a_job_or_a_worker_pauses_without_force(db: Any, db_uri: 
     db.roster.insert_one({"_id": "w", "work_on": ["worker-group"]})
     for kind, name in [("groups", "queued-group"), ("groups", "archived-group"), ("groups", "worker-group"),
                        ("tenants", "queued-tenant"), ("tenants", "archived-tenant")]:
-        result = run_cli(kind, "pause", name, "--target", db_uri)
+        result = cli_in_process(kind, "pause", name, "--target", db_uri)
         assert result.returncode == 0, (name, result.stderr)
         assert name in result.stdout
         assert "Warning" not in result.stderr
     # A worker's group is no tenant, and one unused name among used ones refuses them all.
-    mixed = run_cli("tenants", "pause", "queued-tenant", "worker-group", "--target", db_uri)
+    mixed = cli_in_process("tenants", "pause", "queued-tenant", "worker-group", "--target", db_uri)
     assert_one_line_error(mixed, "tenant 'worker-group'")
     assert db.metadata.find_one({"_id": "paused"})["tenants"] == ["queued-tenant", "archived-tenant"]
 
