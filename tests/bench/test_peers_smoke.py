@@ -24,8 +24,8 @@ NUMBER = re.compile(r"^\d+(\.\d+)?$")
 
 
 # Three peers' series and three SIGKILL tests, each starting its own worker processes: 322 s on a
-# shared 2-CPU machine at load average 26 to 29, past the default 300 s (Celery's own, shorter smoke
-# test: tests/bench/test_celery_peer_smoke.py).
+# shared 2-CPU machine at load average 26 to 29, past the default 300 s. It
+# checks Celery's series and column too (their sizes: celery_peer.LONG_QUEUE_QUICK).
 @pytest.mark.timeout(900)
 @pytest.mark.skipif(agenda.missing() is not None, reason=f"Agenda needs Node.js: {agenda.missing()}")
 @pytest.mark.skipif(celery_peer.missing() is not None, reason=f"the Celery peer: {celery_peer.missing()}")
