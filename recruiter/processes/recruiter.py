@@ -43,12 +43,12 @@ import structlog
 from recruiter.domain.clock import Clock
 from recruiter.domain.documents import Malformed, WarnOnce, check_job, entry_problem
 from recruiter.domain.events import RoundAbandoned, RoundCommitted, RoundIdle
-from recruiter.domain.lanes import serving_order
 from recruiter.domain.liveness import FROM_PROCESS, dated_ahead, is_fresh, missed_beats, pick_beats
 from recruiter.domain.quarantine import log_quarantined
 from recruiter.domain.selection import DEFAULT_SCHEME, Assignment, CountingScheme, FreeWorker
 from recruiter.processes.events import Bus
 from recruiter.processes.firing import ScheduleFirer
+from recruiter.processes.hot import HotEntries
 from recruiter.processes.leadership import Fault, LeaderProcess, Leadership, Pace, leader_owner, no_fault
 from recruiter.processes.logs import AfterCommit
 from recruiter.processes.lookahead import LookAhead
@@ -194,9 +194,8 @@ class RecruiterProcess(LeaderProcess):
         self.lookahead = LookAhead()  # the slots' job lengths and the rounds' time
         self.view = RosterView()  # the free entries and beats read (recruiter.processes.roster_view)
         self.releases = RosterReleases()  # entries of a release this one does not work beside get no work
-        # The next round was woken by enqueued jobs alone, after an idle wait: its candidate
-        # reads start with its roster reads, for the free workers kept (see plan()).
-        self.early_candidates = False
+        self.hot = HotEntries()  # the idle entries kept hot, and the order of the free ones (processes.hot)
+        self.early_candidates = False  # woken by enqueues alone, idle before: candidate reads start at once
         self.early_used = 0  # rounds whose early candidate reads were the ones chosen from
         # The next round was woken by enqueues alone, with nothing else heard since the last:
         # it reads no roster unless a check is due, and answers candidates from what is known
@@ -340,6 +339,7 @@ class RecruiterProcess(LeaderProcess):
         plan = await self.leadership.keeping(self.plan())
         self.timer.mark("plan")
         timed = await self._written(plan, rollback)
+        await self.hot.mark(self.c.roster, plan.offered, plan.now)
         if not plan.quiet:  # what was written before its reads began, it read
             self.seen_until = plan.now - SEEN_MARGIN
         return timed
@@ -448,10 +448,9 @@ class RecruiterProcess(LeaderProcess):
         await self._read_outcome_jobs(plan)
         self.timer.mark("read_jobs")
         available = [e for e in entries if e.get("available") and not e.get("stopping") and e.get("work_on")]
-        free = sorted(await self._live(plan, entries, available), key=serving_order(now))
+        free = self.hot.order(await self._live(plan, entries, available), now)
         self.timer.mark("read_beats")
-        # Lanes of idle slots first (recruiter.domain.lanes), then those holding an outcome, then the
-        # longest available; a busy slot is topped up only if its jobs outlast a hand-off.
+        # Idle slots' lanes first (domain.lanes), then processes.hot's order; a busy slot topped up if worth it.
         self.lookahead.note_run_times(plan.outcomes)
         lanes = self.releases.beside(self.lookahead.free_lanes(free, entries, self.config.round_size))
         plan.ahead = {e["_id"] for e, d in lanes if d > 0}
@@ -476,7 +475,7 @@ class RecruiterProcess(LeaderProcess):
         available = [e for e in entries if e.get("available") and not e.get("stopping") and e.get("work_on")]
         if not available or any(self.view.needs_beat(e, now) for e in available):
             return None
-        free = sorted(available, key=serving_order(now))
+        free = self.hot.order(available, now)
         lanes = self.releases.beside(self.lookahead.free_lanes(free, entries, self.config.round_size))
         return free_workers(lanes) or None
 
