@@ -74,14 +74,13 @@ def choose_hot(idle: Sequence[Mapping[str, object]], marked: Mapping[object, dat
     for group in groups:
         takers = [e for e in idle if group in _groups(e)]
         count = sum(1 for e in takers if e["_id"] in hot)
-        ranked = sorted(takers, key=lambda e: (e["_id"] not in live, _process(e) not in hot_processes))
-        for e in ranked:
-            if count >= per_group:
+        while count < per_group:
+            rest = [e for e in takers if e["_id"] not in hot]
+            if not rest:
                 break
-            if e["_id"] in hot:
-                continue
-            hot[e["_id"]] = live.get(e["_id"], now)
-            hot_processes.add(_process(e))
+            pick = min(rest, key=lambda e: (e["_id"] not in live, _process(e) not in hot_processes))
+            hot[pick["_id"]] = live.get(pick["_id"], now)
+            hot_processes.add(_process(pick))
             count += 1
     due = [i for i, until in hot.items() if until - now < RENEW_BEFORE]
     for i in due:
