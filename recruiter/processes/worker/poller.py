@@ -86,16 +86,21 @@ class Poller:
 
     async def run(self) -> None:
         """Read while a slot waits, at the pace; a slot recording an outcome (:meth:`Inboxes.expect`)
-        sets the pace fast (the next job comes within a round) and starts the wait again."""
+        sets the pace fast (the next job comes within a round) and brings the next read that close."""
         expected = self.inboxes.expected
+        loop = asyncio.get_running_loop()
         while True:
             await self.inboxes.idle.wait()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(expected.wait(), timeout=self.pace.wait_s)
-            if expected.is_set():
-                expected.clear()
-                self.pace.fast()
-                continue
+            deadline = loop.time() + self.pace.wait_s
+            # An outcome brings the read closer, never pushes it back: slots recording one after
+            # another more often than poll_from would otherwise keep the read from ever coming.
+            while (left := deadline - loop.time()) > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(expected.wait(), timeout=left)
+                if expected.is_set():
+                    expected.clear()
+                    self.pace.fast()
+                    deadline = min(deadline, loop.time() + self.pace.fast_s)
             if self.inboxes.idle.is_set():
                 await self.read_once()
 
