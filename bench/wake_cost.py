@@ -79,7 +79,8 @@ def idle(s: Scenario, server: Server) -> dict[str, Any]:
     worker_rps = (b["worker"]["round_trips"] - a["worker"]["round_trips"]) / seconds
     latency = s.latency()
     return {"server_core_share": None if cpu0 is None or cpu1 is None else (cpu1 - cpu0) / seconds,
-            "worker_requests_per_s": worker_rps, "latency_p50_ms": latency["p50_ms"], "latency_p95_ms": latency["p95_ms"]}
+            "worker_requests_per_s": worker_rps, "latency_p50_ms": latency["p50_ms"],
+            "latency_p95_ms": latency["p95_ms"]}
 
 
 def run_series(series: Series, code: Path, sizes: Sizes, work_dir: Path) -> dict[str, Any]:
