@@ -155,15 +155,19 @@ def worker_group() -> None:
 @click.option("--heartbeat-interval", envvar=env("HEARTBEAT_INTERVAL"), type=DURATION, default="5s",
               show_default=True, show_envvar=True, help="How often last_seen_at is refreshed.")
 @click.option("--poll-from", envvar=env("POLL_FROM"), type=DURATION, default="20ms", show_default=True,
-              show_envvar=True, help="First idle wait between reads of the roster entry.")
+              show_envvar=True, help="Wait between the process's reads of its roster entries while work is expected "
+                                     "(after an outcome or a job, and while the leader keeps one of them hot).")
 @click.option("--poll-to", envvar=env("POLL_TO"), type=DURATION, default="500ms", show_default=True,
-              show_envvar=True, help="Longest idle wait between reads of the roster entry.")
+              show_envvar=True, help="Longest wait between those reads while idle: an idle worker process costs "
+                                     "the server one read per --poll-to, however many slots it runs.")
 @click.option("--max-crashes", envvar=env("MAX_CRASHES"), type=click.IntRange(1), default=3, show_default=True,
               show_envvar=True, help="A job whose workers died this many times is archived as crashed-too-many-times.")
 @click.option("--wake", envvar=env("WAKE"), type=click.Choice([w.value for w in Wake]), default=Wake.AUTO.value,
               show_default=True, show_envvar=True,
-              help="How a worker learns of its job: a change stream on its roster entry, polling it "
-                   "(--poll-from/--poll-to), or auto (a stream where the server has them).")
+              help="How a worker learns of its job: auto or poll (the same): one read of all the process's "
+                   "roster entries, paced by --poll-from/--poll-to; change-stream: one change stream per process "
+                   "(worth it only with few worker processes on a server with few writes: every waiting stream "
+                   "reads every write of the deployment).")
 @click.option("--import-path", envvar=env("IMPORT_PATH"), multiple=True, default=(".",), show_default=True,
               show_envvar=True, help="Directory added to sys.path so job classes can be imported.")
 @click.option("--preload", envvar=env("PRELOAD"), multiple=True, show_envvar=True,

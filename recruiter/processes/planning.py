@@ -29,10 +29,10 @@ import structlog
 
 from recruiter.domain.clock import Clock
 from recruiter.domain.documents import WarnOnce, check_job, entry_problem
-from recruiter.domain.lanes import serving_order
 from recruiter.domain.liveness import FROM_PROCESS, dated_ahead, is_fresh, missed_beats, pick_beats
 from recruiter.domain.quarantine import log_quarantined
 from recruiter.domain.selection import FreeWorker
+from recruiter.processes.hot import HotEntries
 from recruiter.processes.lookahead import LookAhead
 from recruiter.processes.reading import CandidateReader, Picked
 from recruiter.processes.releases import RosterReleases
@@ -89,6 +89,7 @@ class RoundPlanner:
         self.lookahead = LookAhead()  # the slots' job lengths and the rounds' time
         self.view = RosterView()  # the free entries and beats read (recruiter.processes.roster_view)
         self.releases = RosterReleases()  # entries of a release this one does not work beside get no work
+        self.hot = HotEntries()  # the idle entries kept hot, and the order of the free ones (processes.hot)
         # The next round was woken by enqueued jobs alone, after an idle wait: its candidate
         # reads start with its roster reads, for the free workers kept (see plan()).
         self.early_candidates = False
@@ -200,10 +201,9 @@ class RoundPlanner:
         await self._read_outcome_jobs(plan)
         self.timer.mark("read_jobs")
         available = [e for e in entries if e.get("available") and not e.get("stopping") and e.get("work_on")]
-        free = sorted(await self._live(plan, entries, available), key=serving_order(now))
+        free = self.hot.order(await self._live(plan, entries, available), now)
         self.timer.mark("read_beats")
-        # Lanes of idle slots first (recruiter.domain.lanes), then those holding an outcome, then the
-        # longest available; a busy slot is topped up only if its jobs outlast a hand-off.
+        # Idle slots' lanes first (domain.lanes), then processes.hot's order; a busy slot topped up if worth it.
         self.lookahead.note_run_times(plan.outcomes)
         lanes = self.releases.beside(self.lookahead.free_lanes(free, entries, self.config.round_size))
         plan.ahead = {e["_id"] for e, d in lanes if d > 0}
@@ -228,7 +228,7 @@ class RoundPlanner:
         available = [e for e in entries if e.get("available") and not e.get("stopping") and e.get("work_on")]
         if not available or any(self.view.needs_beat(e, now) for e in available):
             return None
-        free = sorted(available, key=serving_order(now))
+        free = self.hot.order(available, now)
         lanes = self.releases.beside(self.lookahead.free_lanes(free, entries, self.config.round_size))
         return free_workers(lanes) or None
 

@@ -249,6 +249,7 @@ class RecruiterProcess(LeaderProcess):
         plan = await self.leadership.keeping(self.plan())
         self.timer.mark("plan")
         timed = await self._written(plan, rollback)
+        await self.planner.hot.mark(self.c.roster, plan.offered, plan.now)
         if not plan.quiet:  # what was written before its reads began, it read
             self.seen_until = plan.now - SEEN_MARGIN
         return timed

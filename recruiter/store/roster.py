@@ -237,7 +237,7 @@ def assign_statement(picks: Sequence[Mapping[str, object]], now: datetime) -> tu
             {"$set": {"available": False, "assigned_since": now,
                       "assigned_to": {"$arrayToObject": [[{"k": "$_pick.w", "v": "$_pick.j"}]]},
                       "job": "$_pick.job", "ahead": "$_pick.a"}},
-            {"$unset": ["_pick", "outcome", "started"]},
+            {"$unset": ["_pick", "outcome", "started", "hot"]},
         ],
     )
 

@@ -1,9 +1,11 @@
-"""How each slot hears of work: its inbox, filled by the change stream or by polling.
+"""How each slot hears of work: its inbox, filled by the process's poller or its change stream.
 
-The change stream's callbacks (:meth:`Inboxes.delivered`, :meth:`Inboxes.stream_opened`)
-run on the event loop and only fill inboxes and wake their slots; each slot's
-loop empties its own inbox. ``idle`` is set while some slot waits for work: the
-stream is read only then (:class:`recruiter.store.wakeup.RosterWatch`).
+The poller (:mod:`recruiter.processes.worker.poller`) and the change stream's callbacks
+(:meth:`Inboxes.delivered`, :meth:`Inboxes.swept`, :meth:`Inboxes.stream_opened`) run on the
+event loop and only fill inboxes and wake their slots; each slot's loop empties its own inbox.
+``idle`` is set while some slot waits for work: the poller reads, and the stream is read, only
+then (:class:`recruiter.store.wakeup.RosterWatch`); ``expected`` tells the poller that a slot
+just recorded an outcome.
 
 Invariant: a job copy is delivered at most once per lock token (``last_token``),
 and an event without a job (e.g. a cancel) drops a copy not started yet, so the
@@ -50,6 +52,7 @@ class Inboxes:
     def __init__(self, inboxes: Iterable[tuple[str, Inbox]]) -> None:
         self.by_id = dict(inboxes)
         self.idle = asyncio.Event()  # some slot is waiting for work
+        self.expected = asyncio.Event()  # a slot just recorded an outcome: the poller reads fast (worker.poller)
 
     def delivered(self, slot_id: str, job: Raw | None, ahead: object = False) -> None:
         """A change stream event for ``slot_id``, with the job copy it carried, if any, and the
@@ -79,6 +82,10 @@ class Inboxes:
             if inbox is not None and inbox.waiting:
                 inbox.must_poll = True
                 inbox.wake.set()
+
+    def expect(self) -> None:
+        """A slot recorded an outcome: work is expected soon (the poller's pace is fast)."""
+        self.expected.set()
 
     def wake_all(self) -> None:
         for inbox in self.by_id.values():

@@ -12,10 +12,11 @@ job was taken away, records nothing (the job is halted).
 Heartbeats come from a thread with its own client
 (:mod:`recruiter.processes.worker.heartbeat`), so a job that blocks the event
 loop cannot silence them; starting a job nudges the thread, so that the
-heartbeat soon shows the attempt started. A slot learns of its job from a
-change stream on its roster entry (one stream per process, see
-:mod:`recruiter.store.wakeup` and :mod:`recruiter.processes.worker.inbox`) or,
-where the server has no change streams, by polling its entry with a backoff.
+heartbeat soon shows the attempt started. A slot learns of its job from the
+process's poller, one read of all its entries (:mod:`recruiter.processes.worker.poller`,
+the default), or with ``--wake change-stream`` from a change stream on its entries (one
+stream per process, :mod:`recruiter.store.wakeup`); either fills the slots' inboxes
+(:mod:`recruiter.processes.worker.inbox`).
 
 Stopping: :meth:`WorkerProcess.stop` is graceful (no new work, running jobs
 finish within ``grace_period_s``); :meth:`WorkerProcess.force`, or the grace
@@ -56,6 +57,7 @@ from recruiter.processes.worker.entry import RosterEntries, WorkerIdTaken
 from recruiter.processes.worker.executor import Executor
 from recruiter.processes.worker.heartbeat import JOB_TAKEN_AWAY, HeartbeatThread, SlotView, beat, slot_views
 from recruiter.processes.worker.inbox import Inboxes
+from recruiter.processes.worker.poller import Poller
 from recruiter.processes.worker.refusing import warn_unrunnable
 from recruiter.processes.worker.slots import SlotLoop, needs_read
 from recruiter.processes.worker.state import JobState, Runner, Running, Shutdown, Slot, SlotPhase
@@ -83,7 +85,7 @@ def resident_bytes() -> int:
 
 
 class WorkerProcess:
-    """One worker process: its slots, their loops, the heartbeat thread and the change stream."""
+    """One worker process: its slots, their loops, the heartbeat thread and the poller (or change stream)."""
 
     def __init__(self, db: AsyncDb, clock: Clock, config: WorkerConfig, *, heartbeat_db: SyncDb,
                  exit_now: Callable[[int], None] = os._exit, bus: Bus | None = None) -> None:
@@ -111,6 +113,7 @@ class WorkerProcess:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.inboxes = Inboxes((s.id, s.inbox) for s in self.slots)
         self.watch: RosterWatch | None = None
+        self.poller: Poller | None = None
         allowed = None if config.allowed_modules is None else AllowedModules(config.allowed_modules)
         # This process's registration: a job it cannot run is never handed to it again
         # (recruiter.domain.refusals); a restarted process (a new release) gets a new one. It is
@@ -188,17 +191,23 @@ class WorkerProcess:
                         detail="the cleaner removes it once it is stale")
 
     async def _side_tasks(self) -> list[asyncio.Task[None]]:
-        """The change stream's task, unless the worker polls (by choice, or as the server has no streams)."""
-        if self.config.wake is Wake.POLL:
-            return []
+        """The poller's task (``auto`` and ``poll``), or the change stream's and its safety reads'
+        (``change-stream``; where the server has none, the poller's)."""
+        if self.config.wake is not Wake.CHANGE_STREAM:
+            return [self._start_poller()]
         watch = RosterWatch(self.c.roster, [s.id for s in self.slots], self.inboxes.delivered,
                             self.inboxes.stream_opened, self.inboxes.idle, max_await_s=self.config.stream_await_s,
                             eager=lambda: any(not r.queue for r in self.runners.values()))
-        if self.config.wake is not Wake.CHANGE_STREAM and not await watch.supported():
-            return []
+        if not await watch.supported():
+            return [self._start_poller()]
         self.watch = watch
         return [asyncio.create_task(watch.run(), name="worker.watch"),
                 asyncio.create_task(self._safety_reads(), name="worker.safety_reads")]
+
+    def _start_poller(self) -> asyncio.Task[None]:
+        self.poller = Poller(self.c.roster, self.slots, self.inboxes, self.clock, poll_from_s=self.config.poll_from_s,
+                             poll_to_s=self.config.poll_to_s)
+        return asyncio.create_task(self.poller.run(), name="worker.poller")
 
     async def _safety_reads(self) -> None:
         """While the stream runs, every ``safety_poll_s``: one read of all this process's entries,
@@ -261,7 +270,8 @@ class WorkerProcess:
             self.stop()
 
     def _streaming(self) -> bool:
-        return self.watch is not None and self.watch.streaming.is_set()
+        """Whether the process's poller or its open stream fills the inboxes (else each slot reads its own)."""
+        return self.poller is not None or (self.watch is not None and self.watch.streaming.is_set())
 
     def busy(self) -> bool:
         """Whether a job is running here (a graceful stop waits for it)."""

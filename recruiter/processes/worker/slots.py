@@ -258,6 +258,7 @@ class SlotLoop:
         finished = slot.running.finished if slot.running is not None else None
         marked = await self.entries.record(slot, outcome, bound, mark=mark,
                                            finished=replace(finished, worker_id=slot.id) if finished else None)
+        self.inboxes.expect()
         if mark is not None:
             mark.marked = marked
 

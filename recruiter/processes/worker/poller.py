@@ -1,0 +1,136 @@
+"""How a worker process learns of its work by default: one poller reads all its entries.
+
+While any slot of the process waits for work (:attr:`Inboxes.idle`), the poller reads
+every roster entry of the process with ONE ``find`` by ``_id``
+(:func:`recruiter.store.hot.read_process_entries`) and hands each waiting slot what
+its entry shows, through the inboxes: the job copy the assignment carries
+(:meth:`Inboxes.delivered`, as a change stream event would), so the slot starts it
+without reading again; or a reminder to read its entry (:meth:`Inboxes.swept`) when
+it shows something else for the slot (a cancelled assignment, a stop request,
+another session, no entry). Slots never poll one by one.
+
+The pace adapts (:class:`Pace`): ``poll_from_s`` while work is expected (just after
+this process recorded an outcome, just after a delivery, and while one of its
+entries is hot: :mod:`recruiter.domain.hot`), doubling up to ``poll_to_s`` while
+idle. An idle process that holds no hot entry costs the server one read every
+``poll_to_s`` at most, whatever its number of slots and whatever the write rate of the
+deployment; a hot one, one read every ``poll_from_s`` while it is hot.
+
+Invariant: the poller only fills inboxes; a slot acts on what its inbox holds as it
+would on a change stream's event (:mod:`recruiter.processes.worker.inbox`: a copy
+is run at most once per lock token), and a failed read is read again at ``poll_to_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+
+import structlog
+
+from recruiter.domain.clock import Clock
+from recruiter.domain.hot import HOT, hot_until
+from recruiter.domain.records import Raw
+from recruiter.processes.worker.inbox import Inboxes
+from recruiter.processes.worker.slots import needs_read
+from recruiter.processes.worker.state import Slot
+from recruiter.store import hot as hot_store
+from recruiter.store.connection import StoreError, first_line
+from recruiter.store.layout import AsyncColl
+
+log = structlog.get_logger("recruiter.worker")
+
+
+class Pace:
+    """The poller's wait before its next read: ``fast_s`` while work is expected, doubling up to ``slow_s``."""
+
+    def __init__(self, fast_s: float, slow_s: float) -> None:
+        self.fast_s = fast_s
+        self.slow_s = slow_s
+        self.wait_s = fast_s
+
+    def fast(self) -> None:
+        self.wait_s = self.fast_s
+
+    def slower(self) -> None:
+        self.wait_s = min(self.wait_s * 2, self.slow_s)
+
+
+def delivery(entry: Raw | None, slot: Slot) -> Raw | None:
+    """The job copy (or reference) ``entry`` carries for ``slot``, if it is an assignment to it of
+    this session, with no stop asked: what a change stream event would have delivered."""
+    if entry is None or entry.get("session") != slot.session or entry.get("stop_requested"):
+        return None
+    if entry.get("available") is not False:
+        return None
+    assigned, job = entry.get("assigned_to"), entry.get("job")
+    if not isinstance(assigned, dict) or not isinstance(job, dict) or "_id" not in job:
+        return None
+    return job if assigned.get(slot.id) == job["_id"] else None
+
+
+class Poller:
+    """The one reader of a worker process's entries (see the module doc)."""
+
+    def __init__(self, roster: AsyncColl, slots: Sequence[Slot], inboxes: Inboxes, clock: Clock, *,
+                 poll_from_s: float, poll_to_s: float) -> None:
+        self.roster = roster
+        self.slots = list(slots)
+        self.ids = [s.id for s in self.slots]
+        self.inboxes = inboxes
+        self.clock = clock
+        self.pace = Pace(poll_from_s, poll_to_s)
+        self.reads = 0  # how many reads this poller sent (tests, the bench)
+        self.hot = False  # whether one of the entries was hot at the last read
+
+    async def run(self) -> None:
+        """Read while a slot waits, at the pace; a slot recording an outcome (:meth:`Inboxes.expect`)
+        sets the pace fast (the next job comes within a round) and brings the next read that close."""
+        expected = self.inboxes.expected
+        loop = asyncio.get_running_loop()
+        while True:
+            await self.inboxes.idle.wait()
+            deadline = loop.time() + self.pace.wait_s
+            # An outcome brings the read closer, never pushes it back: slots recording one after
+            # another more often than poll_from would otherwise keep the read from ever coming.
+            while (left := deadline - loop.time()) > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(expected.wait(), timeout=left)
+                if expected.is_set():
+                    expected.clear()
+                    self.pace.fast()
+                    deadline = min(deadline, loop.time() + self.pace.fast_s)
+            if self.inboxes.idle.is_set():
+                await self.read_once()
+
+    async def read_once(self) -> int:
+        """One read of every entry; hand each waiting slot what its entry shows. How many slots
+        it delivered a job to (or reminded to read)."""
+        self.reads += 1
+        try:
+            entries = {d.get("_id"): d for d in await hot_store.read_process_entries(self.roster, self.ids)}
+        except StoreError as exc:
+            log.warning("worker.poll_failed", error=first_line(exc))
+            self.pace.wait_s = self.pace.slow_s
+            return 0
+        now = self.clock.now()
+        self.hot = any(hot_until(e.get(HOT), now) is not None and e.get("available") is True
+                       for e in entries.values())
+        acted = 0
+        for slot in self.slots:
+            if not slot.inbox.waiting:
+                continue
+            entry = entries.get(slot.id)
+            job = delivery(entry, slot)
+            if job is not None:
+                self.inboxes.delivered(slot.id, job, entry.get("ahead", False) if entry else False)
+                acted += 1
+            elif needs_read(entry, slot):
+                self.inboxes.swept([slot.id])
+                acted += 1
+        if acted or self.hot:
+            self.pace.fast()
+        else:
+            self.pace.slower()
+        return acted
