@@ -8,7 +8,7 @@ already carried. :class:`KnownJobs` lets that round answer its candidate queries
   tenants from the start (``Query(group=G)``). When that read returns fewer rows than it
   asked, those rows were every ready job of ``G`` (paused tenants aside); once the round has
   committed, they less the jobs it handed out are what ``G`` holds (:meth:`KnownJobs.committed`).
-- **Arrivals.** The doorbell (:class:`recruiter.store.wakeup.Doorbell`) keeps the documents of
+- **Arrivals.** The doorbell (:class:`recruiter.store.doorbell.Doorbell`) keeps the documents of
   the jobs inserted since (an insert event carries the whole document); those of a known group
   join it (:meth:`KnownJobs.arrive`).
 - **Answers.** A round woken by enqueues alone answers a query on a known group from those
@@ -120,7 +120,7 @@ class KnownJobs:
         """The round committed, handing out ``handed_out`` (job ids): what it read whole is known.
         A reading round (``whole``) replaces what was known: every group known is then as of the
         last reading round or later, as the doorbell's skipping of older events assumes
-        (``seen_until`` of :class:`recruiter.store.wakeup.Doorbell`); a quiet round adds to it."""
+        (``seen_until`` of :class:`recruiter.store.doorbell.Doorbell`); a quiet round adds to it."""
         if whole:
             self.groups = dict(self.pending)
         else:

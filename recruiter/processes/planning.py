@@ -130,7 +130,7 @@ class RoundPlanner:
     def woken(self, heard: set[str], arrivals: list[Document], disturbed: bool, *, caught_up: int = 0) -> None:
         """What the doorbell reported before the next round: the collections whose events rang,
         the jobs enqueued, whether ``scheduled`` may have changed otherwise
-        (:meth:`recruiter.store.wakeup.Doorbell.take_arrivals`: each arrival's ``_id`` is a string,
+        (:meth:`recruiter.store.doorbell.Doorbell.take_arrivals`: each arrival's ``_id`` is a string,
         an integer or an ObjectId), how often it caught up. A job handed out already is not new."""
         fresh = [d for d in arrivals if d["_id"] not in self._handed_out]
         self.reader.heard(fresh, disturbed=disturbed, controls="metadata" in heard)

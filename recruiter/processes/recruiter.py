@@ -56,9 +56,9 @@ from recruiter.processes.sweeper import Sweeper
 from recruiter.processes.timeline import Timeline
 from recruiter.store import roster
 from recruiter.store.connection import StoreError, first_line
+from recruiter.store.doorbell import Doorbell
 from recruiter.store.layout import AsyncDb, Collections, Document
 from recruiter.store.leases import MAX_TTL
-from recruiter.store.wakeup import Doorbell
 
 log = structlog.get_logger("recruiter.recruiter")
 
@@ -131,7 +131,7 @@ class RecruiterProcess(LeaderProcess):
                                     sweeper=self.sweeper, warned=self.warned, timer=self.timer)
         # The server time before which every write is reflected in the last reading round (its
         # start, less a margin for the clock's estimate): the doorbell's events of such writes wake
-        # no round (``seen_until`` of recruiter.store.wakeup.Doorbell).
+        # no round (``seen_until`` of recruiter.store.doorbell.Doorbell).
         self.seen_until: datetime | None = None
 
     @property
@@ -161,7 +161,7 @@ class RecruiterProcess(LeaderProcess):
         survived, every step of a round can be repeated).
 
         Busy, rounds run back to back. Idle, the recruiter waits on a change stream
-        (:class:`recruiter.store.wakeup.Doorbell`) for an enqueue or an outcome, or for its
+        (:class:`recruiter.store.doorbell.Doorbell`) for an enqueue or an outcome, or for its
         backoff, whichever comes first: jobs that become due by the clock raise no event.
         A previous leader, or a round of ours that failed, may have locked jobs without
         handing them out: those are released before anything is assigned.

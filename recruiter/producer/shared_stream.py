@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from recruiter.producer.streams import Streams as Streams  # the producer builds both
+from recruiter.store.change_streams import QUICK_EMPTY_S, Stream, StreamEnded, close_quietly, quick_empty_pause
 from recruiter.store.connection import StoreError
 from recruiter.store.deadlines import within
 from recruiter.store.following import (
@@ -52,7 +53,6 @@ from recruiter.store.following import (
     open_archived_stream_async,
 )
 from recruiter.store.layout import Collections, SyncCollections
-from recruiter.store.wakeup import QUICK_EMPTY_S, Stream, StreamEnded, close_quietly, quick_empty_pause
 
 # The stream stays open this long after the last wait ended: waits one after another share it.
 IDLE_CLOSE_S = 2.0

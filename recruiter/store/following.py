@@ -21,10 +21,10 @@ from pymongo.synchronous.change_stream import ChangeStream
 
 from recruiter.domain.following import JobView, view_of
 from recruiter.domain.records import Query
+from recruiter.store.change_streams import CLOSE_TIMEOUT_S, STREAMS_UNSUPPORTED, Stream, unless_ended
 from recruiter.store.connection import first_line
 from recruiter.store.heartbeats import beats_of, beats_of_async
 from recruiter.store.layout import Collections, Document, SyncCollections
-from recruiter.store.wakeup import CLOSE_TIMEOUT_S, STREAMS_UNSUPPORTED, Stream, unless_ended
 
 SyncStream = ChangeStream[Document]
 
@@ -138,7 +138,7 @@ async def open_archived_stream_async(c: Collections, max_await_s: float,
 
 def next_finished(stream: SyncStream) -> object:
     """The ``_id`` of the next job archived, or None if none was within the stream's wait;
-    :class:`recruiter.store.wakeup.StreamEnded` once the server has ended the stream."""
+    :class:`recruiter.store.change_streams.StreamEnded` once the server has ended the stream."""
     return _job_id_of(unless_ended(stream.try_next(), stream.alive))
 
 
@@ -147,7 +147,7 @@ async def next_finished_async(stream: Stream) -> object:
 
 
 def close_stream(stream: SyncStream) -> None:
-    """Close a change stream, giving up after a second (see :func:`recruiter.store.wakeup.close_quietly`)."""
+    """Close a change stream, giving up after a second (see :func:`recruiter.store.change_streams.close_quietly`)."""
     try:
         with pymongo.timeout(CLOSE_TIMEOUT_S):
             stream.close()
