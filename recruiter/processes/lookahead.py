@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from recruiter.domain.lanes import depths, holding, run_seconds, runner_of, worth_topping_up
-from recruiter.processes.rounds import RoundPlan
+from recruiter.processes.round_plan import RoundPlan
 from recruiter.store.layout import Document
 
 # The most a hand-off is taken to last when deciding whether to top up a busy slot.

@@ -1,4 +1,4 @@
-"""Planning a round: its reads, into a :class:`~recruiter.processes.rounds.RoundPlan`, and what
+"""Planning a round: its reads, into a :class:`~recruiter.processes.round_plan.RoundPlan`, and what
 the leader keeps in memory from one round to the next to read less.
 
 Invariants:
@@ -37,8 +37,8 @@ from recruiter.processes.lookahead import LookAhead
 from recruiter.processes.reading import CandidateReader, Picked
 from recruiter.processes.releases import RosterReleases
 from recruiter.processes.roster_view import RosterView
+from recruiter.processes.round_plan import RoundPlan
 from recruiter.processes.round_stats import RoundTimer
-from recruiter.processes.rounds import RoundPlan
 from recruiter.processes.sweeper import Sweeper
 from recruiter.processes.upkeep import find_stranded
 from recruiter.store import heartbeats, scheduled

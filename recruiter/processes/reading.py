@@ -50,7 +50,7 @@ from recruiter.domain.selection import (
 )
 from recruiter.domain.stored_limits import LastGood, read_limits
 from recruiter.processes.known_jobs import KnownJobs
-from recruiter.processes.rounds import CursorWrite
+from recruiter.processes.round_plan import CursorWrite
 from recruiter.store import halting, metadata, scheduled
 from recruiter.store.layout import Collections, Document
 from recruiter.store.readahead import ReadAhead

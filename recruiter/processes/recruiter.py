@@ -1,7 +1,7 @@
 """The recruiter process: one leader assigns ready jobs to free workers in rounds.
 
 A round first reads (:meth:`recruiter.processes.planning.RoundPlanner.plan`), into a
-:class:`~recruiter.processes.rounds.RoundPlan` value:
+:class:`~recruiter.processes.round_plan.RoundPlan` value:
 
 1. the roster entries that are available or hold an outcome, and the jobs the
    outcomes name (unless this leader still has the copies it handed out);
@@ -50,8 +50,9 @@ from recruiter.processes.leadership import Fault, LeaderProcess, Leadership, Pac
 from recruiter.processes.logs import AfterCommit
 from recruiter.processes.planning import RoundPlanner
 from recruiter.processes.reading import CandidateReader
+from recruiter.processes.round_plan import Locked, RoundPlan, RoundReport
 from recruiter.processes.round_stats import RoundTimer
-from recruiter.processes.rounds import Locked, LocksMissed, RoundPlan, RoundReport, RoundWrites
+from recruiter.processes.rounds import LocksMissed, RoundWrites
 from recruiter.processes.sweeper import Sweeper
 from recruiter.processes.timeline import Timeline
 from recruiter.store import roster

@@ -1,7 +1,8 @@
 """The writes of a recruiter round, as functions of the round's values.
 
 A round is read first (:meth:`recruiter.processes.recruiter.RecruiterProcess.plan`)
-into a :class:`RoundPlan`: a value holding what it read and chose. Its writes
+into a :class:`~recruiter.processes.round_plan.RoundPlan`: a value holding what it read and
+chose. Its writes
 (:meth:`RoundWrites.carry_out`) then take that plan and the
 :class:`~recruiter.store.layout.Collections` of the round's fenced transaction:
 
@@ -31,143 +32,40 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-import bson
 import structlog
 from bson import ObjectId
 
-from recruiter.domain.documents import Malformed
 from recruiter.domain.job import Status
-from recruiter.domain.liveness import Rescue, Stranded
 from recruiter.domain.outcome import jobs_referenced_by
-from recruiter.domain.pacing import START_AT
-from recruiter.domain.records import Query
-from recruiter.domain.selection import Assignment, Selection
+from recruiter.domain.selection import Assignment
 from recruiter.processes.applying import apply_sorted, sort_outcomes
+
+# What an assignment carries and a round's plan, moved to their own modules; still importable from here.
+from recruiter.processes.assignment_copies import MAX_JOB_COPY_BYTES as MAX_JOB_COPY_BYTES
+from recruiter.processes.assignment_copies import MAX_ROUND_COPY_BYTES as MAX_ROUND_COPY_BYTES
+from recruiter.processes.assignment_copies import NOT_SENT_TO_WORKERS as NOT_SENT_TO_WORKERS
+from recruiter.processes.assignment_copies import copies_to_send as copies_to_send
+from recruiter.processes.assignment_copies import handed_out as handed_out
+from recruiter.processes.assignment_copies import paced_copies as paced_copies
+from recruiter.processes.assignment_copies import picks_of as picks_of
+from recruiter.processes.assignment_copies import worker_copy as worker_copy
 from recruiter.processes.logs import AfterCommit
+from recruiter.processes.round_plan import CursorWrite as CursorWrite
+from recruiter.processes.round_plan import Locked as Locked
+from recruiter.processes.round_plan import RoundPlan as RoundPlan
+from recruiter.processes.round_plan import RoundReport as RoundReport
 from recruiter.processes.upkeep import quarantine, take_back
 from recruiter.store import metadata, roster, scheduled
 from recruiter.store.layout import Collections, Document
 from recruiter.store.together import update_together
-from recruiter.store.wakeup import is_copy, job_reference
 
 log = structlog.get_logger("recruiter.recruiter")
 
-# A job document bigger than this is not copied into the worker's roster entry:
-# the entry gets a reference (recruiter.wakeup.job_reference), and the worker reads
-# the job from ``scheduled`` by ``_id`` (one more read, for big jobs only).
-MAX_JOB_COPY_BYTES = 64 * 1024
 # A round that hands out at most this many jobs sends its fence, locks and assignment as one
 # command (RoundWrites.lock_and_assign): it is the round an idle leader runs for a new job, whose
 # round trips are its latency. A bigger round would save the same round trips over many jobs:
 # nothing per job, for a round whose every lock must land at once or be written again.
 TOGETHER_MAX_JOBS = 4
-# The copies one assignment update carries, together, stay under this (the rest go as
-# references), so the update stays far below the 16 MiB command limit whatever the round size.
-MAX_ROUND_COPY_BYTES = 4 * 1024 * 1024
-
-
-@dataclass
-class RoundReport:
-    applied: int = 0
-    assigned: int = 0
-    free_workers: int = 0
-    taken_back: int = 0
-
-    @property
-    def busy(self) -> bool:
-        return bool(self.applied or self.assigned or self.taken_back)
-
-
-@dataclass(frozen=True)
-class CursorWrite:
-    """What a round writes of the fairness cursor: the whole document (``replace``, to replace
-    one that was malformed) or the update of what moved."""
-
-    document: Query
-    replace: bool
-
-
-@dataclass
-class RoundPlan:
-    """What a round read, and chose, before it writes anything; then what its writes did."""
-
-    now: datetime
-    # Woken by enqueues alone: reads no roster (but a due check) and answers from known jobs.
-    quiet: bool = False
-    report: RoundReport = field(default_factory=RoundReport)
-    outcomes: list[Document] = field(default_factory=list)  # roster entries holding one
-    outcome_jobs: dict[object, Document] = field(default_factory=dict)
-    selection: Selection | None = None
-    cursor_write: CursorWrite | None = None
-    # The candidate documents read, whole: locking one turns it into the copy its worker receives.
-    documents: dict[object, Document] = field(default_factory=dict)
-    malformed: list[Malformed] = field(default_factory=list)  # jobs to quarantine (recruiter.quarantine)
-    stranded: list[Stranded] = field(default_factory=list)
-    # Free lanes of busy slots (depth > 0, recruiter.domain.lanes): their jobs are handed out ahead.
-    ahead: set[str] = field(default_factory=set)
-    # Jobs handed out under a rate limit, and when each starts: their copies say so (recruiter.domain.pacing).
-    paced: dict[object, datetime] = field(default_factory=dict)
-    # The ``freed`` marks of the entries read (recruiter.store.roster.FREED): removed by the round.
-    freed: list[tuple[object, object]] = field(default_factory=list)
-    # Filled by the writes, read once the round has committed.
-    handed_out: dict[object, Document] = field(default_factory=dict)  # job id -> the copy its worker got
-    # The workers the assignment was sent to (whose jobs it locked): given work, or found no longer
-    # available. A worker whose job it could not lock is neither, and is still free.
-    offered: set[str] = field(default_factory=set)
-    quarantined: list[Malformed] = field(default_factory=list)  # those whose archived copy the round wrote
-    taken_back: list[tuple[Stranded, Rescue]] = field(default_factory=list)
-
-    @property
-    def idle(self) -> bool:
-        """Nothing to write: no outcome, no malformed or stranded job, and no job for a free worker
-        (nor a cursor that moved)."""
-        return (not self.outcomes and not self.malformed and not self.stranded
-                and (self.selection is None or not self.selection.assignments))
-
-
-@dataclass(frozen=True)
-class Locked:
-    """A job locked for a worker this round: the assignment, its token, the locked document."""
-
-    assignment: Assignment
-    token: ObjectId
-    job: Document
-
-
-# What a worker never reads of a job, left out of the copy it gets: its history, whose
-# executions carry earlier attempts' traces and logs (the recruiter keeps the whole job).
-NOT_SENT_TO_WORKERS = ("executions", "last_execution")
-
-
-def worker_copy(job: Document) -> Document:
-    """``job`` as a worker gets it: without ``NOT_SENT_TO_WORKERS`` (``job`` itself when it has none)."""
-    if not any(f in job for f in NOT_SENT_TO_WORKERS):
-        return job
-    return {k: v for k, v in job.items() if k not in NOT_SENT_TO_WORKERS}
-
-
-def copies_to_send(locked: list[Locked]) -> list[Document]:
-    """What each assignment carries in ``job``: the job as a worker needs it (:func:`worker_copy`),
-    or a reference to it (:func:`recruiter.store.wakeup.job_reference`) when that is bigger than
-    ``MAX_JOB_COPY_BYTES`` or the round's copies already reach ``MAX_ROUND_COPY_BYTES``."""
-    budget = MAX_ROUND_COPY_BYTES
-    out = []
-    for lk in locked:
-        copy = worker_copy(lk.job)
-        size = len(bson.encode(copy))
-        if size <= min(MAX_JOB_COPY_BYTES, budget):
-            budget -= size
-            out.append(copy)
-        else:
-            out.append(job_reference(lk.assignment.job_id, lk.token))
-    return out
-
-
-def handed_out(locked: list[Locked], copies: list[Document], assigned: set[str]) -> dict[object, Document]:
-    """What the recruiter remembers of the jobs it handed out as copies: each job WHOLE (its
-    history included, for the archive), not the worker's copy; big jobs are read again."""
-    return {lk.assignment.job_id: lk.job for lk, copy in zip(locked, copies, strict=True)
-            if lk.assignment.worker_id in assigned and is_copy(copy)}
 
 
 def _hashable(value: object) -> bool:
@@ -199,25 +97,6 @@ def lock_requests(assignments: Sequence[Assignment], now: datetime, epoch: int |
 def locked_copy(doc: Document, common: dict[str, object], worker_id: str, token: ObjectId) -> Document:
     """The job as read, with its lock applied: what was locked, exactly."""
     return {**doc, **common, "locked_by": worker_id, "lock_token": token, "attempts": doc.get("attempts", 0) + 1}
-
-
-def paced_copies(locked: list[Locked], plan: RoundPlan) -> list[Document]:
-    """What each worker receives (:func:`copies_to_send`), the jobs handed out under a rate limit
-    marked with their start times."""
-    copies = copies_to_send(locked)
-    if not plan.paced:
-        return copies
-    return [{**copy, START_AT: plan.paced[lk.assignment.job_id]}
-            if lk.assignment.job_id in plan.paced and is_copy(copy) else copy
-            for lk, copy in zip(locked, copies, strict=True)]
-
-
-def picks_of(locked: list[Locked], copies: list[Document], ahead: set[str] | frozenset[str]) -> list[Document]:
-    """The assignment's picks (:func:`recruiter.store.roster.assign`): each worker, its job, the
-    copy or reference it receives, and its lock token if it was handed out ahead."""
-    return [{"w": lk.assignment.worker_id, "j": lk.assignment.job_id, "job": copy,
-             "a": lk.token if lk.assignment.worker_id in ahead else False}
-            for lk, copy in zip(locked, copies, strict=True)]
 
 
 @dataclass
