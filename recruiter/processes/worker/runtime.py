@@ -24,6 +24,9 @@ period running out, interrupts running jobs and gives them back to the queue
 without counting the attempt, with an ``interrupted`` entry in their history.
 With ``burst`` (``worker start --burst``) the process stops itself gracefully
 once nothing is left for it (:meth:`WorkerProcess._burst`).
+What stops a running job from outside its slot's loop (a halt after a lost entry
+or job, a forced stop's interrupts, a thread left running) is
+:class:`~recruiter.processes.worker.job_stops.JobStops`.
 
 Invariant: a running job's state changes only through
 :meth:`~recruiter.processes.worker.state.Running.move`, whichever of the three
@@ -35,7 +38,6 @@ or taken from a lost worker ends the process, so it never runs beside its rerun.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import socket
 from collections.abc import Callable
@@ -55,12 +57,13 @@ from recruiter.processes.worker.child import ChildDied, JobTimedOut
 from recruiter.processes.worker.config import EXIT_FENCED, EXIT_MEMORY, WorkerConfig
 from recruiter.processes.worker.entry import RosterEntries, WorkerIdTaken
 from recruiter.processes.worker.executor import Executor
-from recruiter.processes.worker.heartbeat import JOB_TAKEN_AWAY, HeartbeatThread, SlotView, beat, slot_views
+from recruiter.processes.worker.heartbeat import HeartbeatThread, beat, slot_views
 from recruiter.processes.worker.inbox import Inboxes
+from recruiter.processes.worker.job_stops import JobStops
 from recruiter.processes.worker.poller import Poller
 from recruiter.processes.worker.refusing import warn_unrunnable
 from recruiter.processes.worker.slots import SlotLoop, needs_read
-from recruiter.processes.worker.state import JobState, Runner, Running, Shutdown, Slot, SlotPhase
+from recruiter.processes.worker.state import Runner, Shutdown, Slot, SlotPhase
 from recruiter.store import heartbeats as heartbeat_docs
 from recruiter.store import metadata, roster, scheduled
 from recruiter.store.connection import StoreError, first_line
@@ -109,8 +112,8 @@ class WorkerProcess:
         self.shutdown = Shutdown()
         self.exit_code = 0
         self.exit_now = exit_now
-        self._abandoned_threads = 0
-        self._loop: asyncio.AbstractEventLoop | None = None
+        # Halts, interrupts and abandons running jobs; ends the process where one may run on.
+        self.job_stops = JobStops(self.slots, exit_now)
         self.inboxes = Inboxes((s.id, s.inbox) for s in self.slots)
         self.watch: RosterWatch | None = None
         self.poller: Poller | None = None
@@ -120,12 +123,12 @@ class WorkerProcess:
         # also the _id of the process's one heartbeat document (recruiter.domain.liveness).
         self.process_token = str(ObjectId())
         self.heartbeats = HeartbeatThread(self.sync, clock, config.heartbeat_interval_s,
-                                          lambda: slot_views(self.slots), self._lost_from_thread,
+                                          lambda: slot_views(self.slots), self.job_stops.lost_from_thread,
                                           key=ObjectId(self.process_token))
         self.entries = RosterEntries(self.c, clock, config, self.shutdown, pid=self.pid, hostname=self.hostname,
                                      process=self.process_token, bus=self.bus)
         self.executor = Executor(clock, max_crashes=config.max_crashes, allowed=allowed, pid=self.pid,
-                                 hostname=self.hostname, abandon_thread=self._abandon_thread,
+                                 hostname=self.hostname, abandon_thread=self.job_stops.abandon_thread,
                                  process=self.process_token, give_back_for_s=config.give_back_for_s,
                                  isolation=config.isolation, max_result_bytes=config.max_result_bytes)
         self.slot_loop = SlotLoop(self.c, clock, config, self.shutdown, entries=self.entries,
@@ -144,7 +147,7 @@ class WorkerProcess:
     # -- the process ------------------------------------------------------------------
 
     async def run(self) -> None:
-        self._loop = asyncio.get_running_loop()
+        self.job_stops.loop = asyncio.get_running_loop()
         # Before any thread logs: the structlog processor goes into the chain in place.
         capture.install()
         if self.executor.allowed is not None:
@@ -172,12 +175,7 @@ class WorkerProcess:
             await asyncio.gather(*side, return_exceptions=True)
             self.heartbeats.stop()
             await self._forget_beat()
-        if self._abandoned_threads:
-            # A synchronous job cannot be stopped inside its thread, and it was given
-            # back to the queue: end the process now so it cannot run on beside its rerun.
-            log.warning("worker.exit_now", reason="interrupted jobs were running in threads",
-                        threads=self._abandoned_threads)
-            self.exit_now(self.exit_code)
+        self.job_stops.exit_if_abandoned(self.exit_code)
 
     async def _forget_beat(self) -> None:
         """Every slot left the roster: delete the process's heartbeat document. Otherwise it stays,
@@ -292,21 +290,7 @@ class WorkerProcess:
         if self.forced:
             return
         self.shutdown.forced = True
-        log.warning("worker.forced_stop", running=[str(s.running.job_id) for s in self.slots if s.running])
-        for s in self.slots:
-            r = s.running
-            if r is None:
-                continue
-            if r.move(JobState.INTERRUPTED):
-                r.interrupt()
-            elif r.state is JobState.HALTED and r.in_thread and r.task is not None:
-                # A cancelled job still running in its thread: stop waiting for it, and
-                # end the process (run() does, seeing an abandoned thread).
-                self._abandon_thread()
-                r.task.cancel()
-
-    def _abandon_thread(self) -> None:
-        self._abandoned_threads += 1
+        self.job_stops.interrupt_all()
 
     def _check_memory(self, bound: FilteringBoundLogger) -> None:
         limit = self.config.memory_limit_bytes
@@ -319,51 +303,11 @@ class WorkerProcess:
             self.exit_code = EXIT_MEMORY
             self.stop()
 
-    # -- heartbeats: a slot that lost its entry or its job halts the job ----------------
-
-    def _lost_from_thread(self, view: SlotView, reason: str) -> None:
-        if self._loop is not None:
-            with contextlib.suppress(RuntimeError):  # the loop closed: the process is ending
-                self._loop.call_soon_threadsafe(self._on_lost, view, reason)
-
-    def _on_lost(self, view: SlotView, reason: str) -> None:
-        slot = next((s for s in self.slots if s.id == view.id), None)
-        if slot is None or (slot.phase in (SlotPhase.LEAVING, SlotPhase.LEFT) and slot.running is None):
-            return  # a slot deleting its own entry finds it gone: that is no fence
-        r = slot.running
-        if r is not None and r.job_id == view.job_id and r.move(JobState.HALTED):
-            self._halted(slot, r, reason, worker_lost=reason != JOB_TAKEN_AWAY)
-        elif view.halting and r is not None and r.state is JobState.HALTED and r.in_thread:
-            # A cancelled job runs on in its thread, and the entry that kept it counted (its
-            # max_running slot) is gone or another process's: it must not run on uncounted.
-            log.error("worker.exit_now", worker_id=slot.id, exit_status=EXIT_FENCED, reason=reason,
-                      detail="a cancelled job still runs in a thread, and this worker lost its entry")
-            self.exit_now(EXIT_FENCED)
-        elif view.job_id is None:
-            log.warning("heartbeat.fenced", worker_id=slot.id, reason=reason)
-
     async def heartbeat(self) -> None:
         """One heartbeat now, as the thread does it (for tests and tools)."""
         for view, reason in await asyncio.to_thread(beat, self.sync, self.clock, self.config.heartbeat_interval_s,
                                                     slot_views(self.slots), self.heartbeats.key):
-            self._on_lost(view, reason)
-
-    def _halted(self, slot: Slot, running: Running, reason: str, *, worker_lost: bool) -> None:
-        """Stop a job that was just halted (taken away); its outcome will be discarded.
-
-        An ``async`` job is cancelled and a child process killed. A thread cannot
-        be stopped: when the whole worker was declared dead or replaced (its job
-        may already run elsewhere), the process ends at once so that it does not
-        run beside its rerun; when only the job was taken away, the thread runs
-        to its end and its outcome is discarded.
-        """
-        log.warning("job.halted", worker_id=slot.id, job_id=str(running.job_id), reason=reason)
-        if not running.in_thread:
-            running.interrupt()
-        elif worker_lost:
-            log.error("worker.exit_now", worker_id=slot.id, exit_status=EXIT_FENCED,
-                      reason="a job that may now run elsewhere cannot be stopped inside its thread")
-            self.exit_now(EXIT_FENCED)
+            self.job_stops.on_lost(view, reason)
 
     # -- one slot's steps, as its loop takes them (for tests and tools) -----------------
 
