@@ -1,5 +1,8 @@
 """A slot's roster entry: register, record an outcome, make it available again, leave.
 
+Registering (entering the roster, or taking over the entry a dead process left) is
+:mod:`recruiter.processes.worker.registration`; :class:`RosterEntries` hands it on.
+
 Fencing: each registration gets a fresh ``session`` id, stored in the entry.
 Every write the slot makes to it is conditional on that session, and those
 about a job also on ``assigned_to.<id>`` naming that job (the filters live in
@@ -16,29 +19,22 @@ locked), in the same write that makes the entry available again.
 from __future__ import annotations
 
 import asyncio
-import os
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import structlog
 from structlog.typing import FilteringBoundLogger
 
-from recruiter.domain import versions
 from recruiter.domain.cancel import HALTING
 from recruiter.domain.clock import Clock
-from recruiter.domain.events import JobFinished, WorkerGone, WorkerRegistered
+from recruiter.domain.events import JobFinished, WorkerGone
 from recruiter.domain.lanes import needs_mark
-from recruiter.domain.liveness import (
-    date_or_none,
-    heartbeat_document,
-    process_document,
-    rescue_update,
-    slot_document,
-)
-from recruiter.domain.outcome import Outcome, jobs_referenced_by
-from recruiter.domain.placement import worker_group
-from recruiter.domain.records import Query, Raw
+from recruiter.domain.outcome import Outcome
+from recruiter.domain.records import Raw
 from recruiter.processes.events import Bus
-from recruiter.processes.worker.config import MISSED_BEATS_FOR_RESTART, WorkerConfig
+from recruiter.processes.worker.config import WorkerConfig
+from recruiter.processes.worker.registration import Registration
+from recruiter.processes.worker.registration import WorkerIdTaken as WorkerIdTaken  # moved; importable from here
+from recruiter.processes.worker.registration import process_exists as process_exists
 from recruiter.processes.worker.state import Shutdown, Slot, SlotPhase, Turn
 from recruiter.store import archived, halting, heartbeats, roster, scheduled
 from recruiter.store.connection import StoreError, first_line
@@ -46,27 +42,6 @@ from recruiter.store.layout import Collections, Document
 from recruiter.store.roster import OutcomeRefused
 
 log = structlog.get_logger("recruiter.worker")
-
-
-class WorkerIdTaken(RuntimeError):
-    def __init__(self, worker_id: str, entry: Raw, silent: timedelta) -> None:
-        super().__init__(
-            f"worker id {worker_id!r} is in use by pid {entry.get('pid')} on {entry.get('hostname')} "
-            f"(last heartbeat {silent.total_seconds():.1f}s ago); stop it first "
-            f"(recruiter workers stop {worker_id}) or choose another --id"
-        )
-
-
-def process_exists(pid: object) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class RosterEntries:
@@ -83,102 +58,19 @@ class RosterEntries:
         self.config = config
         self.pid = pid
         self.hostname = hostname
+        # Entering the roster, or taking over the entry a dead process left.
+        self.registration = Registration(c, clock, config, pid=pid, hostname=hostname, process=process, bus=self.bus)
         # The process's heartbeat document (recruiter.domain.liveness); None: one per entry.
-        self.beat_key = heartbeats.process_key(process)
-
-    def process_id(self, slot: Slot) -> str:
-        """The id the process was started with (``--id``): its slots are ``ID`` or ``ID-0``, ``ID-1``...
-        (and their look-ahead lanes ``ID~1``, ``ID-0~1``..., :mod:`recruiter.domain.lanes`)."""
-        return slot.runner_id if self.config.concurrency == 1 else slot.runner_id.rsplit("-", 1)[0]
-
-    def document(self, slot: Slot, now: datetime) -> Query:
-        """A fresh entry for ``slot``, available from ``now``. It also takes the reserved group
-        of the jobs aimed at its process (``@worker:ID``, :mod:`recruiter.domain.placement`)."""
-        return {
-            "_id": slot.id,
-            "work_on": [*self.config.groups, worker_group(self.process_id(slot))],
-            "available": True,
-            "available_since": now,
-            "created_at": now,
-            "pid": self.pid,
-            "hostname": self.hostname,
-            "session": slot.session,
-            "heartbeat_interval_s": self.config.heartbeat_interval_s,
-            "runner": slot.runner_id,
-            "lane": slot.lane,
-            "lanes": slot.lanes,
-            "process": self.process or slot.runner_id,
-            versions.FIELD: versions.record(),  # read by status and by a leader of a later release
-            roster.FREED: roster.freed_mark(),  # the leader reads it (recruiter.store.roster.FREED)
-        }
-
-    # -- register -------------------------------------------------------------------
+        self.beat_key = self.registration.beat_key
 
     async def register(self, slot: Slot) -> None:
-        """Enter the roster; if the id is still there from a dead process, recover it first."""
-        slot.session = roster.new_session()
-        while True:
-            now = self.clock.now()
-            if await roster.insert_entry(self.c.roster, self.document(slot, now)):
-                break
-            old = await roster.read_entry(self.c.roster, slot.id)
-            if old is not None and await self.recover(slot, old, now):
-                break
-        # The entry is not given work until its process's heartbeat names it with its session
-        # (recruiter.domain.liveness). The reserved group of the jobs aimed at this process:
-        # the cleaner reads it if it removes the slot as dead.
-        group = worker_group(self.process_id(slot))
-        if self.beat_key is not None:
-            process = process_document(self.process, self.clock.now(), self.config.heartbeat_interval_s,
-                                       self.pid, self.hostname, group)
-            await heartbeats.register_slot(self.c.heartbeats, self.beat_key, process,
-                                           slot_document(slot.id, slot.session))
-        else:
-            beat = heartbeat_document(slot.id, slot.session, self.clock.now(), self.config.heartbeat_interval_s,
-                                      self.pid, self.hostname)
-            beat["worker_group"] = group
-            await heartbeats.write_first_beat(self.c.heartbeats, beat)
-        self.bus.emit(WorkerRegistered(slot.id, tuple(self.config.groups), self.pid))  # logs worker.registered
+        """Enter the roster (:meth:`recruiter.processes.worker.registration.Registration.register`)."""
+        await self.registration.register(slot)
 
     async def recover(self, slot: Slot, old: Document, now: datetime) -> bool:
-        """Take over the entry a previous process with our id left, and release its jobs.
-
-        Refused (:class:`WorkerIdTaken`) while that process still heartbeats. Its
-        unapplied outcome is kept for the recruiter; the jobs it was given or was
-        running are returned or unlocked as crashed attempts, as its heartbeats
-        tell (:func:`recruiter.domain.liveness.rescue_update`). The takeover changes
-        ``session``, so if the old process was only paused, its writes are
-        refused from now on. Returns False when the entry changed under us (read
-        it again).
-        """
-        beat = await heartbeats.read_entry_beat(self.c.heartbeats, old)  # None: not that entry's
-        seen = date_or_none((beat or old).get("last_seen_at"))
-        self._refuse_if_alive(slot, old, beat, now - seen if seen is not None else None)
-        entry = self.document(slot, now)
-        entry.update(available=False, recovering=True)
-        if old.get("outcome"):
-            entry["outcome"] = old["outcome"]
-        if not await roster.take_over_entry(self.c.roster, old, entry):
-            return False
-        held = jobs_referenced_by(old) - {(old.get("outcome") or {}).get("job")}
-        jobs = await scheduled.read_held_jobs(self.c.scheduled, held, slot.id)
-        reason = (f"worker {slot.id} (pid {old.get('pid')} on {old.get('hostname')}) was restarted; "
-                  f"last seen {seen.isoformat() if seen else 'never'}")
-        await scheduled.rescue_jobs(self.c.scheduled, [rescue_update(j, old, beat, now, reason)[1] for j in jobs])
-        await roster.release_entry(self.c.roster, slot.id, slot.session, self.clock.now(), stopping=False,
-                                   recovered=True)
-        log.warning("worker.recovered", worker_id=slot.id, previous_pid=old.get("pid"),
-                    previous_hostname=old.get("hostname"), released=[str(j["_id"]) for j in jobs],
-                    kept_outcome=bool(old.get("outcome")))
-        return True
-
-    def _refuse_if_alive(self, slot: Slot, old: Document, beat: Document | None, silent: timedelta | None) -> None:
-        """Raise :class:`WorkerIdTaken` if the process that left ``old`` may still live."""
-        interval = float((beat or old).get("heartbeat_interval_s") or self.config.heartbeat_interval_s)
-        # On this machine we can see whether its process is gone; elsewhere, its heartbeat tells.
-        gone_here = old.get("hostname") == self.hostname and not process_exists(old.get("pid"))
-        if not gone_here and silent is not None and silent < timedelta(seconds=MISSED_BEATS_FOR_RESTART * interval):
-            raise WorkerIdTaken(slot.id, old, silent)
+        """Take over the entry a previous process with our id left
+        (:meth:`recruiter.processes.worker.registration.Registration.recover`)."""
+        return await self.registration.recover(slot, old, now)
 
     # -- record an outcome ------------------------------------------------------------
 

@@ -55,13 +55,14 @@ from recruiter.processes.events import Bus
 from recruiter.processes.worker import capture
 from recruiter.processes.worker.child import ChildDied, JobTimedOut
 from recruiter.processes.worker.config import EXIT_FENCED, EXIT_MEMORY, WorkerConfig
-from recruiter.processes.worker.entry import RosterEntries, WorkerIdTaken
+from recruiter.processes.worker.entry import RosterEntries
 from recruiter.processes.worker.executor import Executor
 from recruiter.processes.worker.heartbeat import HeartbeatThread, beat, slot_views
 from recruiter.processes.worker.inbox import Inboxes
 from recruiter.processes.worker.job_stops import JobStops
 from recruiter.processes.worker.poller import Poller
 from recruiter.processes.worker.refusing import warn_unrunnable
+from recruiter.processes.worker.registration import WorkerIdTaken
 from recruiter.processes.worker.slots import SlotLoop, needs_read
 from recruiter.processes.worker.state import Runner, Shutdown, Slot, SlotPhase
 from recruiter.store import heartbeats as heartbeat_docs
