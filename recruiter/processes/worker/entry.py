@@ -50,14 +50,11 @@ class RosterEntries:
     def __init__(self, c: Collections, clock: Clock, config: WorkerConfig, shutdown: Shutdown, *,
                  pid: int, hostname: str, process: str = "", bus: Bus | None = None) -> None:
         """``shutdown`` is read at each write: an entry written while stopping is not available."""
-        self.process = process
         self.c = c
         self.bus = bus or Bus.logging()
         self.shutdown = shutdown
         self.clock = clock
         self.config = config
-        self.pid = pid
-        self.hostname = hostname
         # Entering the roster, or taking over the entry a dead process left.
         self.registration = Registration(c, clock, config, pid=pid, hostname=hostname, process=process, bus=self.bus)
         # The process's heartbeat document (recruiter.domain.liveness); None: one per entry.
