@@ -251,7 +251,7 @@ def test_workers_first_then_the_leader(cluster: Cluster) -> None:
     # Worker slots are listed while their beats are fresh: on a loaded machine a beat may be late for a moment.
     status = wait_for(lambda: (s := c.status()) and releases_line(s) == expected and s, timeout_s=30,
                       message=f"status listing {expected}")
-    assert "warning" not in status, status
+    assert "warning:   " not in status, status  # no release warning (a shared-database one may stand)
     assert_once(c)
 
 
@@ -269,7 +269,7 @@ def test_leader_first_then_the_workers(cluster: Cluster) -> None:
     c.replace("worker")
     c.enqueue(by_old=True)
     c.all_done()
-    assert "warning" not in c.status()
+    assert "warning:   " not in c.status()  # no release warning
     assert_once(c)
 
 
