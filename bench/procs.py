@@ -100,6 +100,16 @@ class Fleet:
                 raise RuntimeError(f"{p.kind} process {p.pid} exited with {p.popen.returncode}: "
                                    f"{p.log_path.read_text(errors='replace')[-1500:]}")
 
+    def idle_window(self, settle_s: float, window_s: float) -> tuple[dict[str, dict[str, Any]],
+                                                                    dict[str, dict[str, Any]], float]:
+        """After ``settle_s``, the figures at the start and at the end of a ``window_s`` window of
+        nothing enqueued (:meth:`flush`), and the window's measured length in seconds."""
+        time.sleep(settle_s)
+        a, t0 = self.flush(), time.perf_counter()
+        time.sleep(window_s)
+        b, t1 = self.flush(), time.perf_counter()
+        return a, b, t1 - t0
+
     def flush(self, timeout_s: float = 10.0) -> dict[str, dict[str, Any]]:
         """Ask every process for its figures as of now (SIGUSR2) and sum them per kind."""
         asked = time.time()

@@ -219,11 +219,7 @@ class Scenario:
         return {**percentiles(values), "values_ms": values}
 
     def idle(self) -> dict[str, Any]:
-        time.sleep(self.sizes.idle_settle_s)
-        a, t0 = self.fleet.flush(), time.perf_counter()
-        time.sleep(self.sizes.idle_window_s)
-        b, t1 = self.fleet.flush(), time.perf_counter()
-        seconds = t1 - t0
+        a, b, seconds = self.fleet.idle_window(self.sizes.idle_settle_s, self.sizes.idle_window_s)
         per_process = {k: (b[k]["round_trips"] - a[k]["round_trips"]) / seconds / len(self.fleet.of_kind(k))
                        for k in b}
         d = difference(b["worker"], a["worker"])

@@ -220,11 +220,7 @@ class AgendaRun:
 
     def idle(self, sizes: Sizes) -> dict[str, Any]:
         """Requests per second of one idle worker process (its polls and change-stream waits)."""
-        time.sleep(sizes.idle_settle_s)
-        a, t0 = self.fleet.flush(), time.perf_counter()
-        time.sleep(sizes.idle_window_s)
-        b, t1 = self.fleet.flush(), time.perf_counter()
-        seconds = t1 - t0
+        a, b, seconds = self.fleet.idle_window(sizes.idle_settle_s, sizes.idle_window_s)
         return {"seconds": seconds,
                 "worker_requests_per_s": (b["worker"]["round_trips"] - a["worker"]["round_trips"]) / seconds
                 / self.workers}
