@@ -18,8 +18,9 @@ records the oldest it works beside, and both judge alike. A document that record
 release comes from :data:`UNRECORDED` or older (0.2.0 is the first release that records
 one); what it works beside is not known, and is not held against it.
 
-Invariant: a recorded release is untrusted input: a value that cannot be read is
-read as unrecorded (:func:`recorded`), never raises.
+Invariant: a recorded release is untrusted input, never raises: a field that is there but
+cannot be read is :data:`UNREADABLE` (shown so, and not held against the process: a damaged
+document must not stop a queue), while a field that is absent is :data:`UNRECORDED` or older.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 # This release. Bump it with each release, with its section in CHANGELOG.md.
-RELEASE = "0.2.0"
+RELEASE = "0.3.0"
 # The oldest release this one works beside: the one before it (CHANGELOG.md).
-WORKS_BESIDE = "0.1.1"
+WORKS_BESIDE = "0.2.0"
 # The release a document recording none comes from, at the newest: the last that recorded none.
 UNRECORDED = "0.1.1"
 # The field of a roster entry, a heartbeat document or a lease that records the writer's release.
@@ -56,15 +57,20 @@ class Release:
     version: str
     works_beside: str | None
     recorded: bool = True
+    readable: bool = True
 
     @property
     def shown(self) -> str:
         """How status and log lines name it: ``0.2.0``, or ``0.1.1 or older (none recorded)``."""
+        if not self.readable:
+            return "unreadable (not held against it)"
         return self.version if self.recorded else f"{UNRECORDED} or older (none recorded)"
 
 
 THIS = Release(RELEASE, WORKS_BESIDE)
 UNKNOWN = Release(UNRECORDED, None, recorded=False)
+# A release field that is there but cannot be read: judged as this release's oldest neighbour.
+UNREADABLE = Release(WORKS_BESIDE, None, recorded=False, readable=False)
 
 
 def record() -> dict[str, str]:
@@ -77,8 +83,10 @@ def recorded(doc: Mapping[str, object], owner: object = None) -> Release:
     With ``owner`` (a lease), only a record naming that owner counts: an older holder that took
     the lease over left the field of the one before it."""
     value = doc.get(FIELD)
-    if not isinstance(value, Mapping) or parse(value.get("version")) is None:
+    if value is None:
         return UNKNOWN
+    if not isinstance(value, Mapping) or parse(value.get("version")) is None:
+        return UNREADABLE
     if owner is not None and value.get("owner") != owner:
         return UNKNOWN
     oldest = value.get("works_beside")

@@ -45,7 +45,7 @@ from click.testing import CliRunner
 
 from recruiter import Recruiter
 from recruiter.cli.main import main
-from recruiter.domain.versions import RELEASE, UNRECORDED, WORKS_BESIDE
+from recruiter.domain.versions import RELEASE, WORKS_BESIDE
 from tests.conftest import REPO, wait_for
 from tests.integration.test_releases import TOO_OLD, lease
 from tests.processes.conftest import FAST_CLEANER, FAST_RECRUITER, FAST_WORKER, Proc, Processes
@@ -55,9 +55,9 @@ from tests.workables import Record
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(900)]
 
 # The release before this one (CHANGELOG.md), as a commit of this repository: the one place it is named.
-PREVIOUS_RELEASE = "85d2084"
-# How this release's status names it: it records no release (0.2.0 is the first that does).
-PREVIOUS_SHOWN = f"{UNRECORDED} or older (none recorded)"
+PREVIOUS_RELEASE = "a125777"
+# How this release's status names it: the release it records.
+PREVIOUS_SHOWN = WORKS_BESIDE
 GROUP = "upgrade"
 BATCH = 8
 DONE_WITHIN_S = 60.0

@@ -1,7 +1,10 @@
-"""The skew rule for jobs that wait (issue 42): a 0.1.1 leader knows nothing of ``after`` and must
-never run a dependent early. A held job's ``scheduled_at`` is 9999-01-01 (its due time is kept in
-``after.due_at``), and that leader hands out only jobs due now, so it leaves the job held; a 0.2.0
-leader taking over releases it (its sweep), and a 0.1.1 worker runs it, once, after what it waited for.
+"""The skew rule for jobs that wait (issue 42), beside the previous release (0.2.0).
+
+Jobs that wait are enqueued by this release's producer and run by processes of both releases:
+a previous-release leader and worker run a chain this release wrote (the dependent only after
+what it waits for, once), then this release's leader takes over beside the previous worker and
+runs a second chain the same way. A held job's ``scheduled_at`` is 9999-01-01 (its due time is in
+``after.due_at``), so a leader of any release hands it out only once it is released.
 """
 
 from __future__ import annotations
@@ -21,27 +24,32 @@ from tests.workables import Record
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(900)]
 
 
-def test_a_previous_release_leader_never_runs_a_dependent_and_this_release_releases_it(
-        processes: Processes, previous: Previous, db: Any, db_uri: str) -> None:
+def chain(db_uri: str, first_n: int) -> tuple[Any, Any]:
     with Recruiter.connect(db_uri) as rec:
-        first = Record(db_uri, n=1, sleep_s=1.0).as_job_of(rec).enqueue()
-        waits = Record(db_uri, n=2).as_job_of(rec).after(first).enqueue()
+        first = Record(db_uri, n=first_n, sleep_s=1.0).as_job_of(rec).enqueue()
+        waits = Record(db_uri, n=first_n + 1).as_job_of(rec).after(first).enqueue()
+    return first, waits
+
+
+def ran_once_after(db: Any, first_n: int) -> None:
+    ends = {e["n"]: e["at"] for e in db.ledger.find({"event": "end"})}
+    (started,) = list(db.ledger.find({"event": "start", "n": first_n + 1}))
+    assert started["at"] >= ends[first_n]
+    assert db.ledger.count_documents({"event": "start", "n": first_n}) == 1
+
+
+def test_both_releases_run_a_dependent_once_after_what_it_waits_for(
+        processes: Processes, previous: Previous, db: Any, db_uri: str) -> None:
+    _, waits = chain(db_uri, 1)
     old_leader = start_previous(processes, previous, "recruiter", "start", *FAST_RECRUITER)
     start_previous(processes, previous, "worker", "worker", "start", *FAST_WORKER, "--id", "old")
-    wait_for(lambda: db.archived.find_one({"_id": first}), timeout_s=60, message="the first job done (old leader)")
-    # The old leader goes on with its rounds: a job enqueued after runs, the held one stays held.
-    with Recruiter.connect(db_uri) as rec:
-        later = Record(db_uri, n=3).as_job_of(rec).enqueue()
-    wait_for(lambda: db.archived.find_one({"_id": later}), timeout_s=60, message="a later job done (old leader)")
-    held = db.scheduled.find_one({"_id": waits})
-    assert held is not None
-    assert held["after"]["held"] is True
-    assert db.ledger.count_documents({"n": 2}) == 0
+    wait_for(lambda: db.archived.find_one({"_id": waits}), timeout_s=60, message="the dependent done (old leader)")
+    ran_once_after(db, 1)
 
     old_leader.signal(signal.SIGTERM)
     assert old_leader.wait(30) == 0
-    processes.recruiter()  # this release's leader: its sweep finds the dependency archived
+    processes.recruiter()  # this release's leader, beside the previous release's worker
+    _, waits = chain(db_uri, 3)
     wait_for(lambda: db.archived.find_one({"_id": waits}), timeout_s=60, message="the dependent done (new leader)")
-    ends = {e["n"]: e["at"] for e in db.ledger.find({"event": "end"})}
-    (started,) = list(db.ledger.find({"event": "start", "n": 2}))
-    assert started["at"] >= ends[1]
+    ran_once_after(db, 3)
+    assert {d["why"] for d in db.archived.find({})} == {"done"}
