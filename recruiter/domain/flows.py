@@ -32,7 +32,8 @@ def _with_id(builder: JobBuilder[Any]) -> JobBuilder[Any]:
 
 def _after(builder: JobBuilder[Any], ids: Iterable[ObjectId], if_failed: str) -> JobBuilder[Any]:
     own = builder.options.after
-    return builder.after(*own, *(i for i in ids if i not in own), if_failed=if_failed)
+    new = [i for i in ids if i not in own]
+    return builder.after(*new, if_failed=if_failed) if new else builder
 
 
 def _linked(recruiter: Enqueuer[Any], items: Iterable[Item]) -> list[JobBuilder[Any]]:

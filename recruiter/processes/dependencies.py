@@ -83,9 +83,10 @@ class DependencySweep:
 
 
 def _pending(doc: Document) -> list[object]:
+    """What ``doc`` waits for, without its guard (its own id: recruiter.domain.dependency_policy)."""
     after = doc.get("after")
     pending = after.get("pending") if isinstance(after, dict) else None
-    return list(pending) if isinstance(pending, list) else []
+    return [i for i in pending if i != doc["_id"]] if isinstance(pending, list) else []
 
 
 async def _resolve_all(c: Collections, ready: list[Document], ended: Mapping[object, object], now: datetime) -> None:

@@ -28,7 +28,10 @@ def _arch(job: Document, why: str, reason: str, now: datetime) -> Document:
     doc["attempts"] = job.get("attempts", 0)
     after = job.get("after")
     if isinstance(after, dict):  # archived while held: its own due time, and no longer held
-        doc["after"] = {k: v for k, v in after.items() if k != "held"}
+        kept = {k: v for k, v in after.items() if k != "held"}
+        if isinstance(after.get("pending"), list):  # without its guard (its own id)
+            kept["pending"] = [i for i in after["pending"] if i != job.get("_id")]
+        doc["after"] = kept
         if isinstance(after.get("due_at"), datetime):
             doc["scheduled_at"] = after["due_at"]
     return doc
@@ -62,16 +65,19 @@ async def release_dependents(c: Collections, ended: Mapping[object, object], now
 async def resolve(c: Collections, job: Document, now: datetime) -> Document | None:
     """Release ``job`` (held, as read) or archive it, if it waits for nothing more; the archived
     copy (id, why) when it was archived, else None. Conditional: a job no longer held is left."""
-    after = parse_after(job.get("after"))
+    after = parse_after(job.get("after"), job["_id"])
     if isinstance(after, str):
         return await _archive(c, job, MALFORMED, after, now)
     decision = decide(after)
     if isinstance(decision, Wait):
         return None
     if isinstance(decision, Release):
+        # Nothing pending but, for a guarded job, its own id (recruiter.domain.dependency_policy).
         await c.scheduled.update_one(
-            {"_id": job["_id"], **HELD, "after.pending": {"$size": 0}, "locked": False},
-            {"$set": {"scheduled_at": decision.due_at, "after.released_at": now}, "$unset": {"after.held": ""}})
+            {"_id": job["_id"], **HELD, "locked": False,
+             "$or": [{"after.pending": {"$size": 0}}, {"after.pending": [job["_id"]]}]},
+            {"$set": {"scheduled_at": decision.due_at, "after.released_at": now, "after.pending": []},
+             "$unset": {"after.held": ""}})
         return None
     assert isinstance(decision, Archive)
     return await _archive(c, job, decision.why, decision.reason, now)
