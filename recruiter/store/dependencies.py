@@ -14,7 +14,8 @@ from datetime import datetime
 from bson import ObjectId
 from pymongo import ReturnDocument
 
-from recruiter.domain.dependencies import GONE, Archive, Release, Wait, decide, failures, parse_after
+from recruiter.domain.dependencies import GONE, Archive, Release, Wait, decide, failures, parse_after, waited_for
+from recruiter.domain.dependency_results import KEY, PROJECTION, results_of
 from recruiter.domain.outcome import MALFORMED, archived_document
 from recruiter.store.layout import Collections, Document, SyncCollections
 
@@ -143,3 +144,13 @@ async def archived_whys_async(c: Collections, ids: Sequence[object], session: ob
     """:func:`archived_whys` for the asyncio client."""
     kw = {"session": session} if session is not None else {}
     return {d["_id"]: d.get("why") async for d in c.archived.find({"_id": {"$in": list(ids)}}, {"why": 1}, **kw)}
+
+
+async def with_dependency_results(c: Collections, job: Document) -> Document:
+    """``job`` (a copy) with the results of the jobs it waited for beside it (one read of
+    ``archived``, only for a job that waited for some): :mod:`recruiter.domain.dependency_results`."""
+    ids = [ObjectId(i) for i in waited_for(job)]
+    if not ids:
+        return job
+    found = {d["_id"]: d async for d in c.archived.find({"_id": {"$in": ids}}, PROJECTION)}
+    return {**job, KEY: results_of(ids, found)}

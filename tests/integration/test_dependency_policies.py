@@ -18,6 +18,7 @@ from recruiter.domain.dependency_policy import SKIPPED, checked_policy
 from recruiter.domain.job import JobOptions
 from recruiter.store.dependencies import release_dependents
 from recruiter.store.layout import Collections
+from tests.flow_workables import ReadsResults, Step
 from tests.integration.test_dependencies import sweep, work_all
 from tests.integration.test_processes_inproc import START, Harness, run
 from tests.unit.test_dependency_policy import _expected, dags
@@ -172,3 +173,36 @@ async def _archive(c: Collections, job_id: ObjectId, why: str) -> None:
     await c.archived.insert_one({**doc, "why": why, "archived_at": START})
     await c.scheduled.delete_one({"_id": job_id})
     await release_dependents(c, {job_id: why}, START)
+
+
+def test_a_running_job_reads_its_dependencies_results_by_id_and_step_a_dropped_one_says_so(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        p = h.producer
+        fetch = await Step(h.db_uri, n=7).as_job_of(p).enqueue()
+        await h.db.scheduled.update_one({"_id": fetch}, {"$set": {"workflow": {"id": ObjectId(), "name": "w",
+                                                                                "step": "fetch"}}})
+        big = await Step(h.db_uri, n=8).as_job_of(p).schedule_in(hours=1).enqueue()
+        stopped = await Step(h.db_uri, n=9).as_job_of(p).schedule_in(hours=1).enqueue()
+        reader = await ReadsResults(h.db_uri).as_job_of(p).after(fetch, big, stopped, if_failed="run").enqueue()
+        # big ended done with its result dropped (over the size limit), as a worker archives it.
+        doc = await h.job(big)
+        assert doc is not None
+        await h.db.archived.insert_one({**doc, "why": "done", "archived_at": START,
+                                        "result_dropped": {"reason": "over the size limit", "size_bytes": 2 << 20}})
+        await h.db.scheduled.delete_one({"_id": big})
+        await p.cancel(stopped)
+        workers = [await h.worker("w1")]
+        assert await work_all(h, workers) == [fetch]
+        assert await sweep(h) == 1
+        assert await work_all(h, workers) == [reader]
+        [start] = await h.ledger(event="start", job=str(reader))
+        assert start["seen"]["fetch"] == {"why": "done", "result": 7, "dropped": None, "step": "fetch"}
+        assert start["seen"][str(fetch)] == start["seen"]["fetch"]
+        assert start["values"][str(fetch)] == 7
+        assert start["seen"][str(big)]["dropped"] == "over the size limit"
+        assert start["seen"][str(big)]["result"] is None
+        assert start["values"][str(big)] == (f"unavailable: job {big} ended done, but its result was dropped: "
+                                             "over the size limit")
+        assert start["values"][str(stopped)] == f"unavailable: job {stopped} ended cancelled: it has no result"
+
+    run(db_uri, scenario)
