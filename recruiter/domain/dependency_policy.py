@@ -43,7 +43,7 @@ _SEVERITY = {"run": 0, "skip": 1, "cancel": 2}
 _BY_WHY = {
     "cancelled": "cancelled", "halted": "cancelled", "running-on": "cancelled", "upstream-failed": "cancelled",
     "unrunnable": "unrunnable", "not-allowed": "unrunnable", "cannot-import": "unrunnable",
-    "malformed": "quarantined", "gone": "gone", SKIPPED: "skipped",
+    "malformed": "quarantined", "gone": "gone", "deleted": "gone", SKIPPED: "skipped",
 }
 
 Policy = tuple[tuple[str, str], ...]  # (outcome, fate) for every outcome, in OUTCOMES' order

@@ -24,7 +24,8 @@ HELD: Document = {"after.held": True}
 MAX_RESOLVED = 1_000
 
 
-def _arch(job: Document, why: str, reason: str, now: datetime) -> Document:
+def archived_copy(job: Document, why: str, reason: str, now: datetime) -> Document:
+    """The ``archived`` copy of a held job decided ``why`` (its upstream named in ``reason``)."""
     doc = archived_document(job, {"decision": {"archive": why, "reason": reason}, "executed": False}, now)
     doc["attempts"] = job.get("attempts", 0)
     after = job.get("after")
@@ -73,22 +74,28 @@ async def resolve(c: Collections, job: Document, now: datetime) -> Document | No
     if isinstance(decision, Wait):
         return None
     if isinstance(decision, Release):
-        # Nothing pending but, for a guarded job, its own id (recruiter.domain.dependency_policy).
-        await c.scheduled.update_one(
-            {"_id": job["_id"], **HELD, "locked": False,
-             "$or": [{"after.pending": {"$size": 0}}, {"after.pending": [job["_id"]]}]},
-            {"$set": {"scheduled_at": decision.due_at, "after.released_at": now, "after.pending": []},
-             "$unset": {"after.held": ""}})
+        await c.scheduled.update_one(release_filter(job), release_update(decision, now))
         return None
     assert isinstance(decision, Archive)
     return await _archive(c, job, decision.why, decision.reason, now)
+
+
+def release_filter(job: Document) -> Document:
+    """A held job with nothing pending but, for a guarded one, its own id (recruiter.domain.dependency_policy)."""
+    return {"_id": job["_id"], **HELD, "locked": False,
+            "$or": [{"after.pending": {"$size": 0}}, {"after.pending": [job["_id"]]}]}
+
+
+def release_update(decision: Release, now: datetime) -> Document:
+    return {"$set": {"scheduled_at": decision.due_at, "after.released_at": now, "after.pending": []},
+            "$unset": {"after.held": ""}}
 
 
 async def _archive(c: Collections, job: Document, why: str, reason: str, now: datetime) -> Document | None:
     whole = await c.scheduled.find_one({"_id": job["_id"], **HELD, "locked": False})
     if whole is None:
         return None
-    doc = _arch(whole, why, reason, now)
+    doc = archived_copy(whole, why, reason, now)
     await c.archived.update_one({"_id": whole["_id"]}, {"$setOnInsert": doc}, upsert=True)
     if (await c.scheduled.delete_one({"_id": whole["_id"], **HELD, "locked": False})).deleted_count != 1:
         return None

@@ -6,18 +6,23 @@ from __future__ import annotations
 import asyncio
 import threading
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from bson import ObjectId
 from hypothesis import HealthCheck, given, settings
 from pymongo import AsyncMongoClient
 
+from recruiter.domain.cancel import WAS_WAITING
 from recruiter.domain.dependencies import HELD_UNTIL
-from recruiter.domain.dependency_policy import SKIPPED, checked_policy
+from recruiter.domain.dependency_policy import OUTCOMES, SKIPPED, checked_policy
 from recruiter.domain.job import JobOptions
+from recruiter.domain.waiting_actions import WAS_DELETED
+from recruiter.processes.cleaner import CleanReport, Pass
+from recruiter.store.cancel import cancel_job
 from recruiter.store.dependencies import release_dependents
 from recruiter.store.layout import Collections
+from recruiter.store.waiting_actions import delete_waiting
 from tests.flow_workables import ReadsResults, Step
 from tests.integration.test_dependencies import sweep, work_all
 from tests.integration.test_processes_inproc import START, Harness, run
@@ -71,7 +76,10 @@ def test_a_guarded_job_is_released_by_the_round_and_by_the_sweep(db_uri: str) ->
         assert released["after"]["pending"] == []
         assert "held" not in released["after"]
 
-        await p.cancel(later)  # the sweep resolves what another process archived
+        doc = await h.job(later)  # archived by a process that resolves no dependent (a 0.2.0 client)
+        assert doc is not None
+        await h.db.archived.insert_one({**doc, "why": "cancelled", "archived_at": START})
+        await h.db.scheduled.delete_one({"_id": later})
         assert await sweep(h) == 1
         swept = await h.job(by_sweep)
         assert swept is not None
@@ -204,5 +212,55 @@ def test_a_running_job_reads_its_dependencies_results_by_id_and_step_a_dropped_o
         assert start["values"][str(big)] == (f"unavailable: job {big} ended done, but its result was dropped: "
                                              "over the size limit")
         assert start["values"][str(stopped)] == f"unavailable: job {stopped} ended cancelled: it has no result"
+
+    run(db_uri, scenario)
+
+
+def test_every_terminal_state_of_an_upstream_resolves_its_dependents_at_once(db_uri: str) -> None:
+    """A cancel (sync and asyncio), an operator's delete, a quarantine by the round, the cleaner
+    archiving a job whose worker is gone: each decides the dependents itself, no sweep needed."""
+    async def scenario(h: Harness) -> None:
+        p = h.producer
+
+        async def upstream_and_dependents() -> tuple[ObjectId, ObjectId, ObjectId]:
+            up = await Record(h.db_uri).as_job_of(p).schedule_in(hours=1).enqueue()
+            stops = await Record(h.db_uri).as_job_of(p).after(up).enqueue()
+            runs = await Record(h.db_uri).as_job_of(p).after(up, on={o: "run" for o in OUTCOMES}).enqueue()
+            return up, stops, runs
+
+        async def resolved(up: ObjectId, stops: ObjectId, runs: ObjectId, why: str) -> None:
+            stopped = await h.archived(stops)
+            assert stopped is not None, f"{why}: its dependent is still held"
+            assert stopped["why"] == "upstream-failed"
+            assert stopped["reason"] == f"job {up} it waited for ended {why}"
+            released = await h.job(runs)
+            assert released is not None
+            assert released["scheduled_at"] == START, f"{why}: not released"
+
+        up, stops, runs = await upstream_and_dependents()
+        assert cancel_job(h.sync_db, up, START).state == WAS_WAITING  # the sync client's cancel
+        await resolved(up, stops, runs, "cancelled")
+        up, stops, runs = await upstream_and_dependents()
+        assert (await p.cancel(up)).state == WAS_WAITING
+        await resolved(up, stops, runs, "cancelled")
+        up, stops, runs = await upstream_and_dependents()
+        assert delete_waiting(h.sync_db, up, START).state == WAS_DELETED
+        await resolved(up, stops, runs, "deleted")
+
+        up, stops, runs = await upstream_and_dependents()
+        await h.db.scheduled.update_one({"_id": up}, {"$set": {"scheduled_at": START, "tenant": 7}},
+                                        bypass_document_validation=True)
+        await h.worker("w1")
+        await h.round()  # meets it, quarantines it: in the same transaction, its dependents
+        await resolved(up, stops, runs, "malformed")
+
+        up = await Record(h.db_uri).as_job_of(p).on_worker("w9", timedelta(seconds=1)).enqueue()
+        stops = await Record(h.db_uri).as_job_of(p).after(up).enqueue()
+        runs = await Record(h.db_uri).as_job_of(p).after(up, on={"failed": "run"}).enqueue()
+        cleaner = await h.cleaner()
+        later = START + timedelta(hours=1)  # past its worker deadline: the cleaner archives it
+        assert await cleaner.archive_unplaced(Pass(cleaner.c, later, later, CleanReport())) == 1
+        await resolved(up, stops, runs, "worker-deadline")
+        assert await sweep(h) == 0
 
     run(db_uri, scenario)
