@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import structlog
+from bson import ObjectId
 
 from recruiter.domain.clock import Clock
 from recruiter.domain.documents import Malformed, check_job, outcome_problem
@@ -272,7 +273,7 @@ class CleanerProcess(LeaderProcess):
                                              by="cleaner", reason=reason(job)))  # logged as job.archived
         if docs:
             await archived.archive(p.c.archived, docs)
-            await release_dependents(p.c, {d["_id"]: why for d in docs}, p.now)  # else the leader's sweep
+            await release_dependents(p.c, {d["_id"]: why for d in docs if isinstance(d["_id"], ObjectId)}, p.now)
         return len(docs)
 
     async def sweep_orphans(self, p: Pass) -> int:

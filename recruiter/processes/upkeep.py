@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
+from bson import ObjectId
+
 from recruiter.domain.documents import Malformed, check_job
 from recruiter.domain.lanes import held_ahead
 from recruiter.domain.liveness import Rescue, Stranded, rescue_update, shown_started
@@ -98,5 +100,6 @@ async def quarantine(c: Collections, found: list[Malformed], now: datetime) -> l
     await scheduled.delete_by_ids(c.scheduled, [m.id for m, _ in copies])
     # Only copies written now: one quarantined by an earlier pass is not reported again.
     now_archived = [copies[i][0] for i in written]
-    await release_dependents(c, {m.id: MALFORMED for m in now_archived}, now)  # in the same transaction
+    # In the same transaction; only an ObjectId can be waited for (a hostile _id may be a document).
+    await release_dependents(c, {m.id: MALFORMED for m in now_archived if isinstance(m.id, ObjectId)}, now)
     return now_archived
