@@ -32,6 +32,7 @@ from recruiter.domain.dependency_policy import (
     guarded,
     outcome_of,
 )
+from recruiter.domain.flows import chain, fan_in
 from recruiter.domain.job import JobOptions, JobRefused, build_job_document
 from tests.workables import Record
 
@@ -224,3 +225,12 @@ def test_a_job_a_0_2_0_leader_could_decide_otherwise_is_guarded(policies: list[A
     parsed = parse_after({**after, "pending": [], "failed": failures(ended)}, J)
     assert not isinstance(parsed, str)
     assert isinstance(decide(parsed), Release) == old_runs
+
+
+def test_chain_and_fan_in_take_the_same_policy() -> None:
+    _, second = chain(_Rec(), Record("a"), Record("b"), on={"failed": "skip"})  # type: ignore[arg-type]
+    assert dict(second.options.policies[0])["failed"] == "skip"
+    *_, last = fan_in(_Rec(), [Record("a")], Record("b"), if_failed="run", on={"gone": "cancel"})  # type: ignore[arg-type]
+    assert dict(last.options.policies[0]) == {**dict(RUN_ALL), "gone": "cancel"}
+    with pytest.raises(JobRefused, match="not one of cancel, skip, run"):
+        chain(_Rec(), Record("a"), on={"failed": "maybe"})  # type: ignore[arg-type]
