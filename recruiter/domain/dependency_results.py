@@ -1,7 +1,7 @@
 """The results of the jobs a running job waited for, as it reads them: ``ctx.dependency_results()`` (pure).
 
 The worker reads them from ``archived`` once, as the attempt starts (one read, only for a job
-that waited for others; :func:`recruiter.store.dependencies.read_dependency_results`), and
+that waited for others; :func:`recruiter.store.dependencies.with_dependency_results`), and
 hands them in its :class:`~recruiter.domain.workable.JobContext`: plain data, so a job run in
 a child process gets them too. Keys: each upstream's id (24 hex digits), and its step name
 where its document carries ``workflow.step`` (a named workflow's)::
