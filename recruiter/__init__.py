@@ -8,6 +8,7 @@ through :class:`Recruiter` (sync) or :class:`AsyncRecruiter` (asyncio) and follo
 
 from recruiter.domain.builder import JobBuilder
 from recruiter.domain.cancel import CancelResult
+from recruiter.domain.dependency_results import DependencyResult, DependencyResults, ResultUnavailable
 from recruiter.domain.flows import chain, fan_in
 from recruiter.domain.functions import job
 from recruiter.domain.job import JobRefused
@@ -27,6 +28,8 @@ __all__ = [
     "AsyncRecruiter",
     "CancelResult",
     "ConnectionProblem",
+    "DependencyResult",
+    "DependencyResults",
     "JobBuilder",
     "JobContext",
     "JobFailed",
@@ -39,6 +42,7 @@ __all__ = [
     "ResubmitRefused",
     "Resubmitted",
     "ResultDropped",
+    "ResultUnavailable",
     "ScheduleRefused",
     "ScheduleView",
     "Workable",

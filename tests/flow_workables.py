@@ -46,3 +46,23 @@ class Sum(Workable):
         note(self.ledger_uri, ctx, "start", n=self.n, after=list(ctx.after), total=total)
         note(self.ledger_uri, ctx, "end", n=self.n)
         return total
+
+
+class ReadsResults(Workable):
+    """Notes what ``ctx.dependency_results()`` says of each job it waited for, by id and by step."""
+
+    def __init__(self, ledger_uri: str) -> None:
+        self.ledger_uri = ledger_uri
+
+    def execute(self, ctx: JobContext) -> int:
+        results = ctx.dependency_results()
+        seen = {key: {"why": r.why, "result": r.result, "dropped": r.dropped, "step": r.step}
+                for key, r in [*results.items(), *results.steps().items()]}
+        values = {}
+        for key in results:
+            try:
+                values[key] = results.value(key)
+            except LookupError as exc:
+                values[key] = f"unavailable: {exc}"
+        note(self.ledger_uri, ctx, "start", seen=seen, values=values)
+        return len(results)

@@ -9,11 +9,13 @@ each step returns a new builder; ``enqueue()`` returns what its recruiter's ``en
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, Protocol, TypeVar
 
-from recruiter.domain.dependencies import DependencyRefused, checked_ids, checked_if_failed
+from recruiter.domain.dependencies import MAX_DEPENDENCIES, DependencyRefused, checked_ids, checked_if_failed
+from recruiter.domain.dependency_policy import PolicyRefused, checked_policy
 from recruiter.domain.job import (
     JobOptions,
     JobRefused,
@@ -126,16 +128,25 @@ class JobBuilder(Generic[R_co]):
             raise JobRefused(str(exc)) from None
         return self._with(replace(self.options, unique=spec))
 
-    def after(self, *jobs: object, if_failed: str = "cancel") -> JobBuilder[R_co]:
+    def after(self, *jobs: object, if_failed: str = "cancel",
+              on: Mapping[str, str] | None = None) -> JobBuilder[R_co]:
         """Run this job only once every one of ``jobs`` (handles or ids) has ended; until then no
-        worker is handed it. ``if_failed``: what one of them ending other than done means:
+        worker is handed it. What one of them ending other than done means: ``if_failed``,
         ``"cancel"`` (archive this job, ``why: "upstream-failed"``, naming it) or ``"run"``
-        (run it anyway). See :mod:`recruiter.domain.dependencies`."""
+        (run it anyway), and ``on``, per outcome (``failed``, ``cancelled``, ``unrunnable``,
+        ``quarantined``, ``gone``, ``skipped``), ``"cancel"``, ``"skip"`` or ``"run"``, e.g.
+        ``on={"cancelled": "run", "failed": "skip"}``. Each call adds its jobs with its policy
+        (a job given again takes the later one). See :mod:`recruiter.domain.dependency_policy`."""
         try:
-            ids, policy = checked_ids(jobs), checked_if_failed(if_failed)
-        except DependencyRefused as exc:
+            ids, policy = checked_ids(jobs), checked_policy(checked_if_failed(if_failed), on)
+            if len(set(ids) | set(self.options.after)) > MAX_DEPENDENCIES:
+                raise DependencyRefused(f"a job may wait for at most {MAX_DEPENDENCIES} jobs")
+        except (DependencyRefused, PolicyRefused) as exc:
             raise JobRefused(str(exc)) from None
-        return self._with(replace(self.options, after=ids, if_failed=policy))
+        old = self.options.policies or (checked_policy(self.options.if_failed, None),) * len(self.options.after)
+        mine = dict(zip(self.options.after, old, strict=True)) | dict.fromkeys(ids, policy)
+        return self._with(replace(self.options, after=tuple(mine), policies=tuple(mine.values()),
+                                  if_failed=if_failed))
 
     def unique_spec(self) -> Unique | None:
         """The job's unique key and scope (see :meth:`unique`), or None."""

@@ -8,8 +8,12 @@ A job enqueued with ``.after(a, b)`` is stored *held*: its ``scheduled_at`` is
             pending: [b],            # those not seen archived yet
             failed: [{id: a, why: "tried-too-many-times"}],   # those archived other than done
             if_failed: "cancel",     # or "run"
+            on: [{ids, policy}],     # per-dependency, per-outcome policies, when not uniform
             due_at: ISODate(...),    # when it runs once released
             held: true}              # while held (the only documents in the `waiting_for` index)
+
+What an upstream's end means (``if_failed``, ``on``, the ``skipped`` fate, and the guard that
+keeps a 0.2.0 leader off a job it would decide otherwise): :mod:`recruiter.domain.dependency_policy`.
 
 Skew rule: a 0.1.1 leader knows nothing of ``after``; it hands out only jobs with
 ``scheduled_at`` up to now, so a held job is never handed out by it, and its
@@ -33,6 +37,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bson import ObjectId
+
+from recruiter.domain.dependency_policy import (
+    CANCEL_ALL,
+    RUN_ALL,
+    SKIPPED,
+    Policy,
+    fate_of,
+    parse_on,
+    stored_on,
+)
 
 HELD_UNTIL = datetime(9999, 1, 1, tzinfo=UTC)
 DONE = "done"
@@ -58,6 +72,12 @@ class After:
     failed: tuple[tuple[ObjectId, str], ...]
     if_failed: str
     due_at: datetime
+    # Per-dependency policies (``after.on``); a dependency not in it follows ``if_failed``.
+    policies: Mapping[ObjectId, Policy] | None = None
+    guarded: bool = False  # its own id kept in ``pending`` (0.2.0 never decides it)
+
+    def default_policy(self) -> Policy:
+        return RUN_ALL if self.if_failed == "run" else CANCEL_ALL
 
 
 @dataclass(frozen=True)
@@ -117,11 +137,17 @@ def checked_if_failed(value: object) -> str:
     return str(value)
 
 
-def held_fields(ids: Sequence[ObjectId], if_failed: str, due_at: datetime) -> dict[str, Any]:
-    """The fields a job waiting for ``ids`` is stored with (``scheduled_at`` and ``after``)."""
-    return {"scheduled_at": HELD_UNTIL,
-            "after": {"ids": list(ids), "pending": list(ids), "failed": [], "if_failed": if_failed,
-                      "due_at": due_at, "held": True}}
+def held_fields(policies: Sequence[tuple[ObjectId, Policy]], due_at: datetime,
+                job_id: object) -> dict[str, Any]:
+    """The fields a job (``job_id``) waiting for these dependencies, each with its policy, is
+    stored with (``scheduled_at`` and ``after``); guarded (its own id pending) if it has ``on``."""
+    ids = [i for i, _ in policies]
+    if_failed, on = stored_on(policies)
+    after: dict[str, Any] = {"ids": ids, "pending": ids + ([job_id] if on else []), "failed": [],
+                             "if_failed": if_failed, "due_at": due_at, "held": True}
+    if on:
+        after["on"] = on
+    return {"scheduled_at": HELD_UNTIL, "after": after}
 
 
 def missing_problem(job_id: object, missing: Sequence[ObjectId]) -> str | None:
@@ -156,8 +182,9 @@ def cycle_problem(docs: Sequence[Mapping[str, Any]]) -> str | None:
     return f"jobs of this batch wait for each other in a cycle (job {stuck} among them)"
 
 
-def parse_after(raw: object) -> After | str:
-    """A stored ``after`` field, checked (it is untrusted input), or the reason it is malformed."""
+def parse_after(raw: object, job_id: object = None) -> After | str:
+    """A stored ``after`` field, checked (it is untrusted input), or the reason it is malformed.
+    ``job_id``: the job's own, read as the guard when it is in ``pending``, not as a dependency."""
     if not isinstance(raw, Mapping):
         return "after: not a document"
     ids, pending, failed = raw.get("ids"), raw.get("pending"), raw.get("failed", [])
@@ -173,19 +200,26 @@ def parse_after(raw: object) -> After | str:
     due_at = raw.get("due_at")
     if not isinstance(due_at, datetime):
         return "after.due_at: not a date"
-    return After(tuple(ids), tuple(pending), tuple((f["id"], f["why"]) for f in failed),
-                 str(raw["if_failed"]), due_at if due_at.tzinfo else due_at.replace(tzinfo=UTC))
+    policies = parse_on(raw["on"]) if "on" in raw else None
+    if isinstance(policies, str):
+        return policies
+    return After(tuple(i for i in ids), tuple(i for i in pending if i != job_id),
+                 tuple((f["id"], f["why"]) for f in failed), str(raw["if_failed"]),
+                 due_at if due_at.tzinfo else due_at.replace(tzinfo=UTC), policies,
+                 job_id is not None and job_id in pending)
 
 
 def decide(after: After) -> Decision:
     """What becomes of a held job: wait, release, or archive it because a dependency failed."""
     if after.pending:
         return Wait(after.pending)
-    if after.failed and after.if_failed == "cancel":
-        job_id, why = after.failed[0]
-        more = f" (and {len(after.failed) - 1} more)" if len(after.failed) > 1 else ""
-        return Archive(UPSTREAM_FAILED, f"job {job_id} it waited for ended {why}{more}")
-    return Release(after.due_at)
+    fate, by, why = fate_of(after.failed, after.policies or {}, after.default_policy())
+    if fate == "run":
+        return Release(after.due_at)
+    more = f" (and {len(after.failed) - 1} more)" if len(after.failed) > 1 else ""
+    if fate == "skip":
+        return Archive(SKIPPED, f"job {by} it waited for ended {why}, which its policy skips on{more}")
+    return Archive(UPSTREAM_FAILED, f"job {by} it waited for ended {why}{more}")
 
 
 def failures(ended: Mapping[ObjectId, object]) -> list[dict[str, object]]:
@@ -193,9 +227,9 @@ def failures(ended: Mapping[ObjectId, object]) -> list[dict[str, object]]:
     return [{"id": i, "why": why if isinstance(why, str) else "?"} for i, why in ended.items() if why != DONE]
 
 
-def waiting_line(raw: object) -> str | None:
-    """What a held job waits for, in one line (``jobs explain``, views), or None if it is not held."""
-    after = parse_after(raw)
+def waiting_line(raw: object, job_id: object = None) -> str | None:
+    """What a held job (``job_id``) waits for, in one line (``jobs explain``, views), or None if it is not held."""
+    after = parse_after(raw, job_id)
     if isinstance(after, str):
         return f"waits for other jobs, but its {after}" if isinstance(raw, Mapping) and raw.get("held") else None
     if not (isinstance(raw, Mapping) and raw.get("held")):
@@ -213,7 +247,8 @@ def settle(docs: Sequence[dict[str, Any]], known: set[object], ended: Mapping[ob
     ones (id -> why). A dependency on an id of no job (neither known nor in the batch) or a cycle
     within the batch refuses the whole batch (the one-line problem is returned). A job whose
     dependencies have all ended already is stored released (or, if one failed and it is to
-    be cancelled, held with nothing pending: the leader archives it at its next look)."""
+    be cancelled or skipped, held with nothing pending but its guard: the leader archives it at
+    its next look)."""
     own = {d["_id"] for d in docs}
     for d in docs:
         after = d.get("after")
@@ -222,10 +257,12 @@ def settle(docs: Sequence[dict[str, Any]], known: set[object], ended: Mapping[ob
         problem = missing_problem(d["_id"], [i for i in after["ids"] if i not in known and i not in own])
         if problem:
             return problem
-        after["pending"] = [i for i in after["ids"] if i not in ended]
+        guard = [d["_id"]] if d["_id"] in after["pending"] else []
+        after["pending"] = [i for i in after["ids"] if i not in ended] + guard
         after["failed"] = failures({i: ended[i] for i in after["ids"] if i in ended})
-        if not after["pending"] and (not after["failed"] or after["if_failed"] == "run"):
-            d["scheduled_at"], after["released_at"] = after["due_at"], d["created_at"]
+        parsed = parse_after(after, d["_id"])
+        if not isinstance(parsed, str) and isinstance(decide(parsed), Release):
+            d["scheduled_at"], after["released_at"], after["pending"] = after["due_at"], d["created_at"], []
             del after["held"]
     return cycle_problem(docs)
 

@@ -185,7 +185,7 @@ def view_of(job_id: object, scheduled: Raw | None, archived: Raw | None, beat: R
     assert scheduled is not None
     state = _waiting_state(scheduled, beat, now)
     holder = _str(scheduled.get("locked_by")) if scheduled.get("locked") is True else None
-    if is_held(scheduled) and not isinstance(after := parse_after(scheduled.get("after")), str):
+    if is_held(scheduled) and not isinstance(after := parse_after(scheduled.get("after"), scheduled.get("_id")), str):
         common.update(waiting_for=after.pending, scheduled_at=after.due_at)  # its own due time, once released
     return JobView(state=state, worker=holder, progress=progress_of(beat, scheduled) if holder else None,
                    **common)  # type: ignore[arg-type]

@@ -20,6 +20,7 @@ from bson.errors import InvalidDocument
 
 from recruiter.domain.clock import utc
 from recruiter.domain.dependencies import held_fields
+from recruiter.domain.dependency_policy import Policy, checked_policy
 from recruiter.domain.documents import COPY_LEVELS, MAX_JOB_LEVELS
 from recruiter.domain.field_names import MAX_DEPTH, deepest, odd_name_problem
 from recruiter.domain.handback import DEFAULT_MAX_RESULT_BYTES
@@ -102,6 +103,8 @@ class JobOptions:
     # The jobs it waits for, and what a failed one means (recruiter.domain.dependencies).
     after: tuple[ObjectId, ...] = ()
     if_failed: str = "cancel"
+    # The policy of each of ``after`` (same order; recruiter.domain.dependency_policy); empty: ``if_failed``'s.
+    policies: tuple[Policy, ...] = ()
     job_id: ObjectId | None = None  # set by recruiter.domain.flows, which links jobs before they are written
 
 
@@ -269,7 +272,8 @@ def build_job_document(
 def _wait_for(doc: JobDoc, options: JobOptions, unique: bool) -> None:
     if unique:
         raise JobRefused("a unique job cannot wait for other jobs (after) yet")
-    held = held_fields(options.after, options.if_failed, doc["scheduled_at"])
+    policies = options.policies or (checked_policy(options.if_failed, None),) * len(options.after)
+    held = held_fields(list(zip(options.after, policies, strict=True)), doc["scheduled_at"], doc["_id"])
     doc["scheduled_at"], doc["after"] = held["scheduled_at"], held["after"]
 
 

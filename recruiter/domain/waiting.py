@@ -218,7 +218,7 @@ def explain(job_id: object, scheduled: Raw | None, archived: Raw | None, now: da
     if not _readable(scheduled) or _date(scheduled.get("scheduled_at")) is None:
         return Explanation(job_id, Waiting.MALFORMED, "malformed: no round can read it (a field has a wrong type "
                            "or value); the recruiter archives it as malformed", {})
-    if (line := waiting_for(scheduled.get("after"))) is not None:
+    if (line := waiting_for(scheduled.get("after"), scheduled.get("_id"))) is not None:
         return Explanation(job_id, Waiting.WAITING_FOR_JOBS, line, {"after": scheduled.get("after")})
     if not is_due(scheduled, now):
         return _not_due(job_id, scheduled, now)

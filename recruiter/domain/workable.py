@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, ClassVar, TypeVar, cast
 
 import bson
 
+from recruiter.domain.dependency_results import DependencyResults
 from recruiter.domain.handback import storable_text
 from recruiter.domain.naming import import_qualified, qualified_name
 from recruiter.domain.records import Raw, WorkableDocument
@@ -87,6 +88,12 @@ class JobContext:
     extra: dict[str, object] = field(default_factory=dict)
     after: tuple[str, ...] = ()  # .after(...): the ids of the jobs it waited for (recruiter.domain.dependencies)
     reporter: ProgressSink | None = field(default=None, compare=False, repr=False)
+    dependencies: DependencyResults | None = field(default=None, compare=False, repr=False)
+
+    def dependency_results(self) -> DependencyResults:
+        """The results of the jobs it waited for, by id and by step name (read by the worker as the
+        attempt starts; empty for a job that waited for none): see :mod:`recruiter.domain.dependency_results`."""
+        return self.dependencies if self.dependencies is not None else DependencyResults()
 
     def progress(self, value: float | None = None, message: str | None = None) -> None:
         """Say how far the job is: ``ctx.progress(0.4, "copied 4 of 10 files")``; either part may

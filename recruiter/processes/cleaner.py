@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import structlog
+from bson import ObjectId
 
 from recruiter.domain.clock import Clock
 from recruiter.domain.documents import Malformed, check_job, outcome_problem
@@ -65,6 +66,7 @@ from recruiter.processes.leadership import Fault, LeaderProcess, Leadership, Pac
 from recruiter.processes.logs import AfterCommit
 from recruiter.processes.upkeep import find_stranded, quarantine, take_back
 from recruiter.store import archived, halting, heartbeats, roster, scheduled
+from recruiter.store.dependencies import release_dependents
 from recruiter.store.layout import AsyncDb, Collections, Document
 
 log = structlog.get_logger("recruiter.cleaner")
@@ -271,6 +273,7 @@ class CleanerProcess(LeaderProcess):
                                              by="cleaner", reason=reason(job)))  # logged as job.archived
         if docs:
             await archived.archive(p.c.archived, docs)
+            await release_dependents(p.c, {d["_id"]: why for d in docs if isinstance(d["_id"], ObjectId)}, p.now)
         return len(docs)
 
     async def sweep_orphans(self, p: Pass) -> int:

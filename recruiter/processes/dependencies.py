@@ -7,9 +7,10 @@ Two ways a held job is released, so none waits for ever:
 - **The sweep** (:class:`DependencySweep`): every ``interval_s``, the leader reads up to
   ``limit`` held jobs (the ``waiting_for`` index, by ``_id`` from where the last look ended),
   reads which of the jobs they wait for have ended (archived, or gone), and resolves them in
-  a fenced transaction. It catches what another process archived (a cancel, the cleaner, an
-  operator's delete, a 0.1.1 leader), what a crash left between an archive and its release,
-  a dependency pruned from ``archived``, and a job enqueued just as its dependency ended.
+  a fenced transaction. It catches what an older release archived, what a crash left between
+  an archive and its release, a dependency pruned from ``archived`` (gone: counted once two
+  looks found it so), and a job enqueued just as its dependency ended. Every other way a job
+  ends resolves its dependents itself (a cancel, a delete, a quarantine, the cleaner).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from datetime import datetime
 
 import structlog
 
+from recruiter.domain.dependencies import GONE
 from recruiter.processes.leadership import Leadership, LostLease
 from recruiter.store.connection import StoreError, first_line
 from recruiter.store.dependencies import read_ended, read_held, release_dependents, resolve
@@ -29,6 +31,7 @@ log = structlog.get_logger("recruiter.dependencies")
 
 SWEEP_INTERVAL_S = 2.0
 SWEEP_LIMIT = 200
+MAX_SUSPECTS = 10_000  # ids suspected gone kept between looks (beyond: only the last look's)
 
 
 async def after_archive(c: Collections, archived: list[Document], now: datetime) -> None:
@@ -49,6 +52,11 @@ class DependencySweep:
         # Whether any job may be held: False once a look from the start found none, so that the
         # rounds skip looking for dependents (one read each) until a look finds one again.
         self.any_held = True
+        # Jobs found neither queued nor archived, by id: counted as gone only when a later look
+        # finds them gone still. The cleaner deletes a job it archives just before writing its
+        # archived copy; a look in between must not take it for gone (a policy may treat gone
+        # otherwise than how it ended).
+        self.suspects: set[object] = set()
 
     async def maybe(self, leadership: Leadership, c: Collections, now: datetime) -> int:
         """Look if due; how many held jobs were resolved. A store error is logged, not raised."""
@@ -73,7 +81,7 @@ class DependencySweep:
         if held or started_from is None:
             self.any_held = bool(held)
         pending = {i for d in held for i in _pending(d)}
-        ended = await read_ended(c, list(pending)) if pending else {}
+        ended = self._confirmed(await read_ended(c, list(pending)) if pending else {})
         ready = [d for d in held if not _pending(d) or any(i in ended for i in _pending(d))]
         if not ready:
             return 0
@@ -82,10 +90,19 @@ class DependencySweep:
         return len(ready)
 
 
+    def _confirmed(self, ended: dict[object, object]) -> dict[object, object]:
+        """``ended`` without the gone ones this look sees gone for the first time."""
+        gone = {i for i, why in ended.items() if why == GONE}
+        fresh = gone - self.suspects
+        self.suspects = (self.suspects | gone) if len(self.suspects) < MAX_SUSPECTS else gone
+        return {i: why for i, why in ended.items() if i not in fresh}
+
+
 def _pending(doc: Document) -> list[object]:
+    """What ``doc`` waits for, without its guard (its own id: recruiter.domain.dependency_policy)."""
     after = doc.get("after")
     pending = after.get("pending") if isinstance(after, dict) else None
-    return list(pending) if isinstance(pending, list) else []
+    return [i for i in pending if i != doc["_id"]] if isinstance(pending, list) else []
 
 
 async def _resolve_all(c: Collections, ready: list[Document], ended: Mapping[object, object], now: datetime) -> None:

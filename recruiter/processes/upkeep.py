@@ -16,12 +16,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
+from bson import ObjectId
+
 from recruiter.domain.documents import Malformed, check_job
 from recruiter.domain.lanes import held_ahead
 from recruiter.domain.liveness import Rescue, Stranded, rescue_update, shown_started
+from recruiter.domain.outcome import MALFORMED
 from recruiter.domain.quarantine import SWEEP_LIMIT, quarantine_copies
 from recruiter.domain.records import Raw
 from recruiter.store import archived, roster, scheduled
+from recruiter.store.dependencies import release_dependents
 from recruiter.store.layout import AsyncColl, Collections
 
 
@@ -95,4 +99,7 @@ async def quarantine(c: Collections, found: list[Malformed], now: datetime) -> l
     written = await archived.archive_copies(c.archived, [(m.id, copy) for m, copy in copies])
     await scheduled.delete_by_ids(c.scheduled, [m.id for m, _ in copies])
     # Only copies written now: one quarantined by an earlier pass is not reported again.
-    return [copies[i][0] for i in written]
+    now_archived = [copies[i][0] for i in written]
+    # In the same transaction; only an ObjectId can be waited for (a hostile _id may be a document).
+    await release_dependents(c, {m.id: MALFORMED for m in now_archived if isinstance(m.id, ObjectId)}, now)
+    return now_archived

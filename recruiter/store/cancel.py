@@ -17,12 +17,24 @@ from pymongo import DeleteOne, UpdateOne, WriteConcern
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.synchronous.client_session import ClientSession
 
-from recruiter.domain.cancel import CancelPlan, CancelResult, not_scheduled, plan_cancel, with_heartbeat
+from recruiter.domain.cancel import (
+    RUNS_ON,
+    WAS_ASSIGNED,
+    WAS_WAITING,
+    CancelPlan,
+    CancelResult,
+    not_scheduled,
+    plan_cancel,
+    with_heartbeat,
+)
 from recruiter.domain.records import Raw
+from recruiter.store.dependencies import archived_whys, archived_whys_async, release_dependents
+from recruiter.store.dependents_sync import release_dependents_sync
 from recruiter.store.heartbeats import beats_of, beats_of_async
 from recruiter.store.layout import AsyncDb, Collections, Document, SyncCollections, SyncDb
 
 ATTEMPTS = 5
+ARCHIVED_NOW = (WAS_WAITING, WAS_ASSIGNED, RUNS_ON)  # the states of a cancel that archived the job
 ENTRY_FIELDS = {"assigned_to": 1, "outcome.job": 1, "session": 1, "pid": 1, "hostname": 1}
 
 
@@ -86,9 +98,13 @@ def cancel_job(db: SyncDb, job_id: ObjectId, now: datetime, reason: str | None =
     for _ in range(ATTEMPTS):
         try:
             with db.client.start_session() as session:
-                return session.with_transaction(attempt, write_concern=WriteConcern("majority"))
+                result = session.with_transaction(attempt, write_concern=WriteConcern("majority"))
         except _Moved:
             continue
+        if result.state in ARCHIVED_NOW:  # its dependents, at once (else the leader's sweep)
+            c = SyncCollections.of(db)
+            release_dependents_sync(c, archived_whys(c, [job_id]), now)
+        return result
     raise RuntimeError(f"job {job_id} kept changing while being cancelled; try again")
 
 
@@ -118,7 +134,11 @@ async def cancel_job_async(db: AsyncDb, job_id: ObjectId, now: datetime, reason:
     for _ in range(ATTEMPTS):
         try:
             async with db.client.start_session() as session:
-                return await session.with_transaction(attempt, write_concern=WriteConcern("majority"))
+                result = await session.with_transaction(attempt, write_concern=WriteConcern("majority"))
         except _Moved:
             continue
+        if result.state in ARCHIVED_NOW:  # its dependents, at once (else the leader's sweep)
+            c = Collections.of(db)
+            await release_dependents(c, await archived_whys_async(c, [job_id]), now)
+        return result
     raise RuntimeError(f"job {job_id} kept changing while being cancelled; try again")

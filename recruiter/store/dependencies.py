@@ -14,7 +14,8 @@ from datetime import datetime
 from bson import ObjectId
 from pymongo import ReturnDocument
 
-from recruiter.domain.dependencies import GONE, Archive, Release, Wait, decide, failures, parse_after
+from recruiter.domain.dependencies import GONE, Archive, Release, Wait, decide, failures, parse_after, waited_for
+from recruiter.domain.dependency_results import KEY, PROJECTION, results_of
 from recruiter.domain.outcome import MALFORMED, archived_document
 from recruiter.store.layout import Collections, Document, SyncCollections
 
@@ -23,12 +24,16 @@ HELD: Document = {"after.held": True}
 MAX_RESOLVED = 1_000
 
 
-def _arch(job: Document, why: str, reason: str, now: datetime) -> Document:
+def archived_copy(job: Document, why: str, reason: str, now: datetime) -> Document:
+    """The ``archived`` copy of a held job decided ``why`` (its upstream named in ``reason``)."""
     doc = archived_document(job, {"decision": {"archive": why, "reason": reason}, "executed": False}, now)
     doc["attempts"] = job.get("attempts", 0)
     after = job.get("after")
     if isinstance(after, dict):  # archived while held: its own due time, and no longer held
-        doc["after"] = {k: v for k, v in after.items() if k != "held"}
+        kept = {k: v for k, v in after.items() if k != "held"}
+        if isinstance(after.get("pending"), list):  # without its guard (its own id)
+            kept["pending"] = [i for i in after["pending"] if i != job.get("_id")]
+        doc["after"] = kept
         if isinstance(after.get("due_at"), datetime):
             doc["scheduled_at"] = after["due_at"]
     return doc
@@ -62,26 +67,35 @@ async def release_dependents(c: Collections, ended: Mapping[object, object], now
 async def resolve(c: Collections, job: Document, now: datetime) -> Document | None:
     """Release ``job`` (held, as read) or archive it, if it waits for nothing more; the archived
     copy (id, why) when it was archived, else None. Conditional: a job no longer held is left."""
-    after = parse_after(job.get("after"))
+    after = parse_after(job.get("after"), job["_id"])
     if isinstance(after, str):
         return await _archive(c, job, MALFORMED, after, now)
     decision = decide(after)
     if isinstance(decision, Wait):
         return None
     if isinstance(decision, Release):
-        await c.scheduled.update_one(
-            {"_id": job["_id"], **HELD, "after.pending": {"$size": 0}, "locked": False},
-            {"$set": {"scheduled_at": decision.due_at, "after.released_at": now}, "$unset": {"after.held": ""}})
+        await c.scheduled.update_one(release_filter(job), release_update(decision, now))
         return None
     assert isinstance(decision, Archive)
     return await _archive(c, job, decision.why, decision.reason, now)
+
+
+def release_filter(job: Document) -> Document:
+    """A held job with nothing pending but, for a guarded one, its own id (recruiter.domain.dependency_policy)."""
+    return {"_id": job["_id"], **HELD, "locked": False,
+            "$or": [{"after.pending": {"$size": 0}}, {"after.pending": [job["_id"]]}]}
+
+
+def release_update(decision: Release, now: datetime) -> Document:
+    return {"$set": {"scheduled_at": decision.due_at, "after.released_at": now, "after.pending": []},
+            "$unset": {"after.held": ""}}
 
 
 async def _archive(c: Collections, job: Document, why: str, reason: str, now: datetime) -> Document | None:
     whole = await c.scheduled.find_one({"_id": job["_id"], **HELD, "locked": False})
     if whole is None:
         return None
-    doc = _arch(whole, why, reason, now)
+    doc = archived_copy(whole, why, reason, now)
     await c.archived.update_one({"_id": whole["_id"]}, {"$setOnInsert": doc}, upsert=True)
     if (await c.scheduled.delete_one({"_id": whole["_id"], **HELD, "locked": False})).deleted_count != 1:
         return None
@@ -137,3 +151,13 @@ async def archived_whys_async(c: Collections, ids: Sequence[object], session: ob
     """:func:`archived_whys` for the asyncio client."""
     kw = {"session": session} if session is not None else {}
     return {d["_id"]: d.get("why") async for d in c.archived.find({"_id": {"$in": list(ids)}}, {"why": 1}, **kw)}
+
+
+async def with_dependency_results(c: Collections, job: Document) -> Document:
+    """``job`` (a copy) with the results of the jobs it waited for beside it (one read of
+    ``archived``, only for a job that waited for some): :mod:`recruiter.domain.dependency_results`."""
+    ids = [ObjectId(i) for i in waited_for(job)]
+    if not ids:
+        return job
+    found = {d["_id"]: d async for d in c.archived.find({"_id": {"$in": ids}}, PROJECTION)}
+    return {**job, KEY: results_of(ids, found)}

@@ -16,6 +16,7 @@ from pymongo import WriteConcern
 from pymongo.synchronous.client_session import ClientSession
 
 from recruiter.domain.waiting_actions import (
+    DELETED,
     DUE_NOW,
     WAS_DELETED,
     ActionResult,
@@ -24,6 +25,7 @@ from recruiter.domain.waiting_actions import (
     plan_delete,
     plan_retry_now,
 )
+from recruiter.store.dependents_sync import release_dependents_sync
 from recruiter.store.layout import SyncCollections, SyncDb
 
 ATTEMPTS = 10
@@ -67,9 +69,12 @@ def delete_waiting(db: SyncDb, job_id: ObjectId, now: datetime, reason: str | No
     for _ in range(ATTEMPTS):
         try:
             with db.client.start_session() as session:
-                return session.with_transaction(attempt, write_concern=WriteConcern("majority"))
+                result = session.with_transaction(attempt, write_concern=WriteConcern("majority"))
         except _Moved:
             continue
+        if result.state == WAS_DELETED:  # its dependents, at once (else the leader's sweep)
+            release_dependents_sync(SyncCollections.of(db), {job_id: DELETED}, now)
+        return result
     raise RuntimeError(f"job {job_id} kept changing while being deleted; try again")
 
 

@@ -113,13 +113,12 @@ def test_a_dependency_of_no_job_is_refused_and_one_archived_already_counts_at_on
     run(db_uri, scenario)
 
 
-def test_a_cancelled_dependency_releases_its_dependents_through_the_sweep(db_uri: str) -> None:
+def test_a_cancelled_dependency_resolves_its_dependents_at_once(db_uri: str) -> None:
     async def scenario(h: Harness) -> None:
         first = await Record(h.db_uri, n=1).as_job_of(h.producer).schedule_in(hours=1).enqueue()
         stops = await Record(h.db_uri, n=2).as_job_of(h.producer).after(first).enqueue()
         runs = await Record(h.db_uri, n=3).as_job_of(h.producer).after(first, if_failed="run").enqueue()
         assert (await h.producer.cancel(first)).state == WAS_WAITING
-        assert await sweep(h) == 2
         archived = await h.archived(stops)
         assert archived is not None
         assert archived["why"] == "upstream-failed"
@@ -154,16 +153,35 @@ def test_the_sweep_releases_what_a_crash_left_between_an_archive_and_its_release
     run(db_uri, scenario)
 
 
-def test_a_dependency_pruned_from_the_archive_counts_as_gone(db_uri: str) -> None:
+def test_a_dependency_pruned_from_the_archive_counts_as_gone_once_two_looks_find_it_so(db_uri: str) -> None:
     async def scenario(h: Harness) -> None:
         first = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
         second = await Record(h.db_uri, n=2).as_job_of(h.producer).after(first).enqueue()
         await h.db.scheduled.delete_one({"_id": first})  # deleted by hand, no archived copy
-        assert await sweep(h) == 1
+        assert await sweep(h) == 0  # suspected: the cleaner deletes a job just before archiving it
+        assert await h.job(second) is not None
+        assert await sweep(h) == 1  # gone still at the next look
         archived = await h.archived(second)
         assert archived is not None
         assert archived["why"] == "upstream-failed"
         assert "ended gone" in archived["reason"]
+
+    run(db_uri, scenario)
+
+
+def test_a_job_the_cleaner_deleted_and_has_not_archived_yet_is_not_taken_for_gone(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        first = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
+        runs_if_gone = await Record(h.db_uri, n=2).as_job_of(h.producer).after(first, on={"gone": "run"}).enqueue()
+        doc = await h.job(first)
+        assert doc is not None
+        await h.db.scheduled.delete_one({"_id": first})  # the cleaner's delete, its archive not written yet
+        assert await sweep(h) == 0
+        await h.db.archived.insert_one({**doc, "why": "worker-deadline", "archived_at": START})  # now it is
+        assert await sweep(h) == 1
+        archived = await h.archived(runs_if_gone)
+        assert archived is not None
+        assert archived["reason"] == f"job {first} it waited for ended worker-deadline"
 
     run(db_uri, scenario)
 

@@ -27,6 +27,7 @@ from recruiter.domain.dependencies import (
     waited_for,
     waiting_line,
 )
+from recruiter.domain.dependency_policy import CANCEL_ALL, RUN_ALL
 from recruiter.domain.job import JobOptions, JobRefused, build_job_document
 from tests.workables import Record
 
@@ -57,7 +58,7 @@ def test_a_held_job_is_stored_past_any_due_time_with_its_own_kept() -> None:
     assert doc["scheduled_at"] == HELD_UNTIL
     assert doc.get("after") == {"ids": [A, B], "pending": [A, B], "failed": [], "if_failed": "cancel",
                                 "due_at": NOW, "held": True}
-    assert held_fields([A], "run", NOW)["after"]["if_failed"] == "run"
+    assert held_fields([(A, RUN_ALL)], NOW, C)["after"]["if_failed"] == "run"
     assert "after" not in build_job_document(Record("u"), JobOptions(), NOW)
 
 
@@ -91,7 +92,9 @@ def test_a_stored_dependency_list_is_untrusted(raw: object, problem: str) -> Non
 
 def test_settle_refuses_a_stranger_and_a_cycle_and_counts_what_has_ended() -> None:
     def doc(job_id: ObjectId, *ids: ObjectId, if_failed: str = "cancel") -> dict[str, Any]:
-        return {"_id": job_id, "created_at": NOW, **held_fields(ids, if_failed, NOW)} if ids else {"_id": job_id}
+        policy = RUN_ALL if if_failed == "run" else CANCEL_ALL
+        return ({"_id": job_id, "created_at": NOW, **held_fields([(i, policy) for i in ids], NOW, job_id)}
+                if ids else {"_id": job_id})
 
     assert settle([doc(C, A)], set(), {}) == f"job {C} waits for {A}: no such job (neither queued nor archived)"
     assert "cycle" in str(settle([doc(A, B), doc(B, A)], set(), {}))
@@ -118,7 +121,7 @@ def test_a_long_chain_in_one_batch_is_checked_without_recursion() -> None:
 
 
 def test_what_a_held_job_waits_for_in_one_line() -> None:
-    fields = held_fields([A, B], "cancel", NOW)["after"]
+    fields = held_fields([(A, CANCEL_ALL), (B, CANCEL_ALL)], NOW, C)["after"]
     assert waiting_line(fields) == f"waiting for 2 jobs: {A}, {B}"
     assert waiting_line({**fields, "pending": [B]}) == f"waiting for 1 job: {B}"
     assert waiting_line({**fields, "pending": []}).startswith("its dependencies have all ended")

@@ -38,6 +38,7 @@ from recruiter.domain.attempt import (
 )
 from recruiter.domain.clock import Clock
 from recruiter.domain.dependencies import waited_for
+from recruiter.domain.dependency_results import KEY as DEPENDENCY_RESULTS
 from recruiter.domain.documents import job_problem
 from recruiter.domain.events import JobFinished, JobStarted
 from recruiter.domain.handback import DEFAULT_MAX_RESULT_BYTES, CheckedResult, Dropped
@@ -351,7 +352,7 @@ def context_of(slot_id: str, job: Document, reporter: ProgressSink | None = None
         group=declared_group(job) or job.get("group", ""), tags=tuple(job.get("tags") or ()),
         tenant=job.get("tenant"),
         scheduled_at=job.get("scheduled_at"), assigned_at=job.get("locked_at"), reporter=reporter,
-        after=waited_for(job),
+        after=waited_for(job), dependencies=job.get(DEPENDENCY_RESULTS),
     )
 
 

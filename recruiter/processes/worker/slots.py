@@ -37,6 +37,7 @@ from recruiter.processes.worker.inbox import Inboxes
 from recruiter.processes.worker.state import JobState, Runner, Running, Shutdown, Slot, SlotPhase, Turn
 from recruiter.store import roster, scheduled
 from recruiter.store.connection import StoreError, first_line
+from recruiter.store.dependencies import with_dependency_results
 from recruiter.store.layout import Collections, Document
 from recruiter.store.wakeup import is_copy
 
@@ -156,6 +157,7 @@ class SlotLoop:
         if not found or found.get("locked") is not True or found.get("locked_by") != slot.id:
             await self.entries.drop_stale(slot, job_id)
             return
+        found = await with_dependency_results(self.c, found)  # what it waited for: ctx.dependency_results()
         runner = slot.runner or Runner(slot.id)
         turn = Turn(slot, job_id, found.get("lock_token"), ahead)
         runner.enter(turn)
