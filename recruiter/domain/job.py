@@ -28,6 +28,7 @@ from recruiter.domain.placement import deadline_at, on_worker_document, worker_g
 from recruiter.domain.records import JobDoc, PolicyDocument, WorkableDocument
 from recruiter.domain.records import Priority as PriorityName
 from recruiter.domain.retry import DoNotDoItAgain, RetryPolicy, WorkerCrashed, policy_to_document
+from recruiter.domain.snooze import max_snoozes_problem
 from recruiter.domain.unique import Unique, UniqueRefused
 from recruiter.domain.unique import unique as unique_spec
 from recruiter.domain.workable import Workable, named_object, rebuild_problem
@@ -95,6 +96,7 @@ class JobOptions:
     priority: Priority = Priority.LOW
     timeout_s: float | None = None
     at_most_once: bool = False
+    max_snoozes: int | None = None  # .max_snoozes(n); else the class's (recruiter.domain.snooze)
     unique: Unique | None = None  # .unique(...); else the class's unique_key() (recruiter.domain.unique)
     # Only the worker started with this ``--id`` runs the job (recruiter.domain.placement).
     on_worker: str | None = None
@@ -103,6 +105,14 @@ class JobOptions:
     after: tuple[ObjectId, ...] = ()
     if_failed: str = "cancel"
     job_id: ObjectId | None = None  # set by recruiter.domain.flows, which links jobs before they are written
+
+
+def checked_max_snoozes(value: object) -> int:
+    """A cap on a job's snoozes, checked (:func:`recruiter.domain.snooze.max_snoozes_problem`)."""
+    problem = max_snoozes_problem(value)
+    if problem:
+        raise JobRefused(problem)
+    return cast(int, value)
 
 
 def checked_name(kind: str, value: object) -> str:
@@ -254,6 +264,9 @@ def build_job_document(
     if options.at_most_once or getattr(type(workable), "at_most_once", False) is True:
         _check_at_most_once(doc["retry_policy"])
         doc["at_most_once"] = True
+    cap = options.max_snoozes if options.max_snoozes is not None else getattr(type(workable), "max_snoozes", None)
+    if cap is not None:
+        doc["max_snoozes"] = checked_max_snoozes(cap)
     if options.on_worker is not None:
         _aim_at_worker(doc, options, now)
     spec = unique_of(workable, options)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import cast
 
@@ -54,6 +54,7 @@ from recruiter.processes.worker.child import ChildAttempt, JobTimedOut
 from recruiter.processes.worker.config import THREAD_EXIT_MARGIN_S
 from recruiter.processes.worker.output import watch
 from recruiter.processes.worker.refusing import cannot_run
+from recruiter.processes.worker.snoozing import snooze_outcome
 from recruiter.processes.worker.state import JobState, Running, Said
 from recruiter.store.layout import Document
 
@@ -202,6 +203,11 @@ class Executor:
         attempt = int(job.get("attempts", 1))
         logs = running.logs
         dropped: Dropped | None = None
+        snoozed = None if ran.error else snooze_outcome(job, ran.value, ran.started_at, ran.ended_at, running, bound,
+                                                        self._execution)
+        if isinstance(snoozed, Outcome):
+            return snoozed  # not an attempt: back in the queue, its policy not asked (recruiter.domain.snooze)
+        ran = ran if snoozed is None else replace(ran, value=None, error=snoozed, kind="failed")
         if ran.error is None:
             result, dropped = self._stored_result(job, ran.value)
             if dropped:
