@@ -61,7 +61,10 @@ def _delay_problem(value: object) -> str | None:
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
     elif type(value) in (int, float):
-        seconds = float(cast("float", value))
+        try:
+            seconds = float(cast("float", value))
+        except OverflowError:
+            return f"a snooze lasts at most {MAX_SNOOZE.days} days, got a number too large for a float"
     else:
         return f"a snooze needs seconds (a number or a timedelta), got {type(value).__name__}"
     if not math.isfinite(seconds):

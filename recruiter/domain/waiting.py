@@ -272,7 +272,7 @@ def _not_due(job_id: object, job: Raw, now: datetime) -> Explanation:
         count, cap = snoozes_of(job), max_snoozes_of(job)
         details.update(snoozes=count, max_snoozes=cap, snoozed_until=due)
         return Explanation(job_id, Waiting.SNOOZED, f"snoozed {count} time{'s' if count != 1 else ''} (of at most "
-                           f"{cap}): due {_at(due, now)}", details)
+                           f"{cap}): due at {_at(due, now)}", details)
     refused = refused_of(job)
     # Given back and not run since (also past refusals_until: the next refusal archives it).
     if job.get("status") == "retrying" and refused is not None and refused.current and refused_by(job):

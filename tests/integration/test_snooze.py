@@ -11,6 +11,7 @@ import pytest
 from bson import ObjectId
 from structlog.testing import capture_logs
 
+from recruiter.admin import Admin
 from recruiter.admin.explain import explain_job
 from recruiter.domain.retry import RetryManyTimes
 from recruiter.domain.waiting import Waiting
@@ -208,7 +209,8 @@ def test_a_snoozed_job_keeps_its_unique_key_and_frees_its_limit_slot(db_uri: str
             .unique("snoozer").enqueue()
         assert again == snoozing, "a snoozed job is unfinished: its key still holds"
         assert again.existed
-        # Its slot is free: another job of its group runs while it sleeps (one worker slot).
+        # Its place under its group's limit is free: another job of its group runs while it sleeps.
+        Admin(h.sync_db, h.clock).set_limit("generic", max_running=1)
         other = await Record(h.db_uri, n=2).as_job_of(h.producer).enqueue()
         await _run_once(h, worker, other)
         assert (await h.archived(other) or {}).get("why") == "done"
