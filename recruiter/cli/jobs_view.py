@@ -239,6 +239,8 @@ def _execution_lines(run: Raw, full: bool = False) -> list[str]:
     lines = [f"  attempt {_text(run.get('attempt'))}: {_text(run.get('outcome'))}{took}"
              f"  worker {_text(run.get('worker'))} pid {_text(run.get('pid'))} host {_text(run.get('hostname'))}",
              f"    started {_text(plain(started))}  ended {_text(plain(ended))}"]
+    if run.get("outcome") == "snoozed":  # recruiter.domain.snooze: not counted as an attempt
+        lines.append(f"    snooze {_text(run.get('snooze'))} until {_text(plain(run.get('snoozed_until')))}")
     error, message = run.get("class"), run.get("message")
     if error is not None or message is not None:
         text, note = _whole(str(message), full) if message is not None else (MISSING, None)
