@@ -3,8 +3,11 @@ boundary, the cap, the count a 0.2.0 leader leaves, and the leader's update."""
 
 from __future__ import annotations
 
+import importlib
 import math
-from datetime import UTC, datetime, timedelta, timezone
+import sys
+from datetime import UTC, datetime, time, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +15,7 @@ from bson import ObjectId
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recruiter import JobRefused, Snooze, SnoozeRefused, Workable
+from recruiter import JobContext, JobRefused, Snooze, SnoozeRefused, Workable
 from recruiter.domain.builder import JobBuilder
 from recruiter.domain.job import JobOptions, build_job_document
 from recruiter.domain.policy import Archive, RetryAt
@@ -29,6 +32,8 @@ from recruiter.domain.snooze import (
 )
 from recruiter.domain.snoozed import requeue_update, snooze_number, snoozed_status
 from recruiter.domain.waiting import Waiting, explain
+from recruiter.testing import run_inline
+from tests.processes.test_readme import readme_files
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -250,3 +255,59 @@ def test_explain_says_snoozed_how_many_times_and_until_when() -> None:
     assert explanation.text == "snoozed 2 times (of at most 5): due at 2026-06-01 12:05:00 UTC (in 5m)"
     assert dict(explanation.details) == {"due_at": due, "group": "g", "tenant": None, "snoozes": 2,
                                          "max_snoozes": 5, "snoozed_until": due}
+
+
+# -- inline, and the guide's example ---------------------------------------------------------------------
+
+
+def test_the_guides_snooze_example_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/guide/writing-jobs.md's export_jobs.py, run inline: snoozes are not attempts, and the cap holds."""
+    (tmp_path / "export_jobs.py").write_text(readme_files()["export_jobs.py"])
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "export_jobs", raising=False)
+    export_jobs = importlib.import_module("export_jobs")
+    assert run_inline(export_jobs.FetchExport("E-1")).result == {"fetched": "E-1"}
+    never = run_inline(export_jobs.FetchExport("X-1"))
+    assert (never.why, never.reason) == ("snoozed-too-often",
+                                         "it asked to snooze a 31st time; a job may snooze 30 times (max_snoozes)")
+    assert len(never.attempts) == 31
+    assert {a.attempt for a in never.attempts} == {1}
+    assert {a.outcome for a in never.attempts} == {"snoozed"}
+    assert never.waits == (timedelta(seconds=60),) * 30
+    # The function job reads the real clock (run_inline skips its waits on its own): before nine it
+    # snoozes until nine each time, and inline, where no time passes, it ends at its cap.
+    send = export_jobs.send_after_nine.workable("hello")
+    assert build_job_document(send, JobOptions(), NOW)["max_snoozes"] == 2
+    now = datetime.now(UTC).time()
+    sent = run_inline(send)
+    if now < time(8, 59):
+        assert (sent.why, [a.outcome for a in sent.attempts]) == ("snoozed-too-often", ["snoozed"] * 3)
+    elif now >= time(9, 0):
+        assert (sent.why, sent.result) == ("done", "sent: hello")
+
+
+def test_inline_counts_a_snooze_as_no_attempt_and_a_refused_one_as_a_failure() -> None:
+    snoozing = run_inline(SnoozesTwice(), max_attempts=1)
+    assert (snoozing.why, snoozing.result) == ("done", 3)
+    assert [(a.attempt, a.outcome) for a in snoozing.attempts] == [(1, "snoozed"), (1, "snoozed"), (1, "done")]
+    refused = run_inline(SnoozesBackwards())
+    assert (refused.why, refused.last.outcome, refused.last.error_class) == (
+        "not-scheduled-by-retry-policy", "failed", "recruiter.domain.snooze:SnoozeRefused")
+    assert refused.last.message == "a snooze cannot be negative, got -1s"
+
+
+class SnoozesTwice(Workable):
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def execute(self, ctx: JobContext) -> object:
+        _RUNS[ctx.job_id] = _RUNS.get(ctx.job_id, 0) + 1
+        return Snooze(5) if _RUNS[ctx.job_id] <= 2 else _RUNS[ctx.job_id]
+
+
+class SnoozesBackwards(Workable):
+    def execute(self) -> object:
+        return _tampered(seconds=-1.0)
+
+
+_RUNS: dict[str, int] = {}
