@@ -7,6 +7,7 @@ process (a timeout) alike."""
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from typing import Any
 
@@ -55,6 +56,10 @@ def test_a_job_snoozes_twice_then_succeeds_with_one_attempt(processes: Processes
     shown = _cli(db_uri, "jobs", "show", str(job_id))
     assert "attempt 1: snoozed" in shown
     assert "    snooze 2 until " in shown
+    assert "snoozes    2 (of at most 100)" in shown
+    as_json = json.loads(_cli(db_uri, "jobs", "show", str(job_id), "--json"))
+    assert (as_json["snoozes"], as_json["max_snoozes"]) == (2, 100)
+    assert [e.get("snooze") for e in as_json["executions"]] == [1, 2, None]
 
     capped = wait_for(lambda: db.archived.find_one({"_id": forever}), timeout_s=90)
     assert capped["why"] == "snoozed-too-often"
