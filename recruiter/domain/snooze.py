@@ -120,10 +120,9 @@ def is_snooze(value: object) -> bool:
 def asked_of(value: object) -> Asked | str:
     """The snooze ``value`` asks for, checked (its fields read once, whatever a subclass did to
     them), or why it is refused. Never raises."""
-    if isinstance(value, Asked):
-        return value
+    names = ("delay_s", "until") if isinstance(value, Asked) else ("seconds", "until")  # Asked: read in a child
     try:
-        seconds, until = object.__getattribute__(value, "seconds"), object.__getattribute__(value, "until")
+        seconds, until = (object.__getattribute__(value, name) for name in names)
         if (seconds is None) == (until is None):
             return "a snooze needs either seconds or until, not both nor neither"
         problem = _delay_problem(seconds) if seconds is not None else _until_problem(until)

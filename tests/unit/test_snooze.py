@@ -311,3 +311,11 @@ class SnoozesBackwards(Workable):
 
 
 _RUNS: dict[str, int] = {}
+
+
+def test_a_checked_snooze_handed_back_by_a_job_itself_is_checked_again() -> None:
+    """``Asked`` is what a child process sends; a job returning one is not trusted for it."""
+    assert asked_of(Asked(delay_s=-1e300)) == "a snooze cannot be negative, got -1e+300s"
+    assert asked_of(Asked(until="later")) == "a snooze's until needs a datetime, got str"  # type: ignore[arg-type]
+    assert asked_of(Asked()) == "a snooze needs either seconds or until, not both nor neither"
+    assert asked_of(Asked(delay_s=5)) == Asked(delay_s=5.0)
