@@ -9,12 +9,17 @@ from typing import Any
 
 import pytest
 from bson import ObjectId
+from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
 from recruiter.admin import Admin
 from recruiter.admin.explain import explain_job
+from recruiter.domain.events import JobFinished
 from recruiter.domain.retry import RetryManyTimes
 from recruiter.domain.waiting import Waiting
+from recruiter.processes.events import Bus
+from recruiter.processes.metrics import EventMetrics
+from recruiter.processes.worker.runtime import WorkerConfig, WorkerProcess
 from tests.integration.test_processes_inproc import START, Harness, run, take_and_work
 from tests.snoozing import (
     AsyncSnoozesThenDone,
@@ -233,5 +238,33 @@ def test_a_snoozed_job_is_read_by_a_0_2_0_style_leader_as_a_plain_give_back(db_u
                                                          "$set": {"status": "retrying"}})
         await _run_once(h, worker, job_id)
         assert (await h.job(job_id) or {}).get("snoozes") == 2
+
+    run(db_uri, scenario)
+
+
+def test_a_snooze_is_emitted_counted_and_logged_once_recorded(db_uri: str) -> None:
+    """The worker's JobFinished says ``snoozed`` (not failed), with the decision: the metrics count
+    it under outcome ``snoozed``, the log subscriber prints ``job.snoozed``."""
+    async def scenario(h: Harness) -> None:
+        registry = CollectorRegistry()
+        seen: list[object] = []
+        bus = Bus.logging(seen.append, EventMetrics(registry, "worker"))
+        process = WorkerProcess(h.db, h.clock, WorkerConfig(worker_id="w1"), heartbeat_db=h.sync_db, bus=bus)
+        (slot,) = process.slots
+        await process.register(slot)
+        job_id = await SnoozesThenDone(h.db_uri, times=1, seconds=30).as_job_of(h.producer).enqueue()
+        with capture_logs() as logs:
+            await _run_once(h, (process, slot), job_id)
+        (finished,) = [e for e in seen if isinstance(e, JobFinished)]
+        assert (finished.job_id, finished.outcome, finished.error) == (job_id, "snoozed", None)
+        assert finished.worker_id == "w1"
+        assert finished.decision == "retry at 2026-01-01T12:00:30Z"
+        assert registry.get_sample_value("recruiter_jobs_finished_total",
+                                         {"group": "generic", "outcome": "snoozed"}) == 1
+        assert registry.get_sample_value("recruiter_jobs_finished_total",
+                                         {"group": "generic", "outcome": "failed"}) is None
+        (line,) = [e for e in logs if e["event"] == "job.snoozed"]
+        assert line["decision"] == "retry at 2026-01-01T12:00:30Z"
+        assert not [e for e in logs if e["event"] == "job.failed"]
 
     run(db_uri, scenario)
