@@ -264,9 +264,7 @@ def build_job_document(
     if options.at_most_once or getattr(type(workable), "at_most_once", False) is True:
         _check_at_most_once(doc["retry_policy"])
         doc["at_most_once"] = True
-    cap = options.max_snoozes if options.max_snoozes is not None else getattr(type(workable), "max_snoozes", None)
-    if cap is not None:
-        doc["max_snoozes"] = checked_max_snoozes(cap)
+    _cap_snoozes(doc, workable, options)
     if options.on_worker is not None:
         _aim_at_worker(doc, options, now)
     spec = unique_of(workable, options)
@@ -277,6 +275,13 @@ def build_job_document(
     _check_size(doc, max_document_bytes)
     _check_depth(doc)
     return doc
+
+
+def _cap_snoozes(doc: JobDoc, workable: Workable, options: JobOptions) -> None:
+    """The job's cap on snoozes (recruiter.domain.snooze): the builder's, else its class's, if any."""
+    cap = options.max_snoozes if options.max_snoozes is not None else getattr(type(workable), "max_snoozes", None)
+    if cap is not None:
+        doc["max_snoozes"] = checked_max_snoozes(cap)
 
 
 def _wait_for(doc: JobDoc, options: JobOptions, unique: bool) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import cast
 
@@ -54,7 +54,7 @@ from recruiter.processes.worker.child import ChildAttempt, JobTimedOut
 from recruiter.processes.worker.config import THREAD_EXIT_MARGIN_S
 from recruiter.processes.worker.output import watch
 from recruiter.processes.worker.refusing import cannot_run
-from recruiter.processes.worker.snoozing import snooze_outcome
+from recruiter.processes.worker.snoozing import snooze_of
 from recruiter.processes.worker.state import JobState, Running, Said
 from recruiter.store.layout import Document
 
@@ -159,7 +159,8 @@ class Executor:
             return None
         if running.state is JobState.INTERRUPTED:
             return self.interrupted(job, running)
-        return self._judged(job, ran, running, bound)
+        ran, snoozed = snooze_of(job, ran, running, bound, self._execution)  # no attempt: recruiter.domain.snooze
+        return snoozed or self._judged(job, ran, running, bound)
 
     async def _run(self, slot_id: str, running: Running, job: Document, started_at: datetime) -> Ran:
         """Run the job's method (:meth:`_ran`) inside its spans, when the process traces (:mod:`recruiter.tracing`)."""
@@ -203,11 +204,6 @@ class Executor:
         attempt = int(job.get("attempts", 1))
         logs = running.logs
         dropped: Dropped | None = None
-        snoozed = None if ran.error else snooze_outcome(job, ran.value, ran.started_at, ran.ended_at, running, bound,
-                                                        self._execution)
-        if isinstance(snoozed, Outcome):
-            return snoozed  # not an attempt: back in the queue, its policy not asked (recruiter.domain.snooze)
-        ran = ran if snoozed is None else replace(ran, value=None, error=snoozed, kind="failed")
         if ran.error is None:
             result, dropped = self._stored_result(job, ran.value)
             if dropped:

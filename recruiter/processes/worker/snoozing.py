@@ -1,6 +1,7 @@
 """The worker's side of a snooze: an attempt that returned ``Snooze(...)`` turned into its outcome.
 
-The executor asks :func:`snooze_outcome` of every attempt that ended without an error. When the
+The executor asks :func:`snooze_of` of every attempt that ran (:func:`snooze_outcome` of one that
+ended without an error). When the
 value asks for a snooze (:mod:`recruiter.domain.snooze`), the answer is the outcome to record: the
 attempt given back (``executed`` false, so the leader does not count it), an execution of kind
 ``snoozed`` numbered and dated, and a decision the retry policy had no part in: due at the end of
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from structlog.typing import FilteringBoundLogger
 
@@ -25,8 +27,23 @@ from recruiter.domain.snooze import SNOOZED, SnoozeRefused, asked_of, decide_sno
 from recruiter.processes.worker.state import Running
 from recruiter.store.layout import Document
 
+if TYPE_CHECKING:
+    from recruiter.processes.worker.executor import Ran
+
 # Executor._execution: the record of this attempt, of the kind given.
 ExecutionOf = Callable[..., Execution]
+
+
+def snooze_of(job: Document, ran: Ran, running: Running, bound: FilteringBoundLogger,
+              execution_of: ExecutionOf) -> tuple[Ran, Outcome | None]:
+    """``(ran, outcome)``: the outcome of an attempt that asked for a snooze; else None, and ``ran``
+    as it was, or, for a snooze that cannot be honoured, as the failure it then is."""
+    if ran.error is not None:
+        return ran, None
+    snoozed = snooze_outcome(job, ran.value, ran.started_at, ran.ended_at, running, bound, execution_of)
+    if isinstance(snoozed, SnoozeRefused):
+        return replace(ran, value=None, error=snoozed, kind="failed"), None
+    return ran, snoozed
 
 
 def snooze_outcome(job: Document, value: object, started_at: datetime, ended_at: datetime, running: Running,
