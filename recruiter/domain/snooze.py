@@ -2,9 +2,9 @@
 
 A job's method returns ``Snooze(30)`` (seconds, or a ``timedelta``) or ``Snooze(until=when)``
 (an aware datetime). Its worker records an execution of kind ``snoozed`` and the job goes back
-to ``scheduled``, due at the time asked: its ``attempts`` as before the attempt, its retry
-policy not asked, its lock, unique key and place in its group's FIFO order by due time as any
-waiting job's. The job's ``snoozes`` counts them, and each ``snoozed`` entry of its history
+to ``scheduled``, due at the time asked: unlocked, its ``attempts`` as before the attempt, its
+retry policy not asked, its unique key kept (it is unfinished), its turn taken by due time as
+any waiting job's. The job's ``snoozes`` counts them, and each ``snoozed`` entry of its history
 names its number (``snooze``) and its end (``snoozed_until``).
 
 Why a returned value and not a raised exception: an outcome is a value here (the worker turns
@@ -31,8 +31,9 @@ The constructor applies the same checks, so a wrong ``Snooze(-1)`` fails in the 
 Skew: a snoozed job is a waiting job with a later due time. A 0.2.0 process reads it as one
 (the new fields ``snoozes`` and ``max_snoozes``, and the ``snoozed`` history entries, are
 ignored); a 0.2.0 leader applies a snooze outcome as a give-back (attempt not counted) due at
-the time asked, status ``retrying``, without updating ``snoozes``: the count is then read from
-the numbered ``snoozed`` entries of the history (:func:`snoozes_of`).
+the time asked, status ``retrying``, without updating ``snoozes``: the next 0.3.0 leader counts
+those from the ``snoozed`` entries of the history (:func:`snoozes_of`; a worker is not sent the
+history, so until then the cap counts only the snoozes a 0.3.0 leader applied).
 """
 
 from __future__ import annotations
