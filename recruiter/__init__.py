@@ -15,6 +15,7 @@ from recruiter.domain.job import JobRefused
 from recruiter.domain.limits import Limit, Rate
 from recruiter.domain.resubmit import ResubmitRefused, Resubmitted
 from recruiter.domain.schedules import ScheduleRefused
+from recruiter.domain.snooze import Snooze, SnoozeRefused
 from recruiter.domain.versions import RELEASE as __version__
 from recruiter.domain.workable import JobContext, Workable
 from recruiter.producer.client import AsyncRecruiter, Recruiter
@@ -45,6 +46,8 @@ __all__ = [
     "ResultUnavailable",
     "ScheduleRefused",
     "ScheduleView",
+    "Snooze",
+    "SnoozeRefused",
     "Workable",
     "__version__",
     "chain",

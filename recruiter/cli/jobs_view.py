@@ -25,6 +25,7 @@ from recruiter.domain.following import JobView, Progress
 from recruiter.domain.jsonable import plain as plain  # re-exported: the views speak of it
 from recruiter.domain.records import Raw
 from recruiter.domain.refused import refused_json
+from recruiter.domain.snooze import max_snoozes_of, snoozes_of
 from recruiter.domain.visible import cut, visible
 from recruiter.domain.waiting import Explanation
 
@@ -113,6 +114,7 @@ def show_json(view: JobView, waiting: Explanation | None = None) -> dict[str, An
         "result": plain(view.result), "result_dropped": plain(view.result_dropped),
         "executions": [plain(e) for e in executions_of(view)],
         "unique": plain(view.document.get("unique")), "resubmits": plain(view.document.get("resubmits")),
+        "snoozes": snoozes_of(view.document), "max_snoozes": max_snoozes_of(view.document),
     }
 
 
@@ -219,6 +221,8 @@ def _unique_and_resubmits(doc: Raw) -> list[str]:
                      + (f", at {_iso(at)}" if isinstance(at, datetime) else ""))
     if isinstance(count, int) and not isinstance(count, bool) and count > 0:
         lines.append(f"resubmits  {count}")
+    if snoozes_of(doc) > 0:  # recruiter.domain.snooze
+        lines.append(f"snoozes    {snoozes_of(doc)} (of at most {max_snoozes_of(doc)})")
     return lines
 
 
@@ -239,6 +243,8 @@ def _execution_lines(run: Raw, full: bool = False) -> list[str]:
     lines = [f"  attempt {_text(run.get('attempt'))}: {_text(run.get('outcome'))}{took}"
              f"  worker {_text(run.get('worker'))} pid {_text(run.get('pid'))} host {_text(run.get('hostname'))}",
              f"    started {_text(plain(started))}  ended {_text(plain(ended))}"]
+    if run.get("outcome") == "snoozed":  # recruiter.domain.snooze: not counted as an attempt
+        lines.append(f"    snooze {_text(run.get('snooze'))} until {_text(plain(run.get('snoozed_until')))}")
     error, message = run.get("class"), run.get("message")
     if error is not None or message is not None:
         text, note = _whole(str(message), full) if message is not None else (MISSING, None)

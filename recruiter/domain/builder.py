@@ -23,6 +23,7 @@ from recruiter.domain.job import (
     build_job_document,
     check_policy,
     check_timeout,
+    checked_max_snoozes,
     checked_name,
     checked_priority,
     checked_tag,
@@ -99,6 +100,12 @@ class JobBuilder(Generic[R_co]):
         """Never run this job a second time after its worker died during an attempt: a crash
         archives it (``why: "crashed"``) instead of running it again."""
         return self._with(replace(self.options, at_most_once=True))
+
+    def max_snoozes(self, times: int) -> JobBuilder[R_co]:
+        """Let this job snooze (return ``Snooze(...)``) at most ``times`` times; the snooze past
+        that archives it ``snoozed-too-often``. Default: the class's ``max_snoozes``, else
+        ``DEFAULT_MAX_SNOOZES`` (see :mod:`recruiter.domain.snooze`)."""
+        return self._with(replace(self.options, max_snoozes=checked_max_snoozes(times)))
 
     def on_worker(self, worker_id: str, deadline: datetime | timedelta | None = None) -> JobBuilder[R_co]:
         """Only the worker started with ``--id worker_id`` may run this job (any of its slots).

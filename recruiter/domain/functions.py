@@ -28,7 +28,7 @@ from datetime import timedelta
 from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar, cast, overload
 
 from recruiter.domain.builder import Enqueuer, JobBuilder
-from recruiter.domain.job import JobRefused, check_policy, check_timeout, checked_name
+from recruiter.domain.job import JobRefused, check_policy, check_timeout, checked_max_snoozes, checked_name
 from recruiter.domain.retry import RetryPolicy
 from recruiter.domain.unique import UniqueRefused, unique
 from recruiter.domain.workable import FUNCTION_ATTR, JobContext, Workable
@@ -231,14 +231,14 @@ def job(fn: Callable[P, R], /) -> PlainFunctionJob[P, R]: ...
 def job(*, group: str | None = None, retry_policy: RetryPolicy | None = None,
         timeout: float | timedelta | None = None, at_most_once: bool = False,
         unique_key: Callable[..., str | None] | None = None, unique_scope: str | timedelta = "unfinished",
-        unique_on_conflict: str = "existing") -> JobDecorator: ...
+        unique_on_conflict: str = "existing", max_snoozes: int | None = None) -> JobDecorator: ...
 
 
 def job(fn: Callable[..., Any] | None = None, /, *, group: str | None = None,
         retry_policy: RetryPolicy | None = None, timeout: float | timedelta | None = None,
         at_most_once: bool = False, unique_key: Callable[..., str | None] | None = None,
         unique_scope: str | timedelta = "unfinished", unique_on_conflict: str = "existing",
-        ) -> FunctionJob[Any, Any] | JobDecorator:
+        max_snoozes: int | None = None) -> FunctionJob[Any, Any] | JobDecorator:
     """Make a job of a function: ``@job`` or ``@job(group=..., retry_policy=...)``; it returns a
     :class:`FunctionJob` (``send_invoice.enqueue(rec, "INV-1")``, ``send_invoice.job(rec, ...)``,
     ``send_invoice.workable(...)``, and ``send_invoice(...)`` still calls the function).
@@ -246,7 +246,8 @@ def job(fn: Callable[..., Any] | None = None, /, *, group: str | None = None,
     The options are the class attributes of the class form, given once: the default ``group``,
     ``retry_policy`` and ``timeout`` (seconds or a ``timedelta``) of its jobs, ``at_most_once``,
     and ``unique_key``, a function of the same arguments returning the job's unique key (or
-    None), with its ``unique_scope`` and ``unique_on_conflict``. Each is checked here, with one
+    None), with its ``unique_scope`` and ``unique_on_conflict``, and ``max_snoozes`` (how many
+    times each job may return ``Snooze(...)``, :mod:`recruiter.domain.snooze`). Each is checked here, with one
     line (:class:`JobRefused`); a function that takes ``*args``, or the job context elsewhere
     than first, is refused here with a ``TypeError``. The guide: "Functions as jobs" in
     Writing jobs.
@@ -258,6 +259,8 @@ def job(fn: Callable[..., Any] | None = None, /, *, group: str | None = None,
         options["retry_policy"] = check_policy(retry_policy)
     if timeout is not None:
         options["timeout_s"] = check_timeout(timeout)
+    if max_snoozes is not None:
+        options["max_snoozes"] = checked_max_snoozes(max_snoozes)
     try:
         unique("key", unique_scope, unique_on_conflict)
     except UniqueRefused as exc:

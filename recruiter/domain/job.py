@@ -29,6 +29,7 @@ from recruiter.domain.placement import deadline_at, on_worker_document, worker_g
 from recruiter.domain.records import JobDoc, PolicyDocument, WorkableDocument
 from recruiter.domain.records import Priority as PriorityName
 from recruiter.domain.retry import DoNotDoItAgain, RetryPolicy, WorkerCrashed, policy_to_document
+from recruiter.domain.snooze import max_snoozes_problem
 from recruiter.domain.unique import Unique, UniqueRefused
 from recruiter.domain.unique import unique as unique_spec
 from recruiter.domain.workable import Workable, named_object, rebuild_problem
@@ -96,6 +97,7 @@ class JobOptions:
     priority: Priority = Priority.LOW
     timeout_s: float | None = None
     at_most_once: bool = False
+    max_snoozes: int | None = None  # .max_snoozes(n); else the class's (recruiter.domain.snooze)
     unique: Unique | None = None  # .unique(...); else the class's unique_key() (recruiter.domain.unique)
     # Only the worker started with this ``--id`` runs the job (recruiter.domain.placement).
     on_worker: str | None = None
@@ -106,6 +108,14 @@ class JobOptions:
     # The policy of each of ``after`` (same order; recruiter.domain.dependency_policy); empty: ``if_failed``'s.
     policies: tuple[Policy, ...] = ()
     job_id: ObjectId | None = None  # set by recruiter.domain.flows, which links jobs before they are written
+
+
+def checked_max_snoozes(value: object) -> int:
+    """A cap on a job's snoozes, checked (:func:`recruiter.domain.snooze.max_snoozes_problem`)."""
+    problem = max_snoozes_problem(value)
+    if problem:
+        raise JobRefused(problem)
+    return cast(int, value)
 
 
 def checked_name(kind: str, value: object) -> str:
@@ -257,6 +267,7 @@ def build_job_document(
     if options.at_most_once or getattr(type(workable), "at_most_once", False) is True:
         _check_at_most_once(doc["retry_policy"])
         doc["at_most_once"] = True
+    _cap_snoozes(doc, workable, options)
     if options.on_worker is not None:
         _aim_at_worker(doc, options, now)
     spec = unique_of(workable, options)
@@ -267,6 +278,13 @@ def build_job_document(
     _check_size(doc, max_document_bytes)
     _check_depth(doc)
     return doc
+
+
+def _cap_snoozes(doc: JobDoc, workable: Workable, options: JobOptions) -> None:
+    """The job's cap on snoozes (recruiter.domain.snooze): the builder's, else its class's, if any."""
+    cap = options.max_snoozes if options.max_snoozes is not None else getattr(type(workable), "max_snoozes", None)
+    if cap is not None:
+        doc["max_snoozes"] = checked_max_snoozes(cap)
 
 
 def _wait_for(doc: JobDoc, options: JobOptions, unique: bool) -> None:

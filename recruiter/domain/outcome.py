@@ -26,7 +26,7 @@ from recruiter.domain.refusals import MAX_KEPT as MAX_REFUSALS_KEPT
 from recruiter.domain.resubmit import due_at, late_flag_filter
 from recruiter.domain.retry import Archive, Decision, MoveToGroup, RetryAt, WorkerCrashed
 
-Kind = Literal["done", "failed", "crashed", "judged", "timed-out", "interrupted", "cancelled", "refused"]
+Kind = Literal["done", "failed", "crashed", "judged", "timed-out", "interrupted", "cancelled", "refused", "snoozed"]
 
 DONE = "done"
 # A job the worker would not run as stored (e.g. its class is outside the allowed modules).
@@ -65,6 +65,8 @@ class Execution:
     assigned_at: datetime | None = None  # when the recruiter handed the job to its worker
     logs: str = ""  # what the attempt logged, its newest MAX_LOG_BYTES (processes.worker.capture)
     logs_cut: int = 0  # bytes dropped before ``logs``
+    snooze: int | None = None  # a snoozed attempt: which snooze of the job (recruiter.domain.snooze)
+    snoozed_until: datetime | None = None
 
     @classmethod
     def of(cls, job: Mapping[str, object], kind: Kind, *, pid: int | None, hostname: str | None,
@@ -103,6 +105,8 @@ class Execution:
             doc["message"] = storable_text(self.message)
         if self.logs or self.logs_cut:
             doc.update(logs=storable_text(self.logs), logs_cut=self.logs_cut)
+        if self.snooze is not None:
+            doc.update(snooze=self.snooze, snoozed_until=self.snoozed_until)
         return doc
 
 

@@ -153,6 +153,9 @@ class JobFields(TypedDict):
     executions: NotRequired[list[ExecutionDoc]]
     timeout_s: NotRequired[float | None]
     at_most_once: NotRequired[bool]
+    # Snoozes (recruiter.domain.snooze): the cap the job was given, and how many it took.
+    max_snoozes: NotRequired[int]
+    snoozes: NotRequired[int]
     last_execution: NotRequired[LastExecutionDoc | None]
     # Returns of a dead worker's unstarted job (recruiter.domain.liveness).
     unproven_returns: NotRequired[int]

@@ -29,7 +29,7 @@ from recruiter.domain.records import JobDoc, Raw
 
 # The fields of the original a copy keeps (when present): what the job does and how it is run.
 KEPT_FIELDS = ("group", "tenant", "tags", "priority", "workable", "retry_policy", "timeout_s", "at_most_once",
-               "on_worker")
+               "on_worker", "max_snoozes")
 
 
 class RetryRefused(ValueError):

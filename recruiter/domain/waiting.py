@@ -12,7 +12,8 @@ and the first that holds is the answer:
 2. locked: ``running`` on a worker, or assigned to one not started yet, or to one
    whose heartbeat is late (not fresh: it may be frozen or dead; the round or the
    cleaner takes the job back, see :mod:`recruiter.domain.liveness`);
-3. not due yet: a first attempt due later, a retry's backoff, or a job a worker
+3. not due yet: a first attempt due later, a retry's backoff, a snooze the job asked
+   for (:mod:`recruiter.domain.snooze`), or a job a worker
    refused given back a little later (:mod:`recruiter.domain.refusals`);
 4. due: its group paused, its tenant paused; aimed at a worker that is gone
    (:mod:`recruiter.domain.placement`); no live worker takes its group; every live
@@ -51,6 +52,7 @@ from recruiter.domain.records import Query, Raw
 from recruiter.domain.refusals import refused_by
 from recruiter.domain.refused import Refused, refused_of
 from recruiter.domain.selection import FreeWorker
+from recruiter.domain.snooze import SNOOZED, max_snoozes_of, snoozes_of
 
 # "Behind N" is counted up to this many jobs (then "at least N").
 AHEAD_CAP = 1000
@@ -66,6 +68,7 @@ class Waiting(StrEnum):
     DUE_LATER = "due-later"
     WAITING_FOR_JOBS = "waiting-for-jobs"  # .after(...): until the jobs it waits for end (domain.dependencies)
     RETRYING = "retrying"  # a retry's backoff
+    SNOOZED = "snoozed"  # it returned Snooze(...): until the time it asked (recruiter.domain.snooze)
     REFUSED = "refused"  # given back by workers that could not run it (rolling deploys, --allow-module)
     GROUP_PAUSED = "group-paused"
     TENANT_PAUSED = "tenant-paused"
@@ -264,6 +267,12 @@ def _not_due(job_id: object, job: Raw, now: datetime) -> Explanation:
     due = _date(job.get("scheduled_at"))
     assert due is not None
     details: dict[str, object] = {"due_at": due, "group": job.get("group"), "tenant": job.get("tenant")}
+    last = job.get("last_execution")
+    if isinstance(last, Mapping) and last.get("outcome") == SNOOZED:
+        count, cap = snoozes_of(job), max_snoozes_of(job)
+        details.update(snoozes=count, max_snoozes=cap, snoozed_until=due)
+        return Explanation(job_id, Waiting.SNOOZED, f"snoozed {count} time{'s' if count != 1 else ''} (of at most "
+                           f"{cap}): due at {_at(due, now)}", details)
     refused = refused_of(job)
     # Given back and not run since (also past refusals_until: the next refusal archives it).
     if job.get("status") == "retrying" and refused is not None and refused.current and refused_by(job):

@@ -145,13 +145,15 @@ class Workable:
     defaults for every job of the class; ``unique_key()`` (with ``unique_scope`` and
     ``unique_on_conflict``) gives its jobs a unique key (:mod:`recruiter.domain.unique`);
     ``at_most_once = True`` makes every job of the class one that is never run again
-    after its worker died during an attempt.
+    after its worker died during an attempt; ``max_snoozes`` caps how many times each of
+    its jobs may snooze (return ``Snooze(...)``, :mod:`recruiter.domain.snooze`).
     """
 
     method: ClassVar[str] = "execute"
     group: ClassVar[str | None] = None
     retry_policy: ClassVar[RetryPolicy | None] = None
     at_most_once: ClassVar[bool] = False
+    max_snoozes: ClassVar[int | None] = None  # None: recruiter.domain.snooze.DEFAULT_MAX_SNOOZES
     # The scope and conflict behaviour of the key unique_key() gives (recruiter.domain.unique).
     unique_scope: ClassVar[str | timedelta] = "unfinished"
     unique_on_conflict: ClassVar[str] = "existing"

@@ -21,8 +21,9 @@ from datetime import datetime
 import structlog
 
 from recruiter.domain.events import JobArchived, OutcomeApplied
-from recruiter.domain.outcome import archived_document, held_by, is_archive, reschedule_update, resubmit_update
+from recruiter.domain.outcome import archived_document, held_by, is_archive, resubmit_update
 from recruiter.domain.resubmit import flagged
+from recruiter.domain.snoozed import requeue_update
 from recruiter.domain.timeline import applied_event
 from recruiter.processes.dependencies import after_archive
 from recruiter.processes.logs import AfterCommit
@@ -61,7 +62,7 @@ def sort_outcomes(outcomes: dict[object, tuple[str, Document]], jobs: dict[objec
         elif is_archive(outcome):
             out.archive.append(archived_document(job, outcome, now))
         else:
-            out.reschedule.append(reschedule_update(job, outcome))
+            out.reschedule.append(requeue_update(job, outcome))  # a retry, a give-back or a snooze
     return out
 
 

@@ -126,6 +126,8 @@ def _log_finished(e: JobFinished) -> None:
     bound = log.bind(worker_id=e.worker_id, job_id=str(e.job_id), group=str(e.group)[:100], attempt=e.attempt)
     if e.outcome == "done":
         bound.info("job.done", duration_s=e.duration_s)
+    elif e.outcome == "snoozed":  # recruiter.domain.snooze: not a failure, no attempt counted
+        bound.info("job.snoozed", duration_s=e.duration_s, decision=e.decision)
     else:
         bound.info("job.failed", error=e.error, message=(e.message or "")[:200], outcome=e.outcome,
                    decision=e.decision)

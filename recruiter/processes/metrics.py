@@ -143,7 +143,7 @@ class EventMetrics:
         self.started = Counter("recruiter_jobs_started", "Attempts this worker process started.", labels,
                                registry=registry)
         self.finished = Counter("recruiter_jobs_finished", "Attempts this worker process finished, by outcome "
-                                "(done, failed, timed-out).", [*labels, "outcome"], registry=registry)
+                                "(done, failed, timed-out, snoozed).", [*labels, "outcome"], registry=registry)
         self.run_s = Histogram("recruiter_job_run_seconds", "How long an attempt ran, from its start to its "
                                "outcome.", labels, buckets=JOB_BUCKETS_S, registry=registry)
         self.wait_s = Histogram("recruiter_job_wait_seconds", "How long a job waited to start, from the time it "

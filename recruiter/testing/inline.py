@@ -42,6 +42,7 @@ from recruiter.domain.clock import utc
 from recruiter.domain.job import JobOptions, build_job_document
 from recruiter.domain.outcome import DONE, describe_decision
 from recruiter.domain.retry import Archive, Decision, MoveToGroup
+from recruiter.domain.snooze import Snoozed, SnoozeRefused, asked_of, decide_snooze, is_snooze
 from recruiter.domain.workable import JobContext, Workable, accepts_context, workable_from_document
 from recruiter.processes.worker.capture import LogBuffer, capturing
 from recruiter.processes.worker.child import JobTimedOut
@@ -67,7 +68,7 @@ class InlineAttempt:
     """One attempt: how it ended, its error, what it logged and reported, what the policy decided."""
 
     attempt: int
-    outcome: str  # "done", "failed" or "timed-out", as in a job's ``executions``
+    outcome: str  # "done", "failed", "timed-out" or "snoozed", as in a job's ``executions``
     started_at: datetime
     ended_at: datetime
     error: BaseException | None = None
@@ -137,10 +138,11 @@ class _Run:
     clock: _Clock = field(default_factory=_Clock)
     attempts: list[InlineAttempt] = field(default_factory=list)
     waits: list[timedelta] = field(default_factory=list)
+    snoozes: int = 0  # runs that snoozed (recruiter.domain.snooze): not counted as attempts
 
     def start(self) -> tuple[Callable[..., Any], tuple[JobContext, ...], LogBuffer, list[ProgressCall]]:
         """The next attempt's bound method and arguments, its log buffer and progress list."""
-        self.job["attempts"] = len(self.attempts) + 1
+        self.job["attempts"] = len(self.attempts) - self.snoozes + 1
         now = self.clock.now()
         calls: list[ProgressCall] = []
         ctx = JobContext(job_id=str(self.job["_id"]), attempt=self.job["attempts"], worker_id=INLINE_WORKER,
@@ -156,9 +158,15 @@ class _Run:
         """Record the attempt; the result if the job is over, else how long until the next attempt."""
         ended_at = self.clock.now()
         text, cut = logs.text()
-        attempt = len(self.attempts) + 1
+        attempt = len(self.attempts) - self.snoozes + 1
         made = functools.partial(InlineAttempt, attempt=attempt, started_at=started_at, ended_at=ended_at,
                                  logs=text, logs_cut=cut, progress=tuple(calls))
+        snoozed = None if error is not None or not is_snooze(value) else self._snoozed(value, ended_at)
+        if isinstance(snoozed, SnoozeRefused):
+            error = snoozed  # judged as the failure it is, as a worker does
+        elif snoozed is not None:
+            self.attempts.append(made(outcome="snoozed", decision=describe_decision(snoozed.decision)))
+            return self._next(snoozed.decision, ended_at, None)  # bounded by the job's max_snoozes
         if error is None:
             result, dropped = storable_result(value)  # as stored: a BSON round trip
             self.attempts.append(made(outcome="done", decision=f"archive: {DONE}"))
@@ -168,6 +176,20 @@ class _Run:
         self.attempts.append(made(
             outcome="timed-out" if isinstance(error, JobTimedOut) else "failed", error=error, error_class=cls,
             message=message, trace=trace, decision=describe_decision(decision)))
+        return self._next(decision, ended_at, attempt)
+
+    def _snoozed(self, value: object, now: datetime) -> Snoozed | SnoozeRefused:
+        """A snooze the job returned, decided as a worker decides it (its cap counts this run's)."""
+        asked = asked_of(value)
+        decided = asked if isinstance(asked, str) else decide_snooze({**self.job, "snoozes": self.snoozes}, asked, now)
+        if isinstance(decided, str):
+            return SnoozeRefused(decided)
+        self.snoozes += 1
+        return decided
+
+    def _next(self, decision: Decision, ended_at: datetime, attempt: int | None) -> InlineResult | timedelta:
+        """The result if ``decision`` ends the job (or ``attempt`` reaches ``max_attempts``), else
+        how long until its next run."""
         if isinstance(decision, Archive):
             return self._result(decision.why, None, reason=decision.reason)
         if isinstance(decision, MoveToGroup):
@@ -175,7 +197,7 @@ class _Run:
         self.job["scheduled_at"] = decision.at
         wait = max(decision.at - ended_at, timedelta())
         self.waits.append(wait)
-        if attempt >= self.max_attempts:
+        if attempt is not None and attempt >= self.max_attempts:
             return self._result(STILL_RETRYING, None, reason=f"stopped after {attempt} attempts (max_attempts)")
         if not self.sleep:
             self.clock.skipped += wait

@@ -31,7 +31,8 @@ from recruiter.domain.visible import Cut, cut, visible
 MISSING = "-"
 # The archived reasons (why) of jobs that failed; the failures page reads each, newest first.
 FAILURE_WHYS = ("tried-too-many-times", "non-retriable-exception", "not-scheduled-by-retry-policy",
-                "crashed-too-many-times", "crashed", "interrupted", "malformed", "bad-retry-policy", "unrunnable")
+                "crashed-too-many-times", "crashed", "interrupted", "malformed", "bad-retry-policy", "unrunnable",
+                "snoozed-too-often")
 MESSAGE_CUT = 200
 
 

@@ -44,6 +44,8 @@ def test_readme_names_its_example_files() -> None:
                                    "follow.py", "follow_async.py", "welcome.py", "unique.py", "test_send_invoice.py",
                                    "placement.py", "schedule.py", "reports.py", "results.py", "resize.py",
                                    "app_logging.py", "reminders.py", "remind.py",
+                                   # docs/guide/writing-jobs.md's Snooze: tests/unit/test_snooze_checks.py
+                                   "export_jobs.py",
                                    # docs/guide/fastapi.md and django.md: tests/integration/test_framework_guides.py
                                    "fastapi_app.py", "settings.py", "recruiting.py", "views.py", "urls.py",
                                    "worker_setup.py",

@@ -12,7 +12,8 @@ trace), news)``: exceptions travel as their description, since not every excepti
 can be pickled, and the retry policy only needs the class names. The result is
 checked in the child (:func:`~recruiter.domain.handback.checked_result`) and travels
 as a :class:`~recruiter.domain.handback.CheckedResult`: plain BSON values, or why it
-was dropped, so the parent never unpickles an object of the job's. While the job
+was dropped, so the parent never unpickles an object of the job's; a snooze travels
+as the plain :class:`~recruiter.domain.snooze.Asked` read from it. While the job
 runs, a thread of the child sends ``("news", news)`` every ``NEWS_EVERY_S`` when
 there is something new: ``news`` is the lines the job logged since the last
 news (captured in the child as in the worker: :mod:`recruiter.processes.worker.capture`),
@@ -41,6 +42,7 @@ from typing import cast
 from recruiter import tracing
 from recruiter.domain.attempt import RemoteFailure
 from recruiter.domain.handback import DEFAULT_MAX_RESULT_BYTES, CheckedResult, checked_result, describe
+from recruiter.domain.snooze import Asked, SnoozeRefused, asked_of, is_snooze
 from recruiter.domain.workable import JobContext, ProgressSink, accepts_context, workable_from_document
 from recruiter.processes.worker.capture import LogBuffer, capturing, ensure_installed
 
@@ -130,7 +132,8 @@ def _child_main(workable_doc: dict[str, object], ctx: JobContext, sys_path: list
             args = (ctx,) if accepts_context(method) else ()
             with tracing.continued(trace_carrier):  # the attempt span's context (recruiter.tracing)
                 value = asyncio.run(method(*args)) if inspect.iscoroutinefunction(method) else method(*args)
-        answer = ("ok", CheckedResult(*checked_result(value, max_result_bytes)))
+        answer = ("ok", _snooze_asked(value) if is_snooze(value) else
+                  CheckedResult(*checked_result(value, max_result_bytes)))
     except BaseException as exc:  # noqa: BLE001 - every failure is reported to the parent
         answer = ("error", describe(exc))
     reporter.done.set()
@@ -141,6 +144,15 @@ def _child_main(workable_doc: dict[str, object], ctx: JobContext, sys_path: list
         reporter.answer(*answer)
     finally:
         out.close()
+
+
+def _snooze_asked(value: object) -> Asked:
+    """A snooze the job returned, read in the child as plain values (the parent never unpickles an
+    object of the job's); one that cannot be honoured fails the attempt with its reason."""
+    asked = asked_of(value)
+    if isinstance(asked, str):
+        raise SnoozeRefused(asked)
+    return asked
 
 
 def _receive(receiver: Connection, timeout_s: float | None, logs: LogBuffer,

@@ -55,6 +55,7 @@ from recruiter.processes.worker.child import ChildAttempt, JobTimedOut
 from recruiter.processes.worker.config import THREAD_EXIT_MARGIN_S
 from recruiter.processes.worker.output import watch
 from recruiter.processes.worker.refusing import cannot_run
+from recruiter.processes.worker.snoozing import snooze_of
 from recruiter.processes.worker.state import JobState, Running, Said
 from recruiter.store.layout import Document
 
@@ -159,7 +160,8 @@ class Executor:
             return None
         if running.state is JobState.INTERRUPTED:
             return self.interrupted(job, running)
-        return self._judged(job, ran, running, bound)
+        ran, snoozed = snooze_of(job, ran, running, bound, self._execution)  # no attempt: recruiter.domain.snooze
+        return snoozed or self._judged(job, ran, running, bound)
 
     async def _run(self, slot_id: str, running: Running, job: Document, started_at: datetime) -> Ran:
         """Run the job's method (:meth:`_ran`) inside its spans, when the process traces (:mod:`recruiter.tracing`)."""
