@@ -17,6 +17,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from recruiter.admin.roster import checked_entries
+from recruiter.admin.workflow_view import with_steps
 from recruiter.domain.following import JobView
 from recruiter.domain.limits import count_locked, describe_key, held_line, keys_of, waiting_line
 from recruiter.domain.pacing import state_from
@@ -91,6 +92,10 @@ def held_by(c: SyncCollections, job: Raw, now: datetime) -> HeldBy | None:
 
 
 def _explain(c: SyncCollections, docs: JobDocuments, now: datetime) -> Explanation | None:
+    return with_steps(c, docs.scheduled, _explain_job(c, docs, now))  # a workflow's step: by step name
+
+
+def _explain_job(c: SyncCollections, docs: JobDocuments, now: datetime) -> Explanation | None:
     job = docs.scheduled
     if docs.archived is not None or job is None:
         return explain(docs.job_id, job, docs.archived, now)

@@ -12,12 +12,13 @@ Invariant: reads only; every state shown is read from the job's own documents.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from bson import ObjectId
 
+from recruiter.domain.waiting import Explanation, Waiting
 from recruiter.domain.workflow import WorkflowTag, parse_workflow, topological
 from recruiter.store import SyncCollections, SyncDb
 
@@ -98,9 +99,9 @@ def _when(value: object) -> float:
     return value.timestamp() if isinstance(value, datetime) else float("-inf")
 
 
-def read_workflow(db: SyncDb, workflow_id: ObjectId) -> WorkflowView | None:
+def read_workflow(db: SyncDb | SyncCollections, workflow_id: ObjectId) -> WorkflowView | None:
     """The workflow ``workflow_id`` with every step's current state (None: no job of it)."""
-    c = SyncCollections.of(db)
+    c = db if isinstance(db, SyncCollections) else SyncCollections.of(db)
     where = {"workflow": {"$exists": True}, "workflow.id": workflow_id}
     found = [(d, False) for d in c.scheduled.find(where, FIELDS).hint("by_workflow")]
     found += [(d, True) for d in c.archived.find(where, FIELDS).hint("by_workflow")]
@@ -120,7 +121,8 @@ def view_of(workflow_id: ObjectId, found: Iterable[tuple[Mapping[str, Any], bool
     if not tagged:
         return WorkflowView(workflow_id, "?", "workflow", (), tuple(aside)) if aside else None
     steps = []
-    for name, entries in _newest(tagged).items():
+    newest = _newest(tagged)  # in the order the steps were declared (their first job's id)
+    for name, entries in sorted(newest.items(), key=lambda kv: min(str(e[0].get("_id")) for e in kv[1])):
         doc, archived, tag = entries[-1]
         if not isinstance(doc.get("_id"), ObjectId):
             aside.append((str(doc.get("_id")), "_id: not an ObjectId"))
@@ -188,7 +190,15 @@ def list_workflows(db: SyncDb, limit: int) -> tuple[list[WorkflowRow], int]:
                         rows[i]["pending"], rows[i]["done"], rows[i]["failed"]) for i in newest], aside
 
 
-def waiting_on(db: SyncDb, job: Mapping[str, Any]) -> str | None:
+def with_steps(c: SyncCollections, job: Mapping[str, Any] | None, out: Explanation | None) -> Explanation | None:
+    """``jobs explain`` of a held step: its pending deps named by step, with their states."""
+    if out is None or job is None or out.code != Waiting.WAITING_FOR_JOBS:
+        return out
+    line = waiting_on(c, job)
+    return replace(out, text=line) if line else out
+
+
+def waiting_on(db: SyncDb | SyncCollections, job: Mapping[str, Any]) -> str | None:
     """For a held step: ``waiting on step X (running), Y (queued)``, naming its pending deps by
     step; None if ``job`` is not a held step of a well-formed workflow."""
     tag = parse_workflow(job.get("workflow"))
