@@ -21,9 +21,8 @@ from bson import ObjectId
 from recruiter.domain.waiting import Explanation, Waiting
 from recruiter.domain.workflow import WorkflowTag, parse_workflow, topological
 from recruiter.store import SyncCollections, SyncDb
+from recruiter.store.workflows import workflow_documents, workflow_groups
 
-FIELDS = {"workflow": 1, "why": 1, "locked": 1, "locked_by": 1, "status": 1, "after": 1, "created_at": 1,
-          "archived_at": 1, "reason": 1, "scheduled_at": 1, "retry_of": 1, "retried_as": 1, "attempts": 1}
 DONE = "done"
 # The states of a step still to end, as :func:`step_state` names them.
 PENDING = ("waiting", "queued", "retrying", "running")
@@ -102,9 +101,7 @@ def _when(value: object) -> float:
 def read_workflow(db: SyncDb | SyncCollections, workflow_id: ObjectId) -> WorkflowView | None:
     """The workflow ``workflow_id`` with every step's current state (None: no job of it)."""
     c = db if isinstance(db, SyncCollections) else SyncCollections.of(db)
-    where = {"workflow": {"$exists": True}, "workflow.id": workflow_id}
-    found = [(d, False) for d in c.scheduled.find(where, FIELDS).hint("by_workflow")]
-    found += [(d, True) for d in c.archived.find(where, FIELDS).hint("by_workflow")]
+    found = workflow_documents(c, workflow_id)
     return view_of(workflow_id, found)
 
 
@@ -162,29 +159,21 @@ def list_workflows(db: SyncDb, limit: int) -> tuple[list[WorkflowRow], int]:
     c = SyncCollections.of(db)
     rows: dict[ObjectId, dict[str, Any]] = {}
     aside = 0
-    for coll, archived in ((c.scheduled, False), (c.archived, True)):
-        pipeline: list[dict[str, Any]] = [
-            {"$match": {"workflow": {"$exists": True}}},
-            {"$group": {"_id": "$workflow.id", "name": {"$first": "$workflow.name"},
-                        "kind": {"$first": "$workflow.kind"}, "created_at": {"$min": "$created_at"},
-                        "jobs": {"$sum": 1},
-                        "done": {"$sum": {"$cond": [{"$eq": ["$why", DONE]}, 1, 0]}}}},
-        ]
-        for g in coll.aggregate(pipeline, hint="by_workflow"):
-            if not isinstance(g["_id"], ObjectId) or not isinstance(g.get("name"), str):
-                aside += int(g.get("jobs") or 0)
-                continue
-            row = rows.setdefault(g["_id"], {"name": g["name"], "kind": g.get("kind"), "created_at": None,
-                                             "jobs": 0, "pending": 0, "done": 0, "failed": 0})
-            created = g.get("created_at")
-            if isinstance(created, datetime) and (row["created_at"] is None or created < row["created_at"]):
-                row["created_at"] = created
-            row["jobs"] += g["jobs"]
-            if archived:
-                row["done"] += g["done"]
-                row["failed"] += g["jobs"] - g["done"]
-            else:
-                row["pending"] += g["jobs"]
+    for g, archived in workflow_groups(c):
+        if not isinstance(g["_id"], ObjectId) or not isinstance(g.get("name"), str):
+            aside += int(g.get("jobs") or 0)
+            continue
+        row = rows.setdefault(g["_id"], {"name": g["name"], "kind": g.get("kind"), "created_at": None,
+                                         "jobs": 0, "pending": 0, "done": 0, "failed": 0})
+        created = g.get("created_at")
+        if isinstance(created, datetime) and (row["created_at"] is None or created < row["created_at"]):
+            row["created_at"] = created
+        row["jobs"] += g["jobs"]
+        if archived:
+            row["done"] += g["done"]
+            row["failed"] += g["jobs"] - g["done"]
+        else:
+            row["pending"] += g["jobs"]
     newest = sorted(rows, reverse=True)[:limit]
     return [WorkflowRow(i, rows[i]["name"], str(rows[i]["kind"]), rows[i]["created_at"], rows[i]["jobs"],
                         rows[i]["pending"], rows[i]["done"], rows[i]["failed"]) for i in newest], aside

@@ -29,6 +29,7 @@ from recruiter.domain.requeue import RetryRefused, retry_copy
 from recruiter.domain.workflow import downstream, parse_workflow, topological
 from recruiter.store import SyncCollections, SyncDb, cancel_job, retry_once
 from recruiter.store.dependencies import archived_whys, existing_ids
+from recruiter.store.workflows import archived_by_ids
 
 
 class WorkflowActionRefused(ValueError):
@@ -77,7 +78,7 @@ def retry_workflow(db: SyncDb, workflow_id: ObjectId, now: datetime, step: str |
     targets = _targets(view, deps, step)
     order = [s for s in view.steps if s.name in targets and s.failed]
     c = SyncCollections.of(db)
-    originals = {d["_id"]: d for d in c.archived.find({"_id": {"$in": [s.job_id for s in order]}})}
+    originals = archived_by_ids(c, [s.job_id for s in order])
     new_ids = {s.name: ObjectId() for s in order}
     current = {s.name: s.job_id for s in view.steps}
     copies = [_copy(s, originals.get(s.job_id), new_ids, current, now) for s in order]
