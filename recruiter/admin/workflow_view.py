@@ -152,7 +152,31 @@ class WorkflowRow:
         return "running" if self.pending else ("failed" if self.failed else "done")
 
 
-def list_workflows(db: SyncDb, limit: int) -> tuple[list[WorkflowRow], int]:
+@dataclass(frozen=True)
+class KindStats:
+    """``workflows stats``: the workflows of one name (kind) by state, and their jobs."""
+
+    name: str
+    workflows: int
+    running: int
+    done: int
+    failed: int
+    jobs_done: int
+    jobs_failed: int
+    jobs_pending: int
+
+
+def stats_by_name(rows: Iterable[WorkflowRow]) -> list[KindStats]:
+    """Per workflow name, from the rows of :func:`list_workflows` (pure)."""
+    by: dict[str, list[WorkflowRow]] = {}
+    for r in rows:
+        by.setdefault(r.name, []).append(r)
+    return [KindStats(name, len(rs), sum(r.state == "running" for r in rs), sum(r.state == "done" for r in rs),
+                      sum(r.state == "failed" for r in rs), sum(r.done for r in rs), sum(r.failed for r in rs),
+                      sum(r.pending for r in rs)) for name, rs in sorted(by.items())]
+
+
+def list_workflows(db: SyncDb, limit: int | None) -> tuple[list[WorkflowRow], int]:
     """The newest ``limit`` workflows (by id), and how many jobs were set aside for a malformed
     ``workflow`` field. Counts are of jobs (a retried step counts its original and its copy);
     ``workflows show`` tells steps apart."""
@@ -174,7 +198,7 @@ def list_workflows(db: SyncDb, limit: int) -> tuple[list[WorkflowRow], int]:
             row["failed"] += g["jobs"] - g["done"]
         else:
             row["pending"] += g["jobs"]
-    newest = sorted(rows, reverse=True)[:limit]
+    newest = sorted(rows, reverse=True)[:limit]  # None: all
     return [WorkflowRow(i, rows[i]["name"], str(rows[i]["kind"]), rows[i]["created_at"], rows[i]["jobs"],
                         rows[i]["pending"], rows[i]["done"], rows[i]["failed"]) for i in newest], aside
 

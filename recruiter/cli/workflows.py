@@ -1,4 +1,4 @@
-"""``recruiter workflows list|show|cancel|retry``: workflows and batches (issue 42) as operators see them.
+"""``recruiter workflows list|stats|show|cancel|retry``: workflows and batches (issue 42) as operators see them.
 
 A workflow is the set of jobs enqueued together by ``Workflow(...).enqueue(rec)`` or
 ``Batch(...)`` (:mod:`recruiter.producer.workflows`), each a named step. ``show`` prints every
@@ -19,11 +19,11 @@ from datetime import datetime
 import click
 from bson import ObjectId
 
-from recruiter.admin.workflow_view import list_workflows, read_workflow
+from recruiter.admin.workflow_view import list_workflows, read_workflow, stats_by_name
 from recruiter.admin.workflows import WorkflowActionRefused, cancel_workflow, retry_workflow
 from recruiter.cli.options import env, target_option, with_database
 from recruiter.cli.output import echo
-from recruiter.cli.workflows_view import render_list, render_show, row_json, show_json
+from recruiter.cli.workflows_view import render_list, render_show, render_stats, row_json, show_json, stats_json
 from recruiter.store import SyncDb, Target
 
 
@@ -54,6 +54,24 @@ def workflows_list(limit: int, as_json: bool, target: Target) -> None:
                 echo(f"{aside} job(s) set aside: their workflow field is malformed", err=True)
         else:
             echo(render_list(rows, aside))
+
+    with_database(target, read)
+
+
+@workflows_group.command("stats")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
+@target_option
+def workflows_stats(as_json: bool, target: Target) -> None:
+    """Per workflow name (its kind): how many workflows run, are done or failed, and their jobs.
+
+    One aggregation per collection over the jobs of every workflow (the by_workflow index)."""
+
+    def read(db: SyncDb, now: datetime) -> None:
+        rows, aside = list_workflows(db, None)
+        stats = stats_by_name(rows)
+        echo(json.dumps([stats_json(k) for k in stats], indent=2) if as_json else render_stats(stats))
+        if aside:
+            echo(f"{aside} job(s) set aside: their workflow field is malformed", err=True)
 
     with_database(target, read)
 

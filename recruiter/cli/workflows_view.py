@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from recruiter.admin.workflow_view import StepView, WorkflowRow, WorkflowView
+from recruiter.admin.workflow_view import KindStats, StepView, WorkflowRow, WorkflowView
 from recruiter.cli.output import cell
 
 
@@ -71,3 +71,18 @@ def show_json(view: WorkflowView) -> dict[str, Any]:
                        "worker": s.worker, "reason": s.reason, "callback": s.callback,
                        "earlier_jobs": [str(i) for i in s.earlier]} for s in view.steps],
             "set_aside": [{"job": job_id, "reason": reason} for job_id, reason in view.set_aside]}
+
+
+def render_stats(stats: Sequence[KindStats]) -> str:
+    """``workflows stats``: one line per workflow name."""
+    if not stats:
+        return "no workflows"
+    lines = [("name", "workflows", "running", "done", "failed", "jobs done", "jobs failed", "jobs pending")]
+    lines += [(cell(k.name), str(k.workflows), str(k.running), str(k.done), str(k.failed), str(k.jobs_done),
+               str(k.jobs_failed), str(k.jobs_pending)) for k in stats]
+    return _table(lines)
+
+
+def stats_json(k: KindStats) -> dict[str, Any]:
+    return {"name": k.name, "workflows": k.workflows, "running": k.running, "done": k.done, "failed": k.failed,
+            "jobs": {"done": k.jobs_done, "failed": k.jobs_failed, "pending": k.jobs_pending}}

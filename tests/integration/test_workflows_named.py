@@ -4,6 +4,7 @@ workflows list|show|cancel|retry), a batch's callbacks and progress, hostile wor
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import replace
 from typing import Any
@@ -235,3 +236,33 @@ def test_a_malformed_workflow_field_is_set_aside_with_its_reason_and_the_job_sti
         assert explained.exit_code == 0
 
     run(db_uri, scenario)
+
+
+def test_an_asyncio_producer_writes_a_workflow_and_reads_its_progress(db_uri: str, db: Any) -> None:
+    from recruiter import AsyncRecruiter
+
+    async def main() -> None:
+        async with await AsyncRecruiter.connect(db_uri) as arec:
+            done = await report(db_uri, parts=2).enqueue(arec)
+            assert await done.progress_async() == {"done": 0, "failed": 0, "pending": 4, "total": 4}
+            assert sorted(done.handles) == ["fetch", "part-1", "part-2", "total"]
+            with pytest.raises(TypeError, match="progress_async"):
+                done.progress()
+
+    asyncio.run(main())
+    assert db.scheduled.count_documents({"workflow.name": "monthly-report"}) == 4
+
+
+def test_workflows_stats_counts_workflows_and_their_jobs_per_name(db_uri: str, db: Any) -> None:
+    with Recruiter.connect(db_uri) as rec:
+        first = report(db_uri, parts=1).enqueue(rec)
+        report(db_uri, parts=2).enqueue(rec)
+        Batch("import", [Step(db_uri, n=1)]).enqueue(rec)
+        rec.cancel(first["total"])
+    stats = json.loads(cli("workflows", "stats", "--json", db_uri=db_uri).stdout)
+    assert stats == [
+        {"name": "import", "workflows": 1, "running": 1, "done": 0, "failed": 0,
+         "jobs": {"done": 0, "failed": 0, "pending": 1}},
+        {"name": "monthly-report", "workflows": 2, "running": 2, "done": 0, "failed": 0,
+         "jobs": {"done": 0, "failed": 1, "pending": 6}}]
+    assert "monthly-report" in cli("workflows", "stats", db_uri=db_uri).stdout
