@@ -14,7 +14,7 @@ from bson import ObjectId
 
 from recruiter import Batch, Recruiter, Workflow, WorkflowRefused
 from recruiter.admin.workflow_view import read_workflow
-from recruiter.admin.workflows import retry_workflow
+from recruiter.admin.workflows import cancel_workflow, retry_workflow
 from recruiter.domain.dependencies import HELD_UNTIL
 from recruiter.domain.job import JobRefused
 from tests.flow_workables import Step, Sum
@@ -266,3 +266,20 @@ def test_workflows_stats_counts_workflows_and_their_jobs_per_name(db_uri: str, d
         {"name": "monthly-report", "workflows": 2, "running": 2, "done": 0, "failed": 0,
          "jobs": {"done": 0, "failed": 1, "pending": 6}}]
     assert "monthly-report" in cli("workflows", "stats", db_uri=db_uri).stdout
+
+
+def test_a_workflow_cancelled_while_a_step_is_assigned_says_its_worker_halts_it(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        done = await report(h.db_uri, parts=1).enqueue(h.producer)
+        process, slot = await h.worker("w1")
+        await h.round()
+        assert await process.poll(slot) == done["fetch"]  # handed out, not finished
+        lines = [d.describe() for d in cancel_workflow(h.sync_db, done.id, START)]
+        assert lines[0].startswith("fetch: cancelled; worker w1 halts it")
+        assert lines[1:] == ["part-1: cancelled (it was waiting in the queue)",
+                             "total: cancelled (it was waiting in the queue)"]
+        assert await h.db.scheduled.count_documents({}) == 0
+        whys = {d["workflow"]["step"]: d["why"] async for d in h.db.archived.find()}
+        assert whys == {"fetch": "cancelled", "part-1": "cancelled", "total": "cancelled"}
+
+    run(db_uri, scenario)
