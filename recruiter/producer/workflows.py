@@ -40,6 +40,7 @@ from recruiter.producer.building import all_or_nothing, built_of, enqueued_view
 from recruiter.producer.client import AsyncRecruiter, Recruiter
 from recruiter.producer.handles import AsyncJobHandle, JobHandle
 from recruiter.store.batches import BatchRefused
+from recruiter.store.connection import session_problem
 from recruiter.store.layout import Document
 
 Item = JobBuilder[Any] | Workable
@@ -145,6 +146,8 @@ class Workflow:
     def enqueue(self, recruiter: Recruiter | AsyncRecruiter, *, session: Any = None) -> Any:
         """Write every step in one transaction (or in ``session``'s); returns a :class:`WorkflowRun`
         (awaitable with an :class:`AsyncRecruiter`)."""
+        if session is not None and (problem := session_problem(recruiter.client, session)):
+            raise JobRefused(f"{problem}; nothing was written")
         if isinstance(recruiter, AsyncRecruiter):
             return self._enqueue_async(recruiter, session)
         docs = self.documents(recruiter, recruiter.max_document_bytes())

@@ -283,3 +283,15 @@ def test_a_workflow_cancelled_while_a_step_is_assigned_says_its_worker_halts_it(
         assert whys == {"fetch": "cancelled", "part-1": "cancelled", "total": "cancelled"}
 
     run(db_uri, scenario)
+
+
+def test_a_workflow_written_in_the_callers_transaction_exists_only_once_it_commits(db_uri: str, db: Any) -> None:
+    with Recruiter.connect(db_uri) as rec:
+        with rec.client.start_session() as session:
+            session.start_transaction()
+            report(db_uri, parts=1).enqueue(rec, session=session)
+            session.abort_transaction()
+        assert db.scheduled.count_documents({}) == 0
+        with rec.client.start_session() as session, session.start_transaction():
+            done = report(db_uri, parts=1).enqueue(rec, session=session)
+        assert db.scheduled.count_documents({"workflow.id": done.id}) == 3
