@@ -8,8 +8,10 @@ the roster entries that take its group and their heartbeats, the limits document
 when a limit names its group or tenant, the jobs locked in its group and the token state),
 and the count of the ready jobs ahead of it, served by the ``candidates`` index and capped
 at :data:`recruiter.domain.waiting.AHEAD_CAP` (at most five counts). A job not due yet
-needs no read beyond its own document. The roster entries that take its group are checked as
-they are read (:mod:`recruiter.admin.roster`): a malformed one is left out, as the recruiter skips it.
+needs no read beyond its own document; a held step of a workflow, its first ten pending
+deps by ``_id`` (to name them by step, :func:`recruiter.admin.workflow_view.waiting_on`). The
+roster entries that take its group are checked as they are read (:mod:`recruiter.admin.roster`):
+a malformed one is left out, as the recruiter skips it.
 """
 
 from __future__ import annotations

@@ -21,11 +21,12 @@ from bson import ObjectId
 from recruiter.domain.waiting import Explanation, Waiting
 from recruiter.domain.workflow import WorkflowTag, parse_workflow, topological
 from recruiter.store import SyncCollections, SyncDb
-from recruiter.store.workflows import workflow_documents, workflow_groups
+from recruiter.store.workflows import step_documents, workflow_documents, workflow_groups
 
 DONE = "done"
 # The states of a step still to end, as :func:`step_state` names them.
 PENDING = ("waiting", "queued", "retrying", "running")
+SHOWN = 10  # the pending deps ``jobs explain`` names
 
 
 @dataclass(frozen=True)
@@ -212,8 +213,8 @@ def with_steps(c: SyncCollections, job: Mapping[str, Any] | None, out: Explanati
 
 
 def waiting_on(db: SyncDb | SyncCollections, job: Mapping[str, Any]) -> str | None:
-    """For a held step: ``waiting on step X (running), Y (queued)``, naming its pending deps by
-    step; None if ``job`` is not a held step of a well-formed workflow."""
+    """For a held step: ``waiting on step X (running), Y (queued)``, naming its pending deps (the
+    first :data:`SHOWN`, read by ``_id``) by step; None if ``job`` is not a held step."""
     tag = parse_workflow(job.get("workflow"))
     after = job.get("after")
     if isinstance(tag, str) or not (isinstance(after, Mapping) and after.get("held") is True):
@@ -221,13 +222,20 @@ def waiting_on(db: SyncDb | SyncCollections, job: Mapping[str, Any]) -> str | No
     pending = after.get("pending")
     if not isinstance(pending, list):
         return None
-    view = read_workflow(db, tag.id)
-    if view is None:
-        return None
-    names = {s.job_id: s for s in view.steps}
-    parts = [f"{names[p].name} ({names[p].state})" if p in names else f"job {p}"
-             for p in pending[:10] if isinstance(p, ObjectId)]
+    ids = [p for p in pending[:SHOWN] if isinstance(p, ObjectId)]
+    c = db if isinstance(db, SyncCollections) else SyncCollections.of(db)
+    found = step_documents(c, ids) if ids else {}
+    parts = [_named(i, found.get(i)) for i in ids]
     if not parts:
         return None
-    more = f" and {len(pending) - 10} more" if len(pending) > 10 else ""
+    more = f" and {len(pending) - SHOWN} more" if len(pending) > SHOWN else ""
     return f"waiting on step {', '.join(parts)}{more}"
+
+
+def _named(job_id: ObjectId, found: tuple[Mapping[str, Any], bool] | None) -> str:
+    if found is None:
+        return f"job {job_id} (gone)"
+    doc, archived = found
+    tag = parse_workflow(doc.get("workflow"))
+    name = tag.step if not isinstance(tag, str) else f"job {job_id}"
+    return f"{name} ({step_state(doc, archived)})"

@@ -42,3 +42,12 @@ def workflow_groups(c: SyncCollections) -> Iterator[tuple[dict[str, Any], bool]]
 def archived_by_ids(c: SyncCollections, ids: Sequence[object]) -> dict[object, Document]:
     """The archived jobs ``ids``, whole, by id."""
     return {d["_id"]: d for d in c.archived.find({"_id": {"$in": list(ids)}})}
+
+
+def step_documents(c: SyncCollections, ids: Sequence[object]) -> dict[object, tuple[Document, bool]]:
+    """The jobs ``ids`` (a step's pending deps) by id, (document, archived): ``scheduled`` first."""
+    found = {d["_id"]: (d, False) for d in c.scheduled.find({"_id": {"$in": list(ids)}}, STEP_FIELDS)}
+    rest = [i for i in ids if i not in found]
+    if rest:
+        found |= {d["_id"]: (d, True) for d in c.archived.find({"_id": {"$in": rest}}, STEP_FIELDS)}
+    return found
