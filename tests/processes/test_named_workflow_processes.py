@@ -17,16 +17,22 @@ from recruiter import Recruiter, Workflow
 from tests.conftest import wait_for
 from tests.flow_workables import Step, Sum
 from tests.integration.test_cli_visible import cli
+from tests.processes import test_upgrades
 from tests.processes.conftest import FAST_RECRUITER, FAST_WORKER, Processes
 from tests.processes.test_upgrades import REPO, Previous, _run, start_previous
+from tests.processes.test_upgrades import previous as previous  # the fixture, built once per session
 
 # 0.2.0, the first release whose processes know `after` (docs/operations/deploys.md: 0.3.0 works beside it).
 RELEASE_020 = "a125777"
 
 
 @pytest.fixture(scope="session")
-def release_020(tmp_path_factory: pytest.TempPathFactory) -> Previous:
-    """0.2.0, exported from git and installed in its own virtualenv (as tests/processes/test_upgrades.py does)."""
+def release_020(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Previous:
+    """0.2.0: the upgrade tests' previous release when it is 0.2.0 (built once), else exported from git
+    and installed in a virtualenv of its own (as tests/processes/test_upgrades.py does)."""
+    if test_upgrades.PREVIOUS_RELEASE == RELEASE_020:
+        built: Previous = request.getfixturevalue("previous")
+        return built
     exported = _run("git", "-C", REPO, "archive", "--format=tar", RELEASE_020)
     if exported.returncode != 0:
         pytest.skip(f"{RELEASE_020} cannot be exported here (a clone with its full history is needed)")
