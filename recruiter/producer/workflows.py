@@ -32,6 +32,7 @@ from bson import ObjectId
 
 from recruiter.admin.workflow_view import read_workflow
 from recruiter.domain.builder import JobBuilder, as_builder
+from recruiter.domain.dependencies import DependencyRefused, checked_if_failed
 from recruiter.domain.job import JobRefused
 from recruiter.domain.workable import Workable
 from recruiter.domain.workflow import StepSpec, WorkflowRefused, check_name, check_shape, workflow_field
@@ -90,7 +91,11 @@ class Workflow:
     def step(self, name: str, job: Item, *, deps: Sequence[str] = (), if_failed: str = "cancel") -> str:
         """Add step ``name`` running ``job`` (a Workable or a job builder), once every step in
         ``deps`` has ended (``if_failed``: see :meth:`recruiter.JobBuilder.after`). Returns ``name``."""
-        return self._add(StepSpec(check_name("a step's name", name), _names(deps), if_failed), job)
+        try:
+            policy = checked_if_failed(if_failed)
+        except DependencyRefused as exc:
+            raise WorkflowRefused(f"step {name!r}: {exc}") from None
+        return self._add(StepSpec(check_name("a step's name", name), _names(deps), policy), job)
 
     def _add(self, spec: StepSpec, job: Item) -> str:
         self._steps.append((spec, job))
@@ -123,7 +128,12 @@ class Workflow:
         specs = self._specs()
         check_shape([spec for spec, _ in specs])
         workflow_id = ObjectId()
-        builders: list[JobBuilder[Any]] = [as_builder(job, producer) for _, job in specs]
+        builders: list[JobBuilder[Any]] = []
+        for spec, job in specs:
+            try:
+                builders.append(as_builder(job, producer))
+            except JobRefused as exc:
+                raise WorkflowRefused(f"step {spec.name!r}: {exc}; nothing was written") from None
         ids = {spec.name: b.options.job_id or ObjectId() for (spec, _), b in zip(specs, builders, strict=True)}
         now = producer.clock.now()
         docs = []

@@ -66,3 +66,17 @@ def test_a_well_formed_stored_field_is_read() -> None:
     wid = ObjectId()
     assert parse_workflow({"id": wid, "name": "n", "step": "s", "deps": ["a"], "kind": "batch",
                            "callback": "on_success"}) == WorkflowTag(wid, "n", "s", ("a",), "batch", "on_success")
+
+
+def test_a_step_is_refused_as_it_is_added_for_a_bad_name_or_policy() -> None:
+    from recruiter import Workflow
+
+    wf = Workflow("w")
+    with pytest.raises(WorkflowRefused, match="a step's name must be"):
+        wf.step("a b", object())  # type: ignore[arg-type]
+    with pytest.raises(WorkflowRefused, match="step 'a': if_failed must be one of cancel, run"):
+        wf.step("a", object(), deps=["x"], if_failed="later")  # type: ignore[arg-type]
+    with pytest.raises(WorkflowRefused, match="deps must be a list of step names"):
+        wf.step("a", object(), deps="x")  # type: ignore[arg-type]
+    with pytest.raises(WorkflowRefused, match="a workflow's name must be"):
+        Workflow("")
