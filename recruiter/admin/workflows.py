@@ -132,10 +132,8 @@ def _copy(step: StepView, original: dict[str, Any] | None, new_ids: dict[str, Ob
         before: dict[str, Any] = raw if isinstance(raw, dict) else {}
         if_failed = before.get("if_failed") if before.get("if_failed") in IF_FAILED else "cancel"
         ids = [new_ids.get(d) or current[d] for d in step.deps if d in new_ids or d in current]
-        fields = held_fields(ids, str(if_failed), now)
-        # Whatever else the original's `after` said (its policy) is kept; its state is new.
-        fields["after"] = {**{k: v for k, v in before.items() if k != "released_at"}, **fields["after"]}
-        copy.update(fields)
+        # Its policy as stored (if_failed); its state new. The ids of other fields would be the old jobs'.
+        copy.update(held_fields(ids, str(if_failed), now))
     return copy
 
 
