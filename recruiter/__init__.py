@@ -18,15 +18,18 @@ from recruiter.domain.schedules import ScheduleRefused
 from recruiter.domain.snooze import Snooze, SnoozeRefused
 from recruiter.domain.versions import RELEASE as __version__
 from recruiter.domain.workable import JobContext, Workable
+from recruiter.domain.workflow import WorkflowRefused
 from recruiter.producer.client import AsyncRecruiter, Recruiter
 from recruiter.producer.handles import AsyncJobHandle, JobFailed, JobHandle, JobNotFound, ResultDropped
 from recruiter.producer.schedules import ScheduleView
+from recruiter.producer.workflows import Batch, Workflow, WorkflowRun
 from recruiter.store.connection import DEFAULT_URI, ConnectionProblem
 
 __all__ = [
     "DEFAULT_URI",
     "AsyncJobHandle",
     "AsyncRecruiter",
+    "Batch",
     "CancelResult",
     "ConnectionProblem",
     "DependencyResult",
@@ -49,6 +52,9 @@ __all__ = [
     "Snooze",
     "SnoozeRefused",
     "Workable",
+    "Workflow",
+    "WorkflowRefused",
+    "WorkflowRun",
     "__version__",
     "chain",
     "fan_in",

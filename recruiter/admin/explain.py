@@ -8,8 +8,10 @@ the roster entries that take its group and their heartbeats, the limits document
 when a limit names its group or tenant, the jobs locked in its group and the token state),
 and the count of the ready jobs ahead of it, served by the ``candidates`` index and capped
 at :data:`recruiter.domain.waiting.AHEAD_CAP` (at most five counts). A job not due yet
-needs no read beyond its own document. The roster entries that take its group are checked as
-they are read (:mod:`recruiter.admin.roster`): a malformed one is left out, as the recruiter skips it.
+needs no read beyond its own document; a held step of a workflow, its first ten pending
+deps by ``_id`` (to name them by step, :func:`recruiter.admin.workflow_view.waiting_on`). The
+roster entries that take its group are checked as they are read (:mod:`recruiter.admin.roster`):
+a malformed one is left out, as the recruiter skips it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from recruiter.admin.roster import checked_entries
+from recruiter.admin.workflow_view import with_steps
 from recruiter.domain.following import JobView
 from recruiter.domain.limits import count_locked, describe_key, held_line, keys_of, waiting_line
 from recruiter.domain.pacing import state_from
@@ -91,6 +94,10 @@ def held_by(c: SyncCollections, job: Raw, now: datetime) -> HeldBy | None:
 
 
 def _explain(c: SyncCollections, docs: JobDocuments, now: datetime) -> Explanation | None:
+    return with_steps(c, docs.scheduled, _explain_job(c, docs, now))  # a workflow's step: by step name
+
+
+def _explain_job(c: SyncCollections, docs: JobDocuments, now: datetime) -> Explanation | None:
     job = docs.scheduled
     if docs.archived is not None or job is None:
         return explain(docs.job_id, job, docs.archived, now)

@@ -27,6 +27,7 @@ from recruiter.cli.pause import groups_group, tenants_group
 from recruiter.cli.processes import cleaner_group, start_recruiter, worker_group
 from recruiter.cli.schedules import schedules_group
 from recruiter.cli.stats import stats_command
+from recruiter.cli.workflows import workflows_group
 from recruiter.domain.versions import RELEASE
 
 
@@ -38,7 +39,7 @@ def main() -> None:
 
 for _command in (start_recruiter, worker_group, cleaner_group, embedded_group, status, workers_group, jobs_group,
                  groups_group, tenants_group, schedules_group, stats_command, limits_group, dashboard_command,
-                 history_command):
+                 history_command, workflows_group):
     main.add_command(_command)
 
 

@@ -43,6 +43,10 @@ INDEXES: dict[str, list[IndexModel]] = {
         IndexModel([("after.held", ASCENDING), ("_id", ASCENDING)], name="waiting_for",
                    partialFilterExpression={"after.held": True}),
         IndexModel([("after.pending", ASCENDING)], name="dependents", partialFilterExpression={"after.held": True}),
+        # The steps of a workflow (domain/workflow.py; recruiter workflows list|show): jobs with a
+        # `workflow` field only (a malformed one too, so that the views can set it aside).
+        IndexModel([("workflow.id", ASCENDING)], name="by_workflow",
+                   partialFilterExpression={"workflow": {"$exists": True}}),
     ],
     ARCHIVED: [
         # Retention: the cleaner deletes by archived_at range.
@@ -60,6 +64,9 @@ INDEXES: dict[str, list[IndexModel]] = {
         IndexModel([("tenant", ASCENDING), ("archived_at", ASCENDING)], name="by_tenant_time"),
         # History of a unique key in mongosh: db.archived.find({"unique.key": ...}).
         IndexModel([("unique.key", ASCENDING)], name="by_unique_key", sparse=True),
+        # A workflow's history (recruiter workflows list|show): as `by_workflow` of scheduled.
+        IndexModel([("workflow.id", ASCENDING)], name="by_workflow",
+                   partialFilterExpression={"workflow": {"$exists": True}}),
     ],
     UNIQUE_KEYS: [
         # Reservations whose period is over are taken over by the next enqueue anyway; where

@@ -50,7 +50,7 @@ def test_readme_names_its_example_files() -> None:
                                    "fastapi_app.py", "settings.py", "recruiting.py", "views.py", "urls.py",
                                    "worker_setup.py",
                                    # docs/guide/workflows.md
-                                   "pipeline_jobs.py", "pipeline.py"}
+                                   "pipeline_jobs.py", "pipeline.py", "report.py", "squares.py"}
 
 
 def test_every_python_block_of_the_guides_is_run() -> None:
@@ -185,6 +185,21 @@ def workflows(tmp_path: Path, env: dict[str, str], db: Any) -> None:
                      key=lambda d: d["last_execution"]["started_at"])
     assert [d["workable"]["parameters"]["month"] for d in chained] == ["a", "b", "c"]
     assert chained[0]["last_execution"]["ended_at"] <= chained[1]["last_execution"]["started_at"]
+    named_workflows(tmp_path, env, db)
+
+
+def named_workflows(tmp_path: Path, env: dict[str, str], db: Any) -> None:
+    """docs/guide/workflows.md's report.py (a named workflow) and squares.py (a batch with callbacks)."""
+    ran = {}
+    for script in ("report.py", "squares.py"):
+        result = subprocess.run([sys.executable, script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                                timeout=120)
+        assert result.returncode == 0, result.stderr
+        ran[script] = result.stdout.splitlines()
+    done = {"done": 5, "failed": 0, "pending": 0, "total": 5}
+    assert ran["report.py"][1:] == ["14", str(done)]
+    assert db.archived.count_documents({"workflow.id": ObjectId(ran["report.py"][0])}) == 5
+    assert ran["squares.py"] == ["14", str({"done": 3, "failed": 0, "pending": 0, "total": 3})]
 
 
 def periodic_jobs(tmp_path: Path, env: dict[str, str], db: Any) -> None:
