@@ -50,7 +50,8 @@ def test_concurrent_takers_never_exceed_the_gate_in_any_window(db_uri: str, db: 
     # Each token is the server's time of its write, and the log keeps only the last window's (a write
     # the embedded server answered with nothing may have left a token of its own: one more, never fewer).
     stored = db.metadata.find_one({"_id": gate_id(GROUP)})
-    assert times[-1] in stored["s"] and len(stored["s"]) <= GATE.entries
+    assert times[-1] in stored["s"]
+    assert len(stored["s"]) <= GATE.entries
     assert all(t > max(stored["s"]) - GATE.window for t in stored["s"])
     assert stored["last"]["granted"] is True
 
@@ -63,7 +64,7 @@ def test_a_group_and_a_tenant_gate_hold_together(db_uri: str, db: Any) -> None:
     assert stored["tenants"]["acme"][-1] == stored["s"][-1] == times[-1]  # one time for both logs
 
 
-@pytest.mark.parametrize("bad, problem", [
+@pytest.mark.parametrize(("bad", "problem"), [
     ({"s": "x"}, "s: expected an array of start times"),
     ({"s": [1, 2]}, "s: an entry is not a date"),
     ({"s": [datetime.now(UTC) + timedelta(days=3)]}, "s: a start is dated ahead of the server's clock"),
@@ -84,12 +85,15 @@ def test_a_malformed_gate_is_repaired_full_and_said(db_uri: str, db: Any, bad: d
             return reply, [repaired, started, logs]
 
     reply, (repaired, started, logs) = asyncio.run(scenario())
-    assert reply is not None and not reply.granted and reply.problem is not None
+    assert reply is not None
+    assert not reply.granted
+    assert reply.problem is not None
     assert reply.problem.startswith(problem)
     # Repaired full as of the write: the next start comes one window later, never at once.
     full = [reply.at] * GATE.entries
     assert (repaired["tenants"]["acme"] if "tenants" in bad else repaired["s"]) == full
-    assert isinstance(started, datetime) and started >= reply.at + GATE.window
+    assert isinstance(started, datetime)
+    assert started >= reply.at + GATE.window
     assert not [e for e in logs if e["log_level"] == "error"]
 
 
@@ -104,7 +108,8 @@ def test_the_worker_says_it_repaired_a_malformed_gate(db_uri: str, db: Any) -> N
             return logs
 
     said = [e for e in asyncio.run(scenario()) if e["event"] == "limits.start_gate_repaired"]
-    assert len(said) == 1 and said[0]["problem"] == "s: expected an array of start times"
+    assert len(said) == 1
+    assert said[0]["problem"] == "s: expected an array of start times"
 
 
 def test_a_stop_while_refused_gives_the_job_back_unstarted(db_uri: str, db: Any) -> None:
@@ -134,4 +139,5 @@ def test_a_malformed_gate_spec_is_not_started(db_uri: str) -> None:
             return await gate.start({"_id": 1, "start_gate": [["paced", None, "5", 1000]]})
 
     said = asyncio.run(scenario())
-    assert isinstance(said, NotStarted) and "start_gate" in said.reason
+    assert isinstance(said, NotStarted)
+    assert "start_gate" in said.reason
