@@ -5,8 +5,9 @@ This module holds the write: one ``findAndModify`` with an update pipeline, upse
 ``{_id: "gate:<group>"}``, that in one atomic step reads the server's time (``$$NOW``, taken
 once), checks every log the job counts against, and either grants (appends that time to each log,
 dropping the times older than its window), refuses (changes no log), or repairs a malformed log
-(full as of now). It records what it decided in ``last`` (the time, the caller's nonce, granted
-or not, the problem found), and the caller reads its answer there, in the document it returns.
+(every log of the job full as of now; a ``tenants`` that is not a document is replaced whole). It
+records what it decided in ``last`` (the time, the caller's nonce, granted or not, the problem
+found), and the caller reads its answer there, in the document it returns.
 
 The server's time is read as ``{$toDate: {$toLong: "$$NOW"}}``: a plain date, which the embedded
 server (SecantusDB 0.7) compares correctly with stored dates, where it does not ``$$NOW`` itself.
@@ -64,13 +65,18 @@ def take_pipeline(gates: Sequence[Gate], nonce: str) -> list[Query]:
     last = {"$let": {"vars": {"now": _NOW}, "in": {"$let": {"vars": {"problem": problems}, "in": {
         "at": "$$now", "by": nonce, "problem": "$$problem",
         "granted": {"$and": [{"$eq": ["$$problem", None]}, *room]}}}}}}
+    # A problem in any log fills every log of the job full (fail closed, on every key it counts against).
     logs = {g.path: {"$switch": {"branches": [
-        {"case": {"$ne": [_problem(g, "$last.at"), None]},
+        {"case": {"$ne": ["$last.problem", None]},
          "then": {"$map": {"input": {"$range": [0, g.entries]}, "in": "$last.at"}}},
         {"case": {"$eq": ["$last.granted", True]},
          "then": {"$concatArrays": [_within(g, "$last.at"), ["$last.at"]]}}],
         "default": f"${g.path}"}} for g in gates}
-    return [{"$set": {"last": last}}, {"$set": logs}]
+    stages: list[Query] = [{"$set": {"last": last}}]
+    if any(g.tenant is not None for g in gates):  # a ``tenants`` that is not a document is set aside whole
+        stages.append({"$set": {"tenants": {"$cond": [
+            {"$in": [{"$type": "$tenants"}, ["missing", "object"]]}, "$tenants", {"$literal": {}}]}}})
+    return [*stages, {"$set": logs}]
 
 
 async def take(metadata: AsyncColl, gates: Sequence[Gate], nonce: str) -> Document | None:
