@@ -15,6 +15,7 @@ from __future__ import annotations
 import bson
 
 from recruiter.domain.pacing import START_AT
+from recruiter.domain.start_gate import GATE_FIELD, spec_document
 from recruiter.processes.round_plan import Locked, RoundPlan
 from recruiter.store.layout import Document
 from recruiter.store.wakeup import is_copy, job_reference
@@ -70,9 +71,15 @@ def paced_copies(locked: list[Locked], plan: RoundPlan) -> list[Document]:
     copies = copies_to_send(locked)
     if not plan.paced:
         return copies
-    return [{**copy, START_AT: plan.paced[lk.assignment.job_id]}
-            if lk.assignment.job_id in plan.paced and is_copy(copy) else copy
+    return [{**copy, **paced_fields(plan, lk.assignment.job_id)} if lk.assignment.job_id in plan.paced else copy
             for lk, copy in zip(locked, copies, strict=True)]
+
+
+def paced_fields(plan: RoundPlan, job_id: object) -> dict[str, object]:
+    """What a paced job's copy (or reference) carries: its start time, and the start gates its worker
+    takes a token from (recruiter.domain.start_gate; a 0.2.0 worker ignores them)."""
+    gates = plan.gates.get(job_id)
+    return {START_AT: plan.paced[job_id], **({GATE_FIELD: spec_document(gates)} if gates else {})}
 
 
 def picks_of(locked: list[Locked], copies: list[Document], ahead: set[str] | frozenset[str]) -> list[Document]:

@@ -214,6 +214,7 @@ class RoundPlanner:
             picked = await self._chosen(early, workers == guess, workers, plan)
             self.timer.mark("read_candidates")
             plan.selection, plan.documents, plan.paced = picked.selection, picked.documents, picked.paced
+            plan.gates = picked.gates
             plan.cursor_write = self.reader.cursor_write(picked.selection.cursor)
             plan.malformed += picked.malformed
         read_outcomes = bool(plan.outcomes)

@@ -48,6 +48,7 @@ from recruiter.domain.selection import (
     RoundPolicy,
     Selection,
 )
+from recruiter.domain.start_gate import Gate, gates_for
 from recruiter.domain.stored_limits import LastGood, read_limits
 from recruiter.processes.known_jobs import KnownJobs
 from recruiter.processes.round_plan import CursorWrite
@@ -67,6 +68,7 @@ class Picked:
     documents: dict[object, Document] = field(default_factory=dict)
     malformed: list[Malformed] = field(default_factory=list)
     paced: dict[object, datetime] = field(default_factory=dict)  # jobs handed out under a rate limit: their starts
+    gates: dict[object, list[Gate]] = field(default_factory=dict)  # ... and the start gates they take a token from
 
 
 class CandidateReader:
@@ -224,6 +226,8 @@ class CandidateReader:
         starts, changed = start_times(rates, self.limit_state, jobs, now)
         picked.paced = {a.job_id: at for a, at in zip(picked.selection.assignments, starts, strict=True)
                         if at is not None}
+        picked.gates = {a.job_id: gates_for(keys, rates) for a, keys in zip(picked.selection.assignments, jobs,
+                                                                            strict=True) if a.job_id in picked.paced}
         return changed
 
     def wake_in_s(self, now: datetime, other: Callable[[datetime], float | None] = lambda _: None) -> float | None:

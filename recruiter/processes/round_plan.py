@@ -21,6 +21,7 @@ from recruiter.domain.documents import Malformed
 from recruiter.domain.liveness import Rescue, Stranded
 from recruiter.domain.records import Query
 from recruiter.domain.selection import Assignment, Selection
+from recruiter.domain.start_gate import Gate
 from recruiter.store.layout import Document
 
 
@@ -65,6 +66,8 @@ class RoundPlan:
     ahead: set[str] = field(default_factory=set)
     # Jobs handed out under a rate limit, and when each starts: their copies say so (recruiter.domain.pacing).
     paced: dict[object, datetime] = field(default_factory=dict)
+    # ... and the start gates each takes a token from (recruiter.domain.start_gate).
+    gates: dict[object, list[Gate]] = field(default_factory=dict)
     # The ``freed`` marks of the entries read (recruiter.store.roster.FREED): removed by the round.
     freed: list[tuple[object, object]] = field(default_factory=list)
     # Filled by the writes, read once the round has committed.

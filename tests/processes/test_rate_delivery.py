@@ -1,7 +1,7 @@
 """A rate delivers its rate, with the real processes: ``5/s`` with no burst over 30 s starts at
-least 0.97 of 150 jobs and never more than 5 in any 1 s window, judged from the start records the
-jobs write themselves. Everything around it is cheap: no-op jobs, enough worker slots (warmed
-first), a backlog enqueued at once."""
+least 0.97 of 150 jobs and never more than 5 in any 1 s window, judged from the start each job's
+execution records (its worker's record: the server's time of its start token, recruiter.domain.start_gate).
+Everything around it is cheap: no-op jobs, enough worker slots (warmed first), a backlog enqueued at once."""
 
 from __future__ import annotations
 
@@ -16,11 +16,12 @@ from recruiter import Recruiter
 from tests.conftest import wait_for
 from tests.processes.conftest import Processes
 from tests.processes.test_limits_processes import cli, most_in_a_window
+from tests.processes.test_rate_gate import recorded_starts
 from tests.workables import Record
 
-# A timed test: its 1 s window check holds only while every start is less than 2% of the interval
-# (20 ms) late, which a loaded machine does not keep (6 in a window seen at load 9). Run it on a quiet
-# machine; the pacing decision itself is proved in tests/unit/test_pacing.py.
+# A timed test: how many start in 30 s is a figure of the machine's speed too. Run it on a quiet
+# machine. The window holds on any machine (the start gate); the default suite's twin is
+# tests/processes/test_rate_gate.py, the pacing decision is proved in tests/unit/test_pacing.py.
 pytestmark = pytest.mark.skipif(not os.environ.get("RECRUITER_TIMED_TESTS"),
                                 reason="a 30 s timed test of a rate's delivery: set RECRUITER_TIMED_TESTS=1")
 
@@ -43,7 +44,7 @@ def test_five_a_second_with_no_burst_starts_five_a_second(processes: Processes, 
         rec.enqueue_many(Record(db_uri, n=i).as_job_of(rec).in_group("paced") for i in range(BACKLOG))
 
     def starts() -> list[datetime]:
-        return sorted(r["at"] for r in db.ledger.find({"event": "start", "group": "paced"}, {"at": 1}))
+        return recorded_starts(db, "paced")
 
     def spanned() -> bool:
         found = starts()

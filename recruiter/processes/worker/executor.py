@@ -143,7 +143,8 @@ class Executor:
         if settled is not None:
             return settled
         try:
-            ran = await self._run(slot_id, running, job, now)
+            # Recorded from the slot's start time: a paced job's is its start token's (recruiter.domain.start_gate).
+            ran = await self._run(slot_id, running, job, running.started_at)
         except asyncio.CancelledError:
             if running.state is JobState.HALTED:
                 bound.warning("job.outcome_discarded", reason="halted while running")

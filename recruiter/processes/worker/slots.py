@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime
 
 import structlog
 from structlog.typing import FilteringBoundLogger
@@ -26,14 +25,16 @@ from structlog.typing import FilteringBoundLogger
 from recruiter.domain.clock import Clock
 from recruiter.domain.lanes import needs_mark
 from recruiter.domain.outcome import Outcome
-from recruiter.domain.pacing import MAX_START_WAIT_S, START_AT
+from recruiter.domain.pacing import START_AT
 from recruiter.domain.records import Raw
 from recruiter.domain.retry import RetryAt
+from recruiter.domain.start_gate import GATE_FIELD
 from recruiter.processes.events import Bus
 from recruiter.processes.worker.config import WorkerConfig
 from recruiter.processes.worker.entry import RosterEntries
 from recruiter.processes.worker.executor import Executor, started_event
 from recruiter.processes.worker.inbox import Inboxes
+from recruiter.processes.worker.start_gate import NotStarted, StartGate
 from recruiter.processes.worker.state import JobState, Runner, Running, Shutdown, Slot, SlotPhase, Turn
 from recruiter.store import roster, scheduled
 from recruiter.store.connection import StoreError, first_line
@@ -66,6 +67,7 @@ class SlotLoop:
         self.started = started
         self.after_job = after_job
         self.bus = bus or Bus.logging()
+        self.gate = StartGate(c.metadata, clock, shutdown.stopping)
 
     def _ended(self, slot: Slot) -> bool:
         return self.shutdown.stopping.is_set() or slot.replaced
@@ -154,6 +156,8 @@ class SlotLoop:
         found: Document | None = job if isinstance(job, dict) and is_copy(job) and job.get("_id") == job_id else None
         if found is None:
             found = await scheduled.read_job(self.c.scheduled, job_id)
+            if found and isinstance(job, dict):  # a reference carries the pacing of a job too big to copy
+                found.update({k: job[k] for k in (START_AT, GATE_FIELD) if k in job})
         if not found or found.get("locked") is not True or found.get("locked_by") != slot.id:
             await self.entries.drop_stale(slot, job_id)
             return
@@ -201,11 +205,11 @@ class SlotLoop:
                     w.cancel()
         return not (stopping.is_set() and not turn.marked and (turn.ahead or waited))
 
-    async def give_back(self, slot: Slot, job: Document) -> None:
-        """Give back a job this slot never started (the worker stops; :meth:`_await_turn`): back
-        in the queue at once, its attempt not counted, no execution recorded."""
+    async def give_back(self, slot: Slot, job: Document, why: str = "the worker is stopping") -> None:
+        """Give back a job this slot never started (the worker stops; :meth:`_await_turn`; its start
+        gate said no): back in the queue at once, its attempt not counted, no execution recorded."""
         bound = log.bind(worker_id=slot.id, job_id=str(job["_id"]), group=str(job.get("group"))[:100])
-        bound.info("job.given_back", detail="not started; the worker is stopping")
+        bound.info("job.given_back", detail=f"not started; {why}")
         attempt = job.get("attempts")
         outcome = Outcome(job["_id"], job["lock_token"], attempt if isinstance(attempt, int) else 0,
                           executed=False, decision=RetryAt(self.clock.now()))
@@ -216,8 +220,12 @@ class SlotLoop:
         job_id = turn.job_id
         bound = log.bind(worker_id=slot.id, job_id=str(job_id), group=str(found.get("group"))[:100],
                          attempt=found.get("attempts"))
-        await self._start_at(found)
-        slot.running = Running(job_id, self.clock.now(), token=found.get("lock_token"))
+        # A paced job starts at its start time, with a start token when its copy names gates.
+        started = await self.gate.start(found)
+        if isinstance(started, NotStarted):
+            await self.give_back(slot, found, started.reason)
+            return
+        slot.running = Running(job_id, started, token=found.get("lock_token"))
         slot.inbox.last_token = found.get("lock_token")
         self.started()
         self.bus.emit(started_event(found, slot.id, slot.running.started_at))
@@ -234,16 +242,6 @@ class SlotLoop:
                 await self.entries.release(slot)
         finally:
             slot.running = None
-
-    async def _start_at(self, job: Document) -> None:
-        """A rate-limited job starts when its copy says (``start_at``: when its token is due,
-        recruiter.domain.pacing), so the workers' starts keep the recruiter's spacing; never waits
-        longer than ``MAX_START_WAIT_S``, whatever the value says."""
-        start_at = job.get(START_AT)
-        if isinstance(start_at, datetime):
-            wait_s = (start_at - self.clock.now()).total_seconds()
-            if wait_s > 0:
-                await asyncio.sleep(min(wait_s, MAX_START_WAIT_S))
 
     async def record(self, slot: Slot, outcome: Outcome, bound: FilteringBoundLogger,
                      then: Turn | None = None) -> None:
