@@ -3,7 +3,7 @@
 The leader paces the hand-outs of a rate-limited group (:mod:`recruiter.domain.pacing`), but a
 worker starts a job a variable latency after its start time, so two starts can bunch. The gate
 closes that gap: before a worker starts a job handed out under a rate, it takes a *start token*
-with one conditional write on the group's gate document (``metadata``,
+with one conditional write on the group's gate document (``start_gates``,
 ``{_id: "gate:<group>"}``), which keeps, for each rate-limited key of the group (the group, and
 each tenant with a rate of its own), the times of the starts in its last window: a sliding-window
 log. The write grants the token only while fewer than ``entries`` of those times lie within the

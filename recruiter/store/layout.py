@@ -38,9 +38,11 @@ UNIQUE_KEYS = "unique_keys"  # key reservations of unique jobs with a period or 
 SCHEDULES = "schedules"  # periodic jobs, one document per schedule (domain/schedules.py)
 TIMELINE = "timeline"  # the history over time, per group and minute or hour (domain/timeline.py)
 AUDIT = "audit"  # the dashboard's actions (store/audit.py)
+START_GATES = "start_gates"  # the start tokens of rate-limited jobs, one document per group (store/start_gates.py)
 # Every collection recruiter names: with a collection prefix, these (and only these) get it
 # (recruiter.store.names).
-NAMES = frozenset({SCHEDULED, ARCHIVED, ROSTER, HEARTBEATS, METADATA, UNIQUE_KEYS, SCHEDULES, TIMELINE, AUDIT})
+NAMES = frozenset({SCHEDULED, ARCHIVED, ROSTER, HEARTBEATS, METADATA, UNIQUE_KEYS, SCHEDULES, TIMELINE, AUDIT,
+                   START_GATES})
 
 @dataclass(frozen=True)
 class Collections:

@@ -1,4 +1,4 @@
-"""The start gates' one write: a start token, taken against a group's gate document (``metadata``).
+"""The start gates' one write: a start token, taken against a group's gate document (``start_gates``).
 
 What the gate guarantees, and why the server's clock, is in :mod:`recruiter.domain.start_gate`.
 This module holds the write: one ``findAndModify`` with an update pipeline, upserting
@@ -21,7 +21,7 @@ from pymongo import ReturnDocument
 
 from recruiter.domain.records import Query
 from recruiter.domain.start_gate import Gate, gate_id
-from recruiter.store.layout import AsyncColl, Document
+from recruiter.store.layout import START_GATES, AsyncColl, Collections, Document
 
 _NOW = {"$toDate": {"$toLong": "$$NOW"}}
 
@@ -79,8 +79,14 @@ def take_pipeline(gates: Sequence[Gate], nonce: str) -> list[Query]:
     return [*stages, {"$set": logs}]
 
 
-async def take(metadata: AsyncColl, gates: Sequence[Gate], nonce: str) -> Document | None:
+def gates_of(c: Collections) -> AsyncColl:
+    """The ``start_gates`` collection of ``c``'s database (its own collection, so that a worker's role
+    writes there and not in ``metadata``, where the leases are)."""
+    return c.metadata.database[START_GATES]
+
+
+async def take(collection: AsyncColl, gates: Sequence[Gate], nonce: str) -> Document | None:
     """Ask for a start token of ``gates`` (all of one group); the gate document as the write left it
     (:func:`recruiter.domain.start_gate.reply_of` reads the answer)."""
-    return await metadata.find_one_and_update({"_id": gate_id(gates[0].group)}, take_pipeline(gates, nonce),
+    return await collection.find_one_and_update({"_id": gate_id(gates[0].group)}, take_pipeline(gates, nonce),
                                               upsert=True, return_document=ReturnDocument.AFTER)

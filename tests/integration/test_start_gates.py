@@ -28,7 +28,7 @@ async def _taken(db_uri: str, gates: list[Gate], takers: int, each: int) -> list
     stopping = asyncio.Event()
     try:
         async def taker(client: AsyncMongoClient[Any]) -> list[datetime]:
-            gate = StartGate(client.get_default_database().metadata, ServerClock(), stopping)
+            gate = StartGate(client.get_default_database().start_gates, ServerClock(), stopping)
             times = []
             for n in range(each):
                 started = await gate.start({"_id": n, "start_gate": [g.document() for g in gates]})
@@ -49,7 +49,7 @@ def test_concurrent_takers_never_exceed_the_gate_in_any_window(db_uri: str, db: 
     assert most_in_a_window(times, GATE.window_ms / 1000) <= GATE.entries
     # Each token is the server's time of its write, and the log keeps only the last window's (a write
     # the embedded server answered with nothing may have left a token of its own: one more, never fewer).
-    stored = db.metadata.find_one({"_id": gate_id(GROUP)})
+    stored = db.start_gates.find_one({"_id": gate_id(GROUP)})
     assert times[-1] in stored["s"]
     assert len(stored["s"]) <= GATE.entries
     assert all(t > max(stored["s"]) - GATE.window for t in stored["s"])
@@ -60,7 +60,7 @@ def test_a_group_and_a_tenant_gate_hold_together(db_uri: str, db: Any) -> None:
     tenant = Gate(GROUP, "acme", 2, 300)
     times = asyncio.run(_taken(db_uri, [GATE, tenant], takers=4, each=3))
     assert most_in_a_window(times, 0.3) <= 2  # the tighter of the two
-    stored = db.metadata.find_one({"_id": gate_id(GROUP)})
+    stored = db.start_gates.find_one({"_id": gate_id(GROUP)})
     assert stored["tenants"]["acme"][-1] == stored["s"][-1] == times[-1]  # one time for both logs
 
 
@@ -72,11 +72,11 @@ def test_a_group_and_a_tenant_gate_hold_together(db_uri: str, db: Any) -> None:
 ])
 def test_a_malformed_gate_is_repaired_full_and_said(db_uri: str, db: Any, bad: dict[str, Any], problem: str) -> None:
     gates = [GATE] if "tenants" not in bad else [GATE, Gate(GROUP, "acme", 3, 300)]
-    db.metadata.insert_one({"_id": gate_id(GROUP), **bad})
+    db.start_gates.insert_one({"_id": gate_id(GROUP), **bad})
 
     async def scenario() -> tuple[Any, list[datetime]]:
         async with AsyncMongoClient(db_uri, tz_aware=True) as client:
-            metadata = client.get_default_database().metadata
+            metadata = client.get_default_database().start_gates
             reply = reply_of(await start_gates.take(metadata, gates, "n1"), gates, "n1")
             repaired = await metadata.find_one({"_id": gate_id(GROUP)})
             with capture_logs() as logs:
@@ -98,12 +98,12 @@ def test_a_malformed_gate_is_repaired_full_and_said(db_uri: str, db: Any, bad: d
 
 
 def test_the_worker_says_it_repaired_a_malformed_gate(db_uri: str, db: Any) -> None:
-    db.metadata.insert_one({"_id": gate_id(GROUP), "s": "x"})
+    db.start_gates.insert_one({"_id": gate_id(GROUP), "s": "x"})
 
     async def scenario() -> list[Any]:
         async with AsyncMongoClient(db_uri, tz_aware=True) as client:
             with capture_logs() as logs:
-                await StartGate(client.get_default_database().metadata, ServerClock(), asyncio.Event()).start(
+                await StartGate(client.get_default_database().start_gates, ServerClock(), asyncio.Event()).start(
                     {"_id": 1, "start_gate": [GATE.document()]})
             return logs
 
@@ -117,7 +117,7 @@ def test_a_stop_while_refused_gives_the_job_back_unstarted(db_uri: str, db: Any)
 
     async def scenario() -> object:
         async with AsyncMongoClient(db_uri, tz_aware=True) as client:
-            metadata = client.get_default_database().metadata
+            metadata = client.get_default_database().start_gates
             stopping = asyncio.Event()
             gate = StartGate(metadata, ServerClock(), stopping)
             first = await gate.start({"_id": 1, "start_gate": [long.document()]})
@@ -129,13 +129,13 @@ def test_a_stop_while_refused_gives_the_job_back_unstarted(db_uri: str, db: Any)
             return await asyncio.wait_for(second, 5)
 
     assert asyncio.run(scenario()) == NotStarted("the worker is stopping")
-    assert len(db.metadata.find_one({"_id": gate_id(GROUP)})["s"]) == 1
+    assert len(db.start_gates.find_one({"_id": gate_id(GROUP)})["s"]) == 1
 
 
 def test_a_malformed_gate_spec_is_not_started(db_uri: str) -> None:
     async def scenario() -> object:
         async with AsyncMongoClient(db_uri, tz_aware=True) as client:
-            gate = StartGate(client.get_default_database().metadata, ServerClock(), asyncio.Event())
+            gate = StartGate(client.get_default_database().start_gates, ServerClock(), asyncio.Event())
             return await gate.start({"_id": 1, "start_gate": [["paced", None, "5", 1000]]})
 
     said = asyncio.run(scenario())

@@ -36,7 +36,7 @@ from recruiter.processes.worker.executor import Executor, started_event
 from recruiter.processes.worker.inbox import Inboxes
 from recruiter.processes.worker.start_gate import NotStarted, StartGate
 from recruiter.processes.worker.state import JobState, Runner, Running, Shutdown, Slot, SlotPhase, Turn
-from recruiter.store import roster, scheduled
+from recruiter.store import roster, scheduled, start_gates
 from recruiter.store.connection import StoreError, first_line
 from recruiter.store.dependencies import with_dependency_results
 from recruiter.store.layout import Collections, Document
@@ -67,7 +67,7 @@ class SlotLoop:
         self.started = started
         self.after_job = after_job
         self.bus = bus or Bus.logging()
-        self.gate = StartGate(c.metadata, clock, shutdown.stopping)
+        self.gate = StartGate(start_gates.gates_of(c), clock, shutdown.stopping)
 
     def _ended(self, slot: Slot) -> bool:
         return self.shutdown.stopping.is_set() or slot.replaced

@@ -48,8 +48,8 @@ class NotStarted:
 class StartGate:
     """Starts a worker's paced jobs (see the module doc)."""
 
-    def __init__(self, metadata: AsyncColl, clock: Clock, stopping: asyncio.Event) -> None:
-        self.metadata = metadata
+    def __init__(self, gates: AsyncColl, clock: Clock, stopping: asyncio.Event) -> None:
+        self.gates = gates  # the start_gates collection
         self.clock = clock
         self.stopping = stopping
 
@@ -77,7 +77,7 @@ class StartGate:
         refused = unanswered = 0
         while True:
             nonce = uuid.uuid4().hex
-            reply = reply_of(await start_gates.take(self.metadata, gates, nonce), gates, nonce)
+            reply = reply_of(await start_gates.take(self.gates, gates, nonce), gates, nonce)
             if reply is None:
                 # No document came back (the embedded server answers so to one of two upserts that
                 # create the document at once): ask again. A token the write took all the same is
