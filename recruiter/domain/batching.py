@@ -60,3 +60,19 @@ def batch_size(run_s: float | None, round_s: float, steady: int, lanes: int) -> 
     if run_s == 0:
         return lanes
     return max(steady, min(lanes, math.floor(round_s / run_s)))
+
+
+# An outcome is written quietly (it wakes no leader) only after a job this short: the leader would
+# leave it for a later round anyway (recruiter.domain.lanes, invariant 2; processes.lookahead.HANDOFF_CAP_S).
+QUIET_BELOW_S = 0.02
+# The field a quiet outcome write sets (to the job's lock token): the leader's doorbell lets it pass.
+QUIET = "quiet"
+
+
+def quiet_outcome(batching: bool, next_held: bool, ran_s: float | None) -> bool:
+    """Whether a worker writes an outcome *quietly*, so that it wakes no leader: only a worker
+    taking batches (``batching``), when the slot goes on at once with a job it holds (``next_held``)
+    after a job that ran less than ``QUIET_BELOW_S``. The next outcome of the slot that is not
+    quiet (its batch's last) wakes the leader, whose round then applies them all; a quiet one is
+    applied all the same by any round, woken or not (the leader's wait between rounds is bounded)."""
+    return batching and next_held and ran_s is not None and 0 <= ran_s < QUIET_BELOW_S

@@ -21,6 +21,7 @@ from datetime import datetime
 
 from bson import ObjectId
 
+from recruiter.domain.batching import QUIET
 from recruiter.domain.records import Query
 from recruiter.store import unrecorded
 from recruiter.store.layout import AsyncColl
@@ -30,10 +31,17 @@ Write = tuple[Query, Query]
 
 
 def outcome_ops(slot_id: str, session: ObjectId, job_id: object, outcome: Query, *, stopping: bool,
-                now: datetime, mark: tuple[str, ObjectId, object, object] | None = None) -> list[Write]:
+                now: datetime, mark: tuple[str, ObjectId, object, object] | None = None,
+                quiet: object = None) -> list[Write]:
     """The writes of one slot's outcome, and of the ``started`` mark of its next job (``mark``: its
-    lane, that lane's session, the job id, its lock token), each fenced as when written alone."""
-    ops = [_outcome_write(slot_id, session, job_id, outcome, stopping=stopping, now=now)]
+    lane, that lane's session, the job id, its lock token), each fenced as when written alone.
+    ``quiet`` (the job's lock token; None: not quiet) is set in the entry with the outcome, so that the
+    write wakes no leader (:func:`recruiter.domain.batching.quiet_outcome`, :mod:`recruiter.store.doorbell`)."""
+    query, update = _outcome_write(slot_id, session, job_id, outcome, stopping=stopping, now=now)
+    if quiet is not None:
+        sets = update["$set"]
+        update = {**update, "$set": {**(sets if isinstance(sets, dict) else {}), QUIET: quiet}}
+    ops = [(query, update)]
     if mark is not None:
         ops.append(_mark_write(*mark))
     return ops

@@ -75,21 +75,22 @@ class RosterEntries:
     # -- record an outcome ------------------------------------------------------------
 
     async def record(self, slot: Slot, outcome: Outcome, bound: FilteringBoundLogger,
-                     mark: Turn | None = None, finished: JobFinished | None = None) -> bool:
+                     mark: Turn | None = None, finished: JobFinished | None = None, quiet: bool = False) -> bool:
         """Write the outcome into our roster entry and become available (unless stopping), in one write.
 
         With ``mark`` (the next job of this slot, handed out ahead), the same command
         writes that job's ``started`` mark; whether the mark is known to be written.
         ``finished`` (the attempt's event) is emitted once the outcome is known to be recorded.
         Fenced by our session and the assignment; retries on connection errors:
-        a lost outcome would leave the job locked.
+        a lost outcome would leave the job locked. ``quiet``: written so as to wake no leader
+        (:func:`recruiter.domain.batching.quiet_outcome`).
         """
         stopping = self.shutdown.stopping.is_set()
         backoff = self.config.poll_from_s
         stripped = False
         while True:
             try:
-                written, marked = await self._write_outcome(slot, outcome, stopping, mark)
+                written, marked = await self._write_outcome(slot, outcome, stopping, mark, quiet)
                 break
             except OutcomeRefused as exc:
                 if stripped:
@@ -116,12 +117,13 @@ class RosterEntries:
         return marked
 
     async def _write_outcome(self, slot: Slot, outcome: Outcome, stopping: bool,
-                             mark: Turn | None) -> tuple[bool, bool]:
+                             mark: Turn | None, quiet: bool = False) -> tuple[bool, bool]:
         """One try of :meth:`record`'s write: (written, marked). With a completer, first in one
         command with other slots' outcomes; written again alone when that is not known to have landed."""
         if self.completer is not None and await self.completer.write(outcome_batches.outcome_ops(
                 slot.id, slot.session, outcome.job_id, outcome.to_document(), stopping=stopping,
-                now=self.clock.now(), mark=None if mark is None else mark_of(mark))):
+                now=self.clock.now(), mark=None if mark is None else mark_of(mark),
+                quiet=outcome.token if quiet and not stopping else None)):
             return True, mark is not None
         if mark is None:
             written = await roster.record_outcome(self.c.roster, slot.id, slot.session, outcome.job_id,
