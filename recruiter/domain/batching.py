@@ -35,8 +35,11 @@ from recruiter.domain.lanes import MAX_PREFETCH, lanes_of
 FIELD = "prefetch"
 # ``worker start --batch``: the most jobs a slot takes ahead for short jobs (within one process's lanes).
 MAX_BATCH = MAX_PREFETCH
-# The least work a batch is sized for: a round is rarely shorter than this, however quick the server.
+# The least round a batch is sized for: a round is rarely shorter than this, however quick the server.
 MIN_ROUND_S = 0.005
+# A batch lasts about this many rounds: the slot runs it while its last outcome wakes the leader, the
+# leader's round hands out the next batch and the worker reads it (about a round, and a read).
+ROUNDS_HELD = 2
 
 
 def steady_lanes(entry: Mapping[str, object]) -> int:
@@ -51,15 +54,15 @@ def steady_lanes(entry: Mapping[str, object]) -> int:
 
 def batch_size(run_s: float | None, round_s: float, steady: int, lanes: int) -> int:
     """How many lanes of a slot a round fills: enough jobs of ``run_s`` each (the slot's measured
-    run time; None: not measured yet) to last about a round (``round_s``, at least ``MIN_ROUND_S``),
-    at least the ``steady`` lanes, at most all its ``lanes``."""
+    run time; None: not measured yet) to last about ``ROUNDS_HELD`` rounds of ``round_s`` (at least
+    ``MIN_ROUND_S``), at least the ``steady`` lanes, at most all its ``lanes``."""
     steady = max(1, min(steady, lanes))
     if run_s is None or not math.isfinite(run_s) or run_s < 0:
         return steady
     round_s = max(round_s if math.isfinite(round_s) else 0.0, MIN_ROUND_S)
     if run_s == 0:
         return lanes
-    return max(steady, min(lanes, math.floor(round_s / run_s)))
+    return max(steady, min(lanes, math.floor(ROUNDS_HELD * round_s / run_s)))
 
 
 # An outcome is written quietly (it wakes no leader) only after a job this short: the leader would
