@@ -14,6 +14,7 @@ from bson import ObjectId
 
 from recruiter.processes.worker.completer import Completer
 from recruiter.store import roster
+from recruiter.store.doorbell import doorbell_pipeline
 from recruiter.store.outcome_batches import outcome_ops
 from tests.integration.test_processes_inproc import Harness, run
 
@@ -106,3 +107,21 @@ def test_a_quiet_outcome_sets_its_token_and_a_mark_rides_in_the_same_command(db_
         assert (await h.db.roster.find_one({"_id": "a"}))["quiet"] == "t0"
         assert (await h.db.roster.find_one({"_id": "a~1"}))["started"] == "t1"
     run(db_uri, scenario)
+
+
+def test_the_doorbell_lets_a_quiet_outcome_pass_and_rings_for_any_other(db: Any) -> None:
+    """The leader's doorbell filter (recruiter.store.doorbell), run by the server on events shaped as
+    the roster's updates: an outcome written quietly rings nothing; a loud one, or an outcome
+    written again without ``quiet`` (an older worker, a retry), rings as before."""
+    def event(n: int, **fields: Any) -> dict[str, Any]:
+        return {"_id": n, "ns": {"db": "x", "coll": "roster"}, "operationType": "update",
+                "updateDescription": {"updatedFields": fields, "removedFields": []}}
+
+    db.events.insert_many([
+        event(1, outcome={"token": "t"}, available=True, quiet="t"),
+        event(2, outcome={"token": "t"}, available=True),
+        event(3, started="t"),
+        event(4, outcome={"token": "u"}, quiet=None),
+    ])
+    rang = sorted(d["_id"] for d in db.events.aggregate(doorbell_pipeline()[:1]))
+    assert rang == [2], rang
