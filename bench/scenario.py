@@ -43,6 +43,7 @@ POLL_TO_S = 0.5
 class Design:
     name: str
     prefetch: int | None = None  # the product worker's --prefetch, None: not passed (a product without it)
+    batch: int = 0  # the product worker's --batch (0: not passed)
     recruiter_args: tuple[str, ...] = ()  # more options of `recruiter start` (bin/bench --recruiter-args)
     worker_extra: tuple[str, ...] = ()  # more options of `worker start` (the observed design)
     # Workers (slots) per worker process: W workers run as W / this processes of `--concurrency`
@@ -58,10 +59,11 @@ class Design:
     @property
     def lanes(self) -> int:
         """Jobs one slot may hold at once: the running one and those it holds ahead."""
-        return 1 + (self.prefetch or 0)
+        return 1 + max(self.prefetch or 0, self.batch)
 
     def worker_args(self) -> list[str]:
-        return ([] if self.prefetch is None else ["--prefetch", str(self.prefetch)]) + list(self.worker_extra)
+        return ([] if self.prefetch is None else ["--prefetch", str(self.prefetch)]) + list(self.worker_extra) + (
+            ["--batch", str(self.batch)] if self.batch else [])
 
     def processes(self, workers: int) -> tuple[int, int]:
         """The worker processes that run ``workers`` slots, and each one's ``--concurrency``."""
@@ -86,7 +88,7 @@ OBSERVED = Design("recruiter-observed", 1, ("--metrics-port", "0"), ("--metrics-
 
 # The product taking short jobs in batches (``worker start --batch 16``, recruiter.domain.batching), chosen with
 # --designs recruiter,recruiter-batch to print it beside the default; a product without the option has no such design.
-BATCH = Design("recruiter-batch", 1, (), ("--batch", "16"))
+BATCH = Design("recruiter-batch", 1, batch=16)
 
 
 def product_has_batch() -> bool:
