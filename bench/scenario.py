@@ -43,7 +43,6 @@ POLL_TO_S = 0.5
 class Design:
     name: str
     prefetch: int | None = None  # the product worker's --prefetch, None: not passed (a product without it)
-    batch: int = 0  # the product worker's --batch (0: not passed)
     recruiter_args: tuple[str, ...] = ()  # more options of `recruiter start` (bin/bench --recruiter-args)
     worker_extra: tuple[str, ...] = ()  # more options of `worker start` (the observed design)
     # Workers (slots) per worker process: W workers run as W / this processes of `--concurrency`
@@ -51,6 +50,7 @@ class Design:
     slots_per_process: int = 1
     # The checkout whose code its processes run (bin/bench --designs-baseline-code); None: this one.
     code: Path | None = None
+    batch: int = 0  # the product worker's --batch (0: not passed)
 
     @property
     def is_v1(self) -> bool:
