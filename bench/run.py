@@ -293,8 +293,8 @@ def _default_design() -> Design:
 def _chosen_designs(designs: str | None) -> list[Design]:
     """The designs to run: all, or the --designs subset."""
     chosen = available_designs()
-    if not designs:  # the observed design only when asked for (it measures the cost of observing)
-        return [d for d in chosen if d.name != "recruiter-observed"]
+    if not designs:  # the observed and batch designs only when asked for (each measured beside the default)
+        return [d for d in chosen if d.name not in ("recruiter-observed", "recruiter-batch")]
     if designs:
         names = [d.strip() for d in designs.split(",") if d.strip()]
         unknown = sorted(set(names) - {d.name for d in chosen})

@@ -50,6 +50,7 @@ class Design:
     slots_per_process: int = 1
     # The checkout whose code its processes run (bin/bench --designs-baseline-code); None: this one.
     code: Path | None = None
+    batch: int = 0  # the product worker's --batch (0: not passed)
 
     @property
     def is_v1(self) -> bool:
@@ -58,10 +59,11 @@ class Design:
     @property
     def lanes(self) -> int:
         """Jobs one slot may hold at once: the running one and those it holds ahead."""
-        return 1 + (self.prefetch or 0)
+        return 1 + max(self.prefetch or 0, self.batch)
 
     def worker_args(self) -> list[str]:
-        return ([] if self.prefetch is None else ["--prefetch", str(self.prefetch)]) + list(self.worker_extra)
+        return ([] if self.prefetch is None else ["--prefetch", str(self.prefetch)]) + list(self.worker_extra) + (
+            ["--batch", str(self.batch)] if self.batch else [])
 
     def processes(self, workers: int) -> tuple[int, int]:
         """The worker processes that run ``workers`` slots, and each one's ``--concurrency``."""
@@ -84,12 +86,25 @@ def product_has_prefetch() -> bool:
 OBSERVED = Design("recruiter-observed", 1, ("--metrics-port", "0"), ("--metrics-port", "0"))
 
 
+# The product taking short jobs in batches (``worker start --batch 16``, recruiter.domain.batching), chosen with
+# --designs recruiter,recruiter-batch to print it beside the default; a product without the option has no such design.
+BATCH = Design("recruiter-batch", 1, batch=16)
+
+
+def product_has_batch() -> bool:
+    """Whether ``worker start`` has ``--batch`` (short jobs in batches, issue 40)."""
+    out = subprocess.run([sys.executable, "-m", "recruiter.cli", "worker", "start", "--help"],
+                         capture_output=True, text=True, cwd=REPO, check=False).stdout
+    return "--batch" in out
+
+
 def available_designs() -> list[Design]:
     """The product with its default look-ahead (``--prefetch 1``) and without (``--prefetch 0``,
     the hand-off of every job through a round), and v1. A product without the option runs
     as ``recruiter-prefetch0`` only (its behaviour is that of ``--prefetch 0``)."""
     if product_has_prefetch():
-        return [Design("recruiter", 1), Design("recruiter-prefetch0", 0), Design("v1"), OBSERVED]
+        return [Design("recruiter", 1), Design("recruiter-prefetch0", 0), Design("v1"), OBSERVED,
+                *([BATCH] if product_has_batch() else [])]
     return [Design("recruiter-prefetch0", None), Design("v1")]
 
 

@@ -33,6 +33,7 @@ from recruiter.cli.options import (
     seconds,
     valid,
 )
+from recruiter.domain.batching import MAX_BATCH
 from recruiter.domain.lanes import MAX_PREFETCH
 from recruiter.domain.naming import module_problem, modules_under
 from recruiter.domain.selection import CountingScheme
@@ -150,6 +151,11 @@ def worker_group() -> None:
               help="Jobs each worker may hold besides the one it runs, so it starts the next one as soon as it "
                    "records an outcome; 0 takes one job at a time. A held job that never started goes back "
                    "without counting an attempt if the worker dies or stops, or the job is cancelled.")
+@click.option("--batch", envvar=env("BATCH"), type=click.IntRange(0, MAX_BATCH), default=0,
+              show_default=True, show_envvar=True,
+              help="Jobs each worker may take ahead in one assignment while its jobs are short (sized by the "
+                   "recruiter to about a round's work from their measured run time; long jobs get --prefetch "
+                   "only); its outcomes are written together. 0: off. Held jobs go back as with --prefetch.")
 @click.option("--id", "worker_id", envvar=env("WORKER_ID"), default=None, show_envvar=True,
               help="Worker id (default: a new ObjectId); with --concurrency N, ids are ID-0..ID-N-1.")
 @click.option("--heartbeat-interval", envvar=env("HEARTBEAT_INTERVAL"), type=DURATION, default="5s",
@@ -200,7 +206,7 @@ def worker_group() -> None:
                    "assigned to it. Jobs due later are not waited for.")
 @subscriber_option
 @metrics_options("worker", tenant_labels=True)
-def start_worker(groups: tuple[str, ...], concurrency: int, prefetch: int, worker_id: str | None,
+def start_worker(groups: tuple[str, ...], concurrency: int, prefetch: int, batch: int, worker_id: str | None,
                  heartbeat_interval: timedelta,
                  poll_from: timedelta, poll_to: timedelta, max_crashes: int, wake: str, import_path: tuple[str, ...],
                  preload: tuple[str, ...], allow_modules: tuple[str, ...], grace_period: timedelta,
@@ -224,7 +230,7 @@ def start_worker(groups: tuple[str, ...], concurrency: int, prefetch: int, worke
             raise click.ClickException(f"cannot preload {module!r}: {type(exc).__name__}: {exc}") from None
     groups = tuple(dict.fromkeys(g for spec in groups for g in spec.split(",") if g))
     config = valid(lambda: WorkerConfig(
-        groups=groups, concurrency=concurrency, prefetch=prefetch, worker_id=worker_id,
+        groups=groups, concurrency=concurrency, prefetch=prefetch, batch=batch, worker_id=worker_id,
         heartbeat_interval_s=seconds(heartbeat_interval), poll_from_s=seconds(poll_from),
         poll_to_s=seconds(poll_to), max_crashes=max_crashes, wake=Wake(wake), grace_period_s=seconds(grace_period),
         memory_limit_bytes=memory_limit, allowed_modules=allowed, burst=burst,

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from recruiter.domain.lanes import depths, holding, run_seconds, runner_of, worth_topping_up
+from recruiter.domain.batching import batch_size, steady_lanes
+from recruiter.domain.lanes import depths, holding, lanes_of, run_seconds, runner_of, worth_topping_up
 from recruiter.processes.round_plan import RoundPlan
 from recruiter.store.layout import Document
 
@@ -57,14 +58,21 @@ class LookAhead:
     def worth_topping_up(self, entry: Document) -> bool:
         return worth_topping_up(self.last_run_s.get(runner_of(entry)), self.handoff_s)
 
+    def batch_size(self, entry: Document) -> int:
+        """How many jobs ``entry``'s slot may hold after this round (recruiter.domain.batching): its
+        steady lanes, more while its jobs are short enough that they last less than a round."""
+        return batch_size(self.last_run_s.get(runner_of(entry)), self.round_s, steady_lanes(entry), lanes_of(entry))
+
     def free_lanes(self, free: list[Document], entries: list[Document],
                    limit: int) -> list[tuple[Document, int]]:
         """The lanes of ``free`` that the round may give work, at most ``limit``, each with its
         depth, in the order they should be served: lanes of idle slots first, then those of busy
-        slots whose jobs outlast a hand-off. ``entries`` are all the round's entries that hold no job."""
+        slots whose jobs outlast a hand-off; a lane deeper than its slot's batch size is left out
+        (recruiter.domain.batching). ``entries`` are all the round's entries that hold no job."""
         depth = depths(free, entries)
         idle = {runner_of(e) for e in free if depth[e["_id"]] == 0}
-        kept = sorted((e for e in free if runner_of(e) in idle or self.worth_topping_up(e)),
+        kept = sorted((e for e in free if (runner_of(e) in idle or self.worth_topping_up(e))
+                       and depth[e["_id"]] < self.batch_size(e)),
                       key=lambda e: depth[e["_id"]])[:limit]
         return [(e, depth[e["_id"]]) for e in kept]
 

@@ -21,6 +21,7 @@ import structlog
 from bson import ObjectId
 from pymongo.errors import OperationFailure, PyMongoError
 
+from recruiter.domain.batching import QUIET
 from recruiter.domain.clock import utc
 from recruiter.domain.control import PAUSED_ID
 from recruiter.domain.limits import LIMITS_ID
@@ -62,8 +63,11 @@ def doorbell_pipeline() -> list[Query]:
             # A slot's registration in its process's heartbeat document (which it may have created).
             {"ns.coll": "heartbeats", "operationType": "update",
              "updateDescription.updatedFields.registered_at": {"$exists": True}},
+            # Not an outcome written quietly (recruiter.domain.batching.quiet_outcome): its slot goes
+            # on with a job it holds, and the batch's last outcome rings.
             {"ns.coll": "roster", "operationType": "update",
-             "updateDescription.updatedFields.outcome": {"$exists": True}},
+             "updateDescription.updatedFields.outcome": {"$exists": True},
+             f"updateDescription.updatedFields.{QUIET}": {"$exists": False}},
             {"ns.coll": "roster", "operationType": "replace", "fullDocument.outcome": {"$exists": True}},
             # A schedule declared, edited, paused, resumed, removed or asked to run now: the
             # leader reads its next fire time again (its own firing writes do not ring).

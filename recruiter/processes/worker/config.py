@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from recruiter.domain.batching import MAX_BATCH
 from recruiter.domain.handback import DEFAULT_MAX_RESULT_BYTES, MAX_RESULT_BYTES_CEILING, MiB
 from recruiter.domain.lanes import LANE_SEPARATOR, MAX_PREFETCH, lane_ids
 from recruiter.domain.naming import ANY_GROUP, module_problem, name_problem
@@ -56,6 +57,9 @@ class WorkerConfig:
     # ``worker start --prefetch N``: each slot holds up to N more jobs, in N look-ahead lanes
     # (recruiter.domain.lanes), while it runs one. 0: one job at a time, handed out when free.
     prefetch: int = 0
+    # ``worker start --batch B``: a slot whose jobs are short may hold up to B more jobs, taken in
+    # one assignment (recruiter.domain.batching); its lanes are max(prefetch, batch) + 1. 0: off.
+    batch: int = 0
     # ``worker start --give-back-for``: a job this worker cannot import (or may not) is given
     # back for another worker until it has been refused this long (recruiter.domain.refusals).
     give_back_for_s: float = 3600.0
@@ -88,6 +92,8 @@ class WorkerConfig:
             return f"isolation must be one of {', '.join(ISOLATIONS)}, got {self.isolation!r}"
         if not 0 <= self.prefetch <= MAX_PREFETCH:
             return f"prefetch must be between 0 and {MAX_PREFETCH}"
+        if not 0 <= self.batch <= MAX_BATCH:
+            return f"batch must be between 0 and {MAX_BATCH}"
         if self.worker_id is not None and (
             not self.worker_id or "." in self.worker_id or LANE_SEPARATOR in self.worker_id
             or self.worker_id.startswith("$")
@@ -120,7 +126,12 @@ class WorkerConfig:
 
     def lanes(self, slot_ids: list[str]) -> list[tuple[str, int, str]]:
         """Every roster entry the process registers: (slot id, lane, entry id)."""
-        return [(slot, k, lane) for slot in slot_ids for k, lane in enumerate(lane_ids(slot, self.prefetch))]
+        return [(slot, k, lane) for slot in slot_ids for k, lane in enumerate(lane_ids(slot, self.ahead))]
+
+    @property
+    def ahead(self) -> int:
+        """The look-ahead lanes of each slot: its --prefetch ones, and the batch lanes above them."""
+        return max(self.prefetch, self.batch)
 
     def slot_ids(self) -> list[str]:
         base = self.worker_id or new_worker_id()

@@ -31,15 +31,16 @@ from recruiter.domain.lanes import needs_mark
 from recruiter.domain.outcome import Outcome
 from recruiter.domain.records import Raw
 from recruiter.processes.events import Bus
+from recruiter.processes.worker.completer import Completer
 from recruiter.processes.worker.config import WorkerConfig
 from recruiter.processes.worker.registration import Registration
 from recruiter.processes.worker.registration import WorkerIdTaken as WorkerIdTaken  # moved; importable from here
 from recruiter.processes.worker.registration import process_exists as process_exists
 from recruiter.processes.worker.state import Shutdown, Slot, SlotPhase, Turn
-from recruiter.store import archived, halting, heartbeats, roster, scheduled
+from recruiter.store import archived, halting, heartbeats, outcome_batches, roster, scheduled
 from recruiter.store.connection import StoreError, first_line
 from recruiter.store.layout import Collections, Document
-from recruiter.store.roster import OutcomeRefused
+from recruiter.store.roster import OutcomeRefused, Session
 
 log = structlog.get_logger("recruiter.worker")
 
@@ -59,6 +60,8 @@ class RosterEntries:
         self.registration = Registration(c, clock, config, pid=pid, hostname=hostname, process=process, bus=self.bus)
         # The process's heartbeat document (recruiter.domain.liveness); None: one per entry.
         self.beat_key = self.registration.beat_key
+        # Sends the outcomes the slots finish together in one command (None: each alone).
+        self.completer: Completer | None = None
 
     async def register(self, slot: Slot) -> None:
         """Enter the roster (:meth:`recruiter.processes.worker.registration.Registration.register`)."""
@@ -72,21 +75,22 @@ class RosterEntries:
     # -- record an outcome ------------------------------------------------------------
 
     async def record(self, slot: Slot, outcome: Outcome, bound: FilteringBoundLogger,
-                     mark: Turn | None = None, finished: JobFinished | None = None) -> bool:
+                     mark: Turn | None = None, finished: JobFinished | None = None, quiet: bool = False) -> bool:
         """Write the outcome into our roster entry and become available (unless stopping), in one write.
 
         With ``mark`` (the next job of this slot, handed out ahead), the same command
         writes that job's ``started`` mark; whether the mark is known to be written.
         ``finished`` (the attempt's event) is emitted once the outcome is known to be recorded.
         Fenced by our session and the assignment; retries on connection errors:
-        a lost outcome would leave the job locked.
+        a lost outcome would leave the job locked. ``quiet``: written so as to wake no leader
+        (:func:`recruiter.domain.batching.quiet_outcome`).
         """
         stopping = self.shutdown.stopping.is_set()
         backoff = self.config.poll_from_s
         stripped = False
         while True:
             try:
-                written, marked = await self._write_outcome(slot, outcome, stopping, mark)
+                written, marked = await self._write_outcome(slot, outcome, stopping, mark, quiet)
                 break
             except OutcomeRefused as exc:
                 if stripped:
@@ -113,15 +117,21 @@ class RosterEntries:
         return marked
 
     async def _write_outcome(self, slot: Slot, outcome: Outcome, stopping: bool,
-                             mark: Turn | None) -> tuple[bool, bool]:
-        """One try of :meth:`record`'s write: (written, marked)."""
+                             mark: Turn | None, quiet: bool = False) -> tuple[bool, bool]:
+        """One try of :meth:`record`'s write: (written, marked). With a completer, first in one
+        command with other slots' outcomes; written again alone when that is not known to have landed."""
+        if self.completer is not None and await self.completer.write(outcome_batches.outcome_ops(
+                slot.id, slot.session, outcome.job_id, outcome.to_document(), stopping=stopping,
+                now=self.clock.now(), mark=None if mark is None else mark_of(mark),
+                quiet=outcome.token if quiet and not stopping else None)):
+            return True, mark is not None
         if mark is None:
             written = await roster.record_outcome(self.c.roster, slot.id, slot.session, outcome.job_id,
                                                   outcome.to_document(), stopping=stopping, now=self.clock.now())
             return written, False
         return await roster.record_outcome_and_mark(
             self.c.roster, slot.id, slot.session, outcome.job_id, outcome.to_document(),
-            stopping=stopping, now=self.clock.now(), mark=(mark.lane.id, mark.lane.session, mark.job_id, mark.token))
+            stopping=stopping, now=self.clock.now(), mark=mark_of(mark))
 
     async def mark_started(self, slot: Slot, job_id: object, token: object) -> bool:
         """Write the ``started`` mark of a job handed out ahead, before starting it; False if the
@@ -234,6 +244,11 @@ class RosterEntries:
                                    "this entry once it has")
                 return
             await asyncio.sleep(0.1)
+
+
+def mark_of(turn: Turn) -> tuple[str, Session, object, object]:
+    """The ``started`` mark of ``turn``'s job, as the store writes it: its lane, session, job id, lock token."""
+    return turn.lane.id, turn.lane.session, turn.job_id, turn.token
 
 
 def outcome_applied(outcome: Outcome, job: Raw | None) -> tuple[bool, str]:

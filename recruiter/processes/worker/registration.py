@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 
 import structlog
 
-from recruiter.domain import versions
+from recruiter.domain import batching, versions
 from recruiter.domain.clock import Clock
 from recruiter.domain.events import WorkerRegistered
 from recruiter.domain.liveness import (
@@ -97,6 +97,8 @@ class Registration:
             "runner": slot.runner_id,
             "lane": slot.lane,
             "lanes": slot.lanes,
+            # Batch lanes: only --prefetch + 1 of them are always filled (recruiter.domain.batching).
+            **({batching.FIELD: self.config.prefetch} if self.config.batch > self.config.prefetch else {}),
             "process": self.process or slot.runner_id,
             versions.FIELD: versions.record(),  # read by status and by a leader of a later release
             roster.FREED: roster.freed_mark(),  # the leader reads it (recruiter.store.roster.FREED)

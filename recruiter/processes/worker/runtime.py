@@ -54,6 +54,7 @@ from recruiter.domain.records import Raw
 from recruiter.processes.events import Bus
 from recruiter.processes.worker import capture
 from recruiter.processes.worker.child import ChildDied, JobTimedOut
+from recruiter.processes.worker.completer import Completer
 from recruiter.processes.worker.config import EXIT_FENCED, EXIT_MEMORY, WorkerConfig
 from recruiter.processes.worker.entry import RosterEntries
 from recruiter.processes.worker.executor import Executor
@@ -106,8 +107,8 @@ class WorkerProcess:
         self.config = config
         self.pid = os.getpid()
         self.hostname = socket.gethostname()
-        # One runner per slot; each runs the jobs of its lanes (prefetch + 1 roster entries).
-        self.runners = {i: Runner(i, config.prefetch + 1) for i in config.slot_ids()}
+        # One runner per slot; each runs the jobs of its lanes (max(prefetch, batch) + 1 roster entries).
+        self.runners = {i: Runner(i, config.ahead + 1) for i in config.slot_ids()}
         self.slots = [Slot(entry_id, runner=self.runners[slot_id], lane=k)
                       for slot_id, k, entry_id in config.lanes(list(self.runners))]
         self.shutdown = Shutdown()
@@ -128,6 +129,7 @@ class WorkerProcess:
                                           key=ObjectId(self.process_token))
         self.entries = RosterEntries(self.c, clock, config, self.shutdown, pid=self.pid, hostname=self.hostname,
                                      process=self.process_token, bus=self.bus)
+        self.entries.completer = Completer(self.c.roster, lambda: sum(s.running is not None for s in self.slots))
         self.executor = Executor(clock, max_crashes=config.max_crashes, allowed=allowed, pid=self.pid,
                                  hostname=self.hostname, abandon_thread=self.job_stops.abandon_thread,
                                  process=self.process_token, give_back_for_s=config.give_back_for_s,

@@ -22,6 +22,7 @@ from dataclasses import replace
 import structlog
 from structlog.typing import FilteringBoundLogger
 
+from recruiter.domain.batching import quiet_outcome
 from recruiter.domain.clock import Clock
 from recruiter.domain.lanes import needs_mark
 from recruiter.domain.outcome import Outcome
@@ -256,8 +257,10 @@ class SlotLoop:
         mark = then if then is not None and then.ahead and not then.marked and not self.shutdown.stopping.is_set() \
             else None
         finished = slot.running.finished if slot.running is not None else None
+        ran_s = (self.clock.now() - slot.running.started_at).total_seconds() if slot.running is not None else None
         marked = await self.entries.record(slot, outcome, bound, mark=mark,
-                                           finished=replace(finished, worker_id=slot.id) if finished else None)
+                                           finished=replace(finished, worker_id=slot.id) if finished else None,
+                                           quiet=quiet_outcome(self.config.batch > 0, then is not None, ran_s))
         self.inboxes.expect()
         if mark is not None:
             mark.marked = marked
