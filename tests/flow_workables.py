@@ -46,3 +46,13 @@ class Sum(Workable):
         note(self.ledger_uri, ctx, "start", n=self.n, after=list(ctx.after), total=total)
         note(self.ledger_uri, ctx, "end", n=self.n)
         return total
+
+
+class Part(Workable):
+    """Returns ``n`` and notes nothing: a fan-out's cheap part (the ledger is left to the final job)."""
+
+    def __init__(self, n: int = 0) -> None:
+        self.n = n
+
+    def execute(self) -> int:
+        return self.n
