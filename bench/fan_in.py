@@ -45,7 +45,8 @@ def _span_s(observer: Any, parts: list[Any]) -> tuple[float, Any]:
         started = (d.get("last_execution") or {}).get("started_at") or d["archived_at"]
         first = started if first is None or started < first else first
         last = d["archived_at"] if last is None or d["archived_at"] > last else last
-    assert first is not None and last is not None
+    if first is None or last is None:
+        raise RuntimeError("no part archived")
     return max((last - first).total_seconds(), 1e-6), last
 
 
@@ -74,7 +75,8 @@ def run_series(name: str, parts: int, processes: int, slots: int, work_dir: Path
             "release_writes_per_part": release.get("count", 0) / parts}
         if name == "fan-in":
             final = s.observer["archived"].find_one({"_id": jobs[-1]})
-            assert final is not None and final["why"] == "done", final
+            if final is None or final["why"] != "done":
+                raise RuntimeError(f"the dependent did not end done: {final}")
             out["release_latency_s"] = (final["last_execution"]["started_at"] - last).total_seconds()
         return out
 

@@ -21,7 +21,8 @@ def test_fan_in_runs_the_plain_and_fan_in_series(server_uri: str) -> None:
     doc = json.loads(done.stdout.strip().splitlines()[-1])
     plain, fan = doc["results"]["plain"], doc["results"]["fan-in"]
     assert plain["parts"] == fan["parts"] == 50
-    assert plain["jobs_per_s"] > 0 and fan["jobs_per_s"] > 0
+    assert plain["jobs_per_s"] > 0
+    assert fan["jobs_per_s"] > 0
     assert plain["release_writes_per_part"] == 0
     # Each part's archive pulls it from the dependent in the round that archives it: one release
     # write per round at most, so never more than one per part.
