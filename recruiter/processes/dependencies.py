@@ -96,7 +96,7 @@ class DependencySweep:
 
     def _within_budget(self, held: list[Document]) -> list[Document]:
         """The first of ``held`` whose fronts of ``pending`` fit ``per_look`` ids (one at least)."""
-        budget, taken = self.per_look, []
+        budget, taken = self.per_look, list[Document]()
         for d in held:
             need = min(len(_pending(d)), self.per_job)
             if taken and need > budget:
