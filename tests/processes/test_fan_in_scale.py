@@ -14,9 +14,9 @@ from tests.conftest import long_or_short, wait_for
 from tests.flow_workables import Part, Step, Sum
 from tests.processes.conftest import Processes
 
-# Parts of the fan-ins: 1 000 in the long tier (RECRUITER_LONG_TESTS=1), 300 by default (CI's
+# Parts of the fan-ins: 1 000 in the long tier (RECRUITER_LONG_TESTS=1), 150 by default (CI's
 # two cores); RECRUITER_FAN_IN_PARTS sets another. Many slots, each holding two jobs ahead.
-PARTS = int(long_or_short("RECRUITER_FAN_IN_PARTS", 300, 1000))
+PARTS = int(long_or_short("RECRUITER_FAN_IN_PARTS", 150, 1000))
 SLOTS = ["--concurrency", "16", "--prefetch", "2"]
 
 
