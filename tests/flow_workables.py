@@ -66,3 +66,13 @@ class ReadsResults(Workable):
                 values[key] = f"unavailable: {exc}"
         note(self.ledger_uri, ctx, "start", seen=seen, values=values)
         return len(results)
+
+
+class Part(Workable):
+    """Returns ``n`` and notes nothing: a fan-out's cheap part (the ledger is left to the final job)."""
+
+    def __init__(self, n: int = 0) -> None:
+        self.n = n
+
+    def execute(self) -> int:
+        return self.n

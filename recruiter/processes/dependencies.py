@@ -11,6 +11,13 @@ Two ways a held job is released, so none waits for ever:
   an archive and its release, a dependency pruned from ``archived`` (gone: counted once two
   looks found it so), and a job enqueued just as its dependency ended. Every other way a job
   ends resolves its dependents itself (a cancel, a delete, a quarantine, the cleaner).
+
+  A look reads at most ``per_job`` ids from the front of each held job's ``pending``, and at most
+  ``per_look`` in all (the jobs past that budget wait for the next look): a fan-in of 10 000 parts
+  would otherwise have every look read whether each of its 10 000 parts has ended (a re-scan of
+  the siblings every ``interval_s``, seconds of reads on the embedded server that starved the
+  rounds). What a look does not read, a later one does: once the front has ended it is pulled
+  from ``pending`` (by a round or by this sweep), so each look moves on by ``per_job`` at least.
 """
 
 from __future__ import annotations
@@ -32,6 +39,9 @@ log = structlog.get_logger("recruiter.dependencies")
 SWEEP_INTERVAL_S = 2.0
 SWEEP_LIMIT = 200
 MAX_SUSPECTS = 10_000  # ids suspected gone kept between looks (beyond: only the last look's)
+# Ids of ``pending`` a look reads per held job (its front), and in all (see the module).
+PENDING_PER_JOB = 100
+PENDING_PER_LOOK = 2_000
 
 
 async def after_archive(c: Collections, archived: list[Document], now: datetime) -> None:
@@ -45,7 +55,9 @@ async def after_archive(c: Collections, archived: list[Document], now: datetime)
 class DependencySweep:
     """The leader's periodic look at held jobs (see the module)."""
 
-    def __init__(self, interval_s: float = SWEEP_INTERVAL_S, limit: int = SWEEP_LIMIT) -> None:
+    def __init__(self, interval_s: float = SWEEP_INTERVAL_S, limit: int = SWEEP_LIMIT,
+                 per_job: int = PENDING_PER_JOB, per_look: int = PENDING_PER_LOOK) -> None:
+        self.per_job, self.per_look = per_job, per_look
         self.interval_s, self.limit = interval_s, limit
         self.due = 0.0
         self.cursor: object = None  # the last _id looked at; None: from the start
@@ -77,18 +89,30 @@ class DependencySweep:
     async def look(self, leadership: Leadership, c: Collections, now: datetime) -> int:
         started_from = self.cursor
         held = await read_held(c, self.cursor, self.limit)
-        self.cursor = held[-1]["_id"] if len(held) >= self.limit else None
         if held or started_from is None:
             self.any_held = bool(held)
-        pending = {i for d in held for i in _pending(d)}
+        taken = self._within_budget(held)
+        self.cursor = taken[-1]["_id"] if len(taken) < len(held) or len(held) >= self.limit else None
+        pending = {i for d in taken for i in _pending(d)[:self.per_job]}
         ended = self._confirmed(await read_ended(c, list(pending)) if pending else {})
-        ready = [d for d in held if not _pending(d) or any(i in ended for i in _pending(d))]
+        ready = [d for d in taken if not _pending(d) or any(i in ended for i in _pending(d))]
         if not ready:
             return 0
         async with leadership.fenced() as inside:
             await _resolve_all(inside, ready, ended, now)
         return len(ready)
 
+
+    def _within_budget(self, held: list[Document]) -> list[Document]:
+        """The first of ``held`` whose fronts of ``pending`` fit ``per_look`` ids (one at least)."""
+        budget, taken = self.per_look, list[Document]()
+        for d in held:
+            need = min(len(_pending(d)), self.per_job)
+            if taken and need > budget:
+                break
+            taken.append(d)
+            budget -= need
+        return taken
 
     def _confirmed(self, ended: dict[object, object]) -> dict[object, object]:
         """``ended`` without the gone ones this look sees gone for the first time."""
