@@ -18,9 +18,13 @@ records the oldest it works beside, and both judge alike. A document that record
 release comes from :data:`UNRECORDED` or older (0.2.0 is the first release that records
 one); what it works beside is not known, and is not held against it.
 
+A process that records no release is not refused (its release is not known; ``status`` warns
+that releases are mixed): a roster entry written by hand or by a tool must not be starved,
+and an operator upgrading from 0.1.1 goes through 0.2.0 (CHANGELOG.md).
+
 Invariant: a recorded release is untrusted input, never raises: a field that is there but
-cannot be read is :data:`UNREADABLE` (shown so, and not held against the process: a damaged
-document must not stop a queue), while a field that is absent is :data:`UNRECORDED` or older.
+cannot be read is :data:`UNREADABLE` (shown so), a field that is absent :data:`UNRECORDED`
+or older; neither is held against its process.
 """
 
 from __future__ import annotations
@@ -105,6 +109,8 @@ def older(a: str, b: str) -> bool:
 def beside(other: Release, me: Release = THIS) -> bool:
     """Whether ``other`` and ``me`` work side by side: each at least the oldest the other works
     beside (an oldest not recorded is not held against anyone). Symmetric."""
+    if not (other.recorded and me.recorded):
+        return True  # a release not recorded (or unreadable) is not known: not held against anyone
     return (not (me.works_beside and older(other.version, me.works_beside))
             and not (other.works_beside and older(me.version, other.works_beside)))
 

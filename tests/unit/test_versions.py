@@ -60,18 +60,16 @@ def test_a_record_is_read_back_and_anything_else_is_unrecorded() -> None:
     assert recorded(lease, owner="b") == UNKNOWN  # left by the holder before
 
 
-def test_this_release_works_beside_the_previous_and_unreadable_ones_not_unrecorded_ones() -> None:
+def test_this_release_works_beside_the_previous_and_unrecorded_or_unreadable_ones() -> None:
     assert beside(Release(WORKS_BESIDE, None))
     # A damaged release field must not stop a queue: it is shown as unreadable, not held against anyone.
     assert beside(UNREADABLE)
     assert refusal(UNREADABLE, "worker") is None
     assert UNREADABLE.shown == "unreadable (not held against it)"
-    # No field at all: 0.1.1 or older, which 0.3.0 does not work beside (0.2.0 is the first that records one).
-    assert not beside(UNKNOWN)
-    assert refusal(UNKNOWN, "worker") == (
-        f"the worker runs recruiter {versions.UNRECORDED} or older (none recorded), older than {WORKS_BESIDE}, the "
-        f"oldest this release ({RELEASE}) works beside: upgrade the worker to {WORKS_BESIDE} or later, or stop every "
-        "process and start this release (docs/operations/deploys.md)")
+    # No field at all: 0.1.1 or older, or an entry written by hand: not known, so not held against it.
+    assert beside(UNKNOWN)
+    assert refusal(UNKNOWN, "worker") is None
+    assert not beside(Release("0.1.1", "0.1.0"))  # a release recorded, outside the rule
 
 
 def test_a_refusal_names_both_versions_and_what_to_do() -> None:
@@ -107,10 +105,7 @@ def test_the_releases_live_newest_first_and_the_warnings() -> None:
     assert by_name(view)[RELEASE] == ("cleaner lease", "2 worker slots")
     assert view.warnings[0].startswith(f"releases are mixed: {RELEASE}, 0.0.9, ")
     assert view.warnings[1].startswith("worker a: the worker runs recruiter 0.0.9")
-    # Recording none: 0.1.1 or older, which this release does not work beside either.
-    assert view.warnings[2].startswith("the recruiter lease holder runs recruiter 0.1.1 or older (none recorded)")
-    assert view.warnings[3].startswith("worker b: the worker runs recruiter 0.1.1 or older (none recorded)")
-    assert len(view.warnings) == 4
+    assert len(view.warnings) == 2  # recording none is mixed, not refused
 
 
 def test_one_release_live_warns_of_nothing() -> None:
