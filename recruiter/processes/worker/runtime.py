@@ -129,7 +129,8 @@ class WorkerProcess:
                                           key=ObjectId(self.process_token))
         self.entries = RosterEntries(self.c, clock, config, self.shutdown, pid=self.pid, hostname=self.hostname,
                                      process=self.process_token, bus=self.bus)
-        self.entries.completer = Completer(self.c.roster, lambda: sum(s.running is not None for s in self.slots))
+        if config.batch:  # outcomes of several slots in one command: with --batch only, for now
+            self.entries.completer = Completer(self.c.roster, lambda: sum(s.running is not None for s in self.slots))
         self.executor = Executor(clock, max_crashes=config.max_crashes, allowed=allowed, pid=self.pid,
                                  hostname=self.hostname, abandon_thread=self.job_stops.abandon_thread,
                                  process=self.process_token, give_back_for_s=config.give_back_for_s,
