@@ -110,7 +110,7 @@ class Fleet:
         b, t1 = self.flush(), time.perf_counter()
         return a, b, t1 - t0
 
-    def flush(self, timeout_s: float = 10.0) -> dict[str, dict[str, Any]]:
+    def flush(self, timeout_s: float = 30.0) -> dict[str, dict[str, Any]]:
         """Ask every process for its figures as of now (SIGUSR2) and sum them per kind."""
         asked = time.time()
         for p in self.procs:
