@@ -6,9 +6,6 @@ the ``workflow`` field is information they ignore, their ``after`` does the wait
 from __future__ import annotations
 
 import json
-import sys
-import tarfile
-from io import BytesIO
 from typing import Any
 
 import pytest
@@ -17,34 +14,9 @@ from recruiter import Recruiter, Workflow
 from tests.conftest import wait_for
 from tests.flow_workables import Step, Sum
 from tests.integration.test_cli_visible import cli
-from tests.processes import test_upgrades
 from tests.processes.conftest import FAST_RECRUITER, FAST_WORKER, Processes
-from tests.processes.test_upgrades import REPO, Previous, _run, start_previous
-from tests.processes.test_upgrades import previous as previous  # the fixture, built once per session
-
-# 0.2.0, the first release whose processes know `after` (docs/operations/deploys.md: 0.3.0 works beside it).
-RELEASE_020 = "a125777"
-
-
-@pytest.fixture(scope="session")
-def release_020(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Previous:
-    """0.2.0: the upgrade tests' previous release when it is 0.2.0 (built once), else exported from git
-    and installed in a virtualenv of its own (as tests/processes/test_upgrades.py does)."""
-    if test_upgrades.PREVIOUS_RELEASE == RELEASE_020:
-        built: Previous = request.getfixturevalue("previous")
-        return built
-    exported = _run("git", "-C", REPO, "archive", "--format=tar", RELEASE_020)
-    if exported.returncode != 0:
-        pytest.skip(f"{RELEASE_020} cannot be exported here (a clone with its full history is needed)")
-    root = tmp_path_factory.mktemp("release-020")
-    source, venv = root / "source", root / "venv"
-    with tarfile.open(fileobj=BytesIO(exported.stdout)) as tar:
-        tar.extractall(source, filter="data")
-    for step in ((sys.executable, "-m", "venv", venv),
-                 (venv / "bin" / "python", "-m", "pip", "install", "--quiet", "-e", source)):
-        if _run(*step).returncode != 0:
-            pytest.skip(f"{RELEASE_020} cannot be installed here (no package index)")
-    return Previous(venv / "bin" / "python", source)
+from tests.processes.test_upgrades import Previous, start_previous
+from tests.processes.test_upgrades import previous as previous  # 0.2.0 (a125777), built once per session
 
 
 def _fan(db_uri: str) -> tuple[Workflow, list[str]]:
@@ -67,12 +39,12 @@ def test_a_fan_out_of_five_then_a_fan_in_runs_every_step_once_and_the_fan_in_las
 
 @pytest.mark.timeout(900)
 def test_release_020_processes_run_a_named_workflow_as_this_release_does(
-        processes: Processes, release_020: Previous, db: Any, db_uri: str) -> None:
+        processes: Processes, previous: Previous, db: Any, db_uri: str) -> None:
     wf, parts = _fan(db_uri)
     with Recruiter.connect(db_uri) as rec:
         done = wf.enqueue(rec)
-    start_previous(processes, release_020, "recruiter", "start", *FAST_RECRUITER)
-    start_previous(processes, release_020, "worker", "worker", "start", *FAST_WORKER, "--concurrency", "3")
+    start_previous(processes, previous, "recruiter", "start", *FAST_RECRUITER)
+    start_previous(processes, previous, "worker", "worker", "start", *FAST_WORKER, "--concurrency", "3")
     ran_once_in_order(db, db_uri, done, parts)
 
 
