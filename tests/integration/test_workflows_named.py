@@ -131,6 +131,15 @@ def test_a_batch_runs_on_complete_whatever_happened_and_on_success_only_if_all_s
     run(db_uri, scenario)
 
 
+async def worked_states(h: Harness, workflow_id: ObjectId, workers: list[Any], rounds: int) -> list[tuple[str, str]]:
+    """Every step's (name, state) after ``rounds`` of rounds and work."""
+    for _ in range(rounds):
+        await work_all(h, workers)
+    view = read_workflow(h.sync_db, workflow_id)
+    assert view is not None
+    return [(s.name, s.state) for s in view.steps]
+
+
 def test_a_retried_step_resumes_its_dependents_and_a_done_step_is_kept(db_uri: str) -> None:
     async def scenario(h: Harness) -> None:
         wf = Workflow("retried")
@@ -139,11 +148,7 @@ def test_a_retried_step_resumes_its_dependents_and_a_done_step_is_kept(db_uri: s
         wf.step("report", Step(h.db_uri, n=3), deps=["flaky"])
         done = await wf.enqueue(h.producer)
         workers = [await h.worker("w1")]
-        for _ in range(3):
-            await work_all(h, workers)
-        view = read_workflow(h.sync_db, done.id)
-        assert view is not None
-        assert [(s.name, s.state) for s in view.steps] == [
+        assert await worked_states(h, done.id, workers, 3) == [
             ("fetch", "done"), ("flaky", "not-scheduled-by-retry-policy"), ("report", "upstream-failed")]
         lines = [d.describe() for d in retry_workflow(h.sync_db, done.id, START, "flaky")]
         assert lines[0] == "fetch: kept (done)"
@@ -305,11 +310,7 @@ def test_a_step_with_a_per_outcome_policy_is_skipped_and_a_retry_keeps_its_polic
         wf.step("join", Step(h.db_uri, n=3), deps=["optional"], on={"skipped": "run"})
         done = await wf.enqueue(h.producer)
         workers = [await h.worker("w1")]
-        for _ in range(3):
-            await work_all(h, workers)
-        view = read_workflow(h.sync_db, done.id)
-        assert view is not None
-        assert [(s.name, s.state) for s in view.steps] == [
+        assert await worked_states(h, done.id, workers, 3) == [
             ("flaky", "not-scheduled-by-retry-policy"), ("optional", "skipped"), ("join", "done")]
         lines = [d.describe() for d in retry_workflow(h.sync_db, done.id, START, "flaky")]
         assert lines[1].startswith("optional: retried as ")
@@ -318,11 +319,7 @@ def test_a_step_with_a_per_outcome_policy_is_skipped_and_a_retry_keeps_its_polic
         copy = {s.name: s for s in view.steps}["optional"].doc
         # The copy waits with its step's policy, not cancel-on-anything: a failed flaky would skip it again.
         assert [g["policy"]["failed"] for g in copy["after"]["on"]] == ["skip"]
-        for _ in range(3):
-            await work_all(h, workers)
-        view = read_workflow(h.sync_db, done.id)
-        assert view is not None
-        assert {s.name: s.state for s in view.steps}["optional"] == "done"
+        assert dict(await worked_states(h, done.id, workers, 3))["optional"] == "done"
 
     run(db_uri, scenario)
 
