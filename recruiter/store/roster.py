@@ -31,6 +31,7 @@ from recruiter.store.outcome_writes import record_outcome as record_outcome
 from recruiter.store.outcome_writes import record_outcome_and_mark as record_outcome_and_mark
 from recruiter.store.roster_fences import entry_as_read as entry_as_read
 from recruiter.store.roster_fences import holding_as_read as holding_as_read
+from recruiter.store.roster_fences import mark_as_read
 from recruiter.store.roster_fences import registration_as_read as registration_as_read
 
 # -- the worker: its own entry, its job, its heartbeat (processes/worker) --------------
@@ -263,7 +264,7 @@ async def ids_created_before(roster: AsyncColl, cutoff: datetime) -> list[object
 async def delete_dead_entry(roster: AsyncColl, entry: Mapping[str, object], *, by_last_seen: bool) -> bool:
     """Delete a dead worker's entry as it was read: same registration, same outcome (or none), and
     with ``by_last_seen`` the same ``last_seen_at``; whether it was deleted."""
-    fence = {**registration_as_read(entry),
+    fence = {**registration_as_read(entry), **mark_as_read(entry),
              "outcome": {"$eq": entry["outcome"]} if "outcome" in entry else {"$exists": False}}
     if by_last_seen:
         fence["last_seen_at"] = {"$eq": entry["last_seen_at"]}
@@ -285,10 +286,13 @@ async def read_assigned_entries(roster: AsyncColl, ids: Sequence[object]) -> lis
 
 
 async def delete_stranded_entry(roster: AsyncColl, entry: Mapping[str, object], job_id: object) -> bool:
-    """Delete an entry that missed its beats, if it still holds ``job_id`` and no outcome (same session,
-    compared as a value: a session written as a document is not read as an operator)."""
+    """Delete an entry that missed its beats, if it still holds ``job_id``, no outcome and the ``started``
+    mark as read (same session, compared as a value: a session written as a document is not read as an
+    operator). A mark written since means the job may have started: the entry stays, and the next
+    pass judges it again from what it reads then."""
     worker_id = entry["_id"]
-    deleted = await roster.delete_one({**registration_as_read(entry), f"assigned_to.{worker_id}": {"$eq": job_id},
+    deleted = await roster.delete_one({**registration_as_read(entry), **mark_as_read(entry),
+                                       f"assigned_to.{worker_id}": {"$eq": job_id},
                                        "outcome": {"$exists": False}})
     return bool(deleted.deleted_count)
 

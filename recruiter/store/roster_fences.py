@@ -27,12 +27,23 @@ def registration_as_read(entry: Mapping[str, object]) -> Query:
     return {"_id": {"$eq": entry.get("_id")}, "session": {"$eq": entry.get("session")}}
 
 
+def mark_as_read(entry: Mapping[str, object]) -> Query:
+    """The ``started`` mark of ``entry`` as read (none, or the same value): a write that decides
+    from the entry whether its job held ahead had started (:func:`recruiter.domain.lanes.held_ahead`)
+    must miss if the worker wrote the mark, and then started the job, since the entry was read;
+    else a job that ran would be given back as never started, its run counted nowhere."""
+    if "started" not in entry:
+        return {"started": {"$exists": False}}
+    return {"started": {"$eq": entry["started"]}}
+
+
 def holding_as_read(entry: Mapping[str, object]) -> Query:
     """The filter of a write that replaces ``entry`` as read: the same registration (``session``),
     still holding what it held then. Its ``available`` and ``assigned_since`` as read, and its
     outcome's token (or no outcome) as read: a round that handed it a job since (the leader
     may still take the previous process for live), or an outcome written since, makes the write
-    miss, so that the caller reads the entry again rather than drop that job. A field of a
+    miss, so that the caller reads the entry again rather than drop that job; so does a
+    ``started`` mark written since (:func:`mark_as_read`). A field of a
     type no write gives it is not fenced (the session still is, as a value: ``$eq``, so that a
     session written as a document is not read as an operator)."""
     fence = registration_as_read(entry)
@@ -41,6 +52,7 @@ def holding_as_read(entry: Mapping[str, object]) -> Query:
             fence[field] = {"$exists": False}
         elif isinstance(entry[field], kinds):
             fence[field] = {"$eq": entry[field]}
+    fence.update(mark_as_read(entry))
     outcome = entry.get("outcome")
     if "outcome" not in entry:
         fence["outcome"] = {"$exists": False}

@@ -373,6 +373,13 @@ def test_chaos(db: Any, db_uri: str, tmp_path: Path, request: pytest.FixtureRequ
     assert not overlaps, f"attempts ran at the same time: {overlaps[:5]}"
 
     over = over_their_executions(archived, by_job, kinds)
+    if over:  # say what the ledger and the archived record show for each, so one CI failure is enough to read
+        for job_id, *_ in over[:3]:
+            print("over:", job_id, [(e["event"], e["attempt"], e["worker"], e["pid"], e["at"].isoformat())
+                                    for e in sorted(ledger, key=lambda d: d["at"]) if str(e["job"]) == job_id])
+            doc = archived[next(i for i in archived if str(i) == job_id)]
+            print("archived:", {k: doc.get(k) for k in ("attempts", "crashes", "unproven_returns", "resubmits",
+                                                         "why", "executions", "history")})
     assert not over, f"jobs over their allowed executions: {over[:10]}"
 
     whys = Counter(d["why"] for d in archived.values())
