@@ -1,8 +1,9 @@
 """Test fixtures: a real server for each test module, a fresh database per test.
 
-The server is the embedded SecantusDB, started here as a separate process on a
-free port with a throwaway storage directory, unless
-``RECRUITER_TEST_MONGODB_URI`` points at a real MongoDB (used by every module).
+The server is the embedded SecantusDB, started as a separate process on a free
+port with a throwaway storage directory (tests/servers.py: each while the module
+before it runs), unless ``RECRUITER_TEST_MONGODB_URI`` points at a real MongoDB
+(used by every module).
 
 A server of its own per module, not one for the session: SecantusDB 0.7.0b3
 keeps a record of every retryable write for 30 minutes and scans them all on
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import contextlib
 import os
 import shutil
 import subprocess
@@ -33,10 +33,10 @@ import structlog
 from pymongo import MongoClient
 from pymongo.uri_parser import parse_uri
 
-from recruiter.processes import embedded
-from recruiter.processes.embedded import free_port
+from recruiter.processes.embedded import free_port as free_port  # tests import it from here
 from recruiter.store import strict
 from recruiter.store.connection import ConnectionProblem, with_database
+from tests.servers import Servers
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -153,6 +153,13 @@ def wait_for(condition: Callable[[], Any], timeout_s: float = 30.0, interval_s: 
         time.sleep(interval_s)
 
 
+_servers = Servers()
+
+
+def pytest_sessionfinish() -> None:
+    _servers.close()  # the spare no module took
+
+
 @pytest.fixture(scope="module")
 def server_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     external = os.environ.get("RECRUITER_TEST_MONGODB_URI")
@@ -160,19 +167,14 @@ def server_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         parse_uri(external)
         yield external
         return
-    storage = tmp_path_factory.mktemp("secantus")
-    port = free_port()
-    with contextlib.ExitStack() as stack:
-        try:
-            proc = stack.enter_context(embedded.serving(port, storage / "data", log_path=storage / "server.log"))
-        except ConnectionProblem as exc:
-            pytest.exit(f"{exc}, or set RECRUITER_TEST_MONGODB_URI", 2)
-        yield f"mongodb://127.0.0.1:{port}/"
-        # The module's data is thrown away: a kill ends the server at once, where a graceful stop takes
-        # about 2 s per module (serving's own terminate then finds it already gone).
-        proc.kill()
-        proc.wait(10)
-    shutil.rmtree(storage / "data", ignore_errors=True)  # the log stays, with pytest's temporary files
+    try:
+        server = _servers.take(tmp_path_factory.mktemp("secantus"), tmp_path_factory.mktemp("secantus"))
+    except ConnectionProblem as exc:
+        pytest.exit(f"{exc}, or set RECRUITER_TEST_MONGODB_URI", 2)
+    try:
+        yield server.uri
+    finally:
+        server.discard()
 
 
 @pytest.fixture

@@ -109,6 +109,21 @@ def serving(port: int, storage_path: Path | str, *, log_path: Path, timeout_s: f
     does not answer within ``timeout_s``.
     """
     proc = start(port, storage_path, log_path=log_path)
+    try:
+        await_answering(proc, port, log_path=log_path, timeout_s=timeout_s)
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(stop_wait_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def await_answering(proc: subprocess.Popen[bytes], port: int, *, log_path: Path, timeout_s: float = 30.0) -> None:
+    """Wait until the server ``proc`` started on ``port`` answers pings. Raises
+    :class:`ConnectionProblem` with the end of its log if it exits or does not answer within ``timeout_s``."""
     client = sync_client(parse_target(f"mongodb://127.0.0.1:{port}/"), app_name="recruiter-embedded",
                          server_selection_timeout_s=0.5)
     try:
@@ -119,16 +134,8 @@ def serving(port: int, storage_path: Path | str, *, log_path: Path, timeout_s: f
                     f"the embedded server did not start on port {port}: {log_path.read_text()[-2000:]}"
                 ) from None
             time.sleep(0.1)
-        client.close()
-        yield proc
     finally:
         client.close()
-        proc.terminate()
-        try:
-            proc.wait(stop_wait_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
 
 
 def local_address(target: Target) -> tuple[str, int]:

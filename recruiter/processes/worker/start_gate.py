@@ -32,7 +32,7 @@ log = structlog.get_logger("recruiter.worker")
 # A refused worker asks again once the window frees, at least this long after its last request
 # (its estimate of the server's time may be off by that much), and at most this long after it
 # (so a stop is seen, and a limit that was raised is used, soon).
-MIN_RETRY_S = 0.005
+MIN_RETRY_S = 0.002
 MAX_RETRY_S = 1.0
 # A write that returns no answer is asked again this many times, then is a database error.
 MAX_UNANSWERED = 5
@@ -75,8 +75,10 @@ class StartGate:
     async def _token(self, gates: list[Gate], job_id: str) -> datetime | NotStarted:
         """A start token of ``gates``: its time. Asks until granted; a stop first gives the job back."""
         refused = unanswered = 0
+        loop = asyncio.get_running_loop()
         while True:
             nonce = uuid.uuid4().hex
+            sent = loop.time()
             reply = reply_of(await start_gates.take(self.gates, gates, nonce), gates, nonce)
             if reply is None:
                 # No document came back (the embedded server answers so to one of two upserts that
@@ -93,7 +95,7 @@ class StartGate:
                 return reply.at
             refused += 1
             self._said(reply, gates, job_id)
-            if await self._wait(reply):
+            if await self._wait(reply, sent):
                 return NotStarted("the worker is stopping")
 
     def _said(self, reply: Reply, gates: list[Gate], job_id: str) -> None:
@@ -102,9 +104,17 @@ class StartGate:
                         problem=reply.problem, detail="the malformed start log was replaced by a full window as "
                         "of now: no start of this limit for one window (fail closed)")
 
-    async def _wait(self, reply: Reply) -> bool:
-        """Sleep until the window frees (bounded: see ``MAX_RETRY_S``); True if a stop came first."""
-        wait_s = min(MAX_RETRY_S, max(MIN_RETRY_S, (reply.free_at - reply.at).total_seconds()))
+    async def _wait(self, reply: Reply, sent: float) -> bool:
+        """Sleep until the window frees (bounded: see ``MAX_RETRY_S``); True if a stop came first.
+
+        Counted from when the refused request was sent (``sent``, event loop time), not from when
+        its reply came: the server's ``at`` was about half a round trip after the send, so the
+        next request reaches it about when the window frees, instead of a whole round trip late.
+        Each start that waited is otherwise late by that much, and every ``entries``-th start after
+        it with it: the rate would deliver that much less."""
+        frees_in = (reply.free_at - reply.at).total_seconds()
+        loop = asyncio.get_running_loop()
+        wait_s = min(MAX_RETRY_S, max(MIN_RETRY_S, sent + frees_in - loop.time()))
         try:
             await asyncio.wait_for(self.stopping.wait(), wait_s)
         except TimeoutError:
