@@ -122,6 +122,22 @@ def cli_in_process(*args: str, env: dict[str, str] | None = None) -> subprocess.
     return subprocess.CompletedProcess(["recruiter", *args], result.exit_code, result.stdout, stderr)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A report's captured output as text that can be sent: the hostile-job tests make jobs print
+    lone surrogates, which a test process of bin/test (pytest-xdist) cannot encode to send to the
+    one that reports, and the whole run stopped on it. They are shown as ``\\udfff`` escapes."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    report.sections = [(title, _sendable(text)) for title, text in report.sections]
+    if isinstance(report.longrepr, str):
+        report.longrepr = _sendable(report.longrepr)
+
+
+def _sendable(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--chaos-seconds", type=float, default=None,
                      help="How long tests/chaos kills processes (default: $RECRUITER_CHAOS_SECONDS or 40).")
