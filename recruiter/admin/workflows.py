@@ -23,6 +23,7 @@ from typing import Any, cast
 from bson import ObjectId
 
 from recruiter.admin.workflow_view import StepView, WorkflowView, read_workflow
+from recruiter.domain.cancel import ALREADY_ARCHIVED
 from recruiter.domain.dependencies import held_fields, parse_after, settle
 from recruiter.domain.dependency_policy import CANCEL_ALL, Policy
 from recruiter.domain.records import JobDoc
@@ -37,13 +38,19 @@ class WorkflowActionRefused(ValueError):
     """A workflow action that cannot be done as asked: one line, nothing changed."""
 
 
+# What a retry did to a step (StepDone.outcome); a cancel's outcome is its cancel's state
+# (recruiter.domain.cancel: cancelled, halted, running-on, finishing, already-archived, not-found).
+RETRIED, KEPT, PRUNED, RETRIED_BEFORE = "retried", "kept", "pruned", "retried-before"
+
+
 @dataclass(frozen=True)
 class StepDone:
-    """What an action did to one step: its name and one line."""
+    """What an action did to one step: its name, one line, and the outcome's name (to count them by)."""
 
     step: str
     what: str
     job_id: ObjectId | None = None  # the step's job (for retry: its new job, when one was made)
+    outcome: str = ""
 
     def describe(self) -> str:
         return f"{self.step}: {self.what}"
@@ -63,10 +70,12 @@ def cancel_workflow(db: SyncDb, workflow_id: ObjectId, now: datetime, reason: st
     done: dict[str, StepDone] = {}
     for step in reversed(view.steps):
         if step.archived:
-            done[step.name] = StepDone(step.name, f"not cancelled, already ended ({step.state})", step.job_id)
+            done[step.name] = StepDone(step.name, f"not cancelled, already ended ({step.state})", step.job_id,
+                                       ALREADY_ARCHIVED)
             continue
         result = cancel_job(db, step.job_id, now, reason or f"workflow {workflow_id} cancelled")
-        done[step.name] = StepDone(step.name, result.describe().removeprefix(f"{step.job_id}: "), step.job_id)
+        done[step.name] = StepDone(step.name, result.describe().removeprefix(f"{step.job_id}: "), step.job_id,
+                                   result.state)
     return [done[s.name] for s in view.steps]
 
 
@@ -88,16 +97,19 @@ def retry_workflow(db: SyncDb, workflow_id: ObjectId, now: datetime, step: str |
     lines: list[StepDone] = []
     for s in view.steps:
         if s.name not in new_ids:
-            lines.append(StepDone(s.name, f"kept ({s.state})", s.job_id))
+            lines.append(StepDone(s.name, f"kept ({s.state})", s.job_id, KEPT))
             continue
         w = written.get(s.job_id)
         if w is None or w.copy is None:
-            lines.append(StepDone(s.name, f"not retried: job {s.job_id} is no longer archived (pruned)"))
+            lines.append(StepDone(s.name, f"not retried: job {s.job_id} is no longer archived (pruned)",
+                                  outcome=PRUNED))
         elif w.already:
-            lines.append(StepDone(s.name, f"not retried: job {s.job_id} was retried before, as {w.copy}", None))
+            lines.append(StepDone(s.name, f"not retried: job {s.job_id} was retried before, as {w.copy}", None,
+                                  RETRIED_BEFORE))
         else:
             waits = f", waits for {', '.join(s.deps)}" if s.deps else ""
-            lines.append(StepDone(s.name, f"retried as {w.copy} (it ended {s.state}){waits}", ObjectId(str(w.copy))))
+            lines.append(StepDone(s.name, f"retried as {w.copy} (it ended {s.state}){waits}", ObjectId(str(w.copy)),
+                                  RETRIED))
     return lines
 
 

@@ -313,7 +313,7 @@ async def _read_only(dash: Dashboard, request: Request) -> Response:
 
 def create_app(db: SyncDb, settings: Settings | None = None, *, csrf: Csrf | None = None) -> Starlette:
     """The dashboard on ``db`` (creates the ``audit`` collection's index unless read-only)."""
-    from recruiter.web import actions, pages
+    from recruiter.web import actions, pages, workflow_actions, workflow_pages
 
     settings = settings or Settings()
     dash = Dashboard(db, settings, csrf)
@@ -331,11 +331,12 @@ def create_app(db: SyncDb, settings: Settings | None = None, *, csrf: Csrf | Non
                 return dash.problem(request, HttpProblem(503, f"the database did not answer ({type(exc).__name__})"))
         return endpoint
 
-    routes: list[Route | Mount] = [Route(path, bind(h), methods=["GET"]) for path, h in pages.ROUTES]
+    gets, posts = [*pages.ROUTES, *workflow_pages.ROUTES], [*actions.ROUTES, *workflow_actions.ROUTES]
+    routes: list[Route | Mount] = [Route(path, bind(h), methods=["GET"]) for path, h in gets]
     if settings.read_only:
-        routes += [Route(path, bind(_read_only), methods=["POST"]) for path, _ in actions.ROUTES]
+        routes += [Route(path, bind(_read_only), methods=["POST"]) for path, _ in posts]
     else:
-        routes += [Route(path, bind(h), methods=["POST"]) for path, h in actions.ROUTES]
+        routes += [Route(path, bind(h), methods=["POST"]) for path, h in posts]
     routes.append(Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"))
 
     async def server_error(request: Request, exc: Exception) -> Response:

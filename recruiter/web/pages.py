@@ -26,6 +26,7 @@ from recruiter.domain.visible import VALUE_BOUND
 from recruiter.store import Page, recent_actions
 from recruiter.web import charts, views
 from recruiter.web.app import Dashboard, Handler, HttpProblem
+from recruiter.web.workflow_views import tag_of
 
 FAILURES_PER_REASON = 100
 AUDIT_SHOWN = 100
@@ -160,7 +161,8 @@ async def job(dash: Dashboard, request: Request) -> Response:
     view = await _job_view(dash, request)
     return dash.page(request, "job.html", nav="jobs", job=view, runs=views.executions(view),
                      parameters=views.shown(views.parameters(view)), result=views.shown(views.plain(view.result)),
-                     waiting=await _waiting(dash, view), value_bound=VALUE_BOUND, now=await dash.read(dash.admin.now))
+                     waiting=await _waiting(dash, view), value_bound=VALUE_BOUND, now=await dash.read(dash.admin.now),
+                     workflow=tag_of(view.document))
 
 
 async def job_live(dash: Dashboard, request: Request) -> Response:

@@ -88,7 +88,7 @@ def csrf_of(client: TestClient, path: str = "/switches") -> str:
 def test_every_page_renders_from_the_read_model(web: TestClient, seeded: dict[str, Any]) -> None:
     failed_id = str(seeded["failed"][0]["_id"])
     for path in ("/", "/overview/live", "/jobs", "/failures", "/workers", "/schedules", "/switches", "/audit",
-                 f"/jobs/{failed_id}", "/jobs?state=queued&group=mail&limit=100"):
+                 "/workflows", f"/jobs/{failed_id}", "/jobs?state=queued&group=mail&limit=100"):
         response = web.get(path)
         assert response.status_code == 200, (path, response.text[:300])
         assert response.headers["x-frame-options"] == "DENY"
@@ -275,7 +275,8 @@ def test_read_only_offers_no_action(store_db: Any, db: Any, seeded: dict[str, An
     failed_id = str(seeded["failed"][0]["_id"])
     before = snapshot(db)
     with client_of(store_db, read_only=True) as c:
-        for path in ("/", "/jobs", f"/jobs/{failed_id}", "/failures", "/workers", "/schedules", "/switches"):
+        for path in ("/", "/jobs", f"/jobs/{failed_id}", "/failures", "/workers", "/schedules", "/switches",
+                     "/workflows"):
             text = c.get(path).text
             assert 'method="post"' not in text, path
             assert "hx-post" not in text, path
@@ -380,7 +381,8 @@ def test_every_page_renders_over_malformed_documents(web: TestClient, db: Any, s
                            {"_id": "w-text-assigned", "work_on": ["mail"], "assigned_to": "x", "available": False}])
     db.scheduled.insert_one({"status": {"odd": 1}, "group": ["mail"]}, bypass_document_validation=True)
     db.archived.insert_one({"why": ["odd"], "archived_at": "yesterday"}, bypass_document_validation=True)
-    for path in ("/", "/overview/live", "/jobs", "/failures", "/workers", "/schedules", "/switches", "/audit"):
+    for path in ("/", "/overview/live", "/jobs", "/failures", "/workers", "/schedules", "/switches", "/audit",
+                 "/workflows"):
         response = web.get(path)
         assert response.status_code == 200, (path, response.text[:300])
     workers = web.get("/workers").text

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from bson import ObjectId
 from starlette.testclient import TestClient
 
 from recruiter.admin import Admin
@@ -56,6 +57,7 @@ def test_a_foreign_host_gets_400_and_nothing_else(web: TestClient, db: Any, mail
     assert 'name="csrf"' not in page.text
     assert "set-cookie" not in page.headers
     assert web.get(f"/jobs/{mail_job['_id']}/document", headers={"host": host}).status_code == 400
+    assert web.get("/workflows", headers={"host": host}).status_code == 400
     assert pause(web, token, host=host).status_code == 400
     assert snapshot(db) == before
     assert Admin(db).paused().groups == ()
@@ -137,9 +139,10 @@ def test_control_and_bidi_characters_are_shown_escaped(web: TestClient, db: Any,
     job["group"] = f"mail{HOSTILE}"
     job["last_execution"]["logs"] = f"first line\n{HOSTILE}\n\ttabbed line\n"
     job["executions"] = [job["last_execution"]]
+    job["workflow"] = {"id": ObjectId(), "name": f"wf{HOSTILE}", "step": "a", "deps": [], "kind": "workflow"}
     db.archived.insert_one(job)
     shown = r"abc\u202eexe.live\x07\x08\x08\x0b\x0c\x1b[2J\x9b\u2066x\u2069\u200f"
-    for path in (f"/jobs/{job['_id']}", f"/jobs/{job['_id']}/live", "/failures", "/jobs", "/"):
+    for path in (f"/jobs/{job['_id']}", f"/jobs/{job['_id']}/live", "/failures", "/jobs", "/", "/workflows"):
         page = web.get(path)
         assert page.status_code in (200, 286), path
         assert not [c for c in RAW if c in page.text], path
@@ -150,6 +153,7 @@ def test_control_and_bidi_characters_are_shown_escaped(web: TestClient, db: Any,
     assert f"bad {shown}" in page  # the error message
     assert f"bad {shown}" in web.get("/failures").text  # its first line, not cut at the VT
     assert f"mail{shown}" in page  # the group
+    assert f"<td>wf{shown}</td>" in web.get("/workflows").text  # a workflow's name, as stored
     assert json.dumps(HOSTILE)[1:-1] in page  # the parameters, as JSON
     # A form sends the name back exactly as it was read: the hidden field is the raw name (HTML-escaped only).
     db.metadata.insert_one({"_id": "paused", "groups": [job["group"]], "tenants": []})
