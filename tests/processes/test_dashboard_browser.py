@@ -205,7 +205,7 @@ def test_read_only_offers_no_action_in_a_browser(processes: Processes, db: Any, 
     url = serve(processes, "--read-only")
     page = new_page(browser)
     for path in ("/", "/jobs", f"/jobs/{failed_id}", f"/jobs/{waiting}", "/failures", "/workers", "/schedules",
-                 "/switches", "/audit"):
+                 "/switches", "/audit", "/workflows"):
         page.goto(url + path)
         assert page.locator("#read-only").is_visible()
         assert page.locator("form[method=post], [hx-post]").count() == 0, path
