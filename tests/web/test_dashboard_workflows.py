@@ -124,7 +124,7 @@ def test_a_workflows_page_shows_every_step_in_order_with_its_state_and_what_it_w
     assert 'action="/actions/workflow-retry"' not in html  # nothing failed
 
 
-@pytest.mark.parametrize("path", [f"/workflows/{ObjectId()}", "/workflows/not-a-workflow-id",
+@pytest.mark.parametrize("path", ["/workflows/6b0bf47078cbb879ea1d268c", "/workflows/not-a-workflow-id",
                                   "/workflows/" + "z" * 24, "/workflows/" + "a" * 500])
 def test_an_unknown_or_malformed_workflow_id_is_404(web: TestClient, db: Any, db_uri: str, path: str) -> None:
     report(db_uri)
