@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from recruiter.domain.hot import HOT_FOR
+from recruiter.processes.worker.poller import Poller
 from recruiter.processes.worker.runtime import WorkerConfig, WorkerProcess
 from tests.integration.test_processes_inproc import START, Harness, eventually, run
 from tests.workables import Record
@@ -169,5 +170,26 @@ def test_the_leader_keeps_idle_entries_hot_prefers_them_and_writes_only_what_cha
         writes = mark_writes()
         assert [w["q"]["_id"] for w in writes] == [{"$in": ["w4"]}]
         assert (await h.roster("w4") or {})["hot"] == h.clock.now() + HOT_FOR
+
+    run(db_uri, scenario)
+
+
+def test_a_read_that_still_shows_the_job_a_slot_ran_makes_it_read_nothing(db_uri: str) -> None:
+    """A poll that left before the slot recorded its job comes back showing that job still assigned.
+    It is nothing new: the slot neither runs it again nor reads its own entry (it was handed on as
+    an event without a job, and the slot read its entry: CI, 2026-11-29, under load)."""
+    async def scenario(h: Harness) -> None:
+        job_id = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
+        process = h.process("w")
+        (slot,) = process.slots
+        await process.register(slot)
+        assert (await h.round()).assigned == 1
+        token = (await h.job(job_id) or {})["lock_token"]
+        # The slot ran that job (its lock token) and waits again; the read shows the entry as it was.
+        slot.inbox.last_token, slot.inbox.must_poll, slot.inbox.waiting = token, False, True
+        poller = Poller(h.db.roster, process.slots, process.inboxes, h.clock, poll_from_s=POLL_FROM_S,
+                        poll_to_s=POLL_TO_S)
+        assert await poller.read_once() == 0
+        assert (slot.inbox.delivered, slot.inbox.must_poll) == (None, False)
 
     run(db_uri, scenario)

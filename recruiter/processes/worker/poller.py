@@ -123,6 +123,10 @@ class Poller:
                 continue
             entry = entries.get(slot.id)
             job = delivery(entry, slot)
+            if job is not None and job.get("lock_token") == slot.inbox.last_token:
+                # A read that left before this slot recorded the job it shows: nothing new (handed
+                # on, it would read as a cancelled assignment, and the slot would read its entry).
+                continue
             if job is not None:
                 self.inboxes.delivered(slot.id, job, entry.get("ahead", False) if entry else False)
                 acted += 1
