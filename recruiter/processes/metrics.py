@@ -6,8 +6,8 @@ global one, served on ``/metrics`` by prometheus_client's HTTP server in a threa
 The names, types and labels are listed in docs/operations/metrics.md.
 
 - :class:`EventMetrics` is a subscriber of the process's :class:`recruiter.processes.events.Bus`:
-  it counts what the events say (a job started, finished, archived; a round committed; a lease
-  won or lost), in the event loop's thread.
+  it counts what the events say (a job started, finished, archived, a workflow's step among them;
+  a round committed; a lease won or lost), in the event loop's thread.
 - :class:`ClusterCollector` (the recruiter only) reads :func:`recruiter.admin.stats.queue` when
   Prometheus scrapes, in the HTTP server's thread, through a small synchronous client of its own
   (:class:`QueueReader`; the process's own client is asyncio's). It answers only while the
@@ -48,7 +48,7 @@ from recruiter.domain.events import (
     RoundIdle,
     WorkerGone,
 )
-from recruiter.processes.metric_labels import DEFAULT_CAP, TenantLabels
+from recruiter.processes.metric_labels import DEFAULT_CAP, LABEL_LIMIT, TenantLabels, WorkflowLabels
 from recruiter.store import ServerClock, SyncClient, Target, first_line, sync_client, sync_db, within
 
 if TYPE_CHECKING:
@@ -61,7 +61,6 @@ ROLES = ("recruiter", "worker", "cleaner")
 CLUSTER_CACHE_S = 5.0  # a cluster read serves every scrape for this long
 CLUSTER_READ_TIMEOUT_S = 5.0  # a cluster read's server calls end within this (the scrape gets no gauges)
 RECALIBRATE_S = 60.0  # the cluster reader's server clock, as the process's own (recruiter.processes.runtime)
-LABEL_LIMIT = 100  # characters of a label value (a group, a tenant, a reason)
 # Job times: from a few ms to an hour.
 JOB_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
                  1800.0, 3600.0, math.inf)
@@ -175,6 +174,10 @@ class EventMetrics:
 
         self.archived = Counter("recruiter_jobs_archived", "Jobs this process archived, by reason (why).",
                                 ["group", "why"], registry=registry)
+        self.steps = Counter("recruiter_workflow_steps_archived", "Workflow steps this process archived, by "
+                             "workflow name (capped: later ones are _other) and reason (why).", ["workflow", "why"],
+                             registry=registry)
+        self.workflows = WorkflowLabels()
         self.leader = Gauge("recruiter_leader", "1 while this process holds its role's lease (leads), 0 on "
                             "standby.", ["role"], registry=registry)
         self.epoch = Gauge("recruiter_lease_epoch", "The epoch (fencing token) of the lease this process last "
@@ -186,6 +189,8 @@ class EventMetrics:
 
     def _archived(self, e: JobArchived) -> None:
         self.archived.labels(_label(e.group), _label(e.why)).inc()
+        if e.workflow is not None:
+            self.steps.labels(self.workflows.of(e.workflow), _label(e.why)).inc()
 
     def _won(self, e: LeaseWon) -> None:
         self.leader.labels(_label(e.role)).set(1)
