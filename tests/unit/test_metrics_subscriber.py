@@ -158,10 +158,10 @@ def workflow_samples(registry: CollectorRegistry) -> dict[tuple[str, str], float
 def test_a_leader_counts_the_workflow_steps_it_archived_by_workflow_and_why(role: str) -> None:
     registry = CollectorRegistry()
     bus = Bus([EventMetrics(registry, role)])
-    for workflow, why in (("nightly", "done"), ("nightly", "done"), ("nightly", "upstream-failed"),
+    for workflow, why in (("nightly", "done"), ("nightly", "done"), ("nightly", "crashed-too-many-times"),
                           ("report", "not-scheduled-by-retry-policy"), (None, "done")):
         bus.emit(step_archived(workflow, why, by=role))
-    assert workflow_samples(registry) == {("nightly", "done"): 2, ("nightly", "upstream-failed"): 1,
+    assert workflow_samples(registry) == {("nightly", "done"): 2, ("nightly", "crashed-too-many-times"): 1,
                                           ("report", "not-scheduled-by-retry-policy"): 1}  # a plain job: none
     assert registry.get_sample_value("recruiter_jobs_archived_total", {"group": "g", "why": "done"}) == 3
 
