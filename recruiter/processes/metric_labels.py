@@ -68,3 +68,11 @@ class WorkflowLabels(CappedLabels):
         if not isinstance(name, str) or not name or name == MALFORMED:
             return MALFORMED
         return self.label(name[:LABEL_LIMIT])
+
+    def summed(self, counts: dict[str, int]) -> dict[str, int]:
+        """``counts`` by workflow name, by label: the names past the cap summed under :data:`OVERFLOW`."""
+        out: dict[str, int] = {}
+        for name, n in counts.items():
+            label = self.of(name)
+            out[label] = out.get(label, 0) + n
+        return out

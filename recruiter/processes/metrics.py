@@ -8,8 +8,9 @@ The names, types and labels are listed in docs/operations/metrics.md.
 - :class:`EventMetrics` is a subscriber of the process's :class:`recruiter.processes.events.Bus`:
   it counts what the events say (a job started, finished, archived, a workflow's step among them;
   a round committed; a lease won or lost), in the event loop's thread.
-- :class:`ClusterCollector` (the recruiter only) reads :func:`recruiter.admin.stats.queue` when
-  Prometheus scrapes, in the HTTP server's thread, through a small synchronous client of its own
+- :class:`ClusterCollector` (the recruiter only) reads :func:`recruiter.admin.stats.queue` and the
+  workflows running (:func:`recruiter.admin.workflow_view.running_by_name`) when Prometheus
+  scrapes, in the HTTP server's thread, through a small synchronous client of its own
   (:class:`QueueReader`; the process's own client is asyncio's). It answers only while the
   process leads, and keeps a read for :data:`CLUSTER_CACHE_S`, so that however often it is
   scraped it reads the database at most once in that time.
@@ -30,12 +31,13 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from recruiter.admin.stats import Queue, queue
+from recruiter.admin.workflow_view import running_by_name
 from recruiter.domain.events import (
     Event,
     JobArchived,
@@ -244,6 +246,7 @@ class QueueReader:
         self._client: SyncClient | None = None
         self._clock = ServerClock()
         self._calibrated_at: float | None = None  # time.monotonic() of the last calibration
+        self.workflows = WorkflowLabels()  # the workflow names labelled, for the life of the process
 
     def __call__(self) -> Queue:
         if self._client is None:
@@ -253,7 +256,8 @@ class QueueReader:
             if self._calibrated_at is None or time.monotonic() - self._calibrated_at >= RECALIBRATE_S:
                 self._clock.calibrate_sync(self._client)
                 self._calibrated_at = time.monotonic()
-            return queue(sync_db(self._client, self.target), self._clock.now())
+            db = sync_db(self._client, self.target)
+            return replace(queue(db, self._clock.now()), workflows=self.workflows.summed(running_by_name(db)))
 
     def close(self) -> None:
         if self._client is not None:
@@ -335,7 +339,11 @@ def _queue_metrics(q: Queue) -> Iterator[Metric]:
                                 "heartbeat late).", labels=["state"])
     for state in WORKER_STATES:
         workers.add_metric([state], getattr(q.workers, state))
-    return iter((depth, oldest, workers))
+    running = GaugeMetricFamily("recruiter_workflows_running", "Workflows with a job not ended, by name (capped: "
+                                "later ones are _other).", labels=["workflow"])
+    for name, n in sorted((q.workflows or {}).items()):
+        running.add_metric([name], n)
+    return iter((depth, oldest, workers, running))
 
 
 # -- the process's registry and its server ---------------------------------------------------------

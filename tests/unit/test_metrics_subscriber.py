@@ -26,6 +26,7 @@ from recruiter.domain.events import (
 )
 from recruiter.domain.workflow import workflow_name
 from recruiter.processes.events import Bus
+from recruiter.processes.metric_labels import WorkflowLabels
 from recruiter.processes.metrics import ClusterCollector, EventMetrics, MetricsConfig, ProcessMetrics
 from recruiter.store import parse_target
 
@@ -194,6 +195,19 @@ def test_the_workflow_label_is_capped_and_later_names_counted_as_other() -> None
     assert sum(samples.values()) == 1002
     capped = [e for e in logs if e["event"] == "metrics.workflow_labels_capped"]
     assert [e["cap"] for e in capped] == [100]  # logged once
+
+
+def test_the_running_workflows_gauge_caps_its_names_as_the_counter_does() -> None:
+    labels = WorkflowLabels()
+    running = {f"w{n}": 1 for n in range(150)} | {"(malformed)": 2, "x" * 1000: 1, "w0": 3}  # w100...: _other
+    summed = labels.summed(running)
+    assert summed == {**{f"w{n}": 1 for n in range(1, 100)}, "w0": 3, "_other": 51, "(malformed)": 2}
+    assert sum(summed.values()) == sum(running.values())  # exact
+    registry = CollectorRegistry()
+    q = Queue(NOW, {}, WorkerFigures(), workflows=summed)
+    registry.register(ClusterCollector(lambda: q, lambda: True))
+    assert registry.get_sample_value("recruiter_workflows_running", {"workflow": "_other"}) == 51
+    assert registry.get_sample_value("recruiter_workflows_running", {"workflow": "w0"}) == 3
 
 
 class Reads:
