@@ -1,5 +1,6 @@
 """Label values kept to a bounded number: the tenant label of a worker's job metrics
-(``--metrics-tenant-labels``) and the workflow label of a leader's archived steps.
+(``--metrics-tenant-labels``), and the workflow label of a leader's archived steps and of the
+recruiter's running workflows.
 
 Every value of a label is a series of each metric it labels (with the group and the outcome,
 about 48 per tenant on a worker), so a worker seeing a thousand tenants would serve tens of
@@ -7,7 +8,8 @@ thousands of series. :class:`CappedLabels` gives the first ``cap`` values a proc
 own label and every later one :data:`OVERFLOW`: the series stay bounded, their sums stay exact,
 and a value keeps its label for the life of the process.
 
-Invariant: called from the event loop's thread (the bus); ``label`` never raises.
+Invariant: each instance is called from one thread at a time (the event loop's, through the bus; the
+cluster reader's, under its collector's lock); ``label`` never raises.
 """
 
 from __future__ import annotations
@@ -56,8 +58,8 @@ TenantLabels = CappedLabels  # the tenant label's (its defaults)
 
 
 class WorkflowLabels(CappedLabels):
-    """The workflow label of ``recruiter_workflow_steps_archived_total``: the first
-    :data:`WORKFLOW_LABELS_MAX` workflow names a leader archives steps of."""
+    """The workflow label of ``recruiter_workflow_steps_archived_total`` and ``recruiter_workflows_running``:
+    the first :data:`WORKFLOW_LABELS_MAX` workflow names a process counts."""
 
     def __init__(self) -> None:
         super().__init__(WORKFLOW_LABELS_MAX, what="workflow",
