@@ -63,7 +63,7 @@ class WorkflowLabels(CappedLabels):
 
     def __init__(self) -> None:
         super().__init__(WORKFLOW_LABELS_MAX, what="workflow",
-                         hint="steps of later workflow names are counted under this label")
+                         hint="later workflow names are counted under this label")
 
     def of(self, name: object) -> str:
         """The label of a step of ``name`` (an event's, untrusted): :data:`MALFORMED` when it is not a name."""
