@@ -154,6 +154,8 @@ class Queue:
     at: datetime
     depth: dict[str, Depth]
     workers: WorkerFigures
+    # The workflows running, by name (admin.workflow_view.running_by_name): read for the metrics; None: not read.
+    workflows: dict[str, int] | None = None
 
 
 def queue(db: SyncDb, now: datetime) -> Queue:

@@ -19,9 +19,9 @@ from typing import Any
 from bson import ObjectId
 
 from recruiter.domain.waiting import Explanation, Waiting
-from recruiter.domain.workflow import WorkflowTag, parse_workflow, topological
+from recruiter.domain.workflow import MALFORMED, STEP_NAME, WorkflowTag, parse_workflow, topological
 from recruiter.store import SyncCollections, SyncDb
-from recruiter.store.workflows import step_documents, workflow_documents, workflow_groups
+from recruiter.store.workflows import queued_workflow_names, step_documents, workflow_documents, workflow_groups
 
 DONE = "done"
 # The states of a step still to end, as :func:`step_state` names them.
@@ -202,6 +202,19 @@ def list_workflows(db: SyncDb, limit: int | None) -> tuple[list[WorkflowRow], in
     newest = sorted(rows, reverse=True)[:limit]  # None: all
     return [WorkflowRow(i, rows[i]["name"], str(rows[i]["kind"]), rows[i]["created_at"], rows[i]["jobs"],
                         rows[i]["pending"], rows[i]["done"], rows[i]["failed"]) for i in newest], aside
+
+
+def running_by_name(db: SyncDb) -> dict[str, int]:
+    """The ``running`` column of :func:`stats_by_name` (the workflows with a job not ended), read from
+    ``scheduled`` alone: its cost is that of the queue, never of the archive. A workflow whose id or
+    name is malformed counts under :data:`MALFORMED`."""
+    out: dict[str, int] = {}
+    for g in queued_workflow_names(SyncCollections.of(db)):
+        name, n = g["_id"].get("name"), g.get("n")
+        if not (g["_id"].get("ok") is True and isinstance(name, str) and STEP_NAME.match(name)):
+            name = MALFORMED
+        out[name] = out.get(name, 0) + (n if isinstance(n, int) else 0)
+    return out
 
 
 def with_steps(c: SyncCollections, job: Mapping[str, Any] | None, out: Explanation | None) -> Explanation | None:

@@ -70,6 +70,9 @@ class JobArchived:
     group: str | None
     by: str  # recruiter | cleaner
     reason: str | None = None
+    # The workflow the job is a step of, by name (recruiter.domain.workflow.workflow_name: "(malformed)"
+    # for a malformed stored tag); None: not a step.
+    workflow: str | None = None
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,8 @@ from recruiter.domain.job import JobRefused
 MAX_STEPS = 10_000
 STEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,99}$")
 KINDS = ("workflow", "batch")
+# The name metrics give a step whose stored tag is malformed (no workflow name starts with "(").
+MALFORMED = "(malformed)"
 CALLBACKS = ("on_success", "on_complete")
 
 
@@ -149,6 +151,15 @@ def parse_workflow(raw: object) -> WorkflowTag | str:
         return f"workflow.callback: not one of {', '.join(CALLBACKS)}"
     return WorkflowTag(wid, str(name), str(step), tuple(deps), str(kind),
                        callback if isinstance(callback, str) else None)
+
+
+def workflow_name(raw: object) -> str | None:
+    """The name (kind) of the workflow a job's stored ``workflow`` field tags it with: None for a
+    job without the field, :data:`MALFORMED` for a malformed one (never raises)."""
+    if raw is None:
+        return None
+    tag = parse_workflow(raw)
+    return MALFORMED if isinstance(tag, str) else tag.name
 
 
 def topological(names: Sequence[str], deps: Mapping[str, Sequence[str]], *, strict: bool = False) -> list[str]:

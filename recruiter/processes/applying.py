@@ -25,6 +25,7 @@ from recruiter.domain.outcome import archived_document, held_by, is_archive, res
 from recruiter.domain.resubmit import flagged
 from recruiter.domain.snoozed import requeue_update
 from recruiter.domain.timeline import applied_event
+from recruiter.domain.workflow import workflow_name
 from recruiter.processes.dependencies import after_archive
 from recruiter.processes.logs import AfterCommit
 from recruiter.store import archived, scheduled
@@ -81,7 +82,8 @@ async def apply_sorted(c: Collections, s: Sorted, now: datetime, events: AfterCo
         for d in s.archive:
             if d["_id"] not in gone:
                 # Logged as job.archived by the log subscriber, once the round commits.
-                events.emit(JobArchived(d["_id"], d["why"], d.get("attempts"), d.get("group"), by="recruiter"))
+                events.emit(JobArchived(d["_id"], d["why"], d.get("attempts"), d.get("group"), by="recruiter",
+                                        workflow=workflow_name(d.get("workflow"))))
         if dependents:
             await after_archive(c, [d for d in s.archive if d["_id"] not in gone], now)
     if s.reschedule and await scheduled.apply_changes(c.scheduled, s.reschedule) < len(s.reschedule):

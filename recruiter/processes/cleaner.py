@@ -61,6 +61,7 @@ from recruiter.domain.placement import (
 )
 from recruiter.domain.quarantine import log_quarantined
 from recruiter.domain.records import Raw
+from recruiter.domain.workflow import workflow_name
 from recruiter.processes.events import Bus
 from recruiter.processes.leadership import Fault, LeaderProcess, Leadership, Pace, leader_owner, no_fault
 from recruiter.processes.logs import AfterCommit
@@ -270,7 +271,8 @@ class CleanerProcess(LeaderProcess):
             if await scheduled.delete_unlocked_as_read(p.c.scheduled, job):
                 docs.append(archived_document(job, unplaced_outcome(why, reason(job)), p.now))
                 self.events.emit(JobArchived(job.get("_id"), why, job.get("attempts"), job.get("group"),
-                                             by="cleaner", reason=reason(job)))  # logged as job.archived
+                                             by="cleaner", reason=reason(job),
+                                             workflow=workflow_name(job.get("workflow"))))  # logged as job.archived
         if docs:
             await archived.archive(p.c.archived, docs)
             await release_dependents(p.c, {d["_id"]: why for d in docs if isinstance(d["_id"], ObjectId)}, p.now)

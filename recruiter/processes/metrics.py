@@ -6,10 +6,11 @@ global one, served on ``/metrics`` by prometheus_client's HTTP server in a threa
 The names, types and labels are listed in docs/operations/metrics.md.
 
 - :class:`EventMetrics` is a subscriber of the process's :class:`recruiter.processes.events.Bus`:
-  it counts what the events say (a job started, finished, archived; a round committed; a lease
-  won or lost), in the event loop's thread.
-- :class:`ClusterCollector` (the recruiter only) reads :func:`recruiter.admin.stats.queue` when
-  Prometheus scrapes, in the HTTP server's thread, through a small synchronous client of its own
+  it counts what the events say (a job started, finished, archived, a workflow's step among them;
+  a round committed; a lease won or lost), in the event loop's thread.
+- :class:`ClusterCollector` (the recruiter only) reads :func:`recruiter.admin.stats.queue` and the
+  workflows running (:func:`recruiter.admin.workflow_view.running_by_name`) when Prometheus
+  scrapes, in the HTTP server's thread, through a small synchronous client of its own
   (:class:`QueueReader`; the process's own client is asyncio's). It answers only while the
   process leads, and keeps a read for :data:`CLUSTER_CACHE_S`, so that however often it is
   scraped it reads the database at most once in that time.
@@ -30,12 +31,13 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from recruiter.admin.stats import Queue, queue
+from recruiter.admin.workflow_view import running_by_name
 from recruiter.domain.events import (
     Event,
     JobArchived,
@@ -48,7 +50,7 @@ from recruiter.domain.events import (
     RoundIdle,
     WorkerGone,
 )
-from recruiter.processes.metric_labels import DEFAULT_CAP, TenantLabels
+from recruiter.processes.metric_labels import DEFAULT_CAP, LABEL_LIMIT, TenantLabels, WorkflowLabels
 from recruiter.store import ServerClock, SyncClient, Target, first_line, sync_client, sync_db, within
 
 if TYPE_CHECKING:
@@ -61,7 +63,6 @@ ROLES = ("recruiter", "worker", "cleaner")
 CLUSTER_CACHE_S = 5.0  # a cluster read serves every scrape for this long
 CLUSTER_READ_TIMEOUT_S = 5.0  # a cluster read's server calls end within this (the scrape gets no gauges)
 RECALIBRATE_S = 60.0  # the cluster reader's server clock, as the process's own (recruiter.processes.runtime)
-LABEL_LIMIT = 100  # characters of a label value (a group, a tenant, a reason)
 # Job times: from a few ms to an hour.
 JOB_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
                  1800.0, 3600.0, math.inf)
@@ -175,6 +176,10 @@ class EventMetrics:
 
         self.archived = Counter("recruiter_jobs_archived", "Jobs this process archived, by reason (why).",
                                 ["group", "why"], registry=registry)
+        self.steps = Counter("recruiter_workflow_steps_archived", "Workflow steps this process archived, by "
+                             "workflow name (capped: later ones are _other) and reason (why).", ["workflow", "why"],
+                             registry=registry)
+        self.workflows = WorkflowLabels()
         self.leader = Gauge("recruiter_leader", "1 while this process holds its role's lease (leads), 0 on "
                             "standby.", ["role"], registry=registry)
         self.epoch = Gauge("recruiter_lease_epoch", "The epoch (fencing token) of the lease this process last "
@@ -186,6 +191,8 @@ class EventMetrics:
 
     def _archived(self, e: JobArchived) -> None:
         self.archived.labels(_label(e.group), _label(e.why)).inc()
+        if e.workflow is not None:
+            self.steps.labels(self.workflows.of(e.workflow), _label(e.why)).inc()
 
     def _won(self, e: LeaseWon) -> None:
         self.leader.labels(_label(e.role)).set(1)
@@ -239,6 +246,7 @@ class QueueReader:
         self._client: SyncClient | None = None
         self._clock = ServerClock()
         self._calibrated_at: float | None = None  # time.monotonic() of the last calibration
+        self.workflows = WorkflowLabels()  # the workflow names labelled, for the life of the process
 
     def __call__(self) -> Queue:
         if self._client is None:
@@ -248,7 +256,8 @@ class QueueReader:
             if self._calibrated_at is None or time.monotonic() - self._calibrated_at >= RECALIBRATE_S:
                 self._clock.calibrate_sync(self._client)
                 self._calibrated_at = time.monotonic()
-            return queue(sync_db(self._client, self.target), self._clock.now())
+            db = sync_db(self._client, self.target)
+            return replace(queue(db, self._clock.now()), workflows=self.workflows.summed(running_by_name(db)))
 
     def close(self) -> None:
         if self._client is not None:
@@ -330,7 +339,11 @@ def _queue_metrics(q: Queue) -> Iterator[Metric]:
                                 "heartbeat late).", labels=["state"])
     for state in WORKER_STATES:
         workers.add_metric([state], getattr(q.workers, state))
-    return iter((depth, oldest, workers))
+    running = GaugeMetricFamily("recruiter_workflows_running", "Workflows with a job not ended, by name (capped: "
+                                "later ones are _other).", labels=["workflow"])
+    for name, n in sorted((q.workflows or {}).items()):
+        running.add_metric([name], n)
+    return iter((depth, oldest, workers, running))
 
 
 # -- the process's registry and its server ---------------------------------------------------------

@@ -39,6 +39,18 @@ def workflow_groups(c: SyncCollections) -> Iterator[tuple[dict[str, Any], bool]]
             yield group, archived
 
 
+def queued_workflow_names(c: SyncCollections) -> Iterator[Document]:
+    """Per workflow name (``_id.name``) and whether the workflows' ids are ObjectIds (``_id.ok``), how
+    many workflows have a job in ``scheduled`` (``n``): the cost of the jobs in the queue, never of
+    the archive; one document per name."""
+    pipeline: list[Document] = [
+        {"$match": HAS_WORKFLOW},
+        {"$group": {"_id": "$workflow.id", "name": {"$first": "$workflow.name"}}},
+        {"$group": {"_id": {"name": "$name", "ok": {"$eq": [{"$type": "$_id"}, "objectId"]}}, "n": {"$sum": 1}}},
+    ]
+    yield from c.scheduled.aggregate(pipeline, hint=BY_WORKFLOW)
+
+
 def archived_by_ids(c: SyncCollections, ids: Sequence[object]) -> dict[object, Document]:
     """The archived jobs ``ids``, whole, by id."""
     return {d["_id"]: d for d in c.archived.find({"_id": {"$in": list(ids)}})}

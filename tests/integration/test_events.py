@@ -31,6 +31,7 @@ from recruiter.processes.leadership import LostLease
 from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
 from recruiter.processes.worker.runtime import WorkerConfig, WorkerProcess
 from recruiter.producer.client import AsyncRecruiter
+from recruiter.producer.workflows import Workflow
 from recruiter.store import strict
 from recruiter.store.indexes import ensure_indexes
 from tests.workables import AlwaysFails, Record
@@ -155,6 +156,43 @@ def test_leases_won_and_lost_and_a_dead_worker_gone(db_uri: str) -> None:
         gone = witness.kinds(WorkerGone)
         assert [(e.worker_id, e.reason) for e in gone] == [("dead", "dead")]
         assert all(true for _, true in witness.seen), [e for e, true in witness.seen if not true]
+
+    run(db_uri, scenario)
+
+
+def test_an_archived_step_names_its_workflow_and_a_malformed_tag_is_named_so(db_uri: str) -> None:
+    async def scenario(db: Any, sync: MongoClient[Any], clock: ManualClock) -> None:
+        sync_db = sync.get_default_database()
+        witness = Witness(sync_db)
+        recruiter = RecruiterProcess(db, clock, RecruiterConfig(), owner="r", bus=Bus.logging(witness))
+        worker = WorkerProcess(db, clock, WorkerConfig(worker_id="w"), heartbeat_db=sync_db)
+        (slot,) = worker.slots
+        await worker.register(slot)
+        producer = AsyncRecruiter(db.client, db.name, clock=clock)
+        nightly = Workflow("nightly")
+        nightly.step("only", Record(db_uri, n=1))
+        step_id = (await nightly.enqueue(producer))["only"].id
+        plain_id = await producer.enqueue(Record(db_uri, n=2))
+        hostile_id = await producer.enqueue(Record(db_uri, n=3))
+        await db.scheduled.update_one({"_id": hostile_id}, {"$set": {"workflow": {"name": "x" * 10_000}}})
+        assert await recruiter.lease.acquire()
+        for job_id in (step_id, plain_id, hostile_id):
+            assert (await recruiter.fenced_round()).assigned == 1
+            assert await worker.poll(slot) == job_id
+            await worker.work(slot, job_id)
+        await recruiter.fenced_round()  # applies the last outcome
+        # The cleaner's archive (a step aimed at a worker that never came, past its deadline) too.
+        late = Record(db_uri, n=4).as_job_of(producer).on_worker("nobody", deadline=timedelta(seconds=1))
+        late_id = await late.enqueue()
+        tag = (await db.archived.find_one({"_id": step_id}))["workflow"]
+        await db.scheduled.update_one({"_id": late_id}, {"$set": {"workflow": {**tag, "name": "cleanup"}}})
+        clock.advance(timedelta(seconds=2))
+        cleaner = CleanerProcess(db, clock, CleanerConfig(), owner="c", bus=Bus.logging(witness))
+        assert await cleaner.lease.acquire()
+        await cleaner.fenced_clean()
+        assert sorted((str(e.job_id), e.why, e.workflow or "") for e in witness.kinds(JobArchived)) == sorted(
+            [(str(step_id), "done", "nightly"), (str(plain_id), "done", ""), (str(hostile_id), "done", "(malformed)"),
+             (str(late_id), "worker-deadline", "cleanup")])
 
     run(db_uri, scenario)
 

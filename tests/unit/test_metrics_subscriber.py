@@ -8,7 +8,9 @@ import urllib.request
 from datetime import UTC, datetime
 
 import pytest
+from bson import ObjectId
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
+from structlog.testing import capture_logs
 
 from recruiter.admin.stats import Depth, Queue, WorkerFigures
 from recruiter.domain.events import (
@@ -22,7 +24,9 @@ from recruiter.domain.events import (
     RoundIdle,
     WorkerGone,
 )
+from recruiter.domain.workflow import workflow_name
 from recruiter.processes.events import Bus
+from recruiter.processes.metric_labels import WorkflowLabels
 from recruiter.processes.metrics import ClusterCollector, EventMetrics, MetricsConfig, ProcessMetrics
 from recruiter.store import parse_target
 
@@ -140,6 +144,70 @@ def test_a_cleaner_counts_what_it_archived_and_the_dead_workers() -> None:
     assert get("recruiter_jobs_archived_total", {"group": "g", "why": "crashed-too-many-times"}) == 1
     assert get("recruiter_workers_dead_total") == 1
     assert get("recruiter_round_duration_seconds_count") is None  # the cleaner has no rounds
+
+
+def step_archived(workflow: object, why: str = "done", by: str = "recruiter") -> JobArchived:
+    return JobArchived(1, why, 1, "g", by=by, workflow=workflow)  # type: ignore[arg-type]
+
+
+def workflow_samples(registry: CollectorRegistry) -> dict[tuple[str, str], float]:
+    return {(s.labels["workflow"], s.labels["why"]): s.value for family in registry.collect()
+            for s in family.samples if s.name == "recruiter_workflow_steps_archived_total"}
+
+
+@pytest.mark.parametrize("role", ["recruiter", "cleaner"])
+def test_a_leader_counts_the_workflow_steps_it_archived_by_workflow_and_why(role: str) -> None:
+    registry = CollectorRegistry()
+    bus = Bus([EventMetrics(registry, role)])
+    for workflow, why in (("nightly", "done"), ("nightly", "done"), ("nightly", "crashed-too-many-times"),
+                          ("report", "not-scheduled-by-retry-policy"), (None, "done")):
+        bus.emit(step_archived(workflow, why, by=role))
+    assert workflow_samples(registry) == {("nightly", "done"): 2, ("nightly", "crashed-too-many-times"): 1,
+                                          ("report", "not-scheduled-by-retry-policy"): 1}  # a plain job: none
+    assert registry.get_sample_value("recruiter_jobs_archived_total", {"group": "g", "why": "done"}) == 3
+
+
+def test_a_hostile_or_malformed_workflow_name_is_cut_or_labelled_malformed_and_never_raises() -> None:
+    registry = CollectorRegistry()
+    metrics = EventMetrics(registry, "recruiter")  # called directly: an exception would reach the test
+    for workflow in ("x" * 100_000, "", 7, {"name": "nightly"}, ["a"], "(malformed)"):
+        metrics(step_archived(workflow))
+    # As the leaders name a stored tag (recruiter.domain.workflow.workflow_name): never raises.
+    for raw in ({"id": ObjectId(), "name": "y" * 500, "step": "s", "deps": [], "kind": "workflow"},
+                {"name": "nightly"}, "nightly", 12, [{"x": 1}], {"id": ObjectId(), "name": {"$gt": ""}}):
+        metrics(step_archived(workflow_name(raw)))
+    assert workflow_samples(registry) == {("x" * 100, "done"): 1, ("(malformed)", "done"): 11}
+
+
+def test_the_workflow_label_is_capped_and_later_names_counted_as_other() -> None:
+    registry = CollectorRegistry()
+    bus = Bus([EventMetrics(registry, "recruiter")])
+    with capture_logs() as logs:
+        for n in range(1000):
+            bus.emit(step_archived(f"w{n}", "done" if n % 2 else "failed"))
+        bus.emit(step_archived("w1"))  # a name labelled before the cap keeps its label
+        bus.emit(step_archived("(malformed)"))  # not capped: always its own label
+    samples = workflow_samples(registry)
+    names = {name for name, _ in samples}
+    assert names == {f"w{n}" for n in range(100)} | {"_other", "(malformed)"}  # 102 values, whatever the number
+    assert samples[("w1", "done")] == 2
+    assert samples[("_other", "done")] + samples[("_other", "failed")] == 900  # the sums stay exact
+    assert sum(samples.values()) == 1002
+    capped = [e for e in logs if e["event"] == "metrics.workflow_labels_capped"]
+    assert [e["cap"] for e in capped] == [100]  # logged once
+
+
+def test_the_running_workflows_gauge_caps_its_names_as_the_counter_does() -> None:
+    labels = WorkflowLabels()
+    running = {f"w{n}": 1 for n in range(150)} | {"(malformed)": 2, "x" * 1000: 1, "w0": 3}  # w100...: _other
+    summed = labels.summed(running)
+    assert summed == {**{f"w{n}": 1 for n in range(1, 100)}, "w0": 3, "_other": 51, "(malformed)": 2}
+    assert sum(summed.values()) == sum(running.values())  # exact
+    registry = CollectorRegistry()
+    q = Queue(NOW, {}, WorkerFigures(), workflows=summed)
+    registry.register(ClusterCollector(lambda: q, lambda: True))
+    assert registry.get_sample_value("recruiter_workflows_running", {"workflow": "_other"}) == 51
+    assert registry.get_sample_value("recruiter_workflows_running", {"workflow": "w0"}) == 3
 
 
 class Reads:

@@ -15,6 +15,7 @@ from recruiter.domain.workflow import (
     downstream,
     parse_workflow,
     topological,
+    workflow_name,
 )
 
 
@@ -66,6 +67,14 @@ def test_a_well_formed_stored_field_is_read() -> None:
     wid = ObjectId()
     assert parse_workflow({"id": wid, "name": "n", "step": "s", "deps": ["a"], "kind": "batch",
                            "callback": "on_success"}) == WorkflowTag(wid, "n", "s", ("a",), "batch", "on_success")
+
+
+def test_the_name_metrics_give_a_stored_field_is_its_workflow_s_or_malformed() -> None:
+    good = {"id": ObjectId(), "name": "nightly", "step": "s", "deps": [], "kind": "workflow"}
+    assert workflow_name(good) == "nightly"
+    assert workflow_name(None) is None  # a job that is no step
+    for bad in ({**good, "name": "n" * 101}, {**good, "kind": "chord"}, "nightly", [good], 0):
+        assert workflow_name(bad) == "(malformed)"
 
 
 def test_a_step_is_refused_as_it_is_added_for_a_bad_name_or_policy() -> None:
