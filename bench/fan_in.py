@@ -126,7 +126,10 @@ def main(parts: int, processes: int, slots: int, timeout_s: float, quick: bool) 
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="recruiter-fan-in-") as tmp:
         for name in SERIES:
-            results[name] = run_series(name, parts, processes, slots, Path(tmp), timeout_s)
+            # A directory of its own per series: the scenario takes a process for started once its
+            # stats file exists, and a file the last series left would let it signal one still starting.
+            (Path(tmp) / name).mkdir()
+            results[name] = run_series(name, parts, processes, slots, Path(tmp) / name, timeout_s)
             print(json.dumps({"series": name, **results[name]}), flush=True)
     print(f"fan-in ({describe_code(REPO)}), each series on a fresh embedded server, {processes}x{slots} slots; "
           "figures from a shared, loaded machine: compare the ratios of one run")

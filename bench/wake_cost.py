@@ -151,8 +151,12 @@ def main(baseline_code: Path | None, processes: int, packed: int, series_text: s
     with tempfile.TemporaryDirectory(prefix="recruiter-wake-cost-") as tmp:
         # The series take turns between the codes, so a change in the machine's load hits both alike.
         for name in wanted:
-            for label, code in codes.items():
-                results[label][name] = run_series(known[name], code, sizes, Path(tmp))
+            for i, (label, code) in enumerate(codes.items()):
+                # A directory of its own per run: a stats file an earlier run left would pass for a
+                # process of this one started (bench.scenario waits for the files).
+                work_dir = Path(tmp) / f"{name}-{i}"
+                work_dir.mkdir()
+                results[label][name] = run_series(known[name], code, sizes, work_dir)
                 print(json.dumps({"series": name, "code": label, **results[label][name]}), flush=True)
     print("wake cost, each series on a fresh embedded server; figures from a shared, loaded machine: "
           "compare the ratios of one run")
