@@ -30,6 +30,7 @@ from recruiter.processes.events import Bus, load_subscriber
 from recruiter.processes.leadership import LostLease
 from recruiter.processes.recruiter import RecruiterConfig, RecruiterProcess
 from recruiter.processes.worker.runtime import WorkerConfig, WorkerProcess
+from recruiter.processes.worker.state import Slot
 from recruiter.producer.client import AsyncRecruiter
 from recruiter.producer.workflows import Workflow
 from recruiter.store import strict
@@ -86,6 +87,18 @@ def run(db_uri: str, scenario: Callable[[Any, MongoClient[Any], ManualClock], An
             await client.close()
 
     asyncio.run(main())
+
+
+async def witnessed_leader(db: Any, sync: MongoClient[Any],
+                           clock: ManualClock) -> tuple[Witness, RecruiterProcess, WorkerProcess, Slot]:
+    """A recruiter whose events the witness checks, and a registered worker of one slot ("w")."""
+    sync_db = sync.get_default_database()
+    witness = Witness(sync_db)
+    recruiter = RecruiterProcess(db, clock, RecruiterConfig(), owner="r", bus=Bus.logging(witness))
+    worker = WorkerProcess(db, clock, WorkerConfig(worker_id="w"), heartbeat_db=sync_db)
+    (slot,) = worker.slots
+    await worker.register(slot)
+    return witness, recruiter, worker, slot
 
 
 def test_each_event_once_after_the_write_that_makes_it_true(db_uri: str) -> None:
@@ -162,12 +175,7 @@ def test_leases_won_and_lost_and_a_dead_worker_gone(db_uri: str) -> None:
 
 def test_an_archived_step_names_its_workflow_and_a_malformed_tag_is_named_so(db_uri: str) -> None:
     async def scenario(db: Any, sync: MongoClient[Any], clock: ManualClock) -> None:
-        sync_db = sync.get_default_database()
-        witness = Witness(sync_db)
-        recruiter = RecruiterProcess(db, clock, RecruiterConfig(), owner="r", bus=Bus.logging(witness))
-        worker = WorkerProcess(db, clock, WorkerConfig(worker_id="w"), heartbeat_db=sync_db)
-        (slot,) = worker.slots
-        await worker.register(slot)
+        witness, recruiter, worker, slot = await witnessed_leader(db, sync, clock)
         producer = AsyncRecruiter(db.client, db.name, clock=clock)
         nightly = Workflow("nightly")
         nightly.step("only", Record(db_uri, n=1))
@@ -199,12 +207,7 @@ def test_an_archived_step_names_its_workflow_and_a_malformed_tag_is_named_so(db_
 
 def test_an_aborted_round_emits_nothing_it_would_have_made_true(db_uri: str) -> None:
     async def scenario(db: Any, sync: MongoClient[Any], clock: ManualClock) -> None:
-        sync_db = sync.get_default_database()
-        witness = Witness(sync_db)
-        recruiter = RecruiterProcess(db, clock, RecruiterConfig(), owner="r", bus=Bus.logging(witness))
-        worker = WorkerProcess(db, clock, WorkerConfig(worker_id="w"), heartbeat_db=sync_db)
-        (slot,) = worker.slots
-        await worker.register(slot)
+        witness, recruiter, worker, slot = await witnessed_leader(db, sync, clock)
         job_id = await AsyncRecruiter(db.client, db.name, clock=clock).enqueue(Record(db_uri, n=1))
         assert await recruiter.lease.acquire()
         await recruiter.fenced_round()
