@@ -19,7 +19,7 @@ from typing import Any
 from bson import ObjectId
 
 from recruiter.domain.waiting import Explanation, Waiting
-from recruiter.domain.workflow import MALFORMED, STEP_NAME, WorkflowTag, parse_workflow, topological
+from recruiter.domain.workflow import MALFORMED, WorkflowTag, is_name, parse_workflow, topological
 from recruiter.store import SyncCollections, SyncDb
 from recruiter.store.workflows import queued_workflow_names, step_documents, workflow_documents, workflow_groups
 
@@ -211,7 +211,7 @@ def running_by_name(db: SyncDb) -> dict[str, int]:
     out: dict[str, int] = {}
     for g in queued_workflow_names(SyncCollections.of(db)):
         name, n = g["_id"].get("name"), g.get("n")
-        if not (g["_id"].get("ok") is True and isinstance(name, str) and STEP_NAME.match(name)):
+        if not (g["_id"].get("ok") is True and is_name(name)):
             name = MALFORMED
         out[name] = out.get(name, 0) + (n if isinstance(n, int) else 0)
     return out

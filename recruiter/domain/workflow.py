@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from bson import ObjectId
 
@@ -68,8 +69,13 @@ class WorkflowTag:
     callback: str | None = None
 
 
+def is_name(value: object) -> TypeGuard[str]:
+    """Whether ``value`` is a workflow's or a step's name (:data:`STEP_NAME`); untrusted input welcome."""
+    return isinstance(value, str) and STEP_NAME.match(value) is not None
+
+
 def check_name(what: str, name: object) -> str:
-    if not isinstance(name, str) or not STEP_NAME.match(name):
+    if not is_name(name):
         raise WorkflowRefused(f"{what} must be 1 to 100 letters, digits or _ . : - (starting with a letter or digit), "
                               f"got {name!r:.60}")
     return name
@@ -140,7 +146,7 @@ def parse_workflow(raw: object) -> WorkflowTag | str:
     if not isinstance(wid, ObjectId):
         return "workflow.id: not an ObjectId"
     for what, value in (("name", name), ("step", step)):
-        if not isinstance(value, str) or not STEP_NAME.match(value):
+        if not is_name(value):
             return f"workflow.{what}: not a name"
     if not (isinstance(deps, list) and len(deps) <= MAX_STEPS and all(isinstance(d, str) for d in deps)):
         return "workflow.deps: not a list of step names"

@@ -20,13 +20,12 @@ from starlette.responses import Response
 
 from recruiter.admin.workflows import cancel_workflow, retry_workflow
 from recruiter.web.app import Dashboard, Handler, HttpProblem
-from recruiter.web.workflow_pages import parse_workflow_id
-from recruiter.web.workflow_views import cancel_summary, retry_summary
+from recruiter.web.workflow_views import cancel_summary, object_id_of, retry_summary
 
 
 def _workflow(form: FormData) -> ObjectId:
     raw = form.get("workflow")
-    wid = parse_workflow_id(raw) if isinstance(raw, str) else None
+    wid = object_id_of(raw) if isinstance(raw, str) else None
     if wid is None:
         raise HttpProblem(400, "workflow is missing or not a workflow id (24 hexadecimal digits)")
     return wid

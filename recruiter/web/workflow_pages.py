@@ -14,14 +14,13 @@ names no workflow: as the job page); every count shown says when what is shown i
 
 from __future__ import annotations
 
-from bson import ObjectId
 from starlette.requests import Request
 from starlette.responses import Response
 
 from recruiter.admin.workflow_view import WorkflowRow, list_workflows, read_workflow, stats_by_name
 from recruiter.web.app import Dashboard, Handler, HttpProblem
 from recruiter.web.pages import _one, _page_size
-from recruiter.web.workflow_views import aside_rows, step_rows
+from recruiter.web.workflow_views import aside_rows, object_id_of, step_rows
 
 NAMES_SHOWN = 50  # the workflow names the summary shows (the most workflows first)
 STEPS_SHOWN = 500  # the steps one workflow's page shows (``workflows show ID`` prints them all)
@@ -38,14 +37,9 @@ async def workflows(dash: Dashboard, request: Request) -> Response:
                      aside=aside)
 
 
-def parse_workflow_id(raw: str) -> ObjectId | None:
-    """The id of a workflow's page, or None if it cannot be one (24 hexadecimal digits)."""
-    return ObjectId(raw) if len(raw) == 24 and ObjectId.is_valid(raw) else None
-
-
 async def workflow(dash: Dashboard, request: Request) -> Response:
     raw = request.path_params["workflow_id"]
-    wid = parse_workflow_id(raw)
+    wid = object_id_of(raw)
     view = await dash.read(lambda: read_workflow(dash.db, wid)) if wid is not None else None
     if view is None:
         raise HttpProblem(404, f"no workflow {raw[:60]}")

@@ -97,9 +97,13 @@ def _row(s: StepView, depth: int, states: Mapping[str, str]) -> StepRow:
                    _problems(s.doc, s.archived))
 
 
+def object_id_of(raw: str) -> ObjectId | None:
+    """The id a page's text names (a workflow's, a job's), or None if it cannot be one (24 hexadecimal digits)."""
+    return ObjectId(raw) if len(raw) == 24 and ObjectId.is_valid(raw) else None
+
+
 def aside_rows(view: WorkflowView) -> list[AsideRow]:
-    return [AsideRow(job_id, ObjectId.is_valid(job_id) and len(job_id) == 24, reason)
-            for job_id, reason in view.set_aside]
+    return [AsideRow(job_id, object_id_of(job_id) is not None, reason) for job_id, reason in view.set_aside]
 
 
 def tag_of(document: Mapping[str, Any]) -> WorkflowTag | str | None:
