@@ -11,7 +11,7 @@ from recruiter.domain.hot import HOT_FOR
 from recruiter.processes.worker.poller import Poller
 from recruiter.processes.worker.runtime import WorkerConfig, WorkerProcess
 from tests.integration.test_processes_inproc import START, Harness, eventually, run
-from tests.workables import Record
+from tests.workables import Record, WaitForRelease, release
 
 POLL_FROM_S = 0.01
 POLL_TO_S = 0.16
@@ -121,6 +121,51 @@ def test_a_process_whose_entry_is_hot_polls_at_poll_from(db_uri: str) -> None:
 
             await eventually(cold, timeout_s=30, message="the poller backing off again")
         finally:
+            process.stop()
+            await asyncio.wait_for(running, timeout=30)
+
+    run(db_uri, scenario)
+
+
+def test_a_hot_entry_of_a_slot_running_a_job_does_not_keep_its_process_polling_fast(db_uri: str) -> None:
+    """A slot's own entry, free and marked hot, while the slot runs a job held ahead in its other
+    lane: the slot is handed nothing before that job's outcome, so the mark does not keep the
+    process polling fast (it backs off to ``poll_to``). Once the slot is idle, the mark counts again.
+    Before, a worker of short jobs in batches read its entries after nearly every job for its mark."""
+    async def scenario(h: Harness) -> None:
+        first = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()  # FIFO: lane 0
+        await WaitForRelease(h.db_uri, "ahead").as_job_of(h.producer).enqueue()  # lane ~1, ahead
+        config = WorkerConfig(worker_id="w", prefetch=1, poll_from_s=POLL_FROM_S, poll_to_s=1.0,
+                              heartbeat_interval_s=3600, deregister_wait_s=0.2)
+        process = WorkerProcess(h.db, h.clock, config, heartbeat_db=h.sync_db)
+        running = asyncio.create_task(process.run())
+        try:
+            await eventually(lambda: _started(process), message="the lanes waiting")
+            poller = process.poller
+            assert poller is not None
+            assert (await h.round()).assigned == 2
+            await eventually(lambda: h.ledger(event="start", key="ahead"), message="the job held ahead started")
+
+            async def first_recorded() -> bool:
+                entry = await h.roster("w") or {}
+                return entry.get("available") is True and (entry.get("outcome") or {}).get("job") == first
+
+            await eventually(first_recorded, message="the first job's outcome, its entry free")
+            await h.db.roster.update_one({"_id": "w"}, {"$set": {"hot": h.clock.now() + HOT_FOR}})
+            reads = poller.reads
+
+            async def backed_off() -> bool:
+                return poller.reads > reads and not poller.hot and poller.pace.wait_s >= 1.0
+
+            await eventually(backed_off, timeout_s=20, message="the poller backing off despite the mark")
+            release(h.db_uri, "ahead")
+
+            async def hot_again() -> bool:
+                return poller.hot
+
+            await eventually(hot_again, timeout_s=20, message="the mark counting once the slot is idle")
+        finally:
+            release(h.db_uri, "ahead")
             process.stop()
             await asyncio.wait_for(running, timeout=30)
 

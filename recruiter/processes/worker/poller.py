@@ -115,8 +115,12 @@ class Poller:
             self.pace.wait_s = self.pace.slow_s
             return 0
         now = self.clock.now()
+        # A hot entry keeps the pace fast only while its slot is idle here: a slot running a job (a
+        # batch, or one held ahead) reads fast after its outcomes anyway, and is handed nothing more
+        # before its last one, so polling fast for its mark would be reads for nothing.
+        busy = {s.runner_id for s in self.slots if s.running is not None}
         self.hot = any(hot_until(e.get(HOT), now) is not None and e.get("available") is True
-                       for e in entries.values())
+                       and e.get("_id") not in busy for e in entries.values())
         acted = 0
         for slot in self.slots:
             if not slot.inbox.waiting:
