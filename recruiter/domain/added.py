@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import bson
@@ -175,8 +175,10 @@ def _shape_problem(tag: WorkflowTag, steps: Sequence[AddedStep], existing: Exist
 def _document(tag: WorkflowTag, step: AddedStep, ids: Mapping[str, ObjectId], now: datetime) -> dict[str, Any]:
     doc: dict[str, Any] = {k: v for k, v in step.job.items() if k not in _ROUNDS_OWN}
     doc.update(_id=ids[step.name], done=False, locked=False, attempts=0, crashes=0, status="queued", executions=[])
-    if not isinstance(doc.get("created_at"), datetime):
-        doc["created_at"] = now
+    # Due as long after the round's time as it was after its building (schedule_in), by the leader's clock.
+    built, due = doc.get("created_at"), doc.get("scheduled_at")
+    delay = due - built if isinstance(built, datetime) and isinstance(due, datetime) else None
+    doc.update(created_at=now, scheduled_at=now + max(delay, timedelta()) if delay is not None else due)
     doc["workflow"] = {"id": tag.id, "name": tag.name, "step": step.name, "deps": list(step.deps),
                        "kind": tag.kind, "added_by": tag.step}
     if step.deps:
