@@ -78,3 +78,15 @@ class AddsOutsideAWorkflow(Workable):
     def execute(self, ctx: JobContext) -> Any:
         note(self.ledger_uri, ctx, "start")
         return ctx.workflow.add("child", Step(self.ledger_uri))
+
+
+class Fans(Workable):
+    """Adds ``parts`` children and a join, noting nothing (for ``run_inline``)."""
+
+    def __init__(self, parts: int = 2, name: str = "join") -> None:
+        self.parts, self.name = parts, name
+
+    def execute(self, ctx: JobContext) -> int:
+        names = ctx.workflow.fan_out("child", [Step("unused", n=k) for k in range(self.parts)])
+        ctx.workflow.add(self.name, Sum("unused"), deps=names)
+        return self.parts

@@ -236,3 +236,17 @@ def test_a_held_dependent_waits_for_the_added_steps_with_its_policy_for_the_addi
     assert joined["on"][0]["ids"] == [spawn, new]
     assert joined["on"][1]["ids"] == [other]
     assert joined["pending"] == [spawn, other, new]
+
+
+def test_run_inline_checks_the_steps_a_job_adds_and_lists_those_of_a_done_run() -> None:
+    from recruiter.testing import run_inline
+    from tests.dynamic_workables import Fans
+
+    done = run_inline(Fans(parts=2))
+    assert done.why == "done"
+    assert done.added_steps == ("child-1", "child-2", "join")
+    refused = run_inline(Fans(name="no way"))
+    assert refused.why == "not-scheduled-by-retry-policy"
+    assert refused.added_steps == ()
+    assert refused.last.error_class is not None
+    assert refused.last.error_class.endswith("StepsRefused")
