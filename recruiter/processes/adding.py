@@ -46,7 +46,7 @@ async def checked_additions(c: Collections, outcomes: dict[object, tuple[str, Do
         job = jobs.get(job_id)
         if not is_adding(outcome) or job is None or not held_by(job, outcome):
             continue  # a stale outcome is skipped by the sort
-        plan = await _plan(c, job, outcome, now)
+        plan = await _plan(c, job, outcome, now, list(out.values()))
         if isinstance(plan, str):
             log.warning("job.steps_refused", job_id=str(job_id), worker_id=worker_id, reason=plan)
             decision: Document = {"archive": STEPS_REFUSED, "reason": f"the steps it added were refused: {plan}"}
@@ -56,15 +56,19 @@ async def checked_additions(c: Collections, outcomes: dict[object, tuple[str, Do
     return out
 
 
-async def _plan(c: Collections, job: Document, outcome: Document, now: datetime) -> Addition | str:
+async def _plan(c: Collections, job: Document, outcome: Document, now: datetime,
+                planned: list[Addition]) -> Addition | str:
+    """The steps ``outcome`` adds, checked against its workflow as stored and the steps this round
+    already planned (two steps of one workflow adding a step of one name in one round: the second refused)."""
     tag = parse_workflow(job.get("workflow"))
     if isinstance(tag, str):
         return f"the job is not a step of a workflow ({tag})"
     steps = parse_added(outcome.get("steps"), tag.step)
     if isinstance(steps, str):
         return steps
-    existing = existing_of(await adding.workflow_steps(c, tag.id))
-    return plan_additions(tag, job["_id"], steps, existing, now)
+    docs = await adding.workflow_steps(c, tag.id)
+    docs += [(d, False) for a in planned for d in a.docs if d["workflow"]["id"] == tag.id]
+    return plan_additions(tag, job["_id"], steps, existing_of(docs), now)
 
 
 def noted(archive: list[Document], additions: Mapping[object, Addition]) -> None:

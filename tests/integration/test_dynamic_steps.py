@@ -192,3 +192,19 @@ def test_a_step_added_after_a_step_that_ended_counts_it_at_once(db_uri: str) -> 
         assert await work_all(h, [worker]) == [extra["_id"]]
 
     run(db_uri, scenario)
+
+
+def test_two_steps_adding_one_name_in_one_round_add_it_once(db_uri: str) -> None:
+    """The round checks each outcome against the workflow and what it planned before it."""
+    async def scenario(h: Harness) -> None:
+        wf = Workflow("twice")
+        wf.step("a", AddsNamed(h.db_uri, "extra", []))
+        wf.step("b", AddsNamed(h.db_uri, "extra", []))
+        done = await wf.enqueue(h.producer)
+        workers = [await h.worker(f"w{k}") for k in range(2)]
+        assert sorted(await work_all(h, workers)) == sorted([done["a"], done["b"]])
+        whys = sorted([(await h.archived(done[n]) or {}).get("why") for n in ("a", "b")])
+        assert whys == ["done", STEPS_REFUSED]
+        assert await h.db.scheduled.count_documents({"workflow.step": "extra"}) == 1
+
+    run(db_uri, scenario)
