@@ -218,12 +218,20 @@ def test_what_the_worker_sent_cannot_lock_unique_or_archive_a_step() -> None:
     assert doc["workflow"]["id"] == TAG.id
 
 
-def test_a_step_whose_job_is_not_valid_is_refused() -> None:
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("group", 12, "group"),
+    ("scheduled_at", "soon", "scheduled_at"),
+    ("workable", {"class": "x:Y", "parameters": {"$where": 1}}, "starts with '$'"),
+])
+def test_a_step_whose_job_could_not_be_written_or_run_is_refused(field: str, value: object, message: str) -> None:
+    """What the insert (the validator, field names) or a later copy into the roster would refuse
+    never reaches the round's writes: its transaction would fail on every try."""
     raw = added("a")
-    raw[0]["job"]["group"] = 12
+    raw[0]["job"][field] = value
     problem = plan(raw, workflow(*BASE))
     assert isinstance(problem, str)
-    assert problem.startswith("step 'a': its job is not valid: group")
+    assert problem.startswith("step 'a': its job is not valid: ")
+    assert message in problem
 
 
 def test_a_held_dependent_waits_for_the_added_steps_with_its_policy_for_the_adding_one() -> None:
