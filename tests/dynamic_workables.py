@@ -90,3 +90,21 @@ class Fans(Workable):
         names = ctx.workflow.fan_out("child", [Step("unused", n=k) for k in range(self.parts)])
         ctx.workflow.add(self.name, Sum("unused"), deps=names)
         return self.parts
+
+
+class TampersWithItsSteps(Workable):
+    """Adds a step, then rewrites what was kept of it (``how``): what a hostile job may hand back."""
+
+    def __init__(self, ledger_uri: str, how: str) -> None:
+        self.ledger_uri, self.how = ledger_uri, how
+
+    def execute(self, ctx: JobContext) -> str:
+        ctx.workflow.add("child", Step(self.ledger_uri))
+        kept = ctx.workflow._added[0]  # the tampering under test
+        if self.how == "deps":
+            kept["deps"] = "not a list"
+        elif self.how == "dollar":
+            kept["job"]["workable"]["parameters"] = {"$where": "1"}
+        elif self.how == "locked":
+            kept["job"].update(locked=True, status="assigned", lock_token="forged")
+        return self.how

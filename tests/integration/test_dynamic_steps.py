@@ -12,7 +12,7 @@ from bson import ObjectId
 
 from recruiter import Workflow
 from recruiter.admin.workflow_view import read_workflow
-from recruiter.domain.added import STEPS_REFUSED
+from recruiter.domain.added import STEPS_NOT_ADDED, STEPS_REFUSED
 from tests.dynamic_workables import (
     AddsNamed,
     AddsOutsideAWorkflow,
@@ -20,6 +20,7 @@ from tests.dynamic_workables import (
     ChildSpawner,
     Spawner,
     SpawnsThenFailsOnce,
+    TampersWithItsSteps,
 )
 from tests.flow_workables import Step
 from tests.integration.test_dependencies import work_all
@@ -206,5 +207,44 @@ def test_two_steps_adding_one_name_in_one_round_add_it_once(db_uri: str) -> None
         whys = sorted([(await h.archived(done[n]) or {}).get("why") for n in ("a", "b")])
         assert whys == ["done", STEPS_REFUSED]
         assert await h.db.scheduled.count_documents({"workflow.step": "extra"}) == 1
+
+    run(db_uri, scenario)
+
+
+@pytest.mark.parametrize(("how", "why", "reason"), [
+    ("deps", STEPS_REFUSED, "the steps it added were refused: step 'child': deps is not a list of step names"),
+    # Not written to the roster at all: no update can store the name.
+    ("dollar", STEPS_NOT_ADDED, "the steps it added could not be written: steps.0.job.workable.parameters.$where"),
+])
+def test_steps_a_job_tampered_with_are_refused_and_the_round_goes_on(db_uri: str, how: str, why: str,
+                                                                     reason: str) -> None:
+    async def scenario(h: Harness) -> None:
+        wf = Workflow("hostile")
+        wf.step("bad", TampersWithItsSteps(h.db_uri, how))
+        wf.step("after", Step(h.db_uri, n=1))
+        done = await wf.enqueue(h.producer)
+        workers = [await h.worker(f"w{k}") for k in range(2)]
+        assert sorted(await work_all(h, workers)) == sorted([done["bad"], done["after"]])
+        bad = await h.archived(done["bad"])
+        assert bad is not None
+        assert (bad["why"], bad["result"]) == (why, how)
+        assert bad["reason"].startswith(reason)
+        assert (await h.archived(done["after"]) or {}).get("why") == "done", "the round applied the other outcome"
+        assert await h.db.scheduled.count_documents({}) == 0
+
+    run(db_uri, scenario)
+
+
+def test_a_forged_lock_on_a_step_is_not_written(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        wf = Workflow("forged")
+        wf.step("bad", TampersWithItsSteps(h.db_uri, "locked"))
+        done = await wf.enqueue(h.producer)
+        worker = await h.worker("w1")
+        assert await work_all(h, [worker]) == [done["bad"]]
+        child = await h.db.scheduled.find_one({"workflow.step": "child"})
+        assert child is not None
+        assert (child["locked"], child["status"], child.get("lock_token")) == (False, "queued", None)
+        assert await work_all(h, [worker]) == [child["_id"]]
 
     run(db_uri, scenario)

@@ -9,6 +9,9 @@ attempt that failed, was retried or snoozed, or was halted, carries none. A job 
 process sends its steps with its result (:class:`~recruiter.domain.handback.CheckedResult`), as
 plain BSON values.
 
+Steps whose field names no update can write (a job that tampered with them: ``add`` refuses
+such names) are not carried: the job is archived ``steps-not-added`` saying why.
+
 Invariant: writes nothing, never raises on what the job did.
 """
 
@@ -18,6 +21,7 @@ from dataclasses import replace
 
 from recruiter.domain.added import NOT_ADDED_REASON, STEPS_NOT_ADDED
 from recruiter.domain.adding import WorkflowSteps
+from recruiter.domain.field_names import odd_name_problem
 from recruiter.domain.handback import CheckedResult
 from recruiter.domain.outcome import DONE, Outcome
 from recruiter.domain.retry import Archive
@@ -41,4 +45,8 @@ def with_steps(outcome: Outcome, value: object, running: Running) -> Outcome:
         steps = running.steps.added if running.steps is not None else None
     if not steps or not (isinstance(outcome.decision, Archive) and outcome.decision.why == DONE):
         return outcome
+    problem = odd_name_problem(steps, "steps")  # a job that tampered with them: no update could write them
+    if problem:
+        unwritable = f"the steps it added could not be written: {problem}"
+        return replace(outcome, decision=Archive(STEPS_NOT_ADDED, unwritable))
     return replace(outcome, decision=Archive(STEPS_NOT_ADDED, NOT_ADDED_REASON), steps=steps)
