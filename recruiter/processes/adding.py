@@ -17,8 +17,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-import structlog
-
 from recruiter.domain.added import (
     STEPS_REFUSED,
     Addition,
@@ -31,14 +29,14 @@ from recruiter.domain.added import (
 from recruiter.domain.dependencies import parse_after
 from recruiter.domain.outcome import DONE, held_by
 from recruiter.domain.workflow import parse_workflow
+from recruiter.processes.logs import AfterCommit
 from recruiter.store import adding
 from recruiter.store.layout import Collections, Document
 
-log = structlog.get_logger("recruiter.recruiter")
-
 
 async def checked_additions(c: Collections, outcomes: dict[object, tuple[str, Document]],
-                            jobs: Mapping[object, Document], now: datetime) -> dict[object, Addition]:
+                            jobs: Mapping[object, Document], now: datetime, events: AfterCommit
+                            ) -> dict[object, Addition]:
     """The steps each outcome adds, by job id; the outcomes that add steps are rewritten in
     ``outcomes``: ``done`` when accepted, ``steps-refused`` (with why) when not."""
     out: dict[object, Addition] = {}
@@ -48,7 +46,7 @@ async def checked_additions(c: Collections, outcomes: dict[object, tuple[str, Do
             continue  # a stale outcome is skipped by the sort
         plan = await _plan(c, job, outcome, now, list(out.values()))
         if isinstance(plan, str):
-            log.warning("job.steps_refused", job_id=str(job_id), worker_id=worker_id, reason=plan)
+            events.warning("job.steps_refused", job_id=str(job_id), worker_id=worker_id, reason=plan)
             decision: Document = {"archive": STEPS_REFUSED, "reason": f"the steps it added were refused: {plan}"}
         else:
             decision, out[job_id] = {"archive": DONE}, plan
@@ -78,13 +76,13 @@ def noted(archive: list[Document], additions: Mapping[object, Addition]) -> None
             doc["added_steps"] = [d["workflow"]["step"] for d in a.docs]
 
 
-async def add_steps(c: Collections, additions: list[Addition]) -> None:
+async def add_steps(c: Collections, additions: list[Addition], events: AfterCommit) -> None:
     """Write the added steps, and make the dependents held for them wait for them too."""
     for a in additions:
         await adding.insert_steps(c, a.docs)
         if a.held_ids:
             await _hold(c, a)
-        log.info("workflow.steps_added", job_id=str(a.job_id), steps=len(a.docs), held=len(a.held_ids))
+        events.info("workflow.steps_added", job_id=str(a.job_id), steps=len(a.docs), held=len(a.held_ids))
 
 
 async def _hold(c: Collections, a: Addition) -> None:
@@ -93,5 +91,7 @@ async def _hold(c: Collections, a: Addition) -> None:
         if isinstance(after, str):
             continue  # malformed: the sweep sets it aside
         tag = parse_workflow(dep.get("workflow"))
-        deps = None if isinstance(tag, str) else list(dict.fromkeys([*tag.deps, *a.held_names]))
+        deps = None  # a dependent of another workflow, or of none, keeps its tag
+        if not isinstance(tag, str) and tag.id == a.docs[0]["workflow"]["id"]:
+            deps = list(dict.fromkeys([*tag.deps, *a.held_names]))
         await adding.join(c, dep["_id"], a.job_id, joined_after(dep["after"], a.job_id, a.held_ids), deps)

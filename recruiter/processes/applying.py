@@ -86,7 +86,7 @@ async def apply_sorted(c: Collections, s: Sorted, now: datetime, events: AfterCo
         if await scheduled.delete_archived(c.scheduled, locks) < len(locks):
             late += await resubmitted_late(c, locks, written)
         gone = {d["_id"] for d in late}
-        await add_steps(c, [a for d in s.archive if d["_id"] not in gone and (a := additions.get(d["_id"]))])
+        await add_steps(c, [a for d in s.archive if d["_id"] not in gone and (a := additions.get(d["_id"]))], events)
         for d in s.archive:
             if d["_id"] not in gone:
                 # Logged as job.archived by the log subscriber, once the round commits.

@@ -201,7 +201,7 @@ class RoundWrites:
         outcomes = {e["outcome"]["job"]: (e["_id"], e["outcome"]) for e in entries}
         if jobs is None:
             jobs = {j["_id"]: j for j in await scheduled.read_jobs(c.scheduled, list(outcomes))}
-        additions = await checked_additions(c, outcomes, jobs, now)  # rewrites the outcomes that add steps
+        additions = await checked_additions(c, outcomes, jobs, now, self.events)  # rewrites the outcomes that add steps
         applied = await apply_sorted(c, sort_outcomes(outcomes, jobs, now), now, self.events, self.fault,
                                      dependents=self.held_jobs(), additions=additions)
         if clear:
