@@ -258,3 +258,14 @@ def test_run_inline_checks_the_steps_a_job_adds_and_lists_those_of_a_done_run() 
     assert refused.added_steps == ()
     assert refused.last.error_class is not None
     assert refused.last.error_class.endswith("StepsRefused")
+
+
+def test_a_retried_step_is_known_by_its_current_job() -> None:
+    original, copy, done = ObjectId(), ObjectId(), ObjectId()
+    tag = {"id": TAG.id, "name": "wf", "step": "part", "deps": [], "kind": "workflow"}
+    existing = existing_of([({"_id": copy, "workflow": tag}, False),
+                            ({"_id": original, "workflow": tag, "why": "failed", "retried_as": copy}, True),
+                            ({"_id": done, "workflow": {**tag, "step": "fetch"}, "why": "done"}, True),
+                            ({"_id": ObjectId(), "workflow": {"step": "no tag"}}, True)])
+    assert existing.ids == {"part": copy, "fetch": done}
+    assert existing.ended == {original: "failed", done: "done"}
