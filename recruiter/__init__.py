@@ -6,6 +6,7 @@ through :class:`Recruiter` (sync) or :class:`AsyncRecruiter` (asyncio) and follo
 ``recruiter start``, ``worker start`` and ``cleaner start`` processes do the rest.
 """
 
+from recruiter.domain.adding import StepsRefused, WorkflowSteps
 from recruiter.domain.builder import JobBuilder
 from recruiter.domain.cancel import CancelResult
 from recruiter.domain.dependency_results import DependencyResult, DependencyResults, ResultUnavailable
@@ -51,10 +52,12 @@ __all__ = [
     "ScheduleView",
     "Snooze",
     "SnoozeRefused",
+    "StepsRefused",
     "Workable",
     "Workflow",
     "WorkflowRefused",
     "WorkflowRun",
+    "WorkflowSteps",
     "__version__",
     "chain",
     "fan_in",

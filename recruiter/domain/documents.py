@@ -212,6 +212,8 @@ OUTCOME: dict[str, tuple[bool, Check]] = {
                                         "class": (False, text), "fix": (False, text)}))),
     # A done job whose value was not stored (recruiter.domain.handback.Dropped).
     "result_dropped": (False, optional(fields({"reason": (True, text), "size_bytes": (False, optional(count))}))),
+    # The workflow steps a done attempt added (recruiter.domain.added checks each).
+    "steps": (False, optional(list_of(document))),
 }
 
 ENTRY: dict[str, tuple[bool, Check]] = {

@@ -72,6 +72,7 @@ class CheckedResult:
 
     value: object
     dropped: Dropped | None
+    steps: list[dict[str, object]] | None = None  # the workflow steps the attempt added (domain.adding)
 
 
 def storable_text(text: str) -> str:

@@ -134,6 +134,8 @@ class Outcome:
     refusal: dict[str, object] | None = None
     # A done job whose value was not stored, and why (recruiter.domain.handback).
     result_dropped: Dropped | None = None
+    # The workflow steps a done attempt added (its decision: recruiter.domain.added.STEPS_NOT_ADDED).
+    steps: list[dict[str, object]] | None = None
 
     def stripped(self, why: str) -> Outcome:
         """This outcome with nothing the job handed back but its decision: for one the store could
@@ -146,7 +148,10 @@ class Outcome:
         execution = None if self.execution is None else replace(
             self.execution, message=f"the outcome could not be written with this attempt's details: {why}",
             trace=None, logs="", logs_cut=0)
-        return replace(self, result=None, result_dropped=dropped, execution=execution)
+        decision = self.decision
+        if self.steps and isinstance(decision, Archive):  # its steps are not added: the job says why
+            decision = Archive(decision.why, f"the outcome could not be written with the steps it added: {why}")
+        return replace(self, result=None, result_dropped=dropped, execution=execution, steps=None, decision=decision)
 
     def to_document(self) -> dict[str, object]:
         """An :class:`~recruiter.domain.records.OutcomeDoc`."""
@@ -163,6 +168,8 @@ class Outcome:
             doc["refusal"] = self.refusal
         if self.result_dropped is not None:
             doc["result_dropped"] = self.result_dropped.document()
+        if self.steps:
+            doc["steps"] = self.steps
         return doc
 
 

@@ -236,6 +236,8 @@ class OutcomeDoc(TypedDict):
     result: NotRequired[object]
     # A done job's value that was not stored: {reason, size_bytes} (recruiter.domain.handback).
     result_dropped: NotRequired[dict[str, object] | None]
+    # The workflow steps a done attempt added, decided steps-not-added (recruiter.domain.added).
+    steps: NotRequired[list[dict[str, object]]]
 
 
 class AssignedRef(TypedDict):

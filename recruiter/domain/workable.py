@@ -40,7 +40,16 @@ from recruiter.domain.retry import RetryPolicy
 R = TypeVar("R")
 
 if TYPE_CHECKING:
+    from recruiter.domain.adding import WorkflowSteps
     from recruiter.domain.builder import Enqueuer, JobBuilder
+
+
+def _no_steps() -> WorkflowSteps:
+    """A context's ``workflow`` when none is given: a job that is no workflow's step (the import
+    is here: the steps are built as jobs, whose module imports this one)."""
+    from recruiter.domain.adding import WorkflowSteps
+
+    return WorkflowSteps()
 
 
 # A progress message is cut to this many characters (it rides on every heartbeat).
@@ -89,6 +98,8 @@ class JobContext:
     after: tuple[str, ...] = ()  # .after(...): the ids of the jobs it waited for (recruiter.domain.dependencies)
     reporter: ProgressSink | None = field(default=None, compare=False, repr=False)
     dependencies: DependencyResults | None = field(default=None, compare=False, repr=False)
+    # ctx.workflow.add(...): the steps a workflow's step adds to it (recruiter.domain.adding)
+    workflow: WorkflowSteps = field(default_factory=_no_steps, compare=False, repr=False)
 
     def dependency_results(self) -> DependencyResults:
         """The results of the jobs it waited for, by id and by step name (read by the worker as the

@@ -13,9 +13,11 @@ step of the same workflow (so the steps form a DAG: no cycle can be written), at
                deps: ["part-1", ...],   # the steps it waits for, by name (their ids: after.ids)
                kind: "workflow"}        # or "batch"; a batch's callbacks add callback: "on_success"
 
-The field is information: no process decides anything from it (a 0.2.0 process ignores
-it; the ``after`` field does the waiting). Views read it as untrusted input:
-:func:`parse_workflow` returns the reason a malformed one is set aside.
+The field is information: no process decides when a job runs from it (a 0.2.0 process ignores
+it; the ``after`` field does the waiting). Views, and the round applying the steps a running step
+added (:mod:`recruiter.domain.added`), read it as untrusted input: :func:`parse_workflow` returns
+the reason a malformed one is set aside (its steps refused). An added step's field also names
+the step that added it, ``added_by``.
 
 A batch (Sidekiq's) is a workflow of kind ``batch``: its jobs have no deps, its
 ``on_complete`` callback waits for them all and runs whatever happened

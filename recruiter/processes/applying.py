@@ -14,18 +14,20 @@ other write is conditional on the lock token.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import structlog
 
+from recruiter.domain.added import Addition
 from recruiter.domain.events import JobArchived, OutcomeApplied
 from recruiter.domain.outcome import archived_document, held_by, is_archive, resubmit_update
 from recruiter.domain.resubmit import flagged
 from recruiter.domain.snoozed import requeue_update
 from recruiter.domain.timeline import applied_event
 from recruiter.domain.workflow import workflow_name
+from recruiter.processes.adding import add_steps, noted
 from recruiter.processes.dependencies import after_archive
 from recruiter.processes.logs import AfterCommit
 from recruiter.store import archived, scheduled
@@ -68,17 +70,23 @@ def sort_outcomes(outcomes: dict[object, tuple[str, Document]], jobs: dict[objec
 
 
 async def apply_sorted(c: Collections, s: Sorted, now: datetime, events: AfterCommit,
-                       fault: Callable[[str], None], *, dependents: bool = True) -> int:
+                       fault: Callable[[str], None], *, dependents: bool = True,
+                       additions: Mapping[object, Addition] | None = None) -> int:
     """Write ``s`` on ``c``; how many jobs were archived, rescheduled or resubmitted. With
-    ``dependents`` (some job may wait for others), the archived jobs release their dependents."""
+    ``dependents`` (some job may wait for others), the archived jobs release their dependents;
+    ``additions``: the steps the jobs archived done add (:mod:`recruiter.processes.adding`),
+    written before that release."""
     late: list[Document] = []
+    additions = additions or {}
     if s.archive:
+        noted(s.archive, additions)
         written = await archived.archive(c.archived, s.archive)
         fault("archive.between_insert_and_delete")
         locks = [(d["_id"], s.locks[d["_id"]]) for d in s.archive]
         if await scheduled.delete_archived(c.scheduled, locks) < len(locks):
             late += await resubmitted_late(c, locks, written)
         gone = {d["_id"] for d in late}
+        await add_steps(c, [a for d in s.archive if d["_id"] not in gone and (a := additions.get(d["_id"]))], events)
         for d in s.archive:
             if d["_id"] not in gone:
                 # Logged as job.archived by the log subscriber, once the round commits.

@@ -38,6 +38,7 @@ from bson import ObjectId
 from recruiter.domain.job import Status
 from recruiter.domain.outcome import jobs_referenced_by
 from recruiter.domain.selection import Assignment
+from recruiter.processes.adding import checked_additions
 from recruiter.processes.applying import apply_sorted, sort_outcomes
 
 # What an assignment carries and a round's plan, moved to their own modules; still importable from here.
@@ -200,8 +201,9 @@ class RoundWrites:
         outcomes = {e["outcome"]["job"]: (e["_id"], e["outcome"]) for e in entries}
         if jobs is None:
             jobs = {j["_id"]: j for j in await scheduled.read_jobs(c.scheduled, list(outcomes))}
+        additions = await checked_additions(c, outcomes, jobs, now, self.events)  # rewrites the outcomes that add steps
         applied = await apply_sorted(c, sort_outcomes(outcomes, jobs, now), now, self.events, self.fault,
-                                     dependents=self.held_jobs())
+                                     dependents=self.held_jobs(), additions=additions)
         if clear:
             await clear_outcomes(c, entries)
         return applied

@@ -36,6 +36,7 @@ from typing import Any
 import bson
 from bson import CodecOptions, ObjectId
 
+from recruiter.domain.adding import WorkflowSteps
 from recruiter.domain.attempt import describe_exception, failure_of, judge, storable_result
 from recruiter.domain.builder import JobBuilder
 from recruiter.domain.clock import utc
@@ -49,6 +50,7 @@ from recruiter.processes.worker.child import JobTimedOut
 from recruiter.testing.capture import installed_for_now
 
 INLINE_WORKER = "inline"
+INLINE_STEP = "inline"  # the workflow step a job run inline is (ctx.workflow works, nothing is added)
 # Why a run that the policy would still retry ends, after ``max_attempts`` attempts (inline only).
 STILL_RETRYING = "still-retrying"
 _CODEC: CodecOptions[dict[str, Any]] = CodecOptions(tz_aware=True)
@@ -92,6 +94,8 @@ class InlineResult:
     reason: str | None = None
     result_dropped: str | None = None  # why a done job's value would not be stored, if it would not
     waits: tuple[timedelta, ...] = ()  # between an attempt's end and the next one's due time
+    # The names of the workflow steps the done attempt added (ctx.workflow; run as step "inline").
+    added_steps: tuple[str, ...] = ()
 
     @property
     def done(self) -> bool:
@@ -138,6 +142,7 @@ class _Run:
     clock: _Clock = field(default_factory=_Clock)
     attempts: list[InlineAttempt] = field(default_factory=list)
     waits: list[timedelta] = field(default_factory=list)
+    steps: WorkflowSteps | None = None  # the attempt's ctx.workflow
     snoozes: int = 0  # runs that snoozed (recruiter.domain.snooze): not counted as attempts
 
     def start(self) -> tuple[Callable[..., Any], tuple[JobContext, ...], LogBuffer, list[ProgressCall]]:
@@ -148,7 +153,9 @@ class _Run:
         ctx = JobContext(job_id=str(self.job["_id"]), attempt=self.job["attempts"], worker_id=INLINE_WORKER,
                          group=self.job["group"], tags=tuple(self.job.get("tags") or ()),
                          tenant=self.job.get("tenant"), scheduled_at=self.job["scheduled_at"], assigned_at=now,
-                         reporter=lambda value, message: calls.append(ProgressCall(value, message, self.clock.now())))
+                         reporter=lambda value, message: calls.append(ProgressCall(value, message, self.clock.now())),
+                         workflow=WorkflowSteps(INLINE_STEP))
+        self.steps = ctx.workflow
         workable = workable_from_document(self.job["workable"])
         method = getattr(workable, self.job["workable"].get("method") or "execute")
         return method, ((ctx,) if accepts_context(method) else ()), LogBuffer(), calls
@@ -170,7 +177,8 @@ class _Run:
         if error is None:
             result, dropped = storable_result(value)  # as stored: a BSON round trip
             self.attempts.append(made(outcome="done", decision=f"archive: {DONE}"))
-            return self._result(DONE, _stored(result), result_dropped=dropped.reason if dropped else None)
+            return self._result(DONE, _stored(result), result_dropped=dropped.reason if dropped else None,
+                                added_steps=tuple(s["name"] for s in self.steps.added) if self.steps else ())
         cls, message, trace = describe_exception(error)
         decision: Decision = judge(self.job, failure_of(self.job, error, ended_at), ended_at)
         self.attempts.append(made(

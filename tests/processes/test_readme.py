@@ -50,7 +50,7 @@ def test_readme_names_its_example_files() -> None:
                                    "fastapi_app.py", "settings.py", "recruiting.py", "views.py", "urls.py",
                                    "worker_setup.py",
                                    # docs/guide/workflows.md
-                                   "pipeline_jobs.py", "pipeline.py", "report.py", "squares.py"}
+                                   "pipeline_jobs.py", "pipeline.py", "report.py", "squares.py", "dynamic.py"}
 
 
 def test_every_python_block_of_the_guides_is_run() -> None:
@@ -189,9 +189,10 @@ def workflows(tmp_path: Path, env: dict[str, str], db: Any) -> None:
 
 
 def named_workflows(tmp_path: Path, env: dict[str, str], db: Any) -> None:
-    """docs/guide/workflows.md's report.py (a named workflow) and squares.py (a batch with callbacks)."""
+    """docs/guide/workflows.md's report.py (a named workflow), squares.py (a batch with callbacks) and
+    dynamic.py (a step that adds steps, and a dependent that waits for them too)."""
     ran = {}
-    for script in ("report.py", "squares.py"):
+    for script in ("report.py", "squares.py", "dynamic.py"):
         result = subprocess.run([sys.executable, script], cwd=tmp_path, env=env, capture_output=True, text=True,
                                 timeout=120)
         assert result.returncode == 0, result.stderr
@@ -200,6 +201,12 @@ def named_workflows(tmp_path: Path, env: dict[str, str], db: Any) -> None:
     assert ran["report.py"][1:] == ["14", str(done)]
     assert db.archived.count_documents({"workflow.id": ObjectId(ran["report.py"][0])}) == 5
     assert ran["squares.py"] == ["14", str({"done": 3, "failed": 0, "pending": 0, "total": 3})]
+    assert ran["dynamic.py"] == [str({"month": "2026-12", "rows": 3}),
+                                 str({"done": 6, "failed": 0, "pending": 0, "total": 6})]
+    added = db.archived.find_one({"workflow.added_by": "split", "workflow.step": "total"})
+    publish = db.archived.find_one({"workflow.step": "publish", "workflow.name": "dynamic-report"})
+    assert added["result"] == 14  # 1 + 4 + 9
+    assert added["last_execution"]["ended_at"] <= publish["last_execution"]["started_at"]
 
 
 def periodic_jobs(tmp_path: Path, env: dict[str, str], db: Any) -> None:

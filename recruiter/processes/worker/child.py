@@ -40,6 +40,7 @@ from multiprocessing.context import ForkServerContext, ForkServerProcess
 from typing import cast
 
 from recruiter import tracing
+from recruiter.domain.adding import plain_steps
 from recruiter.domain.attempt import RemoteFailure
 from recruiter.domain.handback import DEFAULT_MAX_RESULT_BYTES, CheckedResult, checked_result, describe
 from recruiter.domain.snooze import Asked, SnoozeRefused, asked_of, is_snooze
@@ -133,7 +134,7 @@ def _child_main(workable_doc: dict[str, object], ctx: JobContext, sys_path: list
             with tracing.continued(trace_carrier):  # the attempt span's context (recruiter.tracing)
                 value = asyncio.run(method(*args)) if inspect.iscoroutinefunction(method) else method(*args)
         answer = ("ok", _snooze_asked(value) if is_snooze(value) else
-                  CheckedResult(*checked_result(value, max_result_bytes)))
+                  CheckedResult(*checked_result(value, max_result_bytes), steps=plain_steps(ctx.workflow)))
     except BaseException as exc:  # noqa: BLE001 - every failure is reported to the parent
         answer = ("error", describe(exc))
     reporter.done.set()

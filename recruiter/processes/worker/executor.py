@@ -50,6 +50,7 @@ from recruiter.domain.quarantine import malformed_outcome
 from recruiter.domain.refusals import DEFAULT_GIVE_BACK_FOR, decide_refusal, refusal_document
 from recruiter.domain.retry import Archive, Decision, RetryAt
 from recruiter.domain.workable import JobContext, ProgressSink, accepts_context, workable_from_document
+from recruiter.processes.worker.adding import steps_for, with_steps
 from recruiter.processes.worker.capture import LogBuffer, capturing, ensure_installed
 from recruiter.processes.worker.child import ChildAttempt, JobTimedOut
 from recruiter.processes.worker.config import THREAD_EXIT_MARGIN_S
@@ -162,7 +163,7 @@ class Executor:
         if running.state is JobState.INTERRUPTED:
             return self.interrupted(job, running)
         ran, snoozed = snooze_of(job, ran, running, bound, self._execution)  # no attempt: recruiter.domain.snooze
-        return snoozed or self._judged(job, ran, running, bound)
+        return snoozed or with_steps(self._judged(job, ran, running, bound), ran.value, running)
 
     async def _run(self, slot_id: str, running: Running, job: Document, started_at: datetime) -> Ran:
         """Run the job's method (:meth:`_ran`) inside its spans, when the process traces (:mod:`recruiter.tracing`)."""
@@ -304,6 +305,7 @@ class Executor:
             running.progress = Said(value, message, clock.now())  # one reference replaced: no lock needed
 
         ctx = context_of(slot_id, job, report)
+        running.steps = ctx.workflow
         watch(running.logs, ctx.job_id, ctx.attempt)  # its output, in the process's log format
         timeout_s = job.get("timeout_s")
         workable = workable_from_document(job["workable"])
@@ -355,7 +357,7 @@ def context_of(slot_id: str, job: Document, reporter: ProgressSink | None = None
         group=declared_group(job) or job.get("group", ""), tags=tuple(job.get("tags") or ()),
         tenant=job.get("tenant"),
         scheduled_at=job.get("scheduled_at"), assigned_at=job.get("locked_at"), reporter=reporter,
-        after=waited_for(job), dependencies=job.get(DEPENDENCY_RESULTS),
+        after=waited_for(job), dependencies=job.get(DEPENDENCY_RESULTS), workflow=steps_for(job),
     )
 
 

@@ -19,6 +19,7 @@ import enum
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from recruiter.domain.adding import WorkflowSteps
 from recruiter.domain.events import JobFinished
 from recruiter.domain.records import ProgressDoc
 from recruiter.processes.worker.capture import LogBuffer
@@ -71,6 +72,7 @@ class Running:
     logs: LogBuffer = field(default_factory=LogBuffer)
     progress: Said | None = None
     finished: JobFinished | None = None  # the attempt's event, emitted once its outcome is recorded
+    steps: WorkflowSteps | None = None  # the job's ctx.workflow: the steps it adds (recruiter.domain.adding)
 
     def move(self, to: JobState) -> bool:
         """Move to ``to`` if :data:`MOVES` allows it; whether it moved."""
