@@ -34,6 +34,7 @@ committed (:class:`recruiter.processes.logs.AfterCommit`); a round that aborts l
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -169,6 +170,7 @@ class RecruiterProcess(LeaderProcess):
         """
         self.planner.forget(self.config.backoff_to_s)
         self.seen_until = None
+        self.saw_no_free_lane = False  # the last round found no lane to fill (bell, below)
         doorbell = Doorbell(self.db, max_await_s=self.config.backoff_to_s)
         needs_rollback = True
 
@@ -187,7 +189,12 @@ class RecruiterProcess(LeaderProcess):
             fired += await self.dependencies.maybe(self.leadership, self.c, self.clock.now())
             report = await self.fenced_round(rollback=needs_rollback)
             needs_rollback = False
+            self.saw_no_free_lane = report.free_workers == 0
             return report.busy or fired > 0 or self.planner.known_missed
+
+        def bell(timeout_s: float) -> Awaitable[bool]:
+            return doorbell.wait_for_work(timeout_s, no_free_lane=self.saw_no_free_lane,
+                                          longest_s=self.config.backoff_to_s)
 
         async def wait(timeout_s: float) -> bool:
             """The doorbell, or the next due slot (or start a rate allows) if it comes first (a timer, not a poll)."""
@@ -195,9 +202,9 @@ class RecruiterProcess(LeaderProcess):
             due_in = self.reader.wake_in_s(self.clock.now(), self.firer.wake_in_s)
             bell_s = doorbell.max_await_ms / 1000  # a doorbell wait may last this much longer than asked
             if due_in is None or due_in >= timeout_s + bell_s:
-                rang = await doorbell.wait(timeout_s)
+                rang = await bell(timeout_s)
             else:
-                rang = await doorbell.wait(due_in - bell_s) if due_in > bell_s else False
+                rang = await bell(due_in - bell_s) if due_in > bell_s else False
                 if not rang:
                     await self.leadership.sleep(self.reader.wake_in_s(self.clock.now(), self.firer.wake_in_s) or 0)
             if doorbell.take("schedules"):

@@ -112,3 +112,37 @@ def test_events_of_writes_the_last_reading_round_saw_wake_nothing(db_uri: str, d
             assert bell.drain() == {"metadata"}
 
     asyncio.run(scenario())
+
+
+def test_while_no_lane_is_free_an_enqueue_alone_does_not_ring_but_an_outcome_does(db_uri: str, db: Any) -> None:
+    """The last round found no lane to fill: an enqueue alone wakes no round (it could give the job
+    to no one) and the wait lasts at least the longest backoff; the job stays known for the next
+    round. An outcome or a registration rings at once, as does any enqueue once a lane is free."""
+    async def scenario() -> None:
+        async with _doorbell(db_uri) as (adb, bell):
+            bell.take_arrivals()
+            loop = asyncio.get_running_loop()
+            began = loop.time()
+            waiting = asyncio.create_task(bell.wait_for_work(0.05, no_free_lane=True, longest_s=1.5))
+            await asyncio.sleep(0.2)
+            await adb.scheduled.insert_one({"_id": "j1", "locked": False, "group": "g"})
+            assert not await waiting
+            assert loop.time() - began >= 1.4, "the wait is the longest backoff, not the one asked"
+            arrivals, disturbed = bell.take_arrivals()
+            assert [a["_id"] for a in arrivals] == ["j1"] and not disturbed
+            bell.drain()
+
+            await adb.roster.insert_one({"_id": "w", "available": True})
+            assert await bell.wait_for_work(5, no_free_lane=True, longest_s=5), "a registration rings"
+            assert bell.drain() == {"roster"}
+            waiting = asyncio.create_task(bell.wait_for_work(0.05, no_free_lane=True, longest_s=5))
+            await adb.roster.update_one({"_id": "w"}, {"$set": {"outcome": {"job": "j0"}}})
+            assert await asyncio.wait_for(waiting, 4), "an outcome rings"
+            assert bell.drain() == {"roster"}
+            bell.take_arrivals()
+
+            await adb.scheduled.insert_one({"_id": "j2", "locked": False, "group": "g"})
+            assert await bell.wait_for_work(5, no_free_lane=False, longest_s=5), "a lane free: an enqueue rings"
+            assert [a["_id"] for a in bell.take_arrivals()[0]] == ["j2"]
+
+    asyncio.run(scenario())
