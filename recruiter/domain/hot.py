@@ -6,7 +6,9 @@ off to ``--poll-to`` while idle. So that an idle cluster is still quick without
 every idle process polling fast, the leader marks up to ``HOT_PER_GROUP`` idle
 entries per group ``hot`` (a date: until when), prefers them when it hands out
 (after the entries holding an outcome, whose processes just recorded one and poll
-fast), and a process holding a hot entry polls at ``--poll-from`` while it is hot.
+fast), and a process holding a hot entry polls at ``--poll-from`` while it is hot and the
+entry's slot runs nothing (a slot running a batch or a job held ahead gets no more work before
+its outcome, after which its process reads fast anyway).
 
 Invariants:
 

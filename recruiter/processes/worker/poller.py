@@ -10,8 +10,9 @@ it shows something else for the slot (a cancelled assignment, a stop request,
 another session, no entry). Slots never poll one by one.
 
 The pace adapts (:class:`Pace`): ``poll_from_s`` while work is expected (just after
-this process recorded an outcome, just after a delivery, and while one of its
-entries is hot: :mod:`recruiter.domain.hot`), doubling up to ``poll_to_s`` while
+this process recorded an outcome that was not quiet, just after a delivery, and while
+one of its entries is hot and that entry's slot runs nothing: :mod:`recruiter.domain.hot`),
+doubling up to ``poll_to_s`` while
 idle. An idle process that holds no hot entry costs the server one read every
 ``poll_to_s`` at most, whatever its number of slots and whatever the write rate of the
 deployment; a hot one, one read every ``poll_from_s`` while it is hot.
