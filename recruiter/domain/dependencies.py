@@ -47,6 +47,7 @@ from recruiter.domain.dependency_policy import (
     parse_on,
     stored_on,
 )
+from recruiter.domain.edges import FATE_OF_SEVERITY, NONE_FAILED, Counted, counted_line, is_counted, parse_counted
 
 HELD_UNTIL = datetime(9999, 1, 1, tzinfo=UTC)
 DONE = "done"
@@ -75,6 +76,8 @@ class After:
     # Per-dependency policies (``after.on``); a dependency not in it follows ``if_failed``.
     policies: Mapping[ObjectId, Policy] | None = None
     guarded: bool = False  # its own id kept in ``pending`` (0.2.0 never decides it)
+    # Stored with edges (recruiter.domain.edges): its counters; ``ids`` and ``pending`` are then empty.
+    counted: Counted | None = None
 
     def default_policy(self) -> Policy:
         return RUN_ALL if self.if_failed == "run" else CANCEL_ALL
@@ -187,6 +190,8 @@ def parse_after(raw: object, job_id: object = None) -> After | str:
     ``job_id``: the job's own, read as the guard when it is in ``pending``, not as a dependency."""
     if not isinstance(raw, Mapping):
         return "after: not a document"
+    if is_counted(raw):
+        return _parse_counted(raw)
     ids, pending, failed = raw.get("ids"), raw.get("pending"), raw.get("failed", [])
     if not (isinstance(ids, list) and 0 < len(ids) <= MAX_DEPENDENCIES and all(isinstance(i, ObjectId) for i in ids)):
         return f"after.ids: not a list of 1 to {MAX_DEPENDENCIES} job ids"
@@ -209,8 +214,26 @@ def parse_after(raw: object, job_id: object = None) -> After | str:
                  job_id is not None and job_id in pending)
 
 
+def _parse_counted(raw: Mapping[str, Any]) -> After | str:
+    counted = parse_counted(raw)
+    if isinstance(counted, str):
+        return counted
+    if raw.get("if_failed") not in IF_FAILED:
+        return f"after.if_failed: not one of {', '.join(IF_FAILED)}"
+    due_at = raw.get("due_at")
+    if not isinstance(due_at, datetime):
+        return "after.due_at: not a date"
+    failed = ((counted.by, counted.by_why),) if counted.by is not None and counted.by_why is not None else ()
+    return After((), (), failed, str(raw["if_failed"]), due_at if due_at.tzinfo else due_at.replace(tzinfo=UTC),
+                 None, True, counted)
+
+
 def decide(after: After) -> Decision:
-    """What becomes of a held job: wait, release, or archive it because a dependency failed."""
+    """What becomes of a held job: wait, release, or archive it because a dependency failed.
+    One stored with edges waits while its ``left`` is above 0: the store sets it to 0 once it
+    has read that no edge of it is left (:mod:`recruiter.domain.edges`)."""
+    if after.counted is not None:
+        return _decide_counted(after.counted, after.due_at)
     if after.pending:
         return Wait(after.pending)
     fate, by, why = fate_of(after.failed, after.policies or {}, after.default_policy())
@@ -222,18 +245,33 @@ def decide(after: After) -> Decision:
     return Archive(UPSTREAM_FAILED, f"job {by} it waited for ended {why}{more}")
 
 
+def _decide_counted(counted: Counted, due_at: datetime) -> Decision:
+    if counted.left > 0:
+        return Wait(())
+    if counted.severity <= 0 or counted.severity == NONE_FAILED:
+        return Release(due_at)
+    more = f" (and {counted.failed_count - 1} more)" if counted.failed_count > 1 else ""
+    if FATE_OF_SEVERITY[counted.severity] == "skip":
+        return Archive(SKIPPED,
+                       f"job {counted.by} it waited for ended {counted.by_why}, which its policy skips on{more}")
+    return Archive(UPSTREAM_FAILED, f"job {counted.by} it waited for ended {counted.by_why}{more}")
+
+
 def failures(ended: Mapping[ObjectId, object]) -> list[dict[str, object]]:
     """The ``after.failed`` entries of dependencies archived with these whys (others than done)."""
     return [{"id": i, "why": why if isinstance(why, str) else "?"} for i, why in ended.items() if why != DONE]
 
 
-def waiting_line(raw: object, job_id: object = None) -> str | None:
-    """What a held job (``job_id``) waits for, in one line (``jobs explain``, views), or None if it is not held."""
+def waiting_line(raw: object, job_id: object = None, front: Sequence[object] | None = None) -> str | None:
+    """What a held job (``job_id``) waits for, in one line (``jobs explain``, views), or None if it is not held.
+    ``front``: for one stored with edges, the first upstreams of its edges left (read by the caller)."""
     after = parse_after(raw, job_id)
     if isinstance(after, str):
         return f"waits for other jobs, but its {after}" if isinstance(raw, Mapping) and raw.get("held") else None
     if not (isinstance(raw, Mapping) and raw.get("held")):
         return None
+    if after.counted is not None:
+        return counted_line(after.counted, front)
     if not after.pending:
         return "its dependencies have all ended; the leader releases it at its next look"
     shown = ", ".join(str(i) for i in after.pending[:5]) + (" …" if len(after.pending) > 5 else "")

@@ -9,6 +9,7 @@ leader's writes take the collections of its fenced transaction.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from bson import ObjectId
@@ -16,7 +17,9 @@ from pymongo import ReturnDocument
 
 from recruiter.domain.dependencies import GONE, Archive, Release, Wait, decide, failures, parse_after, waited_for
 from recruiter.domain.dependency_results import KEY, PROJECTION, results_of
+from recruiter.domain.edges import is_counted
 from recruiter.domain.outcome import MALFORMED, archived_document
+from recruiter.store.edges import any_left, count_down, drop_edges
 from recruiter.store.layout import Collections, Document, SyncCollections
 
 HELD: Document = {"after.held": True}
@@ -33,6 +36,8 @@ def archived_copy(job: Document, why: str, reason: str, now: datetime) -> Docume
         kept = {k: v for k, v in after.items() if k != "held"}
         if isinstance(after.get("pending"), list):  # without its guard (its own id)
             kept["pending"] = [i for i in after["pending"] if i != job.get("_id")]
+        if is_counted(after):  # stored with edges: its ids were its own (the guard)
+            kept["ids"] = []
         doc["after"] = kept
         if isinstance(after.get("due_at"), datetime):
             doc["scheduled_at"] = after["due_at"]
@@ -60,6 +65,11 @@ async def release_dependents(c: Collections, ended: Mapping[object, object], now
             if after is not None and (done := await resolve(c, after, now)) is not None:
                 archived_now.append(done)
                 nxt[done["_id"]] = done["why"]
+        for dep_id in await count_down(c, todo):  # dependents stored with edges (recruiter.domain.edges)
+            whole = await c.scheduled.find_one({"_id": dep_id, **HELD})
+            if whole is not None and (done := await resolve(c, whole, now)) is not None:
+                archived_now.append(done)
+                nxt[done["_id"]] = done["why"]
         todo = {k: v for k, v in nxt.items() if isinstance(k, ObjectId)}
     return archived_now
 
@@ -70,11 +80,15 @@ async def resolve(c: Collections, job: Document, now: datetime) -> Document | No
     after = parse_after(job.get("after"), job["_id"])
     if isinstance(after, str):
         return await _archive(c, job, MALFORMED, after, now)
+    if after.counted is not None:  # decided once no edge of it is left (recruiter.domain.edges)
+        if await any_left(c, job["_id"]):
+            return None
+        after = replace(after, counted=replace(after.counted, left=0))
     decision = decide(after)
     if isinstance(decision, Wait):
         return None
     if isinstance(decision, Release):
-        await c.scheduled.update_one(release_filter(job), release_update(decision, now))
+        await c.scheduled.update_one(release_filter(job), release_update(decision, now, after.counted is not None))
         return None
     assert isinstance(decision, Archive)
     return await _archive(c, job, decision.why, decision.reason, now)
@@ -86,9 +100,17 @@ def release_filter(job: Document) -> Document:
             "$or": [{"after.pending": {"$size": 0}}, {"after.pending": [job["_id"]]}]}
 
 
-def release_update(decision: Release, now: datetime) -> Document:
-    return {"$set": {"scheduled_at": decision.due_at, "after.released_at": now, "after.pending": []},
-            "$unset": {"after.held": ""}}
+def release_update(decision: Release, now: datetime, counted: bool = False) -> Document:
+    """Released: due at its own time. One stored with edges loses its ``ids`` (its own id, the
+    guard), so that no release reads it as a job it waited for (its results)."""
+    fields = {"scheduled_at": decision.due_at, "after.released_at": now, "after.pending": []}
+    return {"$set": fields | ({"after.ids": []} if counted else {}), "$unset": {"after.held": ""}}
+
+
+async def archive_held(c: Collections, job: Document, why: str, reason: str, now: datetime) -> Document | None:
+    """Archive the held ``job`` ``why`` (conditional on it still held and not locked): its archived
+    copy's (id, why), or None when it was not."""
+    return await _archive(c, job, why, reason, now)
 
 
 async def _archive(c: Collections, job: Document, why: str, reason: str, now: datetime) -> Document | None:
@@ -99,6 +121,8 @@ async def _archive(c: Collections, job: Document, why: str, reason: str, now: da
     await c.archived.update_one({"_id": whole["_id"]}, {"$setOnInsert": doc}, upsert=True)
     if (await c.scheduled.delete_one({"_id": whole["_id"], **HELD, "locked": False})).deleted_count != 1:
         return None
+    if is_counted(whole.get("after")):
+        await drop_edges(c, whole["_id"])
     return {"_id": whole["_id"], "why": why}
 
 
@@ -121,36 +145,53 @@ async def read_ended(c: Collections, ids: Sequence[object]) -> dict[object, obje
     return {i: whys.get(i, GONE) for i in rest}
 
 
+# Ids per `$in` of the producer's checks: a dependent of 10 000 jobs is checked in chunks.
+CHUNK = 1_000
+
+
+def _chunks(ids: Sequence[object]) -> list[list[object]]:
+    return [list(ids[k:k + CHUNK]) for k in range(0, len(ids), CHUNK)]
+
+
 def existing_ids(c: SyncCollections, ids: Sequence[ObjectId], session: object = None) -> set[object]:
-    """Of ``ids``, those of a job queued or archived (the producer's check of ``after``)."""
+    """Of ``ids``, those of a job queued or archived (the producer's check of ``after``), read in
+    chunks of :data:`CHUNK` ids."""
     kw = {"session": session} if session is not None else {}
-    found = {d["_id"] for d in c.scheduled.find({"_id": {"$in": list(ids)}}, {"_id": 1}, **kw)}
-    rest = [i for i in ids if i not in found]
-    if rest:
-        found |= {d["_id"] for d in c.archived.find({"_id": {"$in": rest}}, {"_id": 1}, **kw)}
+    found: set[object] = set()
+    for chunk in _chunks(ids):
+        found |= {d["_id"] for d in c.scheduled.find({"_id": {"$in": chunk}}, {"_id": 1}, **kw)}
+        rest = [i for i in chunk if i not in found]
+        if rest:
+            found |= {d["_id"] for d in c.archived.find({"_id": {"$in": rest}}, {"_id": 1}, **kw)}
     return found
 
 
 async def existing_ids_async(c: Collections, ids: Sequence[ObjectId], session: object = None) -> set[object]:
     """:func:`existing_ids` for the asyncio client."""
     kw = {"session": session} if session is not None else {}
-    found = {d["_id"] async for d in c.scheduled.find({"_id": {"$in": list(ids)}}, {"_id": 1}, **kw)}
-    rest = [i for i in ids if i not in found]
-    if rest:
-        found |= {d["_id"] async for d in c.archived.find({"_id": {"$in": rest}}, {"_id": 1}, **kw)}
+    found: set[object] = set()
+    for chunk in _chunks(ids):
+        found |= {d["_id"] async for d in c.scheduled.find({"_id": {"$in": chunk}}, {"_id": 1}, **kw)}
+        rest = [i for i in chunk if i not in found]
+        if rest:
+            found |= {d["_id"] async for d in c.archived.find({"_id": {"$in": rest}}, {"_id": 1}, **kw)}
     return found
 
 
 def archived_whys(c: SyncCollections, ids: Sequence[object], session: object = None) -> dict[object, object]:
-    """Of ``ids``, those archived: id -> why."""
+    """Of ``ids``, those archived: id -> why (read in chunks)."""
     kw = {"session": session} if session is not None else {}
-    return {d["_id"]: d.get("why") for d in c.archived.find({"_id": {"$in": list(ids)}}, {"why": 1}, **kw)}
+    return {d["_id"]: d.get("why") for chunk in _chunks(ids)
+            for d in c.archived.find({"_id": {"$in": chunk}}, {"why": 1}, **kw)}
 
 
 async def archived_whys_async(c: Collections, ids: Sequence[object], session: object = None) -> dict[object, object]:
     """:func:`archived_whys` for the asyncio client."""
     kw = {"session": session} if session is not None else {}
-    return {d["_id"]: d.get("why") async for d in c.archived.find({"_id": {"$in": list(ids)}}, {"why": 1}, **kw)}
+    out: dict[object, object] = {}
+    for chunk in _chunks(ids):
+        out |= {d["_id"]: d.get("why") async for d in c.archived.find({"_id": {"$in": chunk}}, {"why": 1}, **kw)}
+    return out
 
 
 async def with_dependency_results(c: Collections, job: Document) -> Document:
