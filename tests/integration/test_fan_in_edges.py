@@ -1,0 +1,189 @@
+"""A fan-in over the inline limit stored with dependency edges (issue 42, recruiter.domain.edges):
+each upstream's end is a few small writes, the last two ending at once decide the dependent once,
+the sweep resolves what an older process archived without touching the edges, malformed edges are
+set aside and never release anything."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import bson
+import pytest
+from bson import ObjectId
+
+from recruiter.domain.dependencies import HELD_UNTIL
+from recruiter.domain.edges import INLINE_MAX
+from recruiter.domain.flows import fan_in
+from recruiter.domain.job import JobRefused
+from recruiter.processes.dependencies import DependencySweep
+from recruiter.store.dependencies import release_dependents
+from tests.flow_workables import Part
+from tests.integration.test_processes_inproc import START, Harness, run
+
+PARTS = INLINE_MAX + 20
+PER_JOB = 25
+
+
+async def _fan_in(h: Harness, parts: int = PARTS, **kw: Any) -> tuple[list[ObjectId], ObjectId]:
+    """``parts`` parts due in an hour (no round hands them out) and a job waiting for them all."""
+    *ids, final = await h.producer.enqueue_many(
+        fan_in(h.producer, [Part(n).as_job_of(h.producer).schedule_in(hours=1) for n in range(parts)], Part(-1), **kw))
+    return list(ids), final
+
+
+async def _archive_by_hand(h: Harness, part: ObjectId, why: str = "done") -> None:
+    """An upstream archived by a process that touches no edge (an operator's move, a 0.2.0 leader)."""
+    doc = await h.job(part)
+    assert doc is not None
+    await h.db.archived.insert_one({**doc, "why": why, "archived_at": START})
+    await h.db.scheduled.delete_one({"_id": part})
+
+
+def _writes(h: Harness) -> list[tuple[str, str]]:
+    return [(name, coll) for name, coll, _ in h.commands.events
+            if name in ("update", "findAndModify", "delete", "insert")]
+
+
+def test_a_wide_fan_in_is_stored_with_edges_and_each_end_costs_a_small_write(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        parts, final = await _fan_in(h)
+        held = await h.job(final)
+        assert held is not None
+        assert held["after"]["ids"] == [final] == held["after"]["pending"]  # the guard: 0.2.0 never decides it
+        assert (held["after"]["edges"], held["after"]["left"], held["after"]["severity"]) == (PARTS, PARTS, -1)
+        assert await h.db.dependency_edges.count_documents({"dependent": final}) == PARTS
+        size = len(bson.encode(held))
+        for n, part in enumerate(parts):
+            await _archive_by_hand(h, part)
+            h.commands.clear()
+            await release_dependents(h.recruiter.c, {part: "done"}, START)
+            writes = _writes(h)
+            doc = await h.job(final)
+            assert doc is not None
+            if n < PARTS - 1:
+                # One edge deleted, one small write to the dependent: no re-scan, no list rewritten.
+                assert sorted(writes) == [("delete", "dependency_edges"), ("findAndModify", "scheduled")], writes
+                assert doc["scheduled_at"] == HELD_UNTIL
+                assert len(bson.encode(doc)) <= size
+        assert doc["scheduled_at"] == START  # released once the last edge is gone
+        assert "held" not in doc["after"]
+        assert doc["after"]["ids"] == [] == doc["after"]["pending"]
+        assert await h.db.dependency_edges.count_documents({}) == 0
+
+    run(db_uri, scenario)
+
+
+def test_the_last_two_parts_ending_at_once_decide_each_dependent_once(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        parts, runs = await _fan_in(h, if_failed="run")
+        cancelled = await Part(3).as_job_of(h.producer).after(*parts).enqueue()
+        for part in parts[:-2]:
+            await _archive_by_hand(h, part)
+        await release_dependents(h.recruiter.c, dict.fromkeys(parts[:-2], "done"), START)
+        ended = {parts[-2]: "done", parts[-1]: "cancelled"}
+        for part, why in ended.items():
+            await _archive_by_hand(h, part, why)
+        for _ in range(2):  # each end applied at once by its own caller, twice
+            await asyncio.gather(*(release_dependents(h.recruiter.c, {p: w}, START) for p, w in ended.items()))
+        assert await h.recruiter.lease.acquire()
+        assert await h.recruiter.dependencies.look(h.recruiter.leadership, h.recruiter.c, h.clock.now()) == 0
+
+        doc = await h.job(runs)
+        assert doc is not None
+        assert doc["scheduled_at"] == START
+        assert "held" not in doc["after"]
+        assert (doc["after"]["failed_count"], doc["after"]["by"]) == (1, parts[-1])  # counted once
+        assert await h.job(cancelled) is None
+        archived = await h.archived(cancelled)
+        assert archived is not None
+        assert archived["why"] == "upstream-failed"
+        assert archived["reason"].startswith(f"job {parts[-1]} it waited for ended cancelled")
+        assert await h.db.dependency_edges.count_documents({}) == 0
+
+    run(db_uri, scenario)
+
+
+def test_the_sweep_resolves_edges_an_older_process_did_not_touch_reading_a_bounded_front(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        rec = h.recruiter
+        rec.dependencies = DependencySweep(per_job=PER_JOB, per_look=1_000)
+        parts, final = await _fan_in(h, on={"failed": "skip"})
+        for part in parts:
+            await _archive_by_hand(h, part, "crashed" if part == parts[7] else "done")
+        assert await rec.lease.acquire()
+        looks = 0
+        while await h.job(final) is not None:
+            h.commands.clear()
+            assert await rec.dependencies.look(rec.leadership, rec.c, h.clock.now()) == 1
+            limits = [cmd.get("limit") for cmd in h.commands.named("find", "dependency_edges")
+                      if "dependent" in cmd.get("filter", {})]
+            assert limits.count(PER_JOB) == 1  # the front of its edges, not every sibling,
+            assert max(limits) == PER_JOB  # and whether one is left
+            looks += 1
+            assert looks <= PARTS // PER_JOB + 1
+        archived = await h.archived(final)
+        assert archived is not None
+        assert archived["why"] == "skipped"
+        assert archived["reason"].startswith(f"job {parts[7]} it waited for ended crashed, which its policy skips on")
+
+    run(db_uri, scenario)
+
+
+def test_malformed_edges_are_set_aside_and_never_release_their_dependent(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        rec = h.recruiter
+        parts, final = await _fan_in(h)
+        # An edge naming no dependent (ignored where it is found), and one of the fan-in naming no upstream.
+        await h.db.dependency_edges.insert_many([{"dependent": "nope", "upstream": parts[0]},
+                                                 {"dependent": final, "upstream": ["x"]}])
+        for part in parts:
+            await _archive_by_hand(h, part)
+        await release_dependents(rec.c, dict.fromkeys(parts, "done"), START)  # no crash, nothing released
+        doc = await h.job(final)
+        assert doc is not None
+        assert doc["scheduled_at"] == HELD_UNTIL
+        assert await rec.lease.acquire()
+        assert await rec.dependencies.look(rec.leadership, rec.c, h.clock.now()) == 1
+        archived = await h.archived(final)
+        assert archived is not None
+        assert archived["why"] == "malformed"
+        assert "edge.upstream: not a job id" in archived["reason"]
+        assert await h.db.dependency_edges.count_documents({"dependent": final}) == 0
+
+    run(db_uri, scenario)
+
+
+def test_malformed_counters_never_release_and_are_archived_once_no_edge_is_left(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        rec = h.recruiter
+        parts, final = await _fan_in(h)
+        await h.db.scheduled.update_one({"_id": final}, {"$set": {"after.left": "many", "after.failed_count": None}})
+        for part in parts:
+            await _archive_by_hand(h, part)
+        await release_dependents(rec.c, dict.fromkeys(parts, "done"), START)
+        assert await rec.lease.acquire()
+        await rec.dependencies.look(rec.leadership, rec.c, h.clock.now())
+        assert await h.job(final) is None
+        archived = await h.archived(final)
+        assert archived is not None
+        assert archived["why"] == "malformed"
+        assert "after.left" in archived["reason"]
+
+    run(db_uri, scenario)
+
+
+def test_a_wide_fan_in_on_a_job_of_no_job_is_refused_with_nothing_written(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        parts, _ = await _fan_in(h, parts=INLINE_MAX + 5)
+        ghost = ObjectId()
+        h.commands.clear()
+        with pytest.raises(JobRefused, match=f"waits for {ghost}: no such job"):
+            await Part(0).as_job_of(h.producer).after(*parts, ghost).enqueue()
+        assert await h.db.dependency_edges.count_documents({}) == INLINE_MAX + 5  # the first fan-in's only
+        ins = [len(cmd["filter"]["_id"]["$in"]) for name, _, cmd in h.commands.events
+               if name == "find" and isinstance(cmd.get("filter", {}).get("_id"), dict)]
+        assert ins
+        assert max(ins) <= 1_000
+
+    run(db_uri, scenario)
