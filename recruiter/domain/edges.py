@@ -7,6 +7,7 @@ each job it waits for is an edge in the ``dependency_edges`` collection::
 
     edge:  {_id, dependent: D, upstream: U, policy: {failed: "skip", ...}}   # policy: only when
                                                                              # not the dependent's if_failed
+    list:  {_id: D, manifest_of: D, ids: [U, ...]}   # every id it waits for, written once
     after: {ids: [D], pending: [D],     # its own id: the guard (0.2.0 never decides it)
             failed: [], if_failed, due_at, held: true,
             edges: 10000,               # how many it waited for
@@ -26,6 +27,10 @@ the decision to the sweep. The fold comes before the delete, so a crash never lo
 Two upstreams ending together in two transactions each write the dependent (the ``$inc``): the
 server makes one of them wait or retry, so one sees the other's delete.
 
+The dependent's ``after.ids`` (``ctx.after``, its dependency results) are written once, as it is
+decided: read from its list, which is then deleted with what is left of its edges; released, it is
+stored as a 0.2.0 process would have released it.
+
 Skew: a 0.2.0 process reads ``ids: [D], pending: [D]``: a job waiting for itself, which is queued,
 so it never releases nor cancels it (:mod:`recruiter.domain.dependency_policy`'s guard).
 """
@@ -42,6 +47,10 @@ from recruiter.domain.dependency_policy import FATES, OUTCOMES, Policy, outcome_
 
 # Most dependencies stored inline (``after.ids``); a job that waits for more is stored with edges.
 INLINE_MAX = 100
+# The field of the one document beside the edges that lists every id the dependent waits for
+# (``{_id: D, manifest_of: D, ids: [...]}``): written once with it, never updated, moved into the
+# dependent's ``after.ids`` once when it is decided (``ctx.after``, its results, its history).
+MANIFEST = "manifest_of"
 SEVERITY = {"run": 0, "skip": 1, "cancel": 2}
 FATE_OF_SEVERITY = {v: k for k, v in SEVERITY.items()}
 NONE_FAILED = -1
@@ -160,7 +169,17 @@ def counted_form(doc: Mapping[str, Any], ended: Mapping[object, object]) -> tupl
         "held": True, "edges": len(ids), "left": len(edges), "failed_count": fold.failed, "severity": fold.severity}
     if fold.by is not None:
         counted.update(by=fold.by, by_why=fold.by_why)
-    return counted, edges
+    return counted, [{"_id": job_id, MANIFEST: job_id, "ids": ids}, *edges]
+
+
+def parse_manifest(raw: object, job_id: object) -> list[ObjectId] | str:
+    """The stored list of every job ``job_id`` waits for (untrusted), or the reason it is malformed."""
+    if raw is None:
+        return f"its list of dependencies ({MANIFEST} {job_id}): missing"
+    ids = raw.get("ids") if isinstance(raw, Mapping) else None
+    if not (isinstance(ids, list) and ids and all(isinstance(i, ObjectId) for i in ids)):
+        return f"its list of dependencies ({MANIFEST} {job_id}): ids not a list of job ids"
+    return ids
 
 
 def counted_line(counted: Counted, front: Sequence[object] | None) -> str:

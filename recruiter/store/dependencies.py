@@ -19,7 +19,7 @@ from recruiter.domain.dependencies import GONE, Archive, Release, Wait, decide, 
 from recruiter.domain.dependency_results import KEY, PROJECTION, results_of
 from recruiter.domain.edges import is_counted
 from recruiter.domain.outcome import MALFORMED, archived_document
-from recruiter.store.edges import any_left, count_down, drop_edges
+from recruiter.store.edges import any_left, count_down, drop_edges, manifest
 from recruiter.store.layout import Collections, Document, SyncCollections
 
 HELD: Document = {"after.held": True}
@@ -36,8 +36,6 @@ def archived_copy(job: Document, why: str, reason: str, now: datetime) -> Docume
         kept = {k: v for k, v in after.items() if k != "held"}
         if isinstance(after.get("pending"), list):  # without its guard (its own id)
             kept["pending"] = [i for i in after["pending"] if i != job.get("_id")]
-        if is_counted(after):  # stored with edges: its ids were its own (the guard)
-            kept["ids"] = []
         doc["after"] = kept
         if isinstance(after.get("due_at"), datetime):
             doc["scheduled_at"] = after["due_at"]
@@ -80,15 +78,21 @@ async def resolve(c: Collections, job: Document, now: datetime) -> Document | No
     after = parse_after(job.get("after"), job["_id"])
     if isinstance(after, str):
         return await _archive(c, job, MALFORMED, after, now)
+    ids: list[ObjectId] | None = None
     if after.counted is not None:  # decided once no edge of it is left (recruiter.domain.edges)
         if await any_left(c, job["_id"]):
             return None
         after = replace(after, counted=replace(after.counted, left=0))
+        if isinstance(listed := await manifest(c, job["_id"]), str):
+            return await _archive(c, job, MALFORMED, listed, now)
+        ids = listed
     decision = decide(after)
     if isinstance(decision, Wait):
         return None
     if isinstance(decision, Release):
-        await c.scheduled.update_one(release_filter(job), release_update(decision, now, after.counted is not None))
+        if (await c.scheduled.update_one(release_filter(job), release_update(decision, now, ids))).modified_count \
+                and ids is not None:
+            await drop_edges(c, job["_id"])
         return None
     assert isinstance(decision, Archive)
     return await _archive(c, job, decision.why, decision.reason, now)
@@ -100,11 +104,11 @@ def release_filter(job: Document) -> Document:
             "$or": [{"after.pending": {"$size": 0}}, {"after.pending": [job["_id"]]}]}
 
 
-def release_update(decision: Release, now: datetime, counted: bool = False) -> Document:
-    """Released: due at its own time. One stored with edges loses its ``ids`` (its own id, the
-    guard), so that no release reads it as a job it waited for (its results)."""
+def release_update(decision: Release, now: datetime, ids: list[ObjectId] | None = None) -> Document:
+    """Released: due at its own time. One stored with edges gets its ``ids`` (read from its list:
+    recruiter.domain.edges) in place of its own id, as 0.2.0 would have stored it released."""
     fields = {"scheduled_at": decision.due_at, "after.released_at": now, "after.pending": []}
-    return {"$set": fields | ({"after.ids": []} if counted else {}), "$unset": {"after.held": ""}}
+    return {"$set": fields | ({"after.ids": ids} if ids is not None else {}), "$unset": {"after.held": ""}}
 
 
 async def archive_held(c: Collections, job: Document, why: str, reason: str, now: datetime) -> Document | None:
@@ -118,10 +122,13 @@ async def _archive(c: Collections, job: Document, why: str, reason: str, now: da
     if whole is None:
         return None
     doc = archived_copy(whole, why, reason, now)
+    counted = is_counted(whole.get("after"))
+    if counted:  # its ids from its list (recruiter.domain.edges), for its history
+        doc["after"]["ids"] = listed if isinstance(listed := await manifest(c, whole["_id"]), list) else []
     await c.archived.update_one({"_id": whole["_id"]}, {"$setOnInsert": doc}, upsert=True)
     if (await c.scheduled.delete_one({"_id": whole["_id"], **HELD, "locked": False})).deleted_count != 1:
         return None
-    if is_counted(whole.get("after")):
+    if counted:
         await drop_edges(c, whole["_id"])
     return {"_id": whole["_id"], "why": why}
 
@@ -200,5 +207,5 @@ async def with_dependency_results(c: Collections, job: Document) -> Document:
     ids = [ObjectId(i) for i in waited_for(job)]
     if not ids:
         return job
-    found = {d["_id"]: d async for d in c.archived.find({"_id": {"$in": ids}}, PROJECTION)}
+    found = {d["_id"]: d for chunk in _chunks(ids) async for d in c.archived.find({"_id": {"$in": chunk}}, PROJECTION)}
     return {**job, KEY: results_of(ids, found)}

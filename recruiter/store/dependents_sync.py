@@ -20,7 +20,7 @@ from recruiter.domain.dependencies import Archive, Release, decide, failures, pa
 from recruiter.domain.edges import is_counted
 from recruiter.domain.outcome import MALFORMED
 from recruiter.store.dependencies import HELD, MAX_RESOLVED, archived_copy, release_filter, release_update
-from recruiter.store.edges import any_left_sync, count_down_sync
+from recruiter.store.edges import any_left_sync, count_down_sync, drop_edges_sync, manifest_sync
 from recruiter.store.layout import Document, SyncCollections
 
 
@@ -56,13 +56,19 @@ def _resolve(c: SyncCollections, job: Document, now: datetime) -> Document | Non
     after = parse_after(job.get("after"), job["_id"])
     if isinstance(after, str):
         return _archive(c, job, MALFORMED, after, now)
+    ids: list[ObjectId] | None = None
     if after.counted is not None:  # decided once no edge of it is left (recruiter.domain.edges)
         if any_left_sync(c, job["_id"]):
             return None
         after = replace(after, counted=replace(after.counted, left=0))
+        if isinstance(listed := manifest_sync(c, job["_id"]), str):
+            return _archive(c, job, MALFORMED, listed, now)
+        ids = listed
     decision = decide(after)
     if isinstance(decision, Release):
-        c.scheduled.update_one(release_filter(job), release_update(decision, now, after.counted is not None))
+        if c.scheduled.update_one(release_filter(job), release_update(decision, now, ids)).modified_count \
+                and ids is not None:
+            drop_edges_sync(c, job["_id"])
     elif isinstance(decision, Archive):
         return _archive(c, job, decision.why, decision.reason, now)
     return None
@@ -72,10 +78,13 @@ def _archive(c: SyncCollections, job: Document, why: str, reason: str, now: date
     whole = c.scheduled.find_one({"_id": job["_id"], **HELD, "locked": False})
     if whole is None:
         return None
-    c.archived.update_one({"_id": whole["_id"]}, {"$setOnInsert": archived_copy(whole, why, reason, now)},
-                          upsert=True)
+    doc = archived_copy(whole, why, reason, now)
+    counted = is_counted(whole.get("after"))
+    if counted:  # its ids from its list (recruiter.domain.edges), for its history
+        doc["after"]["ids"] = listed if isinstance(listed := manifest_sync(c, whole["_id"]), list) else []
+    c.archived.update_one({"_id": whole["_id"]}, {"$setOnInsert": doc}, upsert=True)
     if c.scheduled.delete_one({"_id": whole["_id"], **HELD, "locked": False}).deleted_count != 1:
         return None
-    if is_counted(whole.get("after")):
-        c.edges.delete_many({"dependent": whole["_id"]})
+    if counted:
+        drop_edges_sync(c, whole["_id"])
     return {"_id": whole["_id"], "why": why}

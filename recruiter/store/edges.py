@@ -19,7 +19,7 @@ from bson import ObjectId
 from pymongo import WriteConcern
 from pymongo.errors import OperationFailure, PyMongoError
 
-from recruiter.domain.edges import NONE_FAILED, Edge, Fold, default_policy_of, parse_edge
+from recruiter.domain.edges import MANIFEST, NONE_FAILED, Edge, Fold, default_policy_of, parse_edge, parse_manifest
 from recruiter.store.batches import NO_TRANSACTIONS, BatchRefused
 from recruiter.store.connection import first_line
 from recruiter.store.layout import Collections, Document, SyncCollections
@@ -80,7 +80,7 @@ async def count_down(c: Collections, ended: Mapping[ObjectId, object]) -> list[O
     for dep, edges in _grouped(raws).items():
         held = await c.scheduled.find_one({"_id": dep, **COUNTED}, {"after.if_failed": 1})
         if held is None:  # its dependent was decided, cancelled or deleted: the edges are left over
-            await c.edges.delete_many({"_id": {"$in": [e.id for e in edges]}})
+            await drop_edges(c, dep)
             continue
         fold = _fold(edges, ended, (held.get("after") or {}).get("if_failed"))
         if (write := _severity_write(dep, fold)) is not None:
@@ -105,7 +105,7 @@ def count_down_sync(c: SyncCollections, ended: Mapping[ObjectId, object]) -> lis
     for dep, edges in _grouped(raws).items():
         held = c.scheduled.find_one({"_id": dep, **COUNTED}, {"after.if_failed": 1})
         if held is None:
-            c.edges.delete_many({"_id": {"$in": [e.id for e in edges]}})
+            drop_edges_sync(c, dep)
             continue
         fold = _fold(edges, ended, (held.get("after") or {}).get("if_failed"))
         if (write := _severity_write(dep, fold)) is not None:
@@ -154,8 +154,25 @@ def front_sync(c: SyncCollections, dependent: object, limit: int) -> list[Object
 
 
 async def drop_edges(c: Collections, dependent: object) -> None:
-    """Delete the edges of a dependent decided otherwise (archived: malformed, or by an edge)."""
+    """Delete what is left of the edges of a decided dependent, and its list."""
     await c.edges.delete_many({"dependent": dependent})
+    await c.edges.delete_one({"_id": dependent, MANIFEST: dependent})
+
+
+def drop_edges_sync(c: SyncCollections, dependent: object) -> None:
+    """:func:`drop_edges` with the synchronous client."""
+    c.edges.delete_many({"dependent": dependent})
+    c.edges.delete_one({"_id": dependent, MANIFEST: dependent})
+
+
+async def manifest(c: Collections, dependent: object) -> list[ObjectId] | str:
+    """Every id ``dependent`` waits for (its list), or the reason it cannot be read."""
+    return parse_manifest(await c.edges.find_one({"_id": dependent, MANIFEST: dependent}), dependent)
+
+
+def manifest_sync(c: SyncCollections, dependent: object) -> list[ObjectId] | str:
+    """:func:`manifest` with the synchronous client."""
+    return parse_manifest(c.edges.find_one({"_id": dependent, MANIFEST: dependent}), dependent)
 
 
 def insert_edges(c: SyncCollections, edges: Sequence[Document], session: Any = None) -> None:

@@ -68,8 +68,9 @@ def test_a_wide_fan_in_is_stored_with_edges_and_each_end_costs_a_small_write(db_
                 assert len(bson.encode(doc)) <= size
         assert doc["scheduled_at"] == START  # released once the last edge is gone
         assert "held" not in doc["after"]
-        assert doc["after"]["ids"] == [] == doc["after"]["pending"]
-        assert await h.db.dependency_edges.count_documents({}) == 0
+        assert doc["after"]["ids"] == parts  # its list moved into it once: ctx.after, its results
+        assert doc["after"]["pending"] == []
+        assert await h.db.dependency_edges.count_documents({}) == 0  # its edges and its list gone
 
     run(db_uri, scenario)
 
@@ -99,6 +100,7 @@ def test_the_last_two_parts_ending_at_once_decide_each_dependent_once(db_uri: st
         assert archived is not None
         assert archived["why"] == "upstream-failed"
         assert archived["reason"].startswith(f"job {parts[-1]} it waited for ended cancelled")
+        assert archived["after"]["ids"] == parts
         assert await h.db.dependency_edges.count_documents({}) == 0
 
     run(db_uri, scenario)
@@ -180,7 +182,8 @@ def test_a_wide_fan_in_on_a_job_of_no_job_is_refused_with_nothing_written(db_uri
         h.commands.clear()
         with pytest.raises(JobRefused, match=f"waits for {ghost}: no such job"):
             await Part(0).as_job_of(h.producer).after(*parts, ghost).enqueue()
-        assert await h.db.dependency_edges.count_documents({}) == INLINE_MAX + 5  # the first fan-in's only
+        # The first fan-in's edges and list only.
+        assert await h.db.dependency_edges.count_documents({}) == INLINE_MAX + 5 + 1
         ins = [len(cmd["filter"]["_id"]["$in"]) for name, _, cmd in h.commands.events
                if name == "find" and isinstance(cmd.get("filter", {}).get("_id"), dict)]
         assert ins
