@@ -47,7 +47,15 @@ from recruiter.domain.dependency_policy import (
     parse_on,
     stored_on,
 )
-from recruiter.domain.edges import FATE_OF_SEVERITY, NONE_FAILED, Counted, counted_line, is_counted, parse_counted
+from recruiter.domain.edges import (
+    FATE_OF_SEVERITY,
+    NONE_FAILED,
+    Counted,
+    counted_line,
+    front_of,
+    is_counted,
+    parse_counted,
+)
 
 HELD_UNTIL = datetime(9999, 1, 1, tzinfo=UTC)
 DONE = "done"
@@ -224,8 +232,8 @@ def _parse_counted(raw: Mapping[str, Any]) -> After | str:
     if not isinstance(due_at, datetime):
         return "after.due_at: not a date"
     failed = ((counted.by, counted.by_why),) if counted.by is not None and counted.by_why is not None else ()
-    return After((), (), failed, str(raw["if_failed"]), due_at if due_at.tzinfo else due_at.replace(tzinfo=UTC),
-                 None, True, counted)
+    return After((), front_of(raw) or (), failed, str(raw["if_failed"]),
+                 due_at if due_at.tzinfo else due_at.replace(tzinfo=UTC), None, True, counted)
 
 
 def decide(after: After) -> Decision:
@@ -262,16 +270,15 @@ def failures(ended: Mapping[ObjectId, object]) -> list[dict[str, object]]:
     return [{"id": i, "why": why if isinstance(why, str) else "?"} for i, why in ended.items() if why != DONE]
 
 
-def waiting_line(raw: object, job_id: object = None, front: Sequence[object] | None = None) -> str | None:
-    """What a held job (``job_id``) waits for, in one line (``jobs explain``, views), or None if it is not held.
-    ``front``: for one stored with edges, the first upstreams of its edges left (read by the caller)."""
+def waiting_line(raw: object, job_id: object = None) -> str | None:
+    """What a held job (``job_id``) waits for, in one line (``jobs explain``, views), or None if it is not held."""
     after = parse_after(raw, job_id)
     if isinstance(after, str):
         return f"waits for other jobs, but its {after}" if isinstance(raw, Mapping) and raw.get("held") else None
     if not (isinstance(raw, Mapping) and raw.get("held")):
         return None
     if after.counted is not None:
-        return counted_line(after.counted, front)
+        return counted_line(after.counted, front_of(raw))
     if not after.pending:
         return "its dependencies have all ended; the leader releases it at its next look"
     shown = ", ".join(str(i) for i in after.pending[:5]) + (" …" if len(after.pending) > 5 else "")
@@ -305,7 +312,8 @@ def settle(docs: Sequence[dict[str, Any]], known: set[object], ended: Mapping[ob
     return cycle_problem(docs)
 
 
-def held_state(pending: Sequence[object]) -> str:
-    """A held job's state as the lists say it (``jobs list``, the dashboard): ``waiting for 2 jobs``."""
-    n = len(pending)
+def held_state(pending: Sequence[object], count: int | None = None) -> str:
+    """A held job's state as the lists say it (``jobs list``, the dashboard): ``waiting for 2 jobs``;
+    ``count``: how many, when ``pending`` is only the front of them (stored with edges)."""
+    n = len(pending) if count is None else count
     return f"waiting for {n} job{'' if n == 1 else 's'}" if n else "waiting: released at the leader's next look"

@@ -182,6 +182,18 @@ def parse_manifest(raw: object, job_id: object) -> list[ObjectId] | str:
     return ids
 
 
+# The key a view's read adds to a held dependent's ``after`` (never stored): the upstreams of the
+# first FRONT_SHOWN edges it has left, read from them (recruiter.store.edges.with_front).
+FRONT = "front"
+FRONT_SHOWN = 100
+
+
+def front_of(raw: Mapping[str, Any] | object) -> tuple[ObjectId, ...] | None:
+    """The front a view's read added to ``after`` (None: not read)."""
+    front = raw.get(FRONT) if isinstance(raw, Mapping) else None
+    return tuple(i for i in front if isinstance(i, ObjectId)) if isinstance(front, list) else None
+
+
 def counted_line(counted: Counted, front: Sequence[object] | None) -> str:
     """What a dependent stored with edges waits for, in one line; ``front``: the first upstreams of
     its edges left, as read (None: not read, the count is then its ``left``, an upper bound)."""

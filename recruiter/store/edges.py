@@ -19,7 +19,18 @@ from bson import ObjectId
 from pymongo import WriteConcern
 from pymongo.errors import OperationFailure, PyMongoError
 
-from recruiter.domain.edges import MANIFEST, NONE_FAILED, Edge, Fold, default_policy_of, parse_edge, parse_manifest
+from recruiter.domain.edges import (
+    FRONT,
+    FRONT_SHOWN,
+    MANIFEST,
+    NONE_FAILED,
+    Edge,
+    Fold,
+    default_policy_of,
+    is_counted,
+    parse_edge,
+    parse_manifest,
+)
 from recruiter.store.batches import NO_TRANSACTIONS, BatchRefused
 from recruiter.store.connection import first_line
 from recruiter.store.layout import Collections, Document, SyncCollections
@@ -232,3 +243,21 @@ async def insert_with_edges_async(c: Collections, docs: Sequence[Document], edge
         if not (isinstance(exc, OperationFailure) and exc.code == NO_TRANSACTIONS):
             raise BatchRefused(-1, len(docs), first_line(exc), 0) from None
         await write(None)
+
+
+def with_front(c: SyncCollections, doc: Document | None) -> Document | None:
+    """``doc`` (a copy, for a view) with, if it is a held dependent stored with edges, the upstreams
+    of its first edges left in ``after.front`` (recruiter.domain.edges.FRONT); else ``doc``."""
+    after = doc.get("after") if doc is not None else None
+    if doc is None or not (isinstance(after, dict) and after.get("held") is True and is_counted(after)):
+        return doc
+    return {**doc, "after": {**after, FRONT: front_sync(c, doc["_id"], FRONT_SHOWN)}}
+
+
+async def with_front_async(c: Collections, doc: Document | None) -> Document | None:
+    """:func:`with_front` for the asyncio client."""
+    after = doc.get("after") if doc is not None else None
+    if doc is None or not (isinstance(after, dict) and after.get("held") is True and is_counted(after)):
+        return doc
+    ups, _ = await front(c, doc["_id"], FRONT_SHOWN)
+    return {**doc, "after": {**after, FRONT: ups}}

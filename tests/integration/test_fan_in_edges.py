@@ -6,6 +6,7 @@ set aside and never release anything."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import bson
@@ -13,12 +14,13 @@ import pytest
 from bson import ObjectId
 
 from recruiter.domain.dependencies import HELD_UNTIL
-from recruiter.domain.edges import INLINE_MAX
+from recruiter.domain.edges import FRONT_SHOWN, INLINE_MAX
 from recruiter.domain.flows import fan_in
 from recruiter.domain.job import JobRefused
 from recruiter.processes.dependencies import DependencySweep
 from recruiter.store.dependencies import release_dependents
 from tests.flow_workables import Part
+from tests.integration.test_cli_visible import cli
 from tests.integration.test_processes_inproc import START, Harness, run
 
 PARTS = INLINE_MAX + 20
@@ -188,5 +190,41 @@ def test_a_wide_fan_in_on_a_job_of_no_job_is_refused_with_nothing_written(db_uri
                if name == "find" and isinstance(cmd.get("filter", {}).get("_id"), dict)]
         assert ins
         assert max(ins) <= 1_000
+
+    run(db_uri, scenario)
+
+
+def test_jobs_list_show_and_explain_read_what_a_wide_fan_in_waits_for_from_its_edges(db_uri: str) -> None:
+    from recruiter import Recruiter
+
+    with Recruiter.connect(db_uri) as rec:
+        parts = rec.enqueue_many(Part(n).as_job_of(rec).schedule_in(hours=1) for n in range(PARTS))
+        held = Part(-1).as_job_of(rec).after(*parts).enqueue()
+        shown = ", ".join(str(p) for p in parts[:5])
+        explained = rec.admin.explain(held)
+        assert explained is not None
+        assert explained.code == "waiting-for-jobs"
+        assert explained.text == f"waiting for {PARTS} of {PARTS} jobs: {shown} …"
+    listed = cli("jobs", "list", "--limit", "500", db_uri=db_uri)
+    row = next(line for line in listed.stdout.splitlines() if str(held) in line)
+    assert f"waiting for {PARTS} jobs" in row
+    assert f"waiting for {PARTS} of {PARTS} jobs: {shown}" in cli("jobs", "show", str(held), db_uri=db_uri).stdout
+    as_json = json.loads(cli("jobs", "list", "--json", "--limit", "500", db_uri=db_uri).stdout)
+    # The front its edges show (FRONT_SHOWN), not every id.
+    assert next(j for j in as_json if j["id"] == str(held))["waiting_for"] == [str(p) for p in parts[:FRONT_SHOWN]]
+
+
+def test_a_dependent_whose_list_of_dependencies_is_missing_is_archived_malformed_not_released(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        parts, final = await _fan_in(h)
+        await h.db.dependency_edges.delete_one({"_id": final})  # its list, lost
+        for part in parts:
+            await _archive_by_hand(h, part)
+        await release_dependents(h.recruiter.c, dict.fromkeys(parts, "done"), START)
+        assert await h.job(final) is None
+        archived = await h.archived(final)
+        assert archived is not None
+        assert archived["why"] == "malformed"
+        assert "its list of dependencies" in archived["reason"]
 
     run(db_uri, scenario)
