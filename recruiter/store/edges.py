@@ -90,8 +90,9 @@ async def count_down(c: Collections, ended: Mapping[ObjectId, object]) -> list[O
     ready: list[ObjectId] = []
     for dep, edges in _grouped(raws).items():
         held = await c.scheduled.find_one({"_id": dep, **COUNTED}, {"after.if_failed": 1})
-        if held is None:  # its dependent was decided, cancelled or deleted: the edges are left over
-            await drop_edges(c, dep)
+        if held is None:  # its dependent decided or cancelled: the edges are left over
+            if await c.archived.find_one({"_id": dep}, {"_id": 1}) is not None:
+                await drop_edges(c, dep)
             continue
         fold = _fold(edges, ended, (held.get("after") or {}).get("if_failed"))
         if (write := _severity_write(dep, fold)) is not None:
@@ -115,8 +116,9 @@ def count_down_sync(c: SyncCollections, ended: Mapping[ObjectId, object]) -> lis
     ready: list[ObjectId] = []
     for dep, edges in _grouped(raws).items():
         held = c.scheduled.find_one({"_id": dep, **COUNTED}, {"after.if_failed": 1})
-        if held is None:
-            drop_edges_sync(c, dep)
+        if held is None:  # (not yet written, where the server has no transactions: left alone)
+            if c.archived.find_one({"_id": dep}, {"_id": 1}) is not None:
+                drop_edges_sync(c, dep)
             continue
         fold = _fold(edges, ended, (held.get("after") or {}).get("if_failed"))
         if (write := _severity_write(dep, fold)) is not None:

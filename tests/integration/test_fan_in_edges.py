@@ -228,3 +228,14 @@ def test_a_dependent_whose_list_of_dependencies_is_missing_is_archived_malformed
         assert "its list of dependencies" in archived["reason"]
 
     run(db_uri, scenario)
+
+
+def test_the_edges_of_a_dependent_cancelled_while_held_go_with_the_first_end_of_a_part(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        parts, final = await _fan_in(h)
+        await _archive_by_hand(h, final, "cancelled")  # an operator's cancel archives it as it is
+        await _archive_by_hand(h, parts[0])
+        await release_dependents(h.recruiter.c, {parts[0]: "done"}, START)
+        assert await h.db.dependency_edges.count_documents({}) == 0  # its edges and its list
+
+    run(db_uri, scenario)
