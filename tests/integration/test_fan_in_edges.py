@@ -12,6 +12,7 @@ from typing import Any
 import bson
 import pytest
 from bson import ObjectId
+from pymongo import WriteConcern
 
 from recruiter.domain.dependencies import HELD_UNTIL
 from recruiter.domain.edges import FRONT_SHOWN, INLINE_MAX
@@ -19,6 +20,7 @@ from recruiter.domain.flows import fan_in
 from recruiter.domain.job import JobRefused
 from recruiter.processes.dependencies import DependencySweep
 from recruiter.store.dependencies import release_dependents
+from recruiter.store.layout import Collections
 from tests.flow_workables import Part
 from tests.integration.test_cli_visible import cli
 from tests.integration.test_processes_inproc import START, Harness, run
@@ -237,5 +239,42 @@ def test_the_edges_of_a_dependent_cancelled_while_held_go_with_the_first_end_of_
         await _archive_by_hand(h, parts[0])
         await release_dependents(h.recruiter.c, {parts[0]: "done"}, START)
         assert await h.db.dependency_edges.count_documents({}) == 0  # its edges and its list
+
+    run(db_uri, scenario)
+
+
+def test_the_last_two_parts_ending_in_two_transactions_at_once_decide_the_dependent_once(db_uri: str) -> None:
+    async def scenario(h: Harness) -> None:
+        parts, final = await _fan_in(h, if_failed="run")
+        for part in parts[:-2]:
+            await _archive_by_hand(h, part)
+        await release_dependents(h.recruiter.c, dict.fromkeys(parts[:-2], "done"), START)
+        ended = {parts[-2]: "crashed", parts[-1]: "done"}
+        for part, why in ended.items():
+            await _archive_by_hand(h, part, why)
+        inside = Collections.of(h.db.with_options(write_concern=WriteConcern()))
+        both = asyncio.Event()
+        started: list[int] = []
+
+        async def end(part: ObjectId, why: str) -> None:
+            async with h.db.client.start_session() as session:
+                async def body(s: Any) -> None:
+                    async with s.bind(end_session=False):
+                        started.append(1)
+                        if len(started) == 2:  # both transactions begun before either writes
+                            both.set()
+                        await asyncio.wait_for(both.wait(), 10)
+                        await release_dependents(inside, {part: why}, START)
+
+                await session.with_transaction(body)
+
+        await asyncio.gather(*(end(p, w) for p, w in ended.items()))
+        doc = await h.job(final)
+        assert doc is not None
+        assert doc["scheduled_at"] == START  # released at once, not left to the sweep
+        assert "held" not in doc["after"]
+        assert (doc["after"]["failed_count"], doc["after"]["by"]) == (1, parts[-2])
+        assert doc["after"]["ids"] == parts
+        assert await h.db.dependency_edges.count_documents({}) == 0
 
     run(db_uri, scenario)
