@@ -278,3 +278,16 @@ def test_the_last_two_parts_ending_in_two_transactions_at_once_decide_the_depend
         assert await h.db.dependency_edges.count_documents({}) == 0
 
     run(db_uri, scenario)
+
+
+def test_a_workflow_step_waiting_for_more_than_100_steps_is_explained_by_step_from_its_edges(db_uri: str) -> None:
+    from recruiter import Recruiter, Workflow
+
+    with Recruiter.connect(db_uri) as rec:
+        wf = Workflow("wide")
+        names = wf.fan_out("part", [Part(n) for n in range(PARTS)])
+        wf.step("total", Part(-1), deps=names)
+        done = wf.enqueue(rec)
+    explained = cli("jobs", "explain", str(done["total"]), db_uri=db_uri).stdout
+    shown = ", ".join(f"part-{k} (queued)" for k in range(1, 11))
+    assert f"waiting on step {shown} and {PARTS - 10} more" in explained
