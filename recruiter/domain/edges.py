@@ -10,6 +10,7 @@ each job it waits for is an edge in the ``dependency_edges`` collection::
     list:  {_id: D, manifest_of: D, ids: [U, ...]}   # every id it waits for, written once
     after: {ids: [D], pending: [D],     # its own id: the guard (0.2.0 never decides it)
             failed: [], if_failed, due_at, held: true,
+            policy: {...},              # when every dependency has the same one, not its if_failed
             edges: 10000,               # how many it waited for
             left: 9998,                 # edges not counted yet (an upper bound: see below)
             failed_count: 1,            # how many ended otherwise than done (at least)
@@ -169,7 +170,19 @@ def counted_form(doc: Mapping[str, Any], ended: Mapping[object, object]) -> tupl
         "held": True, "edges": len(ids), "left": len(edges), "failed_count": fold.failed, "severity": fold.severity}
     if fold.by is not None:
         counted.update(by=fold.by, by_why=fold.by_why)
+    shared = {policies.get(i, default) for i in ids}
+    if len(shared) == 1 and shared != {default}:  # one policy for all (a workflow step's): kept for its retry
+        counted["policy"] = dict(shared.pop())
     return counted, [{"_id": job_id, MANIFEST: job_id, "ids": ids}, *edges]
+
+
+def shared_policy(raw: object) -> Policy | None:
+    """The one policy every dependency of a dependent stored with edges had, when it was stored
+    (``after.policy``: not its ``if_failed``); None if none was, or it is malformed."""
+    policy = raw.get("policy") if isinstance(raw, Mapping) and is_counted(raw) else None
+    if not (isinstance(policy, Mapping) and set(policy) == set(OUTCOMES) and all(policy[o] in FATES for o in OUTCOMES)):
+        return None
+    return tuple((o, str(policy[o])) for o in OUTCOMES)
 
 
 def parse_manifest(raw: object, job_id: object) -> list[ObjectId] | str:

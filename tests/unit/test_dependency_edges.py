@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from recruiter.domain.dependencies import UPSTREAM_FAILED, Archive, Release, Wait, decide, parse_after, waiting_line
 from recruiter.domain.dependency_policy import CANCEL_ALL, OUTCOMES, RUN_ALL, SKIPPED, checked_policy, fate_of
-from recruiter.domain.edges import FRONT, Fold, counted_form, parse_edge, parse_manifest
+from recruiter.domain.edges import FRONT, Fold, counted_form, parse_edge, parse_manifest, shared_policy
 
 DUE = datetime(2026, 1, 1, tzinfo=UTC)
 WHYS = ["done", "crashed", "cancelled", "unrunnable", "malformed", "gone", "skipped"]
@@ -151,3 +151,14 @@ def test_the_waiting_line_counts_from_the_counters_and_names_the_front_read() ->
     assert not isinstance(parsed, str)
     assert parsed.counted is not None
     assert isinstance(decide(replace(parsed, counted=replace(parsed.counted, left=0))), Release)
+
+
+def test_one_policy_shared_by_every_dependency_is_kept_for_a_retry() -> None:
+    skip = dict(checked_policy("cancel", {"failed": "skip"}))
+    doc = _held(3)
+    doc["after"]["on"] = [{"ids": doc["after"]["ids"], "policy": skip}]
+    after, _ = counted_form(doc, {})
+    assert after["policy"] == skip
+    assert shared_policy(after) == tuple(skip.items())
+    assert "policy" not in counted_form(_held(3), {})[0]  # the if_failed's: nothing more to keep
+    assert shared_policy({**after, "policy": {"failed": "skip"}}) is None  # malformed: none
