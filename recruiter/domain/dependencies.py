@@ -126,6 +126,7 @@ def waited_for(job: Mapping[str, Any]) -> tuple[str, ...]:
 def checked_ids(items: Iterable[object]) -> tuple[ObjectId, ...]:
     """Job ids from handles, ObjectIds or their 24 hex digits, without repeats (in order)."""
     out: list[ObjectId] = []
+    seen: set[ObjectId] = set()  # a list's `in` made this quadratic: 18 s for 10 000 ids
     for item in items:
         if isinstance(item, ObjectId):
             job_id = ObjectId(item.binary)  # a JobHandle is an ObjectId
@@ -133,7 +134,8 @@ def checked_ids(items: Iterable[object]) -> tuple[ObjectId, ...]:
             job_id = ObjectId(item)
         else:
             raise DependencyRefused(f"after needs job handles or ids, got {item!r:.60}")
-        if job_id not in out:
+        if job_id not in seen:
+            seen.add(job_id)
             out.append(job_id)
     if not out:
         raise DependencyRefused("after needs at least one job to wait for")
