@@ -42,7 +42,14 @@ COUNTED: Document = {"after.held": True, "after.edges": {"$exists": True}}
 COUNTERS: Document = {**COUNTED, "after.left": {"$type": "number"}, "after.failed_count": {"$type": "number"}}
 # Most edges one call reads (the rest: the next round or look).
 MAX_EDGES = 10_000
-CHUNK = 1_000  # ids per `$in`, edges per insert_many
+CHUNK = 1_000  # edges per insert_many
+READ_CHUNK = 100  # ids per `$in` of a read
+
+
+def _chunks(ids: list[ObjectId]) -> list[list[ObjectId]]:
+    """``ids`` in `$in` of at most READ_CHUNK (the embedded server's `$in` costs more than in
+    proportion to its size: recruiter.store.dependencies.CHUNK)."""
+    return [ids[k:k + READ_CHUNK] for k in range(0, len(ids), READ_CHUNK)]
 
 
 def _grouped(raws: Iterable[Document]) -> dict[ObjectId, list[Edge]]:
@@ -86,7 +93,7 @@ def _may_be_last(before: Document, counted: int) -> bool:
 async def count_down(c: Collections, ended: Mapping[ObjectId, object]) -> list[ObjectId]:
     """Upstreams ``ended`` (id -> why): count their edges down (see the module). Returns the
     dependents that may be decided now (their ``left`` reached 0 and no edge of them is left)."""
-    raws = [e async for e in c.edges.find({"upstream": {"$in": list(ended)}}).limit(MAX_EDGES)]
+    raws = [e for ids in _chunks(list(ended)) async for e in c.edges.find({"upstream": {"$in": ids}}).limit(MAX_EDGES)]
     ready: list[ObjectId] = []
     for dep, edges in _grouped(raws).items():
         held = await c.scheduled.find_one({"_id": dep, **COUNTED}, {"after.if_failed": 1})
@@ -112,7 +119,7 @@ async def count_down(c: Collections, ended: Mapping[ObjectId, object]) -> list[O
 
 def count_down_sync(c: SyncCollections, ended: Mapping[ObjectId, object]) -> list[ObjectId]:
     """:func:`count_down` with the synchronous client."""
-    raws = list(c.edges.find({"upstream": {"$in": list(ended)}}).limit(MAX_EDGES))
+    raws = [e for ids in _chunks(list(ended)) for e in c.edges.find({"upstream": {"$in": ids}}).limit(MAX_EDGES)]
     ready: list[ObjectId] = []
     for dep, edges in _grouped(raws).items():
         held = c.scheduled.find_one({"_id": dep, **COUNTED}, {"after.if_failed": 1})
