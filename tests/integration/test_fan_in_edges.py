@@ -291,3 +291,19 @@ def test_a_workflow_step_waiting_for_more_than_100_steps_is_explained_by_step_fr
     explained = cli("jobs", "explain", str(done["total"]), db_uri=db_uri).stdout
     shown = ", ".join(f"part-{k} (queued)" for k in range(1, 11))
     assert f"waiting on step {shown} and {PARTS - 10} more" in explained
+
+
+def test_a_wide_fan_in_cancelled_or_deleted_while_held_takes_its_edges_and_list_with_it(db_uri: str) -> None:
+    from recruiter import Recruiter
+
+    with Recruiter.connect(db_uri) as rec:
+        parts = rec.enqueue_many(Part(n).as_job_of(rec).schedule_in(hours=1) for n in range(PARTS))
+        cancelled = Part(-1).as_job_of(rec).after(*parts).enqueue()
+        deleted = Part(-2).as_job_of(rec).after(*parts).enqueue()
+        edges = rec.db["dependency_edges"]
+        assert edges.count_documents({}) == 2 * (PARTS + 1)
+        rec.cancel(cancelled)
+        assert edges.count_documents({"dependent": cancelled}) == 0
+        assert edges.count_documents({"_id": cancelled}) == 0
+        (result,) = rec.admin.delete([deleted])
+        assert edges.count_documents({}) == 0, result
