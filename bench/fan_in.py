@@ -11,11 +11,13 @@ Both are written while their group is paused (batches of 1 000, then the depende
 starts from the same stored state: every part queued, the dependent waiting for all of them.
 
 For each: the parts' jobs/s (from the first part's start to the last part's archive, server
-times), the recruiter's write commands and documents written per part, and its updates of
-``scheduled`` by ``findAndModify`` (the releases' writes: one per dependent per round at most)
-per part, from the command counts every process keeps (:mod:`recruiter.store.monitoring`, as
-:mod:`bench.write_counts` reads them); for the fan-in, the time from the last part's archive to
-the dependent's start. Then fan-in over plain: jobs/s and writes per part.
+times), the recruiter's write commands and documents written per part, and the release's writes
+per part: its updates of ``scheduled`` by ``findAndModify`` (the dependent's count down, one per
+dependent per round) and its deletes of ``dependency_edges`` (one per round: a fan-in of more than
+100 parts is stored with edges, :mod:`recruiter.domain.edges`), from the command counts every
+process keeps (:mod:`recruiter.store.monitoring`, as :mod:`bench.write_counts` reads them); for
+the fan-in, the time from the last part's archive to the dependent's start, and the dependent's
+own enqueue. Then fan-in over plain: jobs/s and writes per part.
 
 On a shared machine the absolute figures move with its load; the ratios of one run are what count.
 """
@@ -38,6 +40,7 @@ from bench.stats import difference
 
 SERIES = ("fan-in", "plain")
 RELEASE_WRITE = "findAndModify:scheduled"
+EDGE_DELETE = "delete:dependency_edges"
 # Parts per batch written: one transaction of 10 000 jobs outlives the embedded server's transaction
 # limit on a loaded machine; the dependent is enqueued after its parts, all still queued (paused).
 CHUNK = 1_000
@@ -65,25 +68,30 @@ def run_series(name: str, parts: int, processes: int, slots: int, work_dir: Path
         t0 = time.perf_counter()
         jobs = [j for k in range(0, parts, CHUNK)
                 for j in rec.enqueue_many(Noop() for _ in range(min(CHUNK, parts - k)))]
+        t1 = time.perf_counter()
         if name == "fan-in":
             jobs.append(Noop().as_job_of(rec).after(*jobs).enqueue())
-        enqueue_s = time.perf_counter() - t0
+        enqueue_s, dependent_s = time.perf_counter() - t0, time.perf_counter() - t1
         rec.admin.resume("group", [GROUP])
         s.wait(lambda: s.archived() >= len(jobs), timeout_s, f"{name}: {len(jobs)} jobs archived", interval_s=0.5)
         delta = {k: difference(v, before.get(k, v)) for k, v in s.flush().items()}
         span_s, last = _span_s(s.observer, jobs[:parts])
         recruiter = delta["recruiter"]
         release = (recruiter.get("targets") or {}).get(RELEASE_WRITE) or {}
+        edges = (recruiter.get("targets") or {}).get(EDGE_DELETE) or {}
         out: dict[str, Any] = {
             "parts": parts, "enqueue_s": enqueue_s, "jobs_per_s": parts / span_s,
             "recruiter_writes_per_part": recruiter["writes"] / parts,
             "recruiter_documents_written_per_part": recruiter["written"] / parts,
-            "release_writes_per_part": release.get("count", 0) / parts}
+            "release_writes_per_part": release.get("count", 0) / parts,
+            "edge_deletes_per_part": edges.get("count", 0) / parts,
+            "edges_deleted_per_part": edges.get("deleted", 0) / parts}
         if name == "fan-in":
             final = s.observer["archived"].find_one({"_id": jobs[-1]})
             if final is None or final["why"] != "done":
                 raise RuntimeError(f"the dependent did not end done: {final}")
             out["release_latency_s"] = (final["last_execution"]["started_at"] - last).total_seconds()
+            out["dependent_enqueue_s"] = dependent_s
         return out
 
 
@@ -102,9 +110,11 @@ def show(results: dict[str, dict[str, Any]]) -> None:
         print(f"  {name:7} {f['parts']} parts: {f['jobs_per_s']:.1f} jobs/s (enqueued in {f['enqueue_s']:.1f} s); "
               f"recruiter per part: {f['recruiter_writes_per_part']:.3f} write commands, "
               f"{f['recruiter_documents_written_per_part']:.3f} documents written, "
-              f"{f['release_writes_per_part']:.4f} release writes ({RELEASE_WRITE})"
-              + (f"; last part archived to dependent started: {f['release_latency_s']:.2f} s"
-                 if "release_latency_s" in f else ""))
+              f"{f['release_writes_per_part']:.4f} release writes ({RELEASE_WRITE}), "
+              f"{f['edge_deletes_per_part']:.4f} edge deletes ({EDGE_DELETE}, "
+              f"{f['edges_deleted_per_part']:.3f} edges)"
+              + (f"; last part archived to dependent started: {f['release_latency_s']:.2f} s; "
+                 f"the dependent enqueued in {f['dependent_enqueue_s']:.1f} s" if "release_latency_s" in f else ""))
     r = ratios(results)
     cells = {k: "-" if v is None else f"{v:.2f}x" for k, v in r.items()}
     print(f"  fan-in over plain: jobs/s {cells['jobs_per_s']}, recruiter write commands per part "

@@ -18,9 +18,11 @@ from typing import Any
 
 from bson import ObjectId
 
+from recruiter.domain.edges import is_counted
 from recruiter.domain.waiting import Explanation, Waiting
 from recruiter.domain.workflow import MALFORMED, WorkflowTag, is_name, parse_workflow, topological
 from recruiter.store import SyncCollections, SyncDb
+from recruiter.store.edges import front_sync
 from recruiter.store.workflows import queued_workflow_names, step_documents, workflow_documents, workflow_groups
 
 DONE = "done"
@@ -232,16 +234,22 @@ def waiting_on(db: SyncDb | SyncCollections, job: Mapping[str, Any]) -> str | No
     after = job.get("after")
     if isinstance(tag, str) or not (isinstance(after, Mapping) and after.get("held") is True):
         return None
-    pending = after.get("pending")
-    if not isinstance(pending, list):
-        return None
-    ids = [p for p in pending[:SHOWN] if isinstance(p, ObjectId)]
     c = db if isinstance(db, SyncCollections) else SyncCollections.of(db)
+    if is_counted(after):  # stored with edges: the first of its edges left (recruiter.domain.edges)
+        pending: list[Any] = list(front_sync(c, job.get("_id"), SHOWN))
+        left = after.get("left")
+        total = left if isinstance(left, int) else len(pending)
+    else:
+        listed = after.get("pending")
+        if not isinstance(listed, list):
+            return None
+        pending, total = listed, len(listed)
+    ids = [p for p in pending[:SHOWN] if isinstance(p, ObjectId)]
     found = step_documents(c, ids) if ids else {}
     parts = [_named(i, found.get(i)) for i in ids]
     if not parts:
         return None
-    more = f" and {len(pending) - SHOWN} more" if len(pending) > SHOWN else ""
+    more = f" and {total - len(parts)} more" if total > len(parts) else ""
     return f"waiting on step {', '.join(parts)}{more}"
 
 

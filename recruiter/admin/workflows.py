@@ -26,6 +26,7 @@ from recruiter.admin.workflow_view import StepView, WorkflowView, read_workflow
 from recruiter.domain.cancel import ALREADY_ARCHIVED
 from recruiter.domain.dependencies import held_fields, parse_after, settle
 from recruiter.domain.dependency_policy import CANCEL_ALL, Policy
+from recruiter.domain.edges import shared_policy
 from recruiter.domain.records import JobDoc
 from recruiter.domain.requeue import RetryRefused, retry_copy
 from recruiter.domain.workflow import downstream, parse_workflow, topological
@@ -151,6 +152,8 @@ def _copy(step: StepView, original: dict[str, Any] | None, new_ids: dict[str, Ob
 def _policy_of(original: dict[str, Any]) -> Policy:
     """The policy an archived step waited with (the first dependency's: a step has one for all);
     cancel-on-anything when its ``after`` cannot be read."""
+    if (shared := shared_policy(original.get("after"))) is not None:  # stored with edges
+        return shared
     parsed = parse_after(original.get("after"), original.get("_id"))
     if isinstance(parsed, str):
         return CANCEL_ALL

@@ -56,7 +56,7 @@ def state_of(view: JobView) -> str:
     if view.state == "archived":
         return f"archived: {view.why}"
     if view.waiting_for is not None:  # .after(...): held until they end
-        return held_state(view.waiting_for)
+        return held_state(view.waiting_for, view.waiting_count)
     return f"{view.state} ({view.refused.short()})" if view.refused is not None and view.refused.current \
         else view.state
 

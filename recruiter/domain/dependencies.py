@@ -47,6 +47,15 @@ from recruiter.domain.dependency_policy import (
     parse_on,
     stored_on,
 )
+from recruiter.domain.edges import (
+    FATE_OF_SEVERITY,
+    NONE_FAILED,
+    Counted,
+    counted_line,
+    front_of,
+    is_counted,
+    parse_counted,
+)
 
 HELD_UNTIL = datetime(9999, 1, 1, tzinfo=UTC)
 DONE = "done"
@@ -75,6 +84,8 @@ class After:
     # Per-dependency policies (``after.on``); a dependency not in it follows ``if_failed``.
     policies: Mapping[ObjectId, Policy] | None = None
     guarded: bool = False  # its own id kept in ``pending`` (0.2.0 never decides it)
+    # Stored with edges (recruiter.domain.edges): its counters; ``ids`` and ``pending`` are then empty.
+    counted: Counted | None = None
 
     def default_policy(self) -> Policy:
         return RUN_ALL if self.if_failed == "run" else CANCEL_ALL
@@ -115,6 +126,7 @@ def waited_for(job: Mapping[str, Any]) -> tuple[str, ...]:
 def checked_ids(items: Iterable[object]) -> tuple[ObjectId, ...]:
     """Job ids from handles, ObjectIds or their 24 hex digits, without repeats (in order)."""
     out: list[ObjectId] = []
+    seen: set[ObjectId] = set()  # a list's `in` made this quadratic: 18 s for 10 000 ids
     for item in items:
         if isinstance(item, ObjectId):
             job_id = ObjectId(item.binary)  # a JobHandle is an ObjectId
@@ -122,7 +134,8 @@ def checked_ids(items: Iterable[object]) -> tuple[ObjectId, ...]:
             job_id = ObjectId(item)
         else:
             raise DependencyRefused(f"after needs job handles or ids, got {item!r:.60}")
-        if job_id not in out:
+        if job_id not in seen:
+            seen.add(job_id)
             out.append(job_id)
     if not out:
         raise DependencyRefused("after needs at least one job to wait for")
@@ -187,6 +200,8 @@ def parse_after(raw: object, job_id: object = None) -> After | str:
     ``job_id``: the job's own, read as the guard when it is in ``pending``, not as a dependency."""
     if not isinstance(raw, Mapping):
         return "after: not a document"
+    if is_counted(raw):
+        return _parse_counted(raw)
     ids, pending, failed = raw.get("ids"), raw.get("pending"), raw.get("failed", [])
     if not (isinstance(ids, list) and 0 < len(ids) <= MAX_DEPENDENCIES and all(isinstance(i, ObjectId) for i in ids)):
         return f"after.ids: not a list of 1 to {MAX_DEPENDENCIES} job ids"
@@ -209,8 +224,26 @@ def parse_after(raw: object, job_id: object = None) -> After | str:
                  job_id is not None and job_id in pending)
 
 
+def _parse_counted(raw: Mapping[str, Any]) -> After | str:
+    counted = parse_counted(raw)
+    if isinstance(counted, str):
+        return counted
+    if raw.get("if_failed") not in IF_FAILED:
+        return f"after.if_failed: not one of {', '.join(IF_FAILED)}"
+    due_at = raw.get("due_at")
+    if not isinstance(due_at, datetime):
+        return "after.due_at: not a date"
+    failed = ((counted.by, counted.by_why),) if counted.by is not None and counted.by_why is not None else ()
+    return After((), front_of(raw) or (), failed, str(raw["if_failed"]),
+                 due_at if due_at.tzinfo else due_at.replace(tzinfo=UTC), None, True, counted)
+
+
 def decide(after: After) -> Decision:
-    """What becomes of a held job: wait, release, or archive it because a dependency failed."""
+    """What becomes of a held job: wait, release, or archive it because a dependency failed.
+    One stored with edges waits while its ``left`` is above 0: the store sets it to 0 once it
+    has read that no edge of it is left (:mod:`recruiter.domain.edges`)."""
+    if after.counted is not None:
+        return _decide_counted(after.counted, after.due_at)
     if after.pending:
         return Wait(after.pending)
     fate, by, why = fate_of(after.failed, after.policies or {}, after.default_policy())
@@ -220,6 +253,18 @@ def decide(after: After) -> Decision:
     if fate == "skip":
         return Archive(SKIPPED, f"job {by} it waited for ended {why}, which its policy skips on{more}")
     return Archive(UPSTREAM_FAILED, f"job {by} it waited for ended {why}{more}")
+
+
+def _decide_counted(counted: Counted, due_at: datetime) -> Decision:
+    if counted.left > 0:
+        return Wait(())
+    if counted.severity <= 0 or counted.severity == NONE_FAILED:
+        return Release(due_at)
+    more = f" (and {counted.failed_count - 1} more)" if counted.failed_count > 1 else ""
+    if FATE_OF_SEVERITY[counted.severity] == "skip":
+        return Archive(SKIPPED,
+                       f"job {counted.by} it waited for ended {counted.by_why}, which its policy skips on{more}")
+    return Archive(UPSTREAM_FAILED, f"job {counted.by} it waited for ended {counted.by_why}{more}")
 
 
 def failures(ended: Mapping[ObjectId, object]) -> list[dict[str, object]]:
@@ -234,6 +279,8 @@ def waiting_line(raw: object, job_id: object = None) -> str | None:
         return f"waits for other jobs, but its {after}" if isinstance(raw, Mapping) and raw.get("held") else None
     if not (isinstance(raw, Mapping) and raw.get("held")):
         return None
+    if after.counted is not None:
+        return counted_line(after.counted, front_of(raw))
     if not after.pending:
         return "its dependencies have all ended; the leader releases it at its next look"
     shown = ", ".join(str(i) for i in after.pending[:5]) + (" …" if len(after.pending) > 5 else "")
@@ -267,7 +314,8 @@ def settle(docs: Sequence[dict[str, Any]], known: set[object], ended: Mapping[ob
     return cycle_problem(docs)
 
 
-def held_state(pending: Sequence[object]) -> str:
-    """A held job's state as the lists say it (``jobs list``, the dashboard): ``waiting for 2 jobs``."""
-    n = len(pending)
+def held_state(pending: Sequence[object], count: int | None = None) -> str:
+    """A held job's state as the lists say it (``jobs list``, the dashboard): ``waiting for 2 jobs``;
+    ``count``: how many, when ``pending`` is only the front of them (stored with edges)."""
+    n = len(pending) if count is None else count
     return f"waiting for {n} job{'' if n == 1 else 's'}" if n else "waiting: released at the leader's next look"

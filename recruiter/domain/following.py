@@ -82,6 +82,9 @@ class JobView:
     retried_as: object = None  # an archived job retried by ``jobs retry``: its copy
     # Enqueued with .after(...) and still held: the jobs it waits for that have not ended (domain.dependencies).
     waiting_for: tuple[object, ...] | None = None
+    # How many: ``len(waiting_for)``, or for one stored with edges its count left (``waiting_for`` is then
+    # the front of them its read found, recruiter.domain.edges).
+    waiting_count: int | None = None
     document: Raw = field(default_factory=dict, repr=False)  # the document the view was built from
 
     @property
@@ -186,6 +189,7 @@ def view_of(job_id: object, scheduled: Raw | None, archived: Raw | None, beat: R
     state = _waiting_state(scheduled, beat, now)
     holder = _str(scheduled.get("locked_by")) if scheduled.get("locked") is True else None
     if is_held(scheduled) and not isinstance(after := parse_after(scheduled.get("after"), scheduled.get("_id")), str):
-        common.update(waiting_for=after.pending, scheduled_at=after.due_at)  # its own due time, once released
+        common.update(waiting_for=after.pending, scheduled_at=after.due_at,  # its own due time, once released
+                      waiting_count=after.counted.left if after.counted is not None else len(after.pending))
     return JobView(state=state, worker=holder, progress=progress_of(beat, scheduled) if holder else None,
                    **common)  # type: ignore[arg-type]

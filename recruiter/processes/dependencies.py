@@ -29,9 +29,12 @@ from datetime import datetime
 import structlog
 
 from recruiter.domain.dependencies import GONE
+from recruiter.domain.edges import is_counted
+from recruiter.domain.outcome import MALFORMED
 from recruiter.processes.leadership import Leadership, LostLease
 from recruiter.store.connection import StoreError, first_line
-from recruiter.store.dependencies import read_ended, read_held, release_dependents, resolve
+from recruiter.store.dependencies import archive_held, read_ended, read_held, release_dependents, resolve
+from recruiter.store.edges import front
 from recruiter.store.layout import Collections, Document
 
 log = structlog.get_logger("recruiter.dependencies")
@@ -93,21 +96,22 @@ class DependencySweep:
             self.any_held = bool(held)
         taken = self._within_budget(held)
         self.cursor = taken[-1]["_id"] if len(taken) < len(held) or len(held) >= self.limit else None
-        pending = {i for d in taken for i in _pending(d)[:self.per_job]}
+        waits, broken = await _fronts(c, taken, self.per_job)
+        pending = {i for w in waits.values() for i in w}
         ended = self._confirmed(await read_ended(c, list(pending)) if pending else {})
-        ready = [d for d in taken if not _pending(d) or any(i in ended for i in _pending(d))]
+        ready = [d for d in taken if d["_id"] in broken or not waits[d["_id"]]
+                 or any(i in ended for i in waits[d["_id"]])]
         if not ready:
             return 0
         async with leadership.fenced() as inside:
-            await _resolve_all(inside, ready, ended, now)
+            await _resolve_all(inside, ready, waits, broken, ended, now)
         return len(ready)
-
 
     def _within_budget(self, held: list[Document]) -> list[Document]:
         """The first of ``held`` whose fronts of ``pending`` fit ``per_look`` ids (one at least)."""
         budget, taken = self.per_look, list[Document]()
         for d in held:
-            need = min(len(_pending(d)), self.per_job)
+            need = min(_left(d), self.per_job)
             if taken and need > budget:
                 break
             taken.append(d)
@@ -129,12 +133,43 @@ def _pending(doc: Document) -> list[object]:
     return [i for i in pending if i != doc["_id"]] if isinstance(pending, list) else []
 
 
-async def _resolve_all(c: Collections, ready: list[Document], ended: Mapping[object, object], now: datetime) -> None:
-    mine = {i: ended[i] for d in ready for i in _pending(d) if i in ended}
+def _left(doc: Document) -> int:
+    """How many jobs ``doc`` may still wait for (its ``after.left`` when stored with edges)."""
+    after = doc.get("after")
+    left = after.get("left") if is_counted(after) and isinstance(after, dict) else None
+    return left if isinstance(left, int) and left >= 0 else len(_pending(doc))
+
+
+async def _fronts(c: Collections, held: list[Document], per_job: int
+                  ) -> tuple[dict[object, list[object]], dict[object, str]]:
+    """The front of what each held job waits for (``per_job`` ids: of ``pending``, or of its edges
+    left when stored with edges), and the jobs whose edges are malformed, with the reason."""
+    waits: dict[object, list[object]] = {}
+    broken: dict[object, str] = {}
+    for d in held:
+        if not is_counted(d.get("after")):
+            waits[d["_id"]] = _pending(d)[:per_job]
+            continue
+        ups, problem = await front(c, d["_id"], per_job)
+        waits[d["_id"]] = list(ups)
+        if problem is not None:
+            broken[d["_id"]] = problem
+    return waits, broken
+
+
+async def _resolve_all(c: Collections, ready: list[Document], waits: Mapping[object, list[object]],
+                       broken: Mapping[object, str], ended: Mapping[object, object], now: datetime) -> None:
+    mine = {i: ended[i] for d in ready for i in waits[d["_id"]] if i in ended}
     if mine:
         await release_dependents(c, mine, now)
     for d in ready:
-        if not _pending(d):  # waits for nothing (or malformed): decide it as it is
+        if d["_id"] in broken:  # a malformed edge: never released, archived with the reason
+            done = await archive_held(c, d, MALFORMED, broken[d["_id"]], now)
+        elif not waits[d["_id"]]:  # waits for nothing (or malformed): decide it as it is
             whole = await c.scheduled.find_one({"_id": d["_id"], "after.held": True})
-            if whole is not None and (done := await resolve(c, whole, now)) is not None:
-                await release_dependents(c, {done["_id"]: done["why"]}, now)
+            done = await resolve(c, whole, now) if whole is not None else None
+        else:
+            continue
+        if done is not None:
+            log.info("job.archived", job_id=str(done["_id"]), why=done["why"], by="dependencies")
+            await release_dependents(c, {done["_id"]: done["why"]}, now)

@@ -30,6 +30,7 @@ from recruiter.domain.cancel import (
 from recruiter.domain.records import Raw
 from recruiter.store.dependencies import archived_whys, archived_whys_async, release_dependents
 from recruiter.store.dependents_sync import release_dependents_sync
+from recruiter.store.edges import drop_edges, drop_edges_sync
 from recruiter.store.heartbeats import beats_of, beats_of_async
 from recruiter.store.layout import AsyncDb, Collections, Document, SyncCollections, SyncDb
 
@@ -103,6 +104,7 @@ def cancel_job(db: SyncDb, job_id: ObjectId, now: datetime, reason: str | None =
             continue
         if result.state in ARCHIVED_NOW:  # its dependents, at once (else the leader's sweep)
             c = SyncCollections.of(db)
+            drop_edges_sync(c, job_id)  # a wide fan-in's dependent: its edges (recruiter.domain.edges)
             release_dependents_sync(c, archived_whys(c, [job_id]), now)
         return result
     raise RuntimeError(f"job {job_id} kept changing while being cancelled; try again")
@@ -139,6 +141,7 @@ async def cancel_job_async(db: AsyncDb, job_id: ObjectId, now: datetime, reason:
             continue
         if result.state in ARCHIVED_NOW:  # its dependents, at once (else the leader's sweep)
             c = Collections.of(db)
+            await drop_edges(c, job_id)  # a wide fan-in's dependent: its edges (recruiter.domain.edges)
             await release_dependents(c, await archived_whys_async(c, [job_id]), now)
         return result
     raise RuntimeError(f"job {job_id} kept changing while being cancelled; try again")

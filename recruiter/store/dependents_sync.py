@@ -10,14 +10,17 @@ leader's sweep) does it once; a crash between the archive and this leaves it to 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 
 from bson import ObjectId
 from pymongo import ReturnDocument
 
 from recruiter.domain.dependencies import Archive, Release, decide, failures, parse_after
+from recruiter.domain.edges import is_counted
 from recruiter.domain.outcome import MALFORMED
 from recruiter.store.dependencies import HELD, MAX_RESOLVED, archived_copy, release_filter, release_update
+from recruiter.store.edges import any_left_sync, count_down_sync, drop_edges_sync, manifest_sync
 from recruiter.store.layout import Document, SyncCollections
 
 
@@ -40,6 +43,11 @@ def release_dependents_sync(c: SyncCollections, ended: Mapping[object, object], 
             if after is not None and (done := _resolve(c, after, now)) is not None:
                 archived_now.append(done)
                 nxt[done["_id"]] = done["why"]
+        for dep_id in count_down_sync(c, todo):  # dependents stored with edges (recruiter.domain.edges)
+            whole = c.scheduled.find_one({"_id": dep_id, **HELD})
+            if whole is not None and (done := _resolve(c, whole, now)) is not None:
+                archived_now.append(done)
+                nxt[done["_id"]] = done["why"]
         todo = {k: v for k, v in nxt.items() if isinstance(k, ObjectId)}
     return archived_now
 
@@ -48,9 +56,19 @@ def _resolve(c: SyncCollections, job: Document, now: datetime) -> Document | Non
     after = parse_after(job.get("after"), job["_id"])
     if isinstance(after, str):
         return _archive(c, job, MALFORMED, after, now)
+    ids: list[ObjectId] | None = None
+    if after.counted is not None:  # decided once no edge of it is left (recruiter.domain.edges)
+        if any_left_sync(c, job["_id"]):
+            return None
+        after = replace(after, counted=replace(after.counted, left=0))
+        if isinstance(listed := manifest_sync(c, job["_id"]), str):
+            return _archive(c, job, MALFORMED, listed, now)
+        ids = listed
     decision = decide(after)
     if isinstance(decision, Release):
-        c.scheduled.update_one(release_filter(job), release_update(decision, now))
+        if c.scheduled.update_one(release_filter(job), release_update(decision, now, ids)).modified_count \
+                and ids is not None:
+            drop_edges_sync(c, job["_id"])
     elif isinstance(decision, Archive):
         return _archive(c, job, decision.why, decision.reason, now)
     return None
@@ -60,8 +78,13 @@ def _archive(c: SyncCollections, job: Document, why: str, reason: str, now: date
     whole = c.scheduled.find_one({"_id": job["_id"], **HELD, "locked": False})
     if whole is None:
         return None
-    c.archived.update_one({"_id": whole["_id"]}, {"$setOnInsert": archived_copy(whole, why, reason, now)},
-                          upsert=True)
+    doc = archived_copy(whole, why, reason, now)
+    counted = is_counted(whole.get("after"))
+    if counted:  # its ids from its list (recruiter.domain.edges), for its history
+        doc["after"]["ids"] = listed if isinstance(listed := manifest_sync(c, whole["_id"]), list) else []
+    c.archived.update_one({"_id": whole["_id"]}, {"$setOnInsert": doc}, upsert=True)
     if c.scheduled.delete_one({"_id": whole["_id"], **HELD, "locked": False}).deleted_count != 1:
         return None
+    if counted:
+        drop_edges_sync(c, whole["_id"])
     return {"_id": whole["_id"], "why": why}

@@ -23,6 +23,7 @@ from recruiter.domain.following import JobView, view_of
 from recruiter.domain.records import Query
 from recruiter.store.change_streams import CLOSE_TIMEOUT_S, STREAMS_UNSUPPORTED, Stream, unless_ended
 from recruiter.store.connection import first_line
+from recruiter.store.edges import with_front, with_front_async
 from recruiter.store.heartbeats import beats_of, beats_of_async
 from recruiter.store.layout import Collections, Document, SyncCollections
 
@@ -55,7 +56,7 @@ def read_job_documents(c: SyncCollections, job_id: object) -> JobDocuments:
     archived = c.archived.find_one({"_id": {"$eq": job_id}})
     if archived is not None:
         return JobDocuments(job_id, None, archived, None)
-    scheduled = c.scheduled.find_one({"_id": {"$eq": job_id}})
+    scheduled = with_front(c, c.scheduled.find_one({"_id": {"$eq": job_id}}))
     holder = _holder(scheduled)
     beat = beats_of(c.heartbeats, [holder]).get(holder) if holder is not None else None
     if scheduled is None:  # archived between the two reads
@@ -68,7 +69,7 @@ async def read_job_documents_async(c: Collections, job_id: object) -> JobDocumen
     archived = await c.archived.find_one({"_id": {"$eq": job_id}})
     if archived is not None:
         return JobDocuments(job_id, None, archived, None)
-    scheduled = await c.scheduled.find_one({"_id": {"$eq": job_id}})
+    scheduled = await with_front_async(c, await c.scheduled.find_one({"_id": {"$eq": job_id}}))
     holder = _holder(scheduled)
     beat = (await beats_of_async(c.heartbeats, [holder])).get(holder) if holder is not None else None
     if scheduled is None:

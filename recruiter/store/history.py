@@ -30,6 +30,7 @@ from itertools import islice
 from recruiter.domain.following import JobView, view_of
 from recruiter.domain.listing import LOCKED_STATES, UNLOCKED_STATES, JobFilter, PageKey, order_key
 from recruiter.domain.records import JobDoc, Query
+from recruiter.store.edges import with_front
 from recruiter.store.heartbeats import beats_of
 from recruiter.store.layout import Document, SyncColl, SyncCollections
 
@@ -156,7 +157,7 @@ def list_jobs(c: SyncCollections, f: JobFilter, after: PageKey | None, limit: in
             break
         beats = _beats(c, [doc for _, _, doc, s in chunk if not s.archived])
         for _, _, doc, s in chunk:
-            view = _view(doc, s, beats, now)
+            view = _view(doc if s.archived else with_front(c, doc) or doc, s, beats, now)
             # A job archived between two reads may be read from both collections: listed once
             # (archived, as its archived_at is later than its created_at).
             if view.state in f.states and repr(view.id) not in seen:

@@ -12,7 +12,7 @@ import structlog
 from pymongo import ASCENDING, DESCENDING, IndexModel
 from pymongo.errors import OperationFailure
 
-from recruiter.store.layout import ARCHIVED, HEARTBEATS, ROSTER, SCHEDULED, SCHEDULES, TIMELINE, UNIQUE_KEYS
+from recruiter.store.layout import ARCHIVED, EDGES, HEARTBEATS, ROSTER, SCHEDULED, SCHEDULES, TIMELINE, UNIQUE_KEYS
 
 log = structlog.get_logger("recruiter.store")
 
@@ -97,6 +97,12 @@ INDEXES: dict[str, list[IndexModel]] = {
         IndexModel([("halting.group", ASCENDING)], name="halting", sparse=True),
         # Cleaner: entries of an older version, which heartbeat in the entry itself.
         IndexModel([("last_seen_at", ASCENDING)], name="heartbeat"),
+    ],
+    EDGES: [
+        # A large fan-in's edges (domain/edges.py): whoever archives a job finds its edges by
+        # upstream; the sweep, the views and the decision read a dependent's by dependent.
+        IndexModel([("upstream", ASCENDING)], name="edges_by_upstream"),
+        IndexModel([("dependent", ASCENDING), ("_id", ASCENDING)], name="edges_by_dependent"),
     ],
     HEARTBEATS: [
         # Cleaner: workers whose heartbeat is older than --considered-dead-after.

@@ -39,10 +39,11 @@ SCHEDULES = "schedules"  # periodic jobs, one document per schedule (domain/sche
 TIMELINE = "timeline"  # the history over time, per group and minute or hour (domain/timeline.py)
 AUDIT = "audit"  # the dashboard's actions (store/audit.py)
 START_GATES = "start_gates"  # the start tokens of rate-limited jobs, one document per group (store/start_gates.py)
+EDGES = "dependency_edges"  # a large fan-in's dependencies, one document per edge (domain/edges.py)
 # Every collection recruiter names: with a collection prefix, these (and only these) get it
 # (recruiter.store.names).
 NAMES = frozenset({SCHEDULED, ARCHIVED, ROSTER, HEARTBEATS, METADATA, UNIQUE_KEYS, SCHEDULES, TIMELINE, AUDIT,
-                   START_GATES})
+                   START_GATES, EDGES})
 
 @dataclass(frozen=True)
 class Collections:
@@ -53,6 +54,7 @@ class Collections:
     roster: AsyncColl
     metadata: AsyncColl
     heartbeats: AsyncColl
+    edges: AsyncColl
     # Handed out by recruiter.store.transactions.fenced_transaction: every operation on them runs
     # in that transaction, so several writes may go as one command and abort together.
     in_transaction: bool = False
@@ -61,7 +63,8 @@ class Collections:
 
     @classmethod
     def of(cls, db: AsyncDb, *, in_transaction: bool = False, fence: PendingFence | None = None) -> Collections:
-        return cls(db[SCHEDULED], db[ARCHIVED], db[ROSTER], db[METADATA], db[HEARTBEATS], in_transaction, fence)
+        return cls(db[SCHEDULED], db[ARCHIVED], db[ROSTER], db[METADATA], db[HEARTBEATS], db[EDGES], in_transaction,
+                   fence)
 
 
 @dataclass
@@ -85,7 +88,8 @@ class SyncCollections:
     roster: SyncColl
     metadata: SyncColl
     heartbeats: SyncColl
+    edges: SyncColl
 
     @classmethod
     def of(cls, db: SyncDb) -> SyncCollections:
-        return cls(db[SCHEDULED], db[ARCHIVED], db[ROSTER], db[METADATA], db[HEARTBEATS])
+        return cls(db[SCHEDULED], db[ARCHIVED], db[ROSTER], db[METADATA], db[HEARTBEATS], db[EDGES])

@@ -26,6 +26,7 @@ from recruiter.domain.waiting_actions import (
     plan_retry_now,
 )
 from recruiter.store.dependents_sync import release_dependents_sync
+from recruiter.store.edges import drop_edges_sync
 from recruiter.store.layout import SyncCollections, SyncDb
 
 ATTEMPTS = 10
@@ -73,6 +74,7 @@ def delete_waiting(db: SyncDb, job_id: ObjectId, now: datetime, reason: str | No
         except _Moved:
             continue
         if result.state == WAS_DELETED:  # its dependents, at once (else the leader's sweep)
+            drop_edges_sync(SyncCollections.of(db), job_id)  # a wide fan-in's dependent: its edges
             release_dependents_sync(SyncCollections.of(db), {job_id: DELETED}, now)
         return result
     raise RuntimeError(f"job {job_id} kept changing while being deleted; try again")

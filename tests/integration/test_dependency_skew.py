@@ -17,6 +17,7 @@ from bson import ObjectId
 
 from recruiter.domain.dependencies import HELD_UNTIL
 from recruiter.domain.dependency_policy import SKIPPED
+from recruiter.domain.edges import INLINE_MAX
 from tests.conftest import REPO
 from tests.integration.test_dependencies import sweep
 from tests.integration.test_processes_inproc import START, Harness, run
@@ -107,5 +108,41 @@ def test_a_0_2_0_leader_leaves_a_guarded_job_held_and_this_release_decides_it(
         skipped = await h.archived(skips)
         assert skipped is not None
         assert skipped["why"] == SKIPPED
+
+    run(db_uri, scenario)
+
+
+def test_a_0_2_0_leader_leaves_a_wide_fan_in_stored_with_edges_held_and_this_release_decides_it(
+        db_uri: str, release_0_2_0: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        p = h.producer
+        parts = await p.enqueue_many(Record(h.db_uri, n=n).as_job_of(p).schedule_in(hours=1)
+                                     for n in range(INLINE_MAX + 20))
+        runs = await Record(h.db_uri).as_job_of(p).after(*parts).enqueue()
+        crashed = parts[3]
+        runs_anyway = await Record(h.db_uri).as_job_of(p).after(*parts, if_failed="run").enqueue()
+        ended = {i: "crashed" if i == crashed else "done" for i in parts}
+        for job_id, why in ended.items():
+            doc: Any = await h.job(job_id)
+            await h.db.archived.insert_one({**doc, "why": why, "archived_at": START})
+            await h.db.scheduled.delete_one({"_id": job_id})
+
+        old_leader(release_0_2_0, h.db_uri, ended)
+        for job_id in (runs, runs_anyway):
+            held = await h.job(job_id)
+            assert held is not None, "a 0.2.0 leader archived a job stored with edges"
+            assert held["scheduled_at"] == HELD_UNTIL, "a 0.2.0 leader released a job stored with edges"
+        assert await h.db.dependency_edges.count_documents({"dependent": runs}) == INLINE_MAX + 20  # untouched
+
+        while await sweep(h):  # this release's leader: a front of each one's edges per look
+            pass
+        archived = await h.archived(runs)
+        assert archived is not None
+        assert archived["why"] == "upstream-failed"
+        assert archived["reason"].startswith(f"job {crashed} it waited for ended crashed")
+        released = await h.job(runs_anyway)
+        assert released is not None
+        assert released["scheduled_at"] == START
+        assert released["after"]["ids"] == parts
 
     run(db_uri, scenario)
