@@ -86,6 +86,8 @@ async def add_steps(c: Collections, additions: list[Addition], events: AfterComm
 
 
 async def _hold(c: Collections, a: Addition) -> None:
+    # A dependent of over 100 jobs keeps them as edges (domain.edges): it gains edges, not ids.
+    await adding.join_counted(c, a.job_id, a.held_ids, a.held_names, a.docs[0]["workflow"]["id"])
     for dep in await adding.waiting_for(c, a.job_id):
         after = parse_after(dep.get("after"), dep["_id"])
         if isinstance(after, str):

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bson import ObjectId
+
+from recruiter.domain.edges import MANIFEST
 from recruiter.store.dependencies import HELD
+from recruiter.store.edges import COUNTERS, insert_edges_async
 from recruiter.store.layout import Collections, Document
 from recruiter.store.workflows import BY_WORKFLOW, HAS_WORKFLOW
 
@@ -43,3 +47,28 @@ async def join(c: Collections, dependent: object, job_id: object, after: Documen
     return done.modified_count == 1
 
 
+
+
+async def join_counted(c: Collections, job_id: object, new: Sequence[object],
+                       names: Sequence[str], workflow_id: object) -> int:
+    """Make the dependents stored with edges (:mod:`recruiter.domain.edges`) that still wait for
+    ``job_id`` wait for ``new`` too, with the policy their edge to ``job_id`` has: an edge each,
+    the ids added to their list, their counters raised, and ``names`` added to the deps of a
+    dependent of ``workflow_id``. How many dependents were joined."""
+    joined = 0
+    async for edge in c.edges.find({"upstream": job_id, "dependent": {"$exists": True}}):
+        dep = edge.get("dependent")
+        held = await c.scheduled.find_one({"_id": dep, **COUNTERS}, {"workflow": 1})
+        if held is None:
+            continue  # decided, cancelled or malformed: nothing waits here any more
+        policy = edge.get("policy")
+        await insert_edges_async(c, [{"_id": ObjectId(), "dependent": dep, "upstream": n,
+                                      **({"policy": policy} if isinstance(policy, dict) else {})} for n in new])
+        await c.edges.update_one({"_id": dep, MANIFEST: dep}, {"$addToSet": {"ids": {"$each": list(new)}}})
+        update: Document = {"$inc": {"after.edges": len(new), "after.left": len(new)}}
+        tag = held.get("workflow")
+        if isinstance(tag, dict) and tag.get("id") == workflow_id and isinstance(tag.get("deps"), list):
+            update["$set"] = {"workflow.deps": list(dict.fromkeys([*tag["deps"], *names]))}
+        await c.scheduled.update_one({"_id": dep, **COUNTERS}, update)
+        joined += 1
+    return joined

@@ -129,7 +129,8 @@ def test_while_no_lane_is_free_an_enqueue_alone_does_not_ring_but_an_outcome_doe
             assert not await waiting
             assert loop.time() - began >= 1.4, "the wait is the longest backoff, not the one asked"
             arrivals, disturbed = bell.take_arrivals()
-            assert [a["_id"] for a in arrivals] == ["j1"] and not disturbed
+            assert [a["_id"] for a in arrivals] == ["j1"]
+            assert not disturbed
             bell.drain()
 
             await adb.roster.insert_one({"_id": "w", "available": True})

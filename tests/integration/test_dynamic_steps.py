@@ -248,3 +248,43 @@ def test_a_forged_lock_on_a_step_is_not_written(db_uri: str) -> None:
         assert await work_all(h, [worker]) == [child["_id"]]
 
     run(db_uri, scenario)
+
+
+def test_a_dependent_of_over_100_steps_stored_with_edges_also_waits_for_what_a_step_adds(db_uri: str) -> None:
+    """``report`` waits for ``spawn`` and 100 more steps: it is stored with edges
+    (recruiter.domain.edges), not ids. ``spawn`` adds two children with ``hold_dependents``:
+    ``report`` gains an edge to each (with its policy for ``spawn``), and runs after them."""
+    async def scenario(h: Harness) -> None:
+        wf = Workflow("wide")
+        wf.step("spawn", Spawner(h.db_uri, parts=2, join=False, hold=True))
+        parts = wf.fan_out("p", [Step(h.db_uri, n=k) for k in range(1, 101)])
+        wf.step("report", Step(h.db_uri, n=1000), deps=["spawn", *parts])
+        done = await wf.enqueue(h.producer)
+        report = await h.job(done["report"])
+        assert report is not None
+        assert report["after"]["edges"] == 101, "stored with edges"
+        workers = [await h.worker(f"w{k}") for k in range(4)]
+        ran: list[ObjectId] = []
+        while done["spawn"] not in ran:
+            ran += await work_all(h, workers)
+        found = await steps(h, done.id)
+        children = [found["child-1"]["_id"], found["child-2"]["_id"]]
+        report = await h.job(done["report"])
+        assert report is not None
+        assert report["after"]["held"] is True
+        assert report["after"]["edges"] == 103, "two edges more, one per added step"
+        assert {e["upstream"] async for e in h.db.dependency_edges.find({"dependent": done["report"]})} >= set(children)
+        assert report["workflow"]["deps"][-2:] == ["child-1", "child-2"]
+        for _ in range(200):
+            got = await work_all(h, workers)
+            ran += got
+            if done["report"] in got or not got:
+                break
+        assert ran[-1] == done["report"], "report runs last"
+        assert set(children) <= set(ran[:-1]), "after the steps spawn added"
+        archived = await h.archived(done["report"])
+        assert archived is not None
+        assert archived["why"] == "done"
+        assert set(children) <= set(archived["after"]["ids"]), "its ids name what it waited for, added steps too"
+
+    run(db_uri, scenario)
