@@ -93,7 +93,7 @@ async def apply_sorted(c: Collections, s: Sorted, now: datetime, events: AfterCo
                 events.emit(JobArchived(d["_id"], d["why"], d.get("attempts"), d.get("group"), by="recruiter",
                                         workflow=workflow_name(d.get("workflow"))))
         if dependents:
-            await after_archive(c, [d for d in s.archive if d["_id"] not in gone], now)
+            await after_archive(c, [d for d in s.archive if d["_id"] not in gone], now, events.emit)
     if s.reschedule and await scheduled.apply_changes(c.scheduled, s.reschedule) < len(s.reschedule):
         late += await resubmitted_late(c, [(f["_id"], f["lock_token"]) for f, _ in s.reschedule], set())
     resubmit = s.resubmit + [resubmit_update(j, s.outcomes[j["_id"]], now) for j in late]

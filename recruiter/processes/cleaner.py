@@ -62,6 +62,7 @@ from recruiter.domain.placement import (
 from recruiter.domain.quarantine import log_quarantined
 from recruiter.domain.records import Raw
 from recruiter.domain.workflow import workflow_name
+from recruiter.processes.dependencies import decided_event
 from recruiter.processes.events import Bus
 from recruiter.processes.leadership import Fault, LeaderProcess, Leadership, Pace, leader_owner, no_fault
 from recruiter.processes.logs import AfterCommit
@@ -275,7 +276,9 @@ class CleanerProcess(LeaderProcess):
                                              workflow=workflow_name(job.get("workflow"))))  # logged as job.archived
         if docs:
             await archived.archive(p.c.archived, docs)
-            await release_dependents(p.c, {d["_id"]: why for d in docs if isinstance(d["_id"], ObjectId)}, p.now)
+            for d in await release_dependents(p.c, {d["_id"]: why for d in docs if isinstance(d["_id"], ObjectId)},
+                                              p.now):
+                self.events.emit(decided_event(d, "cleaner"))  # a dependent its end decided otherwise than run
         return len(docs)
 
     async def sweep_orphans(self, p: Pass) -> int:

@@ -23,14 +23,16 @@ Two ways a held job is released, so none waits for ever:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 
 import structlog
 
 from recruiter.domain.dependencies import GONE
 from recruiter.domain.edges import is_counted
+from recruiter.domain.events import Event, JobArchived
 from recruiter.domain.outcome import MALFORMED
+from recruiter.domain.workflow import workflow_name
 from recruiter.processes.leadership import Leadership, LostLease
 from recruiter.store.connection import StoreError, first_line
 from recruiter.store.dependencies import archive_held, read_ended, read_held, release_dependents, resolve
@@ -47,20 +49,41 @@ PENDING_PER_JOB = 100
 PENDING_PER_LOOK = 2_000
 
 
-async def after_archive(c: Collections, archived: list[Document], now: datetime) -> None:
-    """Release the dependents of the jobs a round archived (in the round's transaction)."""
+def decided_event(d: Document, by: str) -> JobArchived:
+    """The event of a dependent archived because of what it waited for (``upstream-failed``,
+    ``skipped``, malformed), as :func:`recruiter.store.dependencies.resolve` reports it: counted
+    by the metrics like any archived job (per group, and per workflow for a step)."""
+    return JobArchived(d["_id"], str(d["why"]), d.get("attempts"), group_of(d), by=by,
+                       reason=d.get("reason") if isinstance(d.get("reason"), str) else None,
+                       workflow=workflow_name(d.get("workflow")))
+
+
+def group_of(d: Document) -> str | None:
+    group = d.get("group")
+    return group if isinstance(group, str) else None
+
+
+async def after_archive(c: Collections, archived: list[Document], now: datetime,
+                        emit: Callable[[Event], None] | None = None) -> None:
+    """Release the dependents of the jobs a round archived (in the round's transaction); those
+    archived in turn are emitted (``emit``: after the round commits) or else logged."""
     ended = {d["_id"]: d.get("why") for d in archived}
     if ended:
         for d in await release_dependents(c, ended, now):
-            log.info("job.archived", job_id=str(d["_id"]), why=d["why"], by="dependencies")
+            if emit is not None:
+                emit(decided_event(d, "recruiter"))
+            else:
+                log.info("job.archived", job_id=str(d["_id"]), why=d["why"], by="dependencies")
 
 
 class DependencySweep:
     """The leader's periodic look at held jobs (see the module)."""
 
     def __init__(self, interval_s: float = SWEEP_INTERVAL_S, limit: int = SWEEP_LIMIT,
-                 per_job: int = PENDING_PER_JOB, per_look: int = PENDING_PER_LOOK) -> None:
+                 per_job: int = PENDING_PER_JOB, per_look: int = PENDING_PER_LOOK,
+                 emit: Callable[[Event], None] | None = None) -> None:
         self.per_job, self.per_look = per_job, per_look
+        self.emit = emit  # the dependents a look archived, once its transaction committed
         self.interval_s, self.limit = interval_s, limit
         self.due = 0.0
         self.cursor: object = None  # the last _id looked at; None: from the start
@@ -104,7 +127,12 @@ class DependencySweep:
         if not ready:
             return 0
         async with leadership.fenced() as inside:
-            await _resolve_all(inside, ready, waits, broken, ended, now)
+            decided = await _resolve_all(inside, ready, waits, broken, ended, now)
+        for d in decided:
+            if self.emit is not None:
+                self.emit(decided_event(d, "recruiter"))
+            else:
+                log.info("job.archived", job_id=str(d["_id"]), why=d["why"], by="dependencies")
         return len(ready)
 
     def _within_budget(self, held: list[Document]) -> list[Document]:
@@ -158,10 +186,12 @@ async def _fronts(c: Collections, held: list[Document], per_job: int
 
 
 async def _resolve_all(c: Collections, ready: list[Document], waits: Mapping[object, list[object]],
-                       broken: Mapping[object, str], ended: Mapping[object, object], now: datetime) -> None:
+                       broken: Mapping[object, str], ended: Mapping[object, object], now: datetime) -> list[Document]:
+    """Decide ``ready``; the dependents archived (the cascades included)."""
+    decided: list[Document] = []
     mine = {i: ended[i] for d in ready for i in waits[d["_id"]] if i in ended}
     if mine:
-        await release_dependents(c, mine, now)
+        decided += await release_dependents(c, mine, now)
     for d in ready:
         if d["_id"] in broken:  # a malformed edge: never released, archived with the reason
             done = await archive_held(c, d, MALFORMED, broken[d["_id"]], now)
@@ -171,5 +201,6 @@ async def _resolve_all(c: Collections, ready: list[Document], waits: Mapping[obj
         else:
             continue
         if done is not None:
-            log.info("job.archived", job_id=str(done["_id"]), why=done["why"], by="dependencies")
-            await release_dependents(c, {done["_id"]: done["why"]}, now)
+            decided.append(done)
+            decided += await release_dependents(c, {done["_id"]: done["why"]}, now)
+    return decided

@@ -125,7 +125,8 @@ class RecruiterProcess(LeaderProcess):
                                   self.timer.mark, held_jobs=lambda: self.dependencies.any_held)
         self.reader = CandidateReader(self.c)
         self.sweeper = Sweeper(self.c)
-        self.dependencies = DependencySweep()  # held jobs whose dependencies ended (processes.dependencies)
+        # Held jobs whose dependencies ended (processes.dependencies); those it archives are counted.
+        self.dependencies = DependencySweep(emit=self.bus.emit)
         self.warned = WarnOnce()
         self.firer = ScheduleFirer(db, self.warned, self.events)
         # The round's reads, and what is kept between rounds (recruiter.processes.planning).

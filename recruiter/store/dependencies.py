@@ -130,7 +130,8 @@ async def _archive(c: Collections, job: Document, why: str, reason: str, now: da
         return None
     if counted:
         await drop_edges(c, whole["_id"])
-    return {"_id": whole["_id"], "why": why}
+    return {"_id": whole["_id"], "why": why, "reason": reason, "attempts": whole.get("attempts"),
+            "group": whole.get("group"), "workflow": whole.get("workflow")}
 
 
 async def read_held(c: Collections, after_id: object, limit: int) -> list[Document]:

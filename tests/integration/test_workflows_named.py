@@ -16,6 +16,7 @@ from recruiter import Batch, Recruiter, Workflow, WorkflowRefused
 from recruiter.admin.workflow_view import read_workflow
 from recruiter.admin.workflows import cancel_workflow, retry_workflow
 from recruiter.domain.dependencies import HELD_UNTIL
+from recruiter.domain.events import JobArchived
 from recruiter.domain.job import JobRefused
 from tests.flow_workables import Step, Sum
 from tests.integration.test_cli_visible import cli
@@ -329,3 +330,26 @@ def test_a_step_with_a_policy_that_is_not_one_is_refused_in_one_line() -> None:
     wf.step("a", Record("mongodb://unused", n=1))
     with pytest.raises(WorkflowRefused, match="step 'b': on: 'late' is not an outcome"):
         wf.step("b", Record("mongodb://unused", n=2), deps=["a"], on={"late": "run"})
+
+
+def test_a_step_a_failed_upstream_cancels_is_an_archived_event_counted_by_workflow(db_uri: str) -> None:
+    """The callback a failed job cancels (``upstream-failed``) reaches the leader's event bus as
+    a ``JobArchived`` with its workflow's name, as every other archived step does: the metrics
+    (``recruiter_workflow_steps_archived_total``, ``recruiter_jobs_archived_total``) count it."""
+    async def scenario(h: Harness) -> None:
+        archived: list[JobArchived] = []
+        h.recruiter.bus.subscribe(lambda e: archived.append(e) if isinstance(e, JobArchived) else None)
+        bad = Batch("import", [Step(h.db_uri, n=3), AlwaysFails(h.db_uri)])
+        bad.on_success(Step(h.db_uri, n=300))
+        ko = await bad.enqueue(h.producer)
+        workers = [await h.worker(f"w{k}") for k in range(3)]
+        for _ in range(3):
+            await work_all(h, workers)
+        cancelled = [e for e in archived if e.job_id == ko["on_success"]]
+        assert len(cancelled) == 1, archived
+        assert (cancelled[0].why, cancelled[0].workflow, cancelled[0].by) == ("upstream-failed", "import", "recruiter")
+        assert cancelled[0].reason is not None
+        assert str(ko["job-2"]) in cancelled[0].reason
+        assert {e.why for e in archived if e.workflow == "import"} >= {"done", "upstream-failed"}
+
+    run(db_uri, scenario)
