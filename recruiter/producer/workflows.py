@@ -121,6 +121,30 @@ class Workflow:
         return [self.step(f"{prefix}-{k}", job, deps=deps, if_failed=if_failed, on=on)
                 for k, job in enumerate(jobs, 1)]
 
+    def sub(self, name: str, workflow: Workflow, *, deps: Sequence[str] = (), if_failed: str = "cancel",
+            on: Mapping[str, str] | None = None) -> list[str]:
+        """Add the steps of ``workflow`` (another :class:`Workflow` or a :class:`Batch`, itself
+        possibly holding subs) as steps of this one, named ``name:step``: its first steps (those
+        waiting for no step of it) wait for ``deps`` with ``if_failed`` and ``on``, the others for
+        what they waited for in it, with their own policies. Returns the names of its last steps
+        (those no step of it waits for): a step with ``deps=`` them runs once the sub-workflow has
+        ended. It is written with this workflow, all or nothing, and operated as part of it (one
+        workflow id: ``recruiter workflows show`` lists its steps under their prefix)."""
+        check_name("a sub-workflow's name", name)
+        if not isinstance(workflow, Workflow):
+            raise WorkflowRefused(f"sub-workflow {name!r}: {workflow!r:.60} is not a Workflow or a Batch")
+        specs = workflow._specs()
+        check_shape([spec for spec, _ in specs])
+        waited = {d for spec, _ in specs for d in spec.deps}
+        for spec, job in specs:
+            step = f"{name}:{spec.name}"
+            if spec.deps:
+                self._add(replace(spec, name=check_name("a step's name", step),
+                                  deps=tuple(f"{name}:{d}" for d in spec.deps)), job)
+            else:
+                self.step(step, job, deps=deps, if_failed=if_failed, on=on)
+        return [f"{name}:{spec.name}" for spec, _ in specs if spec.name not in waited]
+
     def _specs(self) -> list[tuple[StepSpec, Item]]:
         return list(self._steps)
 

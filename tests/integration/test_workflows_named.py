@@ -353,3 +353,60 @@ def test_a_step_a_failed_upstream_cancels_is_an_archived_event_counted_by_workfl
         assert {e.why for e in archived if e.workflow == "import"} >= {"done", "upstream-failed"}
 
     run(db_uri, scenario)
+
+
+def test_a_sub_workflow_is_written_with_its_parent_under_its_prefix_and_its_last_steps_end_it(
+        db_uri: str) -> None:
+    """``etl`` (extract, then two transforms, then load) as a sub-workflow of ``monthly``: its steps
+    are ``etl:...`` steps of the one workflow, its first step waits for ``fetch``, ``report`` waits
+    for its last step; every step runs once, in order. A Batch is a sub-workflow too."""
+    async def scenario(h: Harness) -> None:
+        etl = Workflow("etl")
+        etl.step("extract", Step(h.db_uri, n=2))
+        parts = etl.fan_out("transform", [Step(h.db_uri, n=3), Step(h.db_uri, n=4)], deps=["extract"])
+        etl.step("load", Sum(h.db_uri, n=5), deps=parts)
+        checks = Batch("checks", [Step(h.db_uri, n=6), Step(h.db_uri, n=7)])
+        checks.on_complete(Step(h.db_uri, n=8))
+        wf = Workflow("monthly")
+        wf.step("fetch", Step(h.db_uri, n=1))
+        last = wf.sub("etl", etl, deps=["fetch"])
+        assert last == ["etl:load"]
+        checked = wf.sub("checks", checks, deps=last, if_failed="run")
+        assert checked == ["checks:on_complete"]
+        wf.step("report", Step(h.db_uri, n=9), deps=[*last, *checked])
+        run_ = await wf.enqueue(h.producer)
+        stored = {d["workflow"]["step"]: d async for d in h.db.scheduled.find({"workflow.id": run_.id})}
+        assert stored["etl:extract"]["workflow"]["deps"] == ["fetch"]
+        assert stored["etl:load"]["workflow"]["deps"] == ["etl:transform-1", "etl:transform-2"]
+        assert stored["checks:job-1"]["workflow"]["deps"] == ["etl:load"]
+        assert stored["checks:on_complete"]["workflow"]["callback"] == "on_complete"
+        assert {d["workflow"]["id"] for d in stored.values()} == {run_.id}
+        workers = [await h.worker(f"w{k}") for k in range(3)]
+        for _ in range(10):
+            await work_all(h, workers)
+        ran = [e["n"] for e in await h.ledger(event="start")]
+        assert sorted(ran) == list(range(1, 10)), "each step once"
+        order = {n: ran.index(n) for n in ran}
+        assert order[1] < order[2] < min(order[3], order[4]) <= max(order[3], order[4]) < order[5]
+        assert order[5] < min(order[6], order[7])
+        assert max(order[6], order[7]) < order[8] < order[9]
+        view = read_workflow(h.sync_db, run_.id)
+        assert view is not None
+        assert view.counts() == {"done": 9, "failed": 0, "pending": 0, "total": 9}
+
+    run(db_uri, scenario)
+
+
+def test_a_sub_workflow_is_refused_in_one_line_when_it_is_not_a_workflow_or_its_names_do_not_fit() -> None:
+    wf = Workflow("w")
+    with pytest.raises(WorkflowRefused, match="is not a Workflow"):
+        wf.sub("s", object())  # type: ignore[arg-type]
+    inner = Workflow("inner")
+    inner.step("x" * 99, Record("mongodb://unused", n=1))
+    with pytest.raises(WorkflowRefused, match="a step's name"):
+        wf.sub("s", inner)
+    looped = Workflow("looped")
+    looped.step("a", Record("mongodb://unused", n=1), deps=["b"])
+    looped.step("b", Record("mongodb://unused", n=2), deps=["a"])
+    with pytest.raises(WorkflowRefused, match="cycle"):
+        wf.sub("s", looped)

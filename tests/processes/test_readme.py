@@ -50,7 +50,8 @@ def test_readme_names_its_example_files() -> None:
                                    "fastapi_app.py", "settings.py", "recruiting.py", "views.py", "urls.py",
                                    "worker_setup.py",
                                    # docs/guide/workflows.md
-                                   "pipeline_jobs.py", "pipeline.py", "report.py", "squares.py", "dynamic.py"}
+                                   "pipeline_jobs.py", "pipeline.py", "report.py", "squares.py", "dynamic.py",
+                                   "nested.py"}
 
 
 def test_every_python_block_of_the_guides_is_run() -> None:
@@ -190,9 +191,9 @@ def workflows(tmp_path: Path, env: dict[str, str], db: Any) -> None:
 
 def named_workflows(tmp_path: Path, env: dict[str, str], db: Any) -> None:
     """docs/guide/workflows.md's report.py (a named workflow), squares.py (a batch with callbacks) and
-    dynamic.py (a step that adds steps, and a dependent that waits for them too)."""
+    dynamic.py (a step that adds steps, and a dependent that waits for them too), nested.py (a sub-workflow)."""
     ran = {}
-    for script in ("report.py", "squares.py", "dynamic.py"):
+    for script in ("report.py", "squares.py", "dynamic.py", "nested.py"):
         result = subprocess.run([sys.executable, script], cwd=tmp_path, env=env, capture_output=True, text=True,
                                 timeout=120)
         assert result.returncode == 0, result.stderr
@@ -203,6 +204,8 @@ def named_workflows(tmp_path: Path, env: dict[str, str], db: Any) -> None:
     assert ran["squares.py"] == ["14", str({"done": 3, "failed": 0, "pending": 0, "total": 3})]
     assert ran["dynamic.py"] == [str({"month": "2026-12", "rows": 3}),
                                  str({"done": 6, "failed": 0, "pending": 0, "total": 6})]
+    assert ran["nested.py"] == ["14", str({"month": "2027-01", "rows": 3}),
+                                str({"done": 6, "failed": 0, "pending": 0, "total": 6})]
     added = db.archived.find_one({"workflow.added_by": "split", "workflow.step": "total"})
     publish = db.archived.find_one({"workflow.step": "publish", "workflow.name": "dynamic-report"})
     assert added["result"] == 14  # 1 + 4 + 9
