@@ -11,12 +11,13 @@ from typing import Any
 import pytest
 
 from recruiter import Recruiter, Workflow
-from tests.conftest import wait_for
+from tests.conftest import cli_in_process, wait_for
 from tests.flow_workables import Step, Sum
 from tests.integration.test_cli_visible import cli
 from tests.processes.conftest import FAST_RECRUITER, FAST_WORKER, Processes
 from tests.processes.test_upgrades import Previous, start_previous
 from tests.processes.test_upgrades import previous as previous  # 0.2.0 (a125777), built once per session
+from tests.workables import NeverReturns
 
 
 def _fan(db_uri: str) -> tuple[Workflow, list[str]]:
@@ -63,3 +64,34 @@ def ran_once_in_order(db: Any, db_uri: str, done: Any, parts: list[str]) -> None
     shown = json.loads(cli("workflows", "show", str(done.id), "--json", db_uri=db_uri).stdout)
     assert shown["state"] == "done"
     assert shown["counts"] == {"done": 7, "failed": 0, "pending": 0, "total": 7}
+
+
+def test_a_workflow_cancelled_while_a_step_runs_halts_it_and_cancels_every_pending_step(
+        processes: Processes, db: Any, db_uri: str) -> None:
+    """``recruiter workflows cancel`` with real processes: the running step (in a child process) is
+    halted, the steps waiting for it and a queued one are cancelled, none of them ever runs; the
+    step already done stays done; the worker goes on with other work."""
+    with Recruiter.connect(db_uri) as rec:
+        wf = Workflow("cancelled")
+        wf.step("first", Step(db_uri, n=1))
+        wf.step("stuck", NeverReturns(db_uri).as_job_of(rec).with_timeout(600), deps=["first"])  # a child process
+        wf.step("after", Step(db_uri, n=2), deps=["stuck"])
+        wf.step("later", Step(db_uri, n=3).as_job_of(rec).in_group("later"))  # no worker works on it
+        done = wf.enqueue(rec)
+    processes.recruiter()
+    worker = processes.worker("--group", "generic")
+    wait_for(lambda: db.ledger.find_one({"job": str(done["stuck"]), "event": "start"}), timeout_s=60,
+             message="the stuck step to start")
+    out = cli_in_process("workflows", "cancel", str(done.id), "--target", db_uri)
+    assert out.returncode == 0, out.stderr
+    steps = [done[name] for name in ("first", "stuck", "after", "later")]
+    wait_for(lambda: db.archived.count_documents({"_id": {"$in": steps}}) == 4, timeout_s=60,
+             message="every step archived")
+    whys = {d["workflow"]["step"]: d["why"] for d in db.archived.find({"_id": {"$in": steps}})}
+    assert whys == {"first": "done", "stuck": "cancelled", "after": "cancelled", "later": "cancelled"}, whys
+    assert db.ledger.count_documents({"job": {"$in": [str(done["after"]), str(done["later"])]}}) == 0
+    wait_for(lambda: "job.halted" in worker.log(), timeout_s=30, message="the worker to halt the stuck step")
+    with Recruiter.connect(db_uri) as rec:
+        following = Step(db_uri, n=4).as_job_of(rec).enqueue()
+    wait_for(lambda: db.archived.find_one({"_id": following, "why": "done"}), timeout_s=30,
+             message="the worker to run the next job")
