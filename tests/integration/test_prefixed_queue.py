@@ -80,7 +80,8 @@ def test_status_warns_in_one_line_when_the_database_is_shared(db_uri: str, db: A
     assert "--collection-prefix" in lines[0]
     # A prefixed queue in the same database: the unprefixed queue and the application are not its own.
     prefixed = status(db_uri, "--collection-prefix", "q_")
-    assert "archived, heartbeats, orders and 6 more; prefix 'q_'" in prefixed.stderr
+    # The unprefixed queue's 8 collections (dependency_edges among them) and the application's 2.
+    assert "(archived, dependency_edges, heartbeats and 7 more; prefix 'q_')" in prefixed.stderr
 
 
 def test_the_doorbell_of_a_prefix_rings_for_its_own_collections_only(db_uri: str, db: Any) -> None:

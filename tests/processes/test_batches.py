@@ -62,6 +62,13 @@ def test_a_sigkilled_worker_holding_a_batch_loses_nothing_and_runs_nothing_twice
     assert len({e["_id"] for e in entries}) == len(held), "one lane each"
     assert db.ledger.count_documents({"event": "start", "job": {"$in": [str(j) for j in held]}}) == 0
 
+    token = db.scheduled.find_one({"_id": blocked})["lock_token"]
+
+    def beat_shows_it() -> bool:  # the evidence of a start that makes its rerun a crash, not a return
+        return any(isinstance(s, dict) and s.get("working_token") == token
+                   for d in db.heartbeats.find({"kind": "process"}) for s in (d.get("slots") or {}).values())
+
+    wait_for(beat_shows_it, timeout_s=30, message="the worker's beat showing the blocked job running")
     worker.signal(signal.SIGKILL)
     worker.wait(10)
     release(db_uri, "first")  # the blocked job reruns (a crash) and ends
