@@ -69,11 +69,16 @@ async def after_archive(c: Collections, archived: list[Document], now: datetime,
     archived in turn are emitted (``emit``: after the round commits) or else logged."""
     ended = {d["_id"]: d.get("why") for d in archived}
     if ended:
-        for d in await release_dependents(c, ended, now):
-            if emit is not None:
-                emit(decided_event(d, "recruiter"))
-            else:
-                log.info("job.archived", job_id=str(d["_id"]), why=d["why"], by="dependencies")
+        reported(await release_dependents(c, ended, now), emit)
+
+
+def reported(decided: list[Document], emit: Callable[[Event], None] | None) -> None:
+    """Each dependent the leader archived, as an event (``emit``) or else a log line."""
+    for d in decided:
+        if emit is not None:
+            emit(decided_event(d, "recruiter"))
+        else:
+            log.info("job.archived", job_id=str(d["_id"]), why=d["why"], by="dependencies")
 
 
 class DependencySweep:
@@ -128,11 +133,7 @@ class DependencySweep:
             return 0
         async with leadership.fenced() as inside:
             decided = await _resolve_all(inside, ready, waits, broken, ended, now)
-        for d in decided:
-            if self.emit is not None:
-                self.emit(decided_event(d, "recruiter"))
-            else:
-                log.info("job.archived", job_id=str(d["_id"]), why=d["why"], by="dependencies")
+        reported(decided, self.emit)
         return len(ready)
 
     def _within_budget(self, held: list[Document]) -> list[Document]:
