@@ -161,8 +161,9 @@ def worker_group() -> None:
 @click.option("--heartbeat-interval", envvar=env("HEARTBEAT_INTERVAL"), type=DURATION, default="5s",
               show_default=True, show_envvar=True, help="How often last_seen_at is refreshed.")
 @click.option("--poll-from", envvar=env("POLL_FROM"), type=DURATION, default="20ms", show_default=True,
-              show_envvar=True, help="Wait between the process's reads of its roster entries while work is expected "
-                                     "(after an outcome or a job, and while the leader keeps one of them hot).")
+              show_envvar=True, help="Shortest wait between the process's reads of its roster entries, while work is "
+                                     "expected (after an outcome, until a turnaround is learnt; the wait "
+                                     "the backoff doubles from; a hot entry is read every 50 ms or this).")
 @click.option("--poll-to", envvar=env("POLL_TO"), type=DURATION, default="500ms", show_default=True,
               show_envvar=True, help="Longest wait between those reads while idle: an idle worker process costs "
                                      "the server one read per --poll-to, however many slots it runs.")

@@ -7,7 +7,7 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
-from recruiter.domain.hot import HOT_FOR
+from recruiter.domain.hot import HOT_FOR, HOT_POLL_S
 from recruiter.processes.worker.poller import Poller
 from recruiter.processes.worker.runtime import WorkerConfig, WorkerProcess
 from tests.integration.test_processes_inproc import START, Harness, eventually, run
@@ -82,9 +82,9 @@ def test_one_read_serves_every_slot_of_a_process_and_an_idle_process_backs_off_t
     run(db_uri, scenario)
 
 
-def test_a_process_whose_entry_is_hot_polls_at_poll_from(db_uri: str) -> None:
-    """Backed off to ``poll_to`` (here 2 s), a process whose entry the leader marks hot reads at
-    ``poll_from`` while it is hot: ten reads in far less than one slow wait."""
+def test_a_process_whose_entry_is_hot_polls_every_hot_poll_s(db_uri: str) -> None:
+    """Backed off to ``poll_to`` (here 2 s), a process whose entry the leader marks hot reads every
+    ``HOT_POLL_S`` while it is hot: ten reads in far less than one slow wait."""
     async def scenario(h: Harness) -> None:
         config = WorkerConfig(worker_id="w", poll_from_s=POLL_FROM_S, poll_to_s=2.0,
                               heartbeat_interval_s=3600, deregister_wait_s=0.2)
@@ -105,6 +105,7 @@ def test_a_process_whose_entry_is_hot_polls_at_poll_from(db_uri: str) -> None:
                 return poller.hot
 
             await eventually(hot, timeout_s=10, message="the poller seeing its entry hot")
+            assert poller.pace.wait_s == max(POLL_FROM_S, HOT_POLL_S)
             loop = asyncio.get_running_loop()
             first, began = poller.reads, loop.time()
 
