@@ -36,17 +36,20 @@ def test_a_learnt_turnaround_never_exceeds_poll_to_nor_makes_a_read_sooner_than_
     assert pace.after_outcome(41.0) == 0.02  # that outcome's read is overdue: at once, at poll_from
 
 
-def test_reads_that_find_nothing_after_an_outcome_are_spaced_by_a_quarter_of_the_turnaround() -> None:
+def test_reads_that_find_nothing_after_an_outcome_come_every_sixth_of_the_turnaround_then_double() -> None:
     pace = Pace(0.02, 0.5)
     pace.after_outcome(0.0)
-    pace.delivered(0.4)
+    pace.delivered(0.36)
     pace.after_outcome(1.0)
-    pace.slower()
-    assert pace.wait_s == pytest.approx(0.1)
-    pace.slower()
-    assert pace.wait_s == pytest.approx(0.2)
-    pace.slower()
-    pace.slower()
+    pace.slower(1.27)  # the first read, at three quarters of the turnaround, found nothing
+    assert pace.wait_s == pytest.approx(0.36 * Pace.STEP)
+    pace.slower(1.33)
+    assert pace.wait_s == pytest.approx(0.36 * Pace.STEP)
+    pace.slower(1.0 + 0.36 * Pace.SPAN + 0.01)  # past the span: it doubles again
+    assert pace.wait_s == pytest.approx(0.12)
+    pace.slower(2.0)
+    pace.slower(2.5)
+    pace.slower(3.0)
     assert pace.wait_s == 0.5
 
 
@@ -63,5 +66,5 @@ def test_an_outcome_followed_by_no_job_for_poll_to_teaches_nothing() -> None:
     assert pace.turnaround_s == pytest.approx(0.2)
     # Idle again: the backoff doubles from poll_from, with no floor.
     pace.fast()
-    pace.slower()
+    pace.slower(10.0)
     assert pace.wait_s == 0.04

@@ -53,14 +53,18 @@ class Pace:
     read delivers the next job, a moving average of what it saw (:meth:`delivered`). The first
     read after an outcome then waits ``LEAD`` of that (:meth:`after_outcome`) instead of
     ``fast_s``: the leader's round that hands out the next job takes about the same time each
-    round, and a read before it finds nothing. Reads from there are ``fast_s`` apart, doubling,
-    as before. A turnaround is never learnt longer than ``slow_s``.
+    round, and a read before it finds nothing. Reads from there are ``STEP`` of it apart until
+    ``SPAN`` of it has passed, then double (:meth:`slower`). A turnaround is never learnt longer
+    than ``slow_s``.
     """
 
     # The first read after an outcome comes at this share of the learnt turnaround (early rather than late).
     LEAD = 0.75
     # The weight of the newest turnaround seen in the moving average.
     WEIGHT = 0.25
+    # After an outcome, until SPAN turnarounds have passed, reads that find nothing are STEP of it apart.
+    SPAN = 1.5
+    STEP = 1 / 6
 
     def __init__(self, fast_s: float, slow_s: float) -> None:
         self.fast_s = fast_s
@@ -77,13 +81,16 @@ class Pace:
         ``fast_s``, if longer) while it stays so."""
         self.wait_s = max(self.fast_s, HOT_POLL_S)
 
-    def slower(self) -> None:
-        """After a read that found nothing: double the wait, from a quarter of the learnt turnaround
-        at least while an outcome waits for its next job (reads that close together find nothing)."""
-        floor = self.fast_s
-        if self.outcome_at is not None and self.turnaround_s is not None:
-            floor = max(floor, self.turnaround_s / 4)
-        self.wait_s = min(max(self.wait_s * 2, floor), self.slow_s)
+    def slower(self, now: float | None = None) -> None:
+        """After a read (at ``now``) that found nothing, or delivered: double the wait, up to ``slow_s``.
+        While an outcome waits for its next job, until ``SPAN`` turnarounds after it, the reads
+        come every ``STEP`` of the turnaround instead: the job is due about then, and doubling
+        would read long after it came."""
+        t, since = self.turnaround_s, self.outcome_at
+        if t is not None and since is not None and now is not None and now - since < self.SPAN * t:
+            self.wait_s = min(max(self.fast_s, self.STEP * t), self.slow_s)
+            return
+        self.wait_s = min(self.wait_s * 2, self.slow_s)
 
     def after_outcome(self, now: float) -> float:
         """An outcome was recorded at ``now``: the wait before the read that may find the next job."""
@@ -203,5 +210,5 @@ class Poller:
             # A delivery slows the pace as a read that found nothing does: the round that handed it
             # out filled every lane it had work for, so this process's next job comes after its
             # next outcome (which brings a read at its turnaround) or an enqueue (the backoff's case).
-            self.pace.slower()
+            self.pace.slower(at)
         return acted
