@@ -39,11 +39,11 @@ QUICK_EMPTY_PACE_S = 0.005
 QUICK_EMPTY_PACE_CAP_S = 0.16
 
 
-def quick_empty_pause(streak: int) -> float:
-    """Pause before the next getMore after ``streak`` quick empty batches in a row."""
+def quick_empty_pause(streak: int, cap_s: float = QUICK_EMPTY_PACE_CAP_S) -> float:
+    """Pause before the next getMore after ``streak`` quick empty batches in a row (at most ``cap_s``)."""
     if streak <= 1:
         return 0.0
-    return float(min(QUICK_EMPTY_PACE_CAP_S, QUICK_EMPTY_PACE_S * 2.0 ** (streak - 2)))
+    return float(min(cap_s, QUICK_EMPTY_PACE_S * 2.0 ** (streak - 2)))
 
 
 # Codes a server gives when it cannot run a change stream at all

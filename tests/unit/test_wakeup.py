@@ -9,6 +9,7 @@ from bson import ObjectId
 from hypothesis import given
 from hypothesis import strategies as st
 
+from recruiter.store.doorbell import DOORBELL_PACE_CAP_S
 from recruiter.store.wakeup import (
     MAX_IDS_PATTERN,
     QUICK_EMPTY_PACE_CAP_S,
@@ -61,6 +62,15 @@ def test_quick_empty_batches_are_paced_up_to_a_cap() -> None:
     assert all(a <= b for a, b in itertools.pairwise(pauses))
     assert pauses[2] > 0
     assert pauses[-1] == QUICK_EMPTY_PACE_CAP_S
+
+
+def test_the_leaders_doorbell_pauses_less_than_other_streams_after_quick_empty_batches() -> None:
+    """A batch's quiet outcomes end the doorbell's getMores empty one after another: the ringing
+    last outcome is then read at most DOORBELL_PACE_CAP_S later, not QUICK_EMPTY_PACE_CAP_S."""
+    pauses = [quick_empty_pause(n, DOORBELL_PACE_CAP_S) for n in range(0, 12)]
+    assert DOORBELL_PACE_CAP_S < QUICK_EMPTY_PACE_CAP_S
+    assert pauses[:4] == [quick_empty_pause(n) for n in range(0, 4)]  # the same pace at first
+    assert max(pauses) == pauses[-1] == DOORBELL_PACE_CAP_S
 
 
 def _holds(condition: dict[str, object], value: str) -> bool:
