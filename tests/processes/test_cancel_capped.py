@@ -29,11 +29,15 @@ def test_cancelling_capped_jobs_running_in_threads_keeps_their_slots_until_they_
         processes: Processes, db: Any, db_uri: str) -> None:
     done = run_cli("limits", "set", "--group", "capped", "--max-running", str(CAP), "--target", db_uri)
     assert done.returncode == 0, done.stderr
+    # Every slot registered before the long jobs come, so that the first round hands each to a slot
+    # of its own: a round that saw one slot's entries alone would hold the second behind the first
+    # (--prefetch 1), and a job that never ends until released would keep it from starting.
+    processes.worker("--group", "capped", "--concurrency", "4")
+    wait_for(lambda: db.roster.count_documents({}) == 4 * 2, timeout_s=60, message="the slots and their lanes")
     with Recruiter.connect(db_uri) as rec:
         long = [str(RunsOnAfterRelease(db_uri, "long", THEN_S).as_job_of(rec).in_group("capped").enqueue())
                 for _ in range(CAP)]
     processes.recruiter()
-    processes.worker("--group", "capped", "--concurrency", "4")
     wait_for(lambda: db.ledger.count_documents({"event": "start", "job": {"$in": long}}) == CAP, timeout_s=60,
              message="the long jobs to start")
     with Recruiter.connect(db_uri) as rec:  # they wait for the cap
