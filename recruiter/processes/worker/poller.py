@@ -9,16 +9,15 @@ without reading again; or a reminder to read its entry (:meth:`Inboxes.swept`) w
 it shows something else for the slot (a cancelled assignment, a stop request,
 another session, no entry). Slots never poll one by one.
 
-The pace adapts (:class:`Pace`): ``poll_from_s`` while work is expected (after this
-process recorded an outcome that was not quiet, just after a delivery, and while
-one of its entries is hot and that entry's slot runs nothing: :mod:`recruiter.domain.hot`),
-doubling up to ``poll_to_s`` while idle. After an outcome, the first read waits for most of
-the process's learnt turnaround (how long the leader's round took to hand out the next job
+The pace adapts (:class:`Pace`): ``poll_from_s`` after a read that reminded a slot to read
+its entry, ``HOT_POLL_S`` while one of its entries is hot and that entry's slot runs nothing
+(:mod:`recruiter.domain.hot`), doubling up to ``poll_to_s`` while idle. After an outcome, the
+first read waits for most of the process's learnt turnaround (how long the leader's round took to hand out the next job
 after its last outcomes), not ``poll_from_s``: a read before the round finds nothing, and on a
 busy server those reads were most of a worker's commands (5.6 reads per 100 ms job at 16
 single-slot processes). An idle process that holds no hot entry costs the server one read every
 ``poll_to_s`` at most, whatever its number of slots and whatever the write rate of the
-deployment; a hot one, one read every ``poll_from_s`` while it is hot.
+deployment; a hot one, one read every ``HOT_POLL_S`` while it is hot.
 
 Invariant: the poller only fills inboxes; a slot acts on what its inbox holds as it
 would on a change stream's event (:mod:`recruiter.processes.worker.inbox`: a copy
@@ -81,13 +80,13 @@ class Pace:
         ``fast_s``, if longer) while it stays so."""
         self.wait_s = max(self.fast_s, HOT_POLL_S)
 
-    def slower(self, now: float | None = None) -> None:
+    def slower(self, now: float) -> None:
         """After a read (at ``now``) that found nothing, or delivered: double the wait, up to ``slow_s``.
         While an outcome waits for its next job, until ``SPAN`` turnarounds after it, the reads
         come every ``STEP`` of the turnaround instead: the job is due about then, and doubling
         would read long after it came."""
         t, since = self.turnaround_s, self.outcome_at
-        if t is not None and since is not None and now is not None and now - since < self.SPAN * t:
+        if t is not None and since is not None and now - since < self.SPAN * t:
             self.wait_s = min(max(self.fast_s, self.STEP * t), self.slow_s)
             return
         self.wait_s = min(self.wait_s * 2, self.slow_s)
