@@ -21,11 +21,17 @@ Invariants:
    idle cluster costs one write every ``HOT_FOR - RENEW_BEFORE`` at most.
 3. An assignment removes the entry's mark (:func:`recruiter.store.roster.assign_statement`),
    so a busy entry is never hot and the leader's next round marks another.
+4. Only a group the round ran dry keeps hot entries (:func:`dry_groups`): one for which a
+   free entry the round offered work got none. A round that gave a job to every entry it
+   offered work (a backlog, served ``--round-size`` entries at a time) may leave entries idle,
+   but not for want of work: the next rounds serve them, so polling fast for them would be
+   reads for nothing (a hot process reads 20 times a second). Such a group's marks are taken
+   back (:meth:`recruiter.processes.hot.HotEntries.mark`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from recruiter.domain.clock import utc
@@ -64,21 +70,27 @@ def _process(entry: Mapping[str, object]) -> str:
     return str(entry.get("process") or entry.get("_id"))
 
 
+def dry_groups(asked: Iterable[Mapping[str, object]], offered: Collection[object]) -> set[str]:
+    """The groups a round ran dry: those of the free entries it offered work (``asked``) that got
+    none (not in ``offered``, the entries it gave work)."""
+    return {g for e in asked if e.get("_id") not in offered for g in _groups(e)}
+
+
 def choose_hot(idle: Sequence[Mapping[str, object]], marked: Mapping[object, datetime], now: datetime,
-               per_group: int = HOT_PER_GROUP) -> tuple[dict[object, datetime], list[object]]:
+               per_group: int = HOT_PER_GROUP, groups: Collection[str] | None = None,
+               ) -> tuple[dict[object, datetime], list[object]]:
     """The hot entries among ``idle`` (free idle entries, in the leader's order of preference) and
     the ids whose mark is to be written (new, or due for renewal), given ``marked``: the entries
     marked hot and until when.
 
-    Each group any idle entry works on gets up to ``per_group`` hot entries: those marked
+    Each group any idle entry works on (of ``groups``, if given) gets up to ``per_group`` hot entries: those marked
     already first (a mark stays where it is while its entry is idle), then entries of a process
     that already holds a hot one (one process polling fast serves all its entries), then in
     ``idle``'s order."""
     live = {e["_id"]: until for e in idle if (until := marked.get(e["_id"])) is not None and until > now}
     hot: dict[object, datetime] = {}
     hot_processes: set[str] = set()
-    groups = sorted({g for e in idle for g in _groups(e)})
-    for group in groups:
+    for group in sorted({g for e in idle for g in _groups(e) if groups is None or g in groups}):
         takers = [e for e in idle if group in _groups(e)]
         count = sum(1 for e in takers if e["_id"] in hot)
         while count < per_group:

@@ -206,6 +206,7 @@ class RoundPlanner:
         # Idle slots' lanes first (domain.lanes), then processes.hot's order; a busy slot topped up if worth it.
         self.lookahead.note_run_times(plan.outcomes)
         lanes = self.releases.beside(self.lookahead.free_lanes(free, entries, self.config.round_size))
+        self.hot.offering([e for e, _ in lanes])
         plan.ahead = {e["_id"] for e, d in lanes if d > 0}
         plan.report.free_workers = len(lanes)
         if lanes:

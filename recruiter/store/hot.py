@@ -4,7 +4,7 @@
 (:mod:`recruiter.processes.worker.poller`): every entry of the process in one
 ``find`` by ``_id``, with what a slot needs to start its job (the copy the
 assignment carries) and the entry's ``hot`` mark (:mod:`recruiter.domain.hot`).
-:func:`mark_hot` is the leader's write of those marks.
+:func:`mark_hot` is the leader's write of those marks, :func:`unmark` takes them back.
 """
 
 from __future__ import annotations
@@ -37,3 +37,10 @@ async def mark_hot(roster: AsyncColl, marks: Mapping[object, datetime]) -> int:
         result = await roster.update_many({"_id": {"$in": ids}, "available": True}, {"$set": {HOT: until}})
         changed += int(result.modified_count)
     return changed
+
+
+async def unmark(roster: AsyncColl, ids: Sequence[object]) -> int:
+    """Take back the hot marks of ``ids`` (their groups have work left: the leader serves them in
+    its next rounds); how many entries held one."""
+    result = await roster.update_many({"_id": {"$in": list(ids)}, HOT: {"$exists": True}}, {"$unset": {HOT: ""}})
+    return int(result.modified_count)

@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from recruiter.domain.hot import HOT_FOR, HOT_POLL_S
+from recruiter.processes.recruiter import RecruiterConfig
 from recruiter.processes.worker.poller import Poller
 from recruiter.processes.worker.runtime import WorkerConfig, WorkerProcess
 from tests.integration.test_processes_inproc import START, Harness, eventually, run
@@ -216,6 +217,38 @@ def test_the_leader_keeps_idle_entries_hot_prefers_them_and_writes_only_what_cha
         writes = mark_writes()
         assert [w["q"]["_id"] for w in writes] == [{"$in": ["w4"]}]
         assert (await h.roster("w4") or {})["hot"] == h.clock.now() + HOT_FOR
+
+    run(db_uri, scenario)
+
+
+def test_a_round_that_gave_work_to_every_entry_it_offered_keeps_no_entry_hot(db_uri: str) -> None:
+    """Hot marks are kept only in a group the round ran dry. A round held to ``--round-size``
+    that gave a job to each entry it offered leaves others idle, but not for want of work: it
+    marks none of them, and takes back the marks it made before, so no process polls fast for
+    work the next rounds hand out anyway. Once a round offers an entry work and finds none, the
+    idle entries are hot again."""
+    async def scenario(h: Harness) -> None:
+        for worker_id in ("w1", "w2", "w3", "w4"):
+            await h.worker(worker_id, "*")
+
+        async def hot_ids() -> set[str]:
+            return {e["_id"] for e in await h.db.roster.find({"hot": {"$exists": True}}).to_list()}
+
+        assert (await h.round()).assigned == 0
+        assert await hot_ids() == {"w1", "w2"}
+        h.recruiter.config = RecruiterConfig(round_size=1)
+        for n in range(2):
+            await Record(h.db_uri, n=n).as_job_of(h.producer).enqueue()
+        h.commands.clear()
+        assert (await h.round()).assigned == 1  # to w1, hot: w2 stays idle, with a job waiting
+        assert await hot_ids() == set()
+        unmarks = [u for u in h.commands.updates("roster") if isinstance(u["u"], dict) and "$unset" in u["u"]
+                   and "hot" in u["u"]["$unset"]]
+        assert [u["q"]["_id"] for u in unmarks] == [{"$in": ["w2"]}]
+        assert (await h.round()).assigned == 1  # the second job: still no hot entry
+        assert await hot_ids() == set()
+        assert (await h.round()).assigned == 0  # nothing for the entry it offered work: dry
+        assert len(await hot_ids()) == 2
 
     run(db_uri, scenario)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from recruiter.domain.hot import HOT_FOR, MAX_HOT_AHEAD, RENEW_BEFORE, choose_hot, hot_until
+from recruiter.domain.hot import HOT_FOR, MAX_HOT_AHEAD, RENEW_BEFORE, choose_hot, dry_groups, hot_until
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -53,3 +53,17 @@ def test_a_hot_entry_given_work_is_replaced_preferring_a_process_already_hot() -
 def test_entries_of_a_worker_group_are_not_a_group_of_their_own() -> None:
     idle = [{"_id": "w1", "work_on": ["@worker:w1"], "process": "w1"}]
     assert choose_hot(idle, {}, NOW) == ({}, [])
+
+
+def test_only_a_group_the_round_ran_dry_keeps_hot_entries() -> None:
+    """a: an entry offered work got none (dry); b: every entry offered got a job, so its idle
+    entries wait for the next rounds, not for work; a mark in b is not kept."""
+    asked = [entry("a1", "a"), entry("b1", "b"), entry("ab", "a", "b")]
+    dry = dry_groups(asked, offered={"b1", "ab"})
+    assert dry == {"a"}
+    idle = [entry("a1", "a"), entry("a2", "a"), entry("b2", "b"), entry("b3", "b")]
+    hot, due = choose_hot(idle, {"b2": NOW + HOT_FOR}, NOW, per_group=2, groups=dry)
+    assert set(hot) == {"a1", "a2"}
+    assert sorted(map(str, due)) == ["a1", "a2"]
+    assert dry_groups(asked, offered={"a1", "b1", "ab"}) == set()
+    assert choose_hot(idle, {}, NOW, groups=set()) == ({}, [])
