@@ -15,7 +15,8 @@ its entry, ``HOT_POLL_S`` while one of its entries is hot and that entry's slot 
 first read waits for most of the process's learnt turnaround (how long the leader's round took to hand out the next job
 after its last outcomes), not ``poll_from_s``: a read before the round finds nothing, and on a
 busy server those reads were most of a worker's commands (5.6 reads per 100 ms job at 16
-single-slot processes). An idle process that holds no hot entry costs the server one read every
+single-slot processes), and with a backlog on a busy server the round takes seconds, longer than
+``poll_to_s``. An idle process that holds no hot entry costs the server one read every
 ``poll_to_s`` at most, whatever its number of slots and whatever the write rate of the
 deployment; a hot one, one read every ``HOT_POLL_S`` while it is hot.
 
@@ -53,8 +54,12 @@ class Pace:
     read after an outcome then waits ``LEAD`` of that (:meth:`after_outcome`) instead of
     ``fast_s``: the leader's round that hands out the next job takes about the same time each
     round, and a read before it finds nothing. Reads from there are ``STEP`` of it apart until
-    ``SPAN`` of it has passed, then double (:meth:`slower`). A turnaround is never learnt longer
-    than ``slow_s``.
+    ``SPAN`` of it has passed, then double (:meth:`slower`). A turnaround is learnt up to
+    ``LONGEST_S`` (or ``slow_s``, if longer), not ``slow_s``: a leader whose round takes seconds (a
+    backlog on a busy server) would otherwise be read for every ``slow_s`` from each outcome on
+    (1.0 read per job at 200 slots of no-op jobs, 0.7 with it). An outcome followed by no job for
+    ``FORGET`` turnarounds teaches nothing (the queue was empty), and a job already there at the
+    first read brings the turnaround down fast (:meth:`delivered`).
     """
 
     # The first read after an outcome comes at this share of the learnt turnaround (early rather than late).
@@ -64,6 +69,13 @@ class Pace:
     # After an outcome, until SPAN turnarounds have passed, reads that find nothing are STEP of it apart.
     SPAN = 1.5
     STEP = 1 / 6
+    # The longest turnaround learnt (or poll_to, if longer): a leader whose round takes seconds (a
+    # backlog on a busy server) hands out each slot's next job seconds after its outcome.
+    LONGEST_S = 5.0
+    # An outcome followed by no job for this many turnarounds teaches nothing (the queue was empty).
+    FORGET = 3.0
+    # The weight of a turnaround seen by the first read after an outcome (see delivered).
+    WEIGHT_EARLY = 0.5
 
     def __init__(self, fast_s: float, slow_s: float) -> None:
         self.fast_s = fast_s
@@ -71,6 +83,8 @@ class Pace:
         self.wait_s = fast_s
         self.turnaround_s: float | None = None  # learnt; None: nothing seen yet
         self.outcome_at: float | None = None  # the earliest outcome no delivery has followed yet
+        self.missed = False  # whether a read found nothing since that outcome
+        self.longest_s = max(slow_s, self.LONGEST_S)
 
     def fast(self) -> None:
         self.wait_s = self.fast_s
@@ -101,19 +115,30 @@ class Pace:
         return max(self.fast_s, self.LEAD * self.turnaround_s - (now - self.outcome_at))
 
     def delivered(self, now: float) -> None:
-        """A read at ``now`` delivered a job: learn the turnaround from the outcome it followed."""
+        """A read at ``now`` delivered a job: learn the turnaround from the outcome it followed. When
+        the first read after the outcome delivered, the job may have come long before it: the
+        turnaround is learnt as half that wait, with ``WEIGHT_EARLY``, so that one learnt too long
+        (a leader slow for a while) comes down in a few jobs."""
         if self.outcome_at is None:
             return
-        seen = min(max(0.0, now - self.outcome_at), self.slow_s)
-        self.outcome_at = None
-        self.turnaround_s = seen if self.turnaround_s is None else \
-            (1 - self.WEIGHT) * self.turnaround_s + self.WEIGHT * seen
+        seen = min(max(0.0, now - self.outcome_at), self.longest_s)
+        first, self.outcome_at, self.missed = not self.missed, None, False
+        if self.turnaround_s is None:
+            self.turnaround_s = seen
+        elif first:
+            self.turnaround_s = (1 - self.WEIGHT_EARLY) * self.turnaround_s + self.WEIGHT_EARLY * seen / 2
+        else:
+            self.turnaround_s = (1 - self.WEIGHT) * self.turnaround_s + self.WEIGHT * seen
 
     def found_nothing(self, now: float) -> None:
-        """A read at ``now`` delivered nothing: an outcome ``slow_s`` old is followed by no job (the
-        queue was empty), so it teaches nothing."""
-        if self.outcome_at is not None and now - self.outcome_at > self.slow_s:
-            self.outcome_at = None
+        """A read at ``now`` delivered nothing. An outcome older than ``FORGET`` turnarounds (or than
+        ``longest_s``, with none learnt) is followed by no job, the queue was empty: it teaches nothing."""
+        if self.outcome_at is None:
+            return
+        self.missed = True
+        t = self.turnaround_s
+        if now - self.outcome_at > (self.longest_s if t is None else max(self.slow_s, self.FORGET * t)):
+            self.outcome_at, self.missed = None, False
 
 
 def delivery(entry: Raw | None, slot: Slot) -> Raw | None:
