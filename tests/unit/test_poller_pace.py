@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from recruiter.processes.worker.poller import Pace
@@ -67,7 +69,7 @@ def test_a_job_already_there_at_the_first_read_brings_the_turnaround_down_fast()
         pace.delivered(at)  # the first read delivered
         learnt.append(pace.turnaround_s)
         at += 1.0
-    assert all(b < 0.7 * a for a, b in zip(learnt, learnt[1:], strict=False))
+    assert all(b < 0.7 * a for a, b in itertools.pairwise(learnt))
     assert learnt[-1] < 0.7
 
 
