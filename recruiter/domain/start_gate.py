@@ -8,8 +8,9 @@ with one conditional write on the group's gate document (``start_gates``,
 each tenant with a rate of its own), the times of the starts in its last window: a sliding-window
 log. The write grants the token only while fewer than ``entries`` of those times lie within the
 last ``window`` (half-open); it then appends the server's time of the write (``$$NOW``, one value
-for every key the job counts against) and drops the times older than the window. The job's
-recorded start (``started_at`` of its execution) is that same time. So:
+for every key the job counts against; or the latest time in its logs, if later, so that each log
+only grows in time) and drops the times older than the window. The job's recorded start
+(``started_at`` of its execution) is that same time. So:
 
 - the recorded starts of the jobs that took a token never exceed ``entries`` in any half-open
   window of ``window``, whatever the number of workers and processes: the log is one document,

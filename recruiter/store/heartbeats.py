@@ -62,12 +62,13 @@ async def write_first_beat(heartbeats: AsyncColl, beat: Query) -> None:
     await heartbeats.replace_one({"_id": beat["_id"]}, beat, upsert=True)
 
 
-async def register_slot(heartbeats: AsyncColl, key: ObjectId, process: Query, slot: Query) -> None:
-    """A slot's registration in its process's document, created if missing (the first slot,
-    or after the cleaner removed the process as dead): the process is seen now."""
-    entry_id = str(slot["id"])
-    await heartbeats.update_one({"_id": key}, {"$set": {**process, f"slots.{slot_key(entry_id)}": slot},
-                                               "$addToSet": {"ids": entry_id}}, upsert=True)
+async def register_slots(heartbeats: AsyncColl, key: ObjectId, process: Query, slots: Sequence[Query]) -> None:
+    """Slots' registration in their process's document, in one write; the document is created
+    if missing (the first registration, or after the cleaner removed the process as dead): the
+    process is seen now."""
+    named = {str(slot["id"]): slot for slot in slots}
+    sets = {**process, **{f"slots.{slot_key(i)}": slot for i, slot in named.items()}}
+    await heartbeats.update_one({"_id": key}, {"$set": sets, "$addToSet": {"ids": {"$each": list(named)}}}, upsert=True)
 
 
 def write_process_beat(heartbeats: SyncColl, key: ObjectId, fields: Query) -> bool:

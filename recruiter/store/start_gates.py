@@ -3,7 +3,10 @@
 What the gate guarantees, and why the server's clock, is in :mod:`recruiter.domain.start_gate`.
 This module holds the write: one ``findAndModify`` with an update pipeline, upserting
 ``{_id: "gate:<group>"}``, that in one atomic step reads the server's time (``$$NOW``, taken
-once), checks every log the job counts against, and either grants (appends that time to each log,
+once; or the latest time already in a log, if later: a write whose ``$$NOW`` was read before
+another's may be applied after it, and a log that went back in time could lose, to the other's
+trim, a start its check had to count), checks every log the job counts against, and either
+grants (appends that time to each log,
 dropping the times older than its window), refuses (changes no log), or repairs a malformed log
 (every log of the job full as of now; a ``tenants`` that is not a document is replaced whole). It
 records what it decided in ``last`` (the time, the caller's nonce, granted or not, the problem
@@ -61,10 +64,16 @@ def take_pipeline(gates: Sequence[Gate], nonce: str) -> list[Query]:
     problems: object = None
     for g in reversed(gates):
         problems = {"$ifNull": [_problem(g, "$$now"), problems]}
-    room = [{"$lt": [{"$size": _within(g, "$$now")}, g.entries]} for g in gates]
+    # The grant's time: the server's, or the latest time in a log if that is later (a write whose
+    # $$NOW was read before another's but applied after it). Each log then only grows in time, and
+    # a grant's check covers every earlier start of its window: none was dropped yet.
+    at = {"$cond": [{"$eq": ["$$problem", None]},
+                    {"$max": ["$$now", *({"$max": f"${g.path}"} for g in gates)]}, "$$now"]}
+    room = [{"$lt": [{"$size": _within(g, "$$at")}, g.entries]} for g in gates]
     last = {"$let": {"vars": {"now": _NOW}, "in": {"$let": {"vars": {"problem": problems}, "in": {
-        "at": "$$now", "by": nonce, "problem": "$$problem",
-        "granted": {"$and": [{"$eq": ["$$problem", None]}, *room]}}}}}}
+        "$let": {"vars": {"at": at}, "in": {
+            "at": "$$at", "by": nonce, "problem": "$$problem",
+            "granted": {"$and": [{"$eq": ["$$problem", None]}, *room]}}}}}}}}
     # A problem in any log fills every log of the job full (fail closed, on every key it counts against).
     logs = {g.path: {"$switch": {"branches": [
         {"case": {"$ne": ["$last.problem", None]},

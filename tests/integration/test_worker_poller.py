@@ -253,6 +253,36 @@ def test_a_round_that_gave_work_to_every_entry_it_offered_keeps_no_entry_hot(db_
     run(db_uri, scenario)
 
 
+def test_a_process_names_all_its_slots_in_its_heartbeat_in_one_write(db_uri: str) -> None:
+    """The leader gives an entry work only once its process's heartbeat names it: the slots of a
+    process are named together (one write for its 4 slots and their lanes), so no round sees one
+    slot alone and hands it, ahead, the jobs meant for the others."""
+    async def scenario(h: Harness) -> None:
+        config = WorkerConfig(worker_id="w", concurrency=4, prefetch=1, poll_from_s=POLL_FROM_S,
+                              poll_to_s=POLL_TO_S, heartbeat_interval_s=3600, deregister_wait_s=0.2)
+        process = WorkerProcess(h.db, h.clock, config, heartbeat_db=h.sync_db)
+        h.commands.clear()
+        running = asyncio.create_task(process.run())
+        try:
+            await eventually(lambda: _started(process), message="the slots waiting")
+            ids = sorted(s.id for s in process.slots)
+            assert len(ids) == 8  # 4 slots, each with its look-ahead lane
+            namings = [u for u in h.commands.updates("heartbeats") if isinstance(u["u"], dict)
+                       and "$addToSet" in u["u"]]
+            assert len(namings) == 1
+            assert sorted(namings[0]["u"]["$addToSet"]["ids"]["$each"]) == ids
+            beat = await h.db.heartbeats.find_one({"ids": {"$exists": True}})
+            assert beat is not None
+            assert sorted(beat["ids"]) == ids
+            sessions = {s.id: s.session for s in process.slots}
+            assert {v["id"]: v["session"] for v in beat["slots"].values()} == sessions
+        finally:
+            process.stop()
+            await asyncio.wait_for(running, timeout=30)
+
+    run(db_uri, scenario)
+
+
 def test_a_read_that_still_shows_the_job_a_slot_ran_makes_it_read_nothing(db_uri: str) -> None:
     """A poll that left before the slot recorded its job comes back showing that job still assigned.
     It is nothing new: the slot neither runs it again nor reads its own entry (it was handed on as

@@ -19,6 +19,7 @@ locked), in the same write that makes the entry available again.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from datetime import datetime
 
 import structlog
@@ -66,6 +67,11 @@ class RosterEntries:
     async def register(self, slot: Slot) -> None:
         """Enter the roster (:meth:`recruiter.processes.worker.registration.Registration.register`)."""
         await self.registration.register(slot)
+
+    async def register_all(self, slots: Sequence[Slot]) -> None:
+        """Enter the roster with every slot of the process, named together in its heartbeat
+        (:meth:`recruiter.processes.worker.registration.Registration.register_all`)."""
+        await self.registration.register_all(slots)
 
     async def recover(self, slot: Slot, old: Document, now: datetime) -> bool:
         """Take over the entry a previous process with our id left

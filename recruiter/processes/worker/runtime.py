@@ -159,8 +159,7 @@ class WorkerProcess:
                      detail="a job naming any other module is given back unimported for another worker, and "
                             "archived unrunnable once refused for --give-back-for")
         await warn_unrunnable(self.c.scheduled, self.config.groups, self.executor.allowed, log)
-        for slot in self.slots:
-            await self.register(slot)
+        await self.entries.register_all(self.slots)
         self.heartbeats.start()
         side = await self._side_tasks()
         slot_tasks = [asyncio.create_task(self.slot_loop.run(s), name=f"worker.slot.{s.id}") for s in self.slots]
