@@ -105,3 +105,14 @@ def test_an_outcome_followed_by_no_job_for_a_few_turnarounds_teaches_nothing() -
     pace.fast()
     pace.slower(10.0)
     assert pace.wait_s == 0.04
+
+
+def test_a_turnaround_under_poll_to_is_learnt_as_usual_from_an_early_job() -> None:
+    """Under poll_to, a job already there at the first read is learnt at that read's time, with the
+    usual weight: a turnaround that varies by a round is not halved by each early job."""
+    pace = Pace(0.02, 0.5)
+    pace.after_outcome(0.0)
+    pace.delivered(0.2)
+    pace.after_outcome(1.0)
+    pace.delivered(1.15)  # the first read delivered
+    assert pace.turnaround_s == pytest.approx((1 - Pace.WEIGHT) * 0.2 + Pace.WEIGHT * 0.15)

@@ -116,16 +116,18 @@ class Pace:
 
     def delivered(self, now: float) -> None:
         """A read at ``now`` delivered a job: learn the turnaround from the outcome it followed. When
-        the first read after the outcome delivered, the job may have come long before it: the
-        turnaround is learnt as half that wait, with ``WEIGHT_EARLY``, so that one learnt too long
-        (a leader slow for a while) comes down in a few jobs."""
+        the first read after the outcome delivered, the job may have come long before it: a
+        turnaround learnt longer than ``slow_s`` is then learnt as half that wait, with
+        ``WEIGHT_EARLY``, so that one learnt too long (a leader slow for a while, or a quiet spell)
+        comes down in a few jobs; a shorter one as usual (halving it on every early job made a
+        process of 100 ms jobs read more often, as its turnaround varies by a round)."""
         if self.outcome_at is None:
             return
         seen = min(max(0.0, now - self.outcome_at), self.longest_s)
         first, self.outcome_at, self.missed = not self.missed, None, False
         if self.turnaround_s is None:
             self.turnaround_s = seen
-        elif first:
+        elif first and self.turnaround_s > self.slow_s:
             self.turnaround_s = (1 - self.WEIGHT_EARLY) * self.turnaround_s + self.WEIGHT_EARLY * seen / 2
         else:
             self.turnaround_s = (1 - self.WEIGHT) * self.turnaround_s + self.WEIGHT * seen
