@@ -33,6 +33,7 @@ from bench.jobs import JOB_KINDS
 from bench.procs import REPO, cpu_seconds, describe_code
 from bench.scenario import FULL, QUICK, Design, Scenario, Sizes, backlog_bounds, scenario
 from bench.server import Server, running_server
+from bench.stats import difference
 
 JOB_S = 0.1  # the sleep100 job
 
@@ -64,9 +65,14 @@ def steady_sleep100(s: Scenario, server: Server) -> dict[str, Any]:
                               lambda when: cpu.__setitem__(when, _cpu(server)), drain=False)
     start, end = cpu.get("start"), cpu.get("end")
     jobs = measured["jobs"]
+    before, after = measured["before"], measured["after"]
+    workers = difference(after["worker"], before.get("worker", after["worker"])) if "worker" in after else {}
     return {"jobs_per_s": measured["jobs_per_s"], "of_ideal": measured["jobs_per_s"] * JOB_S / s.workers,
             "server_cpu_ms_per_job": None if start is None or end is None or not jobs
-            else 1000 * (end - start) / jobs}
+            else 1000 * (end - start) / jobs,
+            # The workers' requests per job, and of them their reads of their roster entries (the polls).
+            "worker_requests_per_job": workers.get("round_trips", 0) / jobs if jobs else None,
+            "worker_reads_per_job": (workers.get("commands") or {}).get("@find:roster", 0) / jobs if jobs else None}
 
 
 def idle(s: Scenario, server: Server) -> dict[str, Any]:
@@ -111,12 +117,12 @@ def show(results: dict[str, dict[str, dict[str, Any]]], processes: int, packed: 
         spread, pack, still = figures.get("spread", {}), figures.get("packed", {}), figures.get("idle", {})
         r = ratios(figures)
         print(f"{code}:")
-        print(f"  100 ms jobs, {processes}x1: {_cell(spread.get('jobs_per_s'), '.1f')} jobs/s "
-              f"({_cell(spread.get('of_ideal'), '.2f')} of ideal), server CPU "
-              f"{_cell(spread.get('server_cpu_ms_per_job'), '.2f')} ms/job")
-        print(f"  100 ms jobs, {processes // packed}x{packed}: {_cell(pack.get('jobs_per_s'), '.1f')} jobs/s "
-              f"({_cell(pack.get('of_ideal'), '.2f')} of ideal), server CPU "
-              f"{_cell(pack.get('server_cpu_ms_per_job'), '.2f')} ms/job")
+        for layout, f in ((f"{processes}x1", spread), (f"{processes // packed}x{packed}", pack)):
+            print(f"  100 ms jobs, {layout}: {_cell(f.get('jobs_per_s'), '.1f')} jobs/s "
+                  f"({_cell(f.get('of_ideal'), '.2f')} of ideal), server CPU "
+                  f"{_cell(f.get('server_cpu_ms_per_job'), '.2f')} ms/job; worker requests "
+                  f"{_cell(f.get('worker_requests_per_job'), '.2f')}/job, of them reads of their entries "
+                  f"{_cell(f.get('worker_reads_per_job'), '.2f')}/job")
         print(f"  {processes}x1 over {processes // packed}x{packed}: server CPU per job "
               f"{_cell(r['cpu_per_job'], '.2f')}x, jobs/s {_cell(r['jobs_per_s'], '.2f')}x")
         share = still.get("server_core_share")

@@ -27,6 +27,8 @@ def test_wake_cost_runs_the_packed_and_idle_series(server_uri: str) -> None:
     assert label.startswith("this code")
     assert figures["packed"]["jobs_per_s"] > 0
     assert figures["packed"]["of_ideal"] > 0
+    assert figures["packed"]["worker_requests_per_job"] >= figures["packed"]["worker_reads_per_job"] > 0
+    assert "reads of their entries" in done.stdout
     assert figures["idle"]["worker_requests_per_s"] > 0
     assert figures["idle"]["latency_p50_ms"] > 0
     assert "loaded machine" in done.stdout
