@@ -194,9 +194,17 @@ def test_a_stream_killed_under_the_waits_loses_no_wake_up(db_uri: str, flavour: 
         process, slot = await h.worker("w1")
         commands = StreamCursors()
 
+        seen = [0]  # streams opened before the last kill
+
         async def kill() -> None:
-            killed = await h.db.command("killCursors", "archived", cursors=commands.cursor_ids[-1:])
-            assert killed["cursorsKilled"] == commands.cursor_ids[-1:]
+            # The stream opened since the last kill (it reopens on its own). Its id is taken before the
+            # kill: in threads the stream may fail and reopen, adding a new id, before this coroutine runs on.
+            await wait_for_async(lambda: asyncio.sleep(0, len(commands.cursor_ids) > seen[0]),
+                                 message="a stream open again")
+            seen[0] = len(commands.cursor_ids)
+            target = commands.cursor_ids[-1:]
+            killed = await h.db.command("killCursors", "archived", cursors=target)
+            assert killed["cursorsKilled"] == target
 
         if flavour == "threads":
             rec = Recruiter.connect(h.db_uri, clock=h.clock, event_listeners=[commands])
