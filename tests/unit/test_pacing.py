@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from recruiter.domain.limits import Key
@@ -34,7 +34,8 @@ rates = st.builds(Rate, st.integers(1, 40), st.sampled_from([0.25, 1.0, 2.0, 10.
 def run(rate: Rate, lags: list[float], intervals: float) -> list[tuple[float, float]]:
     """Rounds with a backlog that never runs dry and free workers, as the recruiter runs them: a
     round hands out every start its rate allows, then the next runs when :func:`wake_at` says,
-    ``lag`` late (cycling through ``lags``). Returns (round time, start time) of every start."""
+    ``lag`` late (cycling through ``lags``); a round that leaves a start allowed is followed at once
+    (``lag`` late), as a busy round is. Returns (round time, start time) of every start."""
     state, t, out, i = LimitState(), 0.0, [], 0
     while t < intervals * rate.per_s:
         now = T0 + timedelta(seconds=t)
@@ -43,7 +44,11 @@ def run(rate: Rate, lags: list[float], intervals: float) -> list[tuple[float, fl
         state = with_buckets(state, changed)
         out += [(t, (at - T0).total_seconds()) for at in starts if at is not None]
         wake = wake_at({KEY: rate}, state, now)
-        assert wake is not None  # a backlog: the rate allows nothing more until then
+        if wake is None:
+            # Start times are kept to the microsecond, so a round may leave one more token whole (the
+            # @example below): the recruiter runs the next round at once after a busy one.
+            assert n > 0 and starts_available(rate, state.bucket(KEY, rate, now), now) == 1, (t, rate)
+            wake = now
         t = max(t, (wake - T0).total_seconds()) + lags[i % len(lags)]
         i += 1
     return out
@@ -61,6 +66,7 @@ def most_in_a_window(times: list[float], window_s: float) -> int:
 
 @settings(max_examples=300, deadline=None)
 @given(rates, st.lists(st.floats(0, PACED_AHEAD_S * 0.99), min_size=1, max_size=30))
+@example(Rate(27, 0.25), [0.3022143244822885])  # its second round leaves a token whole (the flake)
 def test_a_rate_delivers_its_rate_when_rounds_come_late_by_less_than_the_reach(rate: Rate, lags: list[float]) -> None:
     out = run(rate, lags, intervals=30)
     starts = [s for _, s in out]
