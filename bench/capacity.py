@@ -184,6 +184,16 @@ class Leader:
         return _read_rounds(self.rounds_path, asked)
 
 
+def _has_led(rounds_path: Path) -> bool:
+    """Whether the recruiter has run a round (it writes its round timings from its start, before it
+    has made its indexes and taken the lease: a window begun then measured its start-up, with no job done)."""
+    try:
+        snap = json.loads(rounds_path.read_text())
+        return bool(snap["rounds"] + snap.get("idle_rounds", 0))  # a baseline's older code may count no idle ones
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
 def register_timeout_s(layout: Layout) -> float:
     """How long the slots may take to register: a worker process's start-up is slow on a busy machine."""
     return max(120.0, 15.0 * layout.processes)
@@ -212,9 +222,9 @@ def leader(server: Server, layout: Layout, work_dir: Path, prefetch_args: list[s
                           "--concurrency", str(layout.concurrency), "--heartbeat-interval", HEARTBEAT,
                           *prefetch_args)
         lanes = 1 + int(prefetch_args[1]) if prefetch_args else 1
-        _wait(fleet, lambda: all(p.stats_path.exists() for p in fleet.procs) and rounds_path.exists()
+        _wait(fleet, lambda: all(p.stats_path.exists() for p in fleet.procs) and _has_led(rounds_path)
               and observer["roster"].count_documents({}) >= layout.slots * lanes, register_timeout_s(layout),
-              "the slots to register")
+              "the slots to register and the recruiter to lead")
         yield Leader(fleet, producer, observer, recruiter, rounds_path, lanes)
     finally:
         fleet.stop()
