@@ -47,7 +47,8 @@ def run(rate: Rate, lags: list[float], intervals: float) -> list[tuple[float, fl
         if wake is None:
             # Start times are kept to the microsecond, so a round may leave one more token whole (the
             # @example below): the recruiter runs the next round at once after a busy one.
-            assert n > 0 and starts_available(rate, state.bucket(KEY, rate, now), now) == 1, (t, rate)
+            assert n > 0, (t, rate)
+            assert starts_available(rate, state.bucket(KEY, rate, now), now) == 1, (t, rate)
             wake = now
         t = max(t, (wake - T0).total_seconds()) + lags[i % len(lags)]
         i += 1
