@@ -43,6 +43,8 @@ def test_waits_outlive_a_restart_of_the_server(tmp_path: Path) -> None:
             jobs = rec.enqueue_many([Record(uri, n=i) for i in range(WAITS)])
             waits = [pool.submit(reason_of, job) for job in jobs]
             wait_for(lambda: len(commands.named("find", "archived")) >= WAITS, message="every wait to read its job")
+            # A wait reads its job after OPEN_WAIT_S even while the stream is still opening (a loaded machine).
+            wait_for(lambda: rec.streams.opened >= 1, message="the stream to open before the restart")
             assert rec.streams.opened == 1
         try:
             with embedded.serving(port, data, log_path=tmp_path / "after.log"):
