@@ -4,9 +4,10 @@ roster grows while the work stays the same.
 For each layout (processes x ``--concurrency``; default 2x25, 8x25 and 8x100 = 50,
 200 and 800 slots), one after another on the same server, a fresh database gets one
 recruiter, one cleaner and the layout's workers (:func:`bench.capacity.leader`, the
-capacity mode's set-up). Once every slot has registered, the bench enqueues no-op
-jobs at one fixed rate (``--round-reads-rate``, well under capacity), at a steady
-pace: every tick enqueues the jobs due by then, so no backlog builds up. After the
+capacity mode's set-up). Once every slot has registered and the recruiter has run
+a round, the bench enqueues no-op jobs at one fixed rate (``--round-reads-rate``,
+well under capacity), at a steady pace: every tick enqueues the jobs due by then,
+so no backlog builds up. After the
 warm-up, over a window, it reports per committed round of the recruiter (its round
 timings, ``RECRUITER_ROUND_STATS``): the round trips, the documents the server
 returned to it (cursor replies) and the KiB it received, in all and per
