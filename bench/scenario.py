@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -285,12 +286,24 @@ def scenario(server: Server, design: Design, workers: int, sizes: Sizes, work_di
         else:
             entries = workers * design.lanes  # one roster entry per lane
             s.wait(lambda: observer["roster"].count_documents({}) >= entries, 60, "the workers to register")
+            (recruiter,) = fleet.of_kind("recruiter")
+            s.wait(lambda: recruiter_leads(observer, recruiter.pid), 60, "the recruiter to lead")
         yield s
     finally:
         fleet.stop()
         producer.close()
         observer_client.drop_database(database)
         observer_client.close()
+
+
+def recruiter_leads(observer: Any, pid: int) -> bool:
+    """Whether the recruiter process ``pid`` holds the lease (its owner is ``host:pid:id``), so runs
+    its rounds: under load it was still making its indexes and taking the lease once the workers had
+    registered, and a window saw no job done."""
+    lease = observer["metadata"].find_one({"_id": "recruiter"}, {"owner": 1, "expires_at": 1}) or {}
+    expires = lease.get("expires_at")
+    return (f":{pid}:" in str(lease.get("owner")) and isinstance(expires, datetime)
+            and expires > datetime.now(UTC))
 
 
 def worker_path(window: dict[str, Any]) -> dict[str, float]:
