@@ -1,0 +1,78 @@
+"""Hostile shapes of the newest stored fields on a real server, the processes driven step by step
+(tests/integration/test_processes_inproc.py's harness): each is written straight into its
+collection, then rounds, a worker or the cleaner run beside normal jobs. Nothing escapes, the
+round goes on, the normal jobs run once, and the hostile document is set aside with its reason
+or ignored, never obeyed past a safeguard."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from bson import ObjectId
+
+from recruiter import Recruiter
+from recruiter.domain.cancel import WAS_WAITING
+from tests.integration.test_processes_inproc import Harness, run, take_and_work
+from tests.workables import Record
+
+# A held dependent whose ``after`` is matched by its upstream's id, yet holds no list to pull it from.
+PENDING_NOT_A_LIST = [
+    ("after-an-array", lambda after, up: [after], "after: not a document"),
+    ("pending-an-id", lambda after, up: {**after, "pending": up}, "after.pending: not a list of job ids"),
+]
+
+
+async def _held_with(h: Harness, upstream: ObjectId, shape: Any) -> ObjectId:
+    dependent = await Record(h.db_uri, n=2).as_job_of(h.producer).after(upstream).enqueue()
+    held = await h.job(dependent)
+    assert held is not None
+    await h.db.scheduled.update_one({"_id": dependent}, {"$set": {"after": shape(held["after"], upstream)}},
+                                    bypass_document_validation=True)
+    return dependent
+
+
+@pytest.mark.parametrize(("name", "shape", "reason"), PENDING_NOT_A_LIST, ids=[c[0] for c in PENDING_NOT_A_LIST])
+def test_a_dependent_whose_pending_is_no_list_is_set_aside_by_the_round_that_archives_its_upstream(
+        db_uri: str, name: str, shape: Any, reason: str) -> None:
+    """On the code before the check, the round's ``$pullAll`` (or its read of ``after``) raised, and
+    every round after it, applying the same outcome: the leader stopped for good."""
+    async def scenario(h: Harness) -> None:
+        upstream = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
+        dependent = await _held_with(h, upstream, shape)
+        beside = await Record(h.db_uri, n=3).as_job_of(h.producer).enqueue()
+        workers = [await h.worker("w1"), await h.worker("w2")]
+
+        assert (await h.round()).assigned == 2
+        for process, slot in workers:
+            await take_and_work(process, slot)
+        assert (await h.round()).applied == 2
+        await h.settle()
+
+        assert [(await h.archived(j) or {}).get("why") for j in (upstream, beside)] == ["done", "done"]
+        archived = await h.archived(dependent)
+        assert archived is not None
+        assert (archived["why"], archived["reason"]) == ("malformed", reason)
+        assert await h.job(dependent) is None
+        assert sorted(d["n"] for d in await h.ledger(event="start")) == [1, 3]
+
+    run(db_uri, scenario)
+
+
+@pytest.mark.parametrize(("name", "shape", "reason"), PENDING_NOT_A_LIST, ids=[c[0] for c in PENDING_NOT_A_LIST])
+def test_a_dependent_whose_pending_is_no_list_is_set_aside_by_a_cancel_of_its_upstream(
+        db_uri: str, name: str, shape: Any, reason: str) -> None:
+    """The synchronous client's release (recruiter.store.dependents_sync), after a cancel: the
+    cancel is done and says so; on the code before the check, it raised after its commit."""
+    async def scenario(h: Harness) -> None:
+        upstream = await Record(h.db_uri, n=1).as_job_of(h.producer).schedule_in(hours=1).enqueue()
+        dependent = await _held_with(h, upstream, shape)
+        with Recruiter.connect(h.db_uri) as rec:
+            assert rec.cancel(upstream).state == WAS_WAITING
+
+        archived = await h.archived(dependent)
+        assert archived is not None
+        assert (archived["why"], archived["reason"]) == ("malformed", reason)
+        assert (await h.archived(upstream) or {}).get("why") == "cancelled"
+
+    run(db_uri, scenario)
