@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 from bson import ObjectId
+from structlog.testing import capture_logs
 
 from recruiter import Recruiter
 from recruiter.domain.cancel import WAS_WAITING
-from tests.integration.test_processes_inproc import Harness, run, take_and_work
+from tests.integration.test_processes_inproc import START, Harness, run, take_and_work
 from tests.workables import Record
 
 # A held dependent whose ``after`` is matched by its upstream's id, yet holds no list to pull it from.
@@ -74,5 +75,48 @@ def test_a_dependent_whose_pending_is_no_list_is_set_aside_by_a_cancel_of_its_up
         assert archived is not None
         assert (archived["why"], archived["reason"]) == ("malformed", reason)
         assert (await h.archived(upstream) or {}).get("why") == "cancelled"
+
+    run(db_uri, scenario)
+
+
+@pytest.mark.parametrize(("execution", "reason"), [
+    ({"started_at": START, "$where": "sleep(1000)"}, "outcome.execution.$where: field name starts with '$'"),
+    ({"started_at": START, "a.b": 1}, "outcome.execution.a.b: field name holds a '.'"),
+], ids=["dollar", "dot"])
+def test_an_outcome_whose_attempt_no_update_can_write_is_not_applied_and_the_round_goes_on(
+        db_uri: str, execution: dict[str, Any], reason: str) -> None:
+    """An entry written whole (an insert stores such names) holding a retry whose ``execution`` the
+    round would ``$set`` into its job's history: on the code before the check, that write went out
+    (MongoDB refuses it, and the round with it, at every round; the write guard failed this test)
+    and the job, rewritten, was then quarantined. The entry is skipped, said once; its job stays
+    locked to it (the cleaner unlocks it once the worker is dead); the job beside runs once."""
+    async def scenario(h: Harness) -> None:
+        ids = [await Record(h.db_uri, n=i).as_job_of(h.producer).enqueue() for i in range(2)]
+        (p1, s1), _ = await h.worker("w1"), await h.worker("w2")
+        assert (await h.round()).assigned == 2
+        await take_and_work(p1, s1)
+        entry = await h.roster("w2")
+        assert entry is not None
+        job_id, token = entry["assigned_to"]["w2"], entry["job"]["lock_token"]
+        entry = {k: v for k, v in entry.items() if k not in ("assigned_to", "job")}
+        entry.update(available=True, outcome={"job": job_id, "token": token, "executed": True,
+                                              "decision": {"retry_at": START}, "execution": execution})
+        await h.db.roster.delete_one({"_id": "w2"})
+        await h.db.roster.insert_one(entry)
+
+        with capture_logs() as logs:
+            report = await h.round()
+            await h.round()
+
+        assert report.applied == 1  # w1's
+        said = [e for e in logs if e["event"] == "worker.malformed"]
+        assert len(said) == 1
+        assert (said[0]["worker_id"], said[0]["reason"].split(";")[0]) == ("w2", reason)
+        job = await h.job(job_id)
+        assert job is not None
+        assert (job["locked"], job["lock_token"], job.get("executions")) == (True, token, [])
+        done = [j for j in ids if j != job_id]
+        assert [(await h.archived(j) or {}).get("why") for j in done] == ["done"]
+        assert len(await h.ledger(event="start")) == 1
 
     run(db_uri, scenario)
