@@ -6,6 +6,7 @@ or ignored, never obeyed past a safeguard."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from structlog.testing import capture_logs
 
 from recruiter import Recruiter
 from recruiter.domain.cancel import WAS_WAITING
-from tests.integration.test_processes_inproc import START, Harness, run, take_and_work
+from tests.integration.test_processes_inproc import DEAD_AFTER_S, START, Harness, run, take_and_work
 from tests.workables import Record
 
 # A held dependent whose ``after`` is matched by its upstream's id, yet holds no list to pull it from.
@@ -118,5 +119,54 @@ def test_an_outcome_whose_attempt_no_update_can_write_is_not_applied_and_the_rou
         done = [j for j in ids if j != job_id]
         assert [(await h.archived(j) or {}).get("why") for j in done] == ["done"]
         assert len(await h.ledger(event="start")) == 1
+
+    run(db_uri, scenario)
+
+
+# A worker process's heartbeat document made unreadable for one of its slots (``w2``).
+UNREADABLE_BEATS = {
+    "slots-an-array": {"slots": [{"id": "w2"}]},
+    "slots-a-long-array": {"slots": list(range(20_000))},
+    "slots-a-string": {"slots": "w2"},
+    "its-slot-a-string": {"slots.w2": "x"},
+    "its-slot-naming-no-string": {"slots.w2.id": 7},
+    "fresh_until-a-string": {"fresh_until": "tomorrow"},
+    "dates-of-other-types": {"fresh_until": [1], "last_seen_at": {"a": 1}},
+    "kind-a-number": {"kind": 5},
+    "fresh_until-far-ahead": {"fresh_until": datetime(9000, 1, 1, tzinfo=UTC)},
+}
+
+
+@pytest.mark.parametrize("hostile", list(UNREADABLE_BEATS))
+def test_a_slot_whose_heartbeat_cannot_be_read_gets_no_work_and_the_cleaner_takes_it_all_away(
+        db_uri: str, hostile: str) -> None:
+    """Rounds give the slot no work (its liveness is not believed), the jobs run once on the
+    other; the cleaner removes both once dead and leaves no heartbeat document behind. On the code
+    before the fix, a document whose ``slots`` is an array or whose ``kind`` is not a process's, or
+    whose slot of it alone cannot be read, was left for ever (read again at every pass)."""
+    async def scenario(h: Harness) -> None:
+        ids = [await Record(h.db_uri, n=i).as_job_of(h.producer).enqueue() for i in range(2)]
+        workers = [await h.worker("w1"), await h.worker("w2")]
+        changed = await h.db.heartbeats.update_one({"ids": "w2"}, {"$set": UNREADABLE_BEATS[hostile]})
+        assert changed.modified_count == 1
+
+        ran = []
+        for _ in range(2):
+            assert (await h.round()).assigned == 1
+            for process, slot in workers:
+                if await process.poll(slot) is not None:
+                    ran.append(slot.id)
+                    await take_and_work(process, slot)
+        await h.settle()
+
+        assert ran == ["w1", "w1"]
+        assert [(await h.archived(j) or {}).get("why") for j in ids] == ["done", "done"]
+        assert sorted(d["n"] for d in await h.ledger(event="start")) == [0, 1]
+        h.clock.advance(timedelta(seconds=DEAD_AFTER_S * 3))
+        cleaner = await h.cleaner()
+        assert (await cleaner.fenced_clean()).dead_workers == 2
+        await cleaner.fenced_clean()
+        assert await h.db.roster.count_documents({}) == 0
+        assert await h.db.heartbeats.find({}, {"ids": 1, "kind": 1}).to_list() == []
 
     run(db_uri, scenario)
