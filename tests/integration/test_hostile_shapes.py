@@ -6,6 +6,7 @@ or ignored, never obeyed past a safeguard."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,7 +16,10 @@ from structlog.testing import capture_logs
 
 from recruiter import Recruiter
 from recruiter.domain.cancel import WAS_WAITING
+from recruiter.domain.start_gate import Gate, gate_id
 from tests.integration.test_processes_inproc import DEAD_AFTER_S, START, Harness, run, take_and_work
+from tests.integration.test_start_gates import GATE, _taken
+from tests.processes.test_limits_processes import most_in_a_window
 from tests.workables import Record
 
 # A held dependent whose ``after`` is matched by its upstream's id, yet holds no list to pull it from.
@@ -170,3 +174,31 @@ def test_a_slot_whose_heartbeat_cannot_be_read_gets_no_work_and_the_cleaner_take
         assert await h.db.heartbeats.find({}, {"ids": 1, "kind": 1}).to_list() == []
 
     run(db_uri, scenario)
+
+
+# A gate document (``start_gates``) whose ``_id`` is right and whose other fields are hostile.
+HOSTILE_GATES = {
+    "last-a-string": {"s": [], "last": "granted"},
+    "last-an-array": {"s": [], "last": [{"granted": True}]},
+    "last-a-forged-grant": {"s": [], "last": {"at": "now", "by": None, "granted": True, "problem": 5}},
+    "other-fields": {"s": [], "junk": {"$date": "x"}, "n": float("nan"), "window": -1},
+    "another-tenant-hostile": {"s": [], "tenants": {"other": "x", "acme": []}},
+    "tenants-an-array": {"s": [], "tenants": [["acme"]]},
+}
+
+
+@pytest.mark.parametrize("hostile", list(HOSTILE_GATES))
+def test_a_gate_document_with_hostile_fields_never_lets_more_starts_through_than_its_gate(
+        db: Any, db_uri: str, hostile: str) -> None:
+    """Four takers, three starts each, against a group gate and a tenant gate: the hostile fields
+    are replaced or left aside by the gate's write, every start is granted in time, and no window
+    holds more starts than the tighter gate allows."""
+    tenant = Gate(GATE.group, "acme", 2, 300)
+    db.start_gates.insert_one({"_id": gate_id(GATE.group), **HOSTILE_GATES[hostile]})
+
+    times = asyncio.run(_taken(db_uri, [GATE, tenant], takers=4, each=3))
+
+    assert len(times) == 12
+    assert most_in_a_window(times, 0.3) <= 2
+    stored = db.start_gates.find_one({"_id": gate_id(GATE.group)})
+    assert stored["s"][-1] == stored["tenants"]["acme"][-1] == times[-1]
