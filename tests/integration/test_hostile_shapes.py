@@ -17,6 +17,7 @@ from structlog.testing import capture_logs
 from recruiter import Recruiter
 from recruiter.domain.cancel import WAS_WAITING
 from recruiter.domain.start_gate import Gate, gate_id
+from recruiter.processes.worker.poller import Poller
 from tests.integration.test_processes_inproc import DEAD_AFTER_S, START, Harness, run, take_and_work
 from tests.integration.test_start_gates import GATE, _taken
 from tests.processes.test_limits_processes import most_in_a_window
@@ -202,3 +203,51 @@ def test_a_gate_document_with_hostile_fields_never_lets_more_starts_through_than
     assert most_in_a_window(times, 0.3) <= 2
     stored = db.start_gates.find_one({"_id": gate_id(GATE.group)})
     assert stored["s"][-1] == stored["tenants"]["acme"][-1] == times[-1]
+
+
+# A worker's own roster entry (``w2``) with one of the newest fields of a hostile type.
+HOSTILE_ENTRIES = {
+    "hot-a-long-array": {"hot": list(range(20_000))},
+    "hot-a-document": {"hot": {"until": START}},
+    "hot-far-ahead": {"hot": datetime(9999, 1, 1, tzinfo=UTC)},
+    "lanes-strings": {"lane": "1", "lanes": "9", "runner": 5},
+    "lanes-out-of-range": {"lane": -3, "lanes": 10**9, "runner": "w1"},
+    "ahead-and-started-odd": {"ahead": {"x": 1}, "started": [1]},
+    "release-a-number": {"release": 5},
+    "release-a-huge-string": {"release": "0.3.0" + "x" * 1_000_000},
+    "release-a-document-of-odd-types": {"release": {"version": {"a": 1}, "works_beside": 3}},
+    "assigned_to-an-array": {"available": False, "assigned_to": [1, 2], "job": "x"},
+    "job-a-string": {"available": False, "assigned_to": {"w2": ObjectId()}, "job": "x"},
+    "job-id-an-array": {"available": False, "assigned_to": {"w2": [1]}, "job": {"_id": [1]}},
+}
+
+
+@pytest.mark.parametrize("hostile", list(HOSTILE_ENTRIES))
+def test_an_entry_with_a_hostile_newer_field_costs_the_poller_and_the_rounds_nothing(
+        db_uri: str, hostile: str) -> None:
+    """The process's poller reads it without raising and is not made to poll fast by it; its slot's
+    own read and the rounds go on; every job runs once; the cleaner removes it once dead."""
+    async def scenario(h: Harness) -> None:
+        ids = [await Record(h.db_uri, n=i).as_job_of(h.producer).enqueue() for i in range(3)]
+        workers = [await h.worker("w1"), await h.worker("w2")]
+        await h.db.roster.update_one({"_id": "w2"}, {"$set": HOSTILE_ENTRIES[hostile]})
+        process, slot = workers[1]
+        slot.inbox.waiting = True
+        poller = Poller(h.db.roster, process.slots, process.inboxes, h.clock, poll_from_s=0.01, poll_to_s=1.0)
+
+        assert await poller.read_once() in (0, 1)
+        assert not poller.hot
+        slot.inbox.waiting = False
+        for _ in range(3):
+            await h.round()
+            for p, s in workers:
+                if await p.poll(s) is not None:
+                    await take_and_work(p, s)
+        await h.settle()
+
+        assert [(await h.archived(j) or {}).get("why") for j in ids] == ["done"] * 3
+        assert sorted(d["n"] for d in await h.ledger(event="start")) == [0, 1, 2]
+        h.clock.advance(timedelta(seconds=DEAD_AFTER_S * 3))
+        assert (await (await h.cleaner()).fenced_clean()).dead_workers == 2
+
+    run(db_uri, scenario)
