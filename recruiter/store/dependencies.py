@@ -69,7 +69,7 @@ async def release_dependents(c: Collections, ended: Mapping[object, object], now
                     archived_now.append(done)
                     nxt[done["_id"]] = done["why"]
                 continue
-            pulled = [i for i in pending if i in todo]
+            pulled = [i for i in pending if isinstance(i, ObjectId) and i in todo]
             after = await c.scheduled.find_one_and_update(
                 {"_id": dep["_id"], **HELD},
                 {"$pullAll": {"after.pending": pulled},

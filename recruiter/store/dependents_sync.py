@@ -39,7 +39,7 @@ def release_dependents_sync(c: SyncCollections, ended: Mapping[object, object], 
                     archived_now.append(done)
                     nxt[done["_id"]] = done["why"]
                 continue
-            pulled = [i for i in pending if i in todo]
+            pulled = [i for i in pending if isinstance(i, ObjectId) and i in todo]
             after = c.scheduled.find_one_and_update(
                 {"_id": dep["_id"], **HELD},
                 {"$pullAll": {"after.pending": pulled},

@@ -18,6 +18,7 @@ from recruiter import Recruiter
 from recruiter.domain.cancel import WAS_WAITING
 from recruiter.domain.start_gate import Gate, gate_id
 from recruiter.processes.worker.poller import Poller
+from tests.integration.test_fan_in_edges import _fan_in
 from tests.integration.test_processes_inproc import DEAD_AFTER_S, START, Harness, run, take_and_work
 from tests.integration.test_start_gates import GATE, _taken
 from tests.processes.test_limits_processes import most_in_a_window
@@ -249,5 +250,35 @@ def test_an_entry_with_a_hostile_newer_field_costs_the_poller_and_the_rounds_not
         assert sorted(d["n"] for d in await h.ledger(event="start")) == [0, 1, 2]
         h.clock.advance(timedelta(seconds=DEAD_AFTER_S * 3))
         assert (await (await h.cleaner()).fenced_clean()).dead_workers == 2
+
+    run(db_uri, scenario)
+
+
+def test_a_wide_fan_in_whose_after_is_an_array_is_left_to_the_sweep_and_the_round_goes_on(db_uri: str) -> None:
+    """A dependent stored with edges (recruiter.domain.edges) whose ``after`` became an array of
+    one document still matches the edges' dotted filters: on the code before the check, the round
+    applying one upstream's outcome raised on it (and every round after, until the sweep). The
+    round goes on, leaves it; the sweep archives it as malformed."""
+    async def scenario(h: Harness) -> None:
+        parts, final = await _fan_in(h)
+        held = await h.job(final)
+        assert held is not None
+        await h.db.scheduled.update_one({"_id": final}, {"$set": {"after": [held["after"]]}})
+        await h.db.scheduled.update_one({"_id": parts[0]}, {"$set": {"scheduled_at": START}})  # due now
+        beside = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
+        workers = [await h.worker("w1"), await h.worker("w2")]
+
+        assert (await h.round()).assigned == 2
+        for process, slot in workers:
+            await take_and_work(process, slot)
+        assert (await h.round()).applied == 2
+
+        assert [(await h.archived(j) or {}).get("why") for j in (parts[0], beside)] == ["done", "done"]
+        rec = h.recruiter
+        assert await rec.lease.acquire()
+        assert await rec.dependencies.look(rec.leadership, rec.c, h.clock.now()) == 1
+        archived = await h.archived(final)
+        assert archived is not None
+        assert (archived["why"], archived["reason"]) == ("malformed", "after: not a document")
 
     run(db_uri, scenario)
