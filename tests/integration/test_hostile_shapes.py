@@ -15,8 +15,12 @@ from bson import ObjectId
 from structlog.testing import capture_logs
 
 from recruiter import Recruiter
+from recruiter.admin.status import status
+from recruiter.cli.status import figures_of, render_status
 from recruiter.domain.cancel import WAS_WAITING
 from recruiter.domain.start_gate import Gate, gate_id
+from recruiter.domain.versions import RELEASE
+from recruiter.processes.releases import refuse_leaders
 from recruiter.processes.worker.poller import Poller
 from tests.integration.test_fan_in_edges import _fan_in
 from tests.integration.test_processes_inproc import DEAD_AFTER_S, START, Harness, run, take_and_work
@@ -280,5 +284,34 @@ def test_a_wide_fan_in_whose_after_is_an_array_is_left_to_the_sweep_and_the_roun
         archived = await h.archived(final)
         assert archived is not None
         assert (archived["why"], archived["reason"]) == ("malformed", "after: not a document")
+
+    run(db_uri, scenario)
+
+
+@pytest.mark.parametrize("release", [5, "0.3.0" + "x" * 1_000_000, {"version": {"a": 1}, "works_beside": 3},
+                                     ["0.3.0"]], ids=["a-number", "a-huge-string", "a-document-of-odd-types",
+                                                      "an-array"])
+def test_a_release_record_of_a_hostile_type_is_unreadable_wherever_it_is_read(db_uri: str, release: object) -> None:
+    """In a lease (``metadata``) and in roster entries: a worker still starts, the leader serves the
+    entries (not known, so not held against them), and ``recruiter status`` says so in short lines."""
+    async def scenario(h: Harness) -> None:
+        await h.db.metadata.insert_one({"_id": "cleaner", "owner": "c:1:x", "epoch": 3,
+                                        "expires_at": START + timedelta(hours=1), "release": release})
+        await refuse_leaders(h.db)  # a worker starting now: no refusal
+        ids = [await Record(h.db_uri, n=i).as_job_of(h.producer).enqueue() for i in range(2)]
+        workers = [await h.worker("w1"), await h.worker("w2")]
+        await h.db.roster.update_many({}, {"$set": {"release": release}})
+
+        assert (await h.round()).assigned == 2
+        for process, slot in workers:
+            await take_and_work(process, slot)
+        await h.settle()
+        assert [(await h.archived(j) or {}).get("why") for j in ids] == ["done", "done"]
+
+        shown = render_status(figures_of(status(h.sync_db, START)), as_json=False)
+        releases = [line for line in shown.splitlines() if line.startswith("releases:")]
+        assert releases == [f"releases:  {RELEASE} (recruiter lease); "
+                            "unreadable (not held against it) (cleaner lease, 2 worker slots)"], shown
+        assert max(len(line) for line in shown.splitlines()) < 400
 
     run(db_uri, scenario)
