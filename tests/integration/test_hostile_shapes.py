@@ -315,3 +315,66 @@ def test_a_release_record_of_a_hostile_type_is_unreadable_wherever_it_is_read(db
         assert max(len(line) for line in shown.splitlines()) < 400
 
     run(db_uri, scenario)
+
+
+# What a previous process of a worker id left in its entry, read by the next one's registration.
+LEFT_BEHIND = {
+    "interval-a-string": ({"heartbeat_interval_s": "x"}, None),
+    "interval-an-array": ({"heartbeat_interval_s": [1]}, None),
+    "interval-infinite": ({"heartbeat_interval_s": float("inf")}, None),
+    "outcome-a-string": ({"outcome": "done"}, "outcome: expected an embedded document, got str"),
+    "outcome-missing-its-token": ({"outcome": {"job": ObjectId(), "executed": True, "decision": {"archive": "done"}}},
+                                  "outcome.token: missing"),
+}
+
+
+@pytest.mark.parametrize("left", list(LEFT_BEHIND))
+def test_a_worker_registers_over_a_hostile_entry_its_id_left_and_gets_work(db_uri: str, left: str) -> None:
+    """On the code before the check, the registration raised (ValueError, TypeError, OverflowError,
+    AttributeError: the worker did not start), or kept a malformed outcome in the new entry, which
+    every round then skipped: a live worker given no work."""
+    fields, dropped = LEFT_BEHIND[left]
+
+    async def scenario(h: Harness) -> None:
+        await h.db.roster.insert_one({"_id": "w1", "session": ObjectId(), "available": True, "work_on": ["*"],
+                                      "hostname": "elsewhere", "pid": 1, "last_seen_at": START - timedelta(hours=1),
+                                      **fields})
+        job = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
+
+        with capture_logs() as logs:
+            process, slot = await h.worker("w1")
+
+        said = [e["reason"] for e in logs if e["event"] == "worker.malformed_outcome_dropped"]
+        assert said == ([] if dropped is None else [dropped])
+        assert "outcome" not in (await h.roster("w1") or {})
+        assert (await h.round()).assigned == 1
+        await take_and_work(process, slot)
+        await h.settle()
+        assert (await h.archived(job) or {}).get("why") == "done"
+
+    run(db_uri, scenario)
+
+
+def test_the_job_a_dropped_outcome_names_is_rescued_and_runs_once(db_uri: str) -> None:
+    """A previous process of the id, handed a job, left a malformed outcome for it: the next
+    registration drops the outcome, gives the job back (as the previous process's beats tell), and it
+    runs once. On the code before the check, the registration kept the outcome and left the job locked."""
+    async def scenario(h: Harness) -> None:
+        job = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
+        await h.worker("w1")
+        assert (await h.round()).assigned == 1
+        await h.db.roster.update_one({"_id": "w1"}, {"$set": {"outcome": {"job": job, "decision": 5}}})
+        h.clock.advance(timedelta(hours=1))  # the previous process is long silent
+
+        process, slot = await h.worker("w1")
+        rescued = await h.job(job)
+        assert rescued is not None
+        assert rescued["locked"] is False  # never started (its beats say so): given back, no crash counted
+        await h.settle()
+        await take_and_work(process, slot)
+        await h.settle()
+
+        assert (await h.archived(job) or {}).get("why") == "done"
+        assert len(await h.ledger(event="start")) == 1
+
+    run(db_uri, scenario)
