@@ -181,12 +181,14 @@ async def delete_beat(heartbeats: AsyncColl, beat: Mapping[str, object]) -> bool
     A slot's beat from a process document is removed from it (fenced on the process's
     ``last_seen_at`` and the slot's ``session``), and the document goes with its last slot."""
     if FROM_PROCESS not in beat:
-        gone = await heartbeats.delete_one({"_id": beat["_id"], "last_seen_at": beat.get("last_seen_at")})
+        gone = await heartbeats.delete_one({"_id": beat["_id"], "last_seen_at": {"$eq": beat.get("last_seen_at")}})
         return bool(gone.deleted_count)
     key, entry_id = beat[FROM_PROCESS], str(beat["_id"])
     field = f"slots.{slot_key(entry_id)}"
-    fence: Query = {"_id": key, "kind": PROCESS_KIND, "last_seen_at": beat.get("last_seen_at"),
-                    f"{field}.session": beat.get("session")}
+    # The values as read compared as values ($eq): one written as a document shaped like an operator
+    # ({"$x": 1}) is not read as one (the server refused it, and the cleaner's pass with it, at every pass).
+    fence: Query = {"_id": {"$eq": key}, "kind": PROCESS_KIND, "last_seen_at": {"$eq": beat.get("last_seen_at")},
+                    f"{field}.session": {"$eq": beat.get("session")}}
     changed = await heartbeats.update_one({**fence, "ids": {"$type": "array"}},
                                           {"$unset": {field: ""}, "$pull": {"ids": entry_id}})
     if not changed.modified_count:
