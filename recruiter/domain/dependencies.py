@@ -195,6 +195,17 @@ def cycle_problem(docs: Sequence[Mapping[str, Any]]) -> str | None:
     return f"jobs of this batch wait for each other in a cycle (job {stuck} among them)"
 
 
+def pending_of(raw: object) -> list[object] | str:
+    """The ``pending`` list of a stored ``after`` (untrusted: a release reads only this part of it
+    before pulling from it), or why it is malformed. A dependent matched by its ``pending`` may
+    still hold no list there: an id alone matches, and so does an ``after`` that is an array of
+    documents; a ``$pullAll`` on either fails the write, and with it the round that releases."""
+    if not isinstance(raw, Mapping):
+        return "after: not a document"
+    pending = raw.get("pending")
+    return pending if isinstance(pending, list) else "after.pending: not a list of job ids"
+
+
 def parse_after(raw: object, job_id: object = None) -> After | str:
     """A stored ``after`` field, checked (it is untrusted input), or the reason it is malformed.
     ``job_id``: the job's own, read as the guard when it is in ``pending``, not as a dependency."""

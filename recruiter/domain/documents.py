@@ -198,12 +198,21 @@ def _decision(value: object) -> Problem:
     return f".{problem}" if problem else None
 
 
+def _execution(value: object) -> Problem:
+    """The attempt an outcome reports, which the round ``$set``s into its job's history: a document
+    whose names such an update can store (an insert stores more: an entry written whole may hold
+    one that the round's write would then fail with, at every round)."""
+    problem = document(value)
+    found = None if problem else odd_name_problem(value, "")
+    return problem or (f".{found}" if found else None)
+
+
 OUTCOME: dict[str, tuple[bool, Check]] = {
     "job": (True, job_id),
     "token": (True, object_id),
     "executed": (True, boolean),
     "decision": (True, _decision),
-    "execution": (False, optional(document)),
+    "execution": (False, optional(_execution)),
     # A worker that could not run the job gave it back (recruiter.domain.refusals).
     # Its kind, class and fix (optional: a worker of an older version writes none) are what the views show.
     "refusal": (False, optional(fields({"process": (True, text), "worker": (True, text), "reason": (True, text),

@@ -15,7 +15,17 @@ from datetime import datetime
 from bson import ObjectId
 from pymongo import ReturnDocument
 
-from recruiter.domain.dependencies import GONE, Archive, Release, Wait, decide, failures, parse_after, waited_for
+from recruiter.domain.dependencies import (
+    GONE,
+    Archive,
+    Release,
+    Wait,
+    decide,
+    failures,
+    parse_after,
+    pending_of,
+    waited_for,
+)
 from recruiter.domain.dependency_results import KEY, PROJECTION, results_of
 from recruiter.domain.edges import is_counted
 from recruiter.domain.outcome import MALFORMED, archived_document
@@ -53,8 +63,13 @@ async def release_dependents(c: Collections, ended: Mapping[object, object], now
                                                    {"after.pending": 1}).limit(MAX_RESOLVED)]
         nxt: dict[object, object] = {}
         for dep in found:
-            pending = (dep.get("after") or {}).get("pending")
-            pulled = [i for i in pending if i in todo] if isinstance(pending, list) else list(todo)
+            pending = pending_of(dep.get("after"))
+            if isinstance(pending, str):  # set aside: a $pullAll on it would fail, and every release with it
+                if (done := await _archive(c, dep, MALFORMED, pending, now)) is not None:
+                    archived_now.append(done)
+                    nxt[done["_id"]] = done["why"]
+                continue
+            pulled = [i for i in pending if isinstance(i, ObjectId) and i in todo]
             after = await c.scheduled.find_one_and_update(
                 {"_id": dep["_id"], **HELD},
                 {"$pullAll": {"after.pending": pulled},

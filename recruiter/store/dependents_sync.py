@@ -16,7 +16,7 @@ from datetime import datetime
 from bson import ObjectId
 from pymongo import ReturnDocument
 
-from recruiter.domain.dependencies import Archive, Release, decide, failures, parse_after
+from recruiter.domain.dependencies import Archive, Release, decide, failures, parse_after, pending_of
 from recruiter.domain.edges import is_counted
 from recruiter.domain.outcome import MALFORMED
 from recruiter.store.dependencies import HELD, MAX_RESOLVED, archived_copy, release_filter, release_update
@@ -33,8 +33,13 @@ def release_dependents_sync(c: SyncCollections, ended: Mapping[object, object], 
         nxt: dict[object, object] = {}
         for dep in c.scheduled.find({"after.pending": {"$in": list(todo)}, **HELD}, {"after.pending": 1}
                                     ).limit(MAX_RESOLVED):
-            pending = (dep.get("after") or {}).get("pending")
-            pulled = [i for i in pending if i in todo] if isinstance(pending, list) else list(todo)
+            pending = pending_of(dep.get("after"))
+            if isinstance(pending, str):  # set aside: a $pullAll on it would fail, and every release with it
+                if (done := _archive(c, dep, MALFORMED, pending, now)) is not None:
+                    archived_now.append(done)
+                    nxt[done["_id"]] = done["why"]
+                continue
+            pulled = [i for i in pending if isinstance(i, ObjectId) and i in todo]
             after = c.scheduled.find_one_and_update(
                 {"_id": dep["_id"], **HELD},
                 {"$pullAll": {"after.pending": pulled},

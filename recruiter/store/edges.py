@@ -84,9 +84,20 @@ def _failed(edges: Sequence[Edge], ended: Mapping[ObjectId, object]) -> tuple[li
     return done, [e.id for e in edges if ended[e.upstream] != "done"]
 
 
+_NOT_A_DOCUMENT = object()
+
+
+def _if_failed(held: Document) -> object:
+    """The ``after.if_failed`` of a held dependent as read, or :data:`_NOT_A_DOCUMENT` when its ``after``
+    is not a document (an array of them matches the dotted filters all the same: a hand edit)."""
+    after = held.get("after")
+    return after.get("if_failed") if isinstance(after, Mapping) else _NOT_A_DOCUMENT
+
+
 def _may_be_last(before: Document, counted: int) -> bool:
     """Whether the dependent (as it was before its ``left`` lost ``counted``) may have no edge left."""
-    left = (before.get("after") or {}).get("left")
+    after = before.get("after")
+    left = after.get("left") if isinstance(after, Mapping) else None
     return not isinstance(left, int) or left - counted <= 0
 
 
@@ -101,7 +112,9 @@ async def count_down(c: Collections, ended: Mapping[ObjectId, object]) -> list[O
             if await c.archived.find_one({"_id": dep}, {"_id": 1}) is not None:
                 await drop_edges(c, dep)
             continue
-        fold = _fold(edges, ended, (held.get("after") or {}).get("if_failed"))
+        if (if_failed := _if_failed(held)) is _NOT_A_DOCUMENT:
+            continue  # its writes would fail (and the round with them): the sweep archives it as malformed
+        fold = _fold(edges, ended, if_failed)
         if (write := _severity_write(dep, fold)) is not None:
             await c.scheduled.update_one(*write)
         done, failed = _failed(edges, ended)
@@ -127,7 +140,9 @@ def count_down_sync(c: SyncCollections, ended: Mapping[ObjectId, object]) -> lis
             if c.archived.find_one({"_id": dep}, {"_id": 1}) is not None:
                 drop_edges_sync(c, dep)
             continue
-        fold = _fold(edges, ended, (held.get("after") or {}).get("if_failed"))
+        if (if_failed := _if_failed(held)) is _NOT_A_DOCUMENT:
+            continue  # as in count_down
+        fold = _fold(edges, ended, if_failed)
         if (write := _severity_write(dep, fold)) is not None:
             c.scheduled.update_one(*write)
         done, failed = _failed(edges, ended)

@@ -181,12 +181,14 @@ async def delete_beat(heartbeats: AsyncColl, beat: Mapping[str, object]) -> bool
     A slot's beat from a process document is removed from it (fenced on the process's
     ``last_seen_at`` and the slot's ``session``), and the document goes with its last slot."""
     if FROM_PROCESS not in beat:
-        gone = await heartbeats.delete_one({"_id": beat["_id"], "last_seen_at": beat.get("last_seen_at")})
+        gone = await heartbeats.delete_one({"_id": beat["_id"], "last_seen_at": {"$eq": beat.get("last_seen_at")}})
         return bool(gone.deleted_count)
     key, entry_id = beat[FROM_PROCESS], str(beat["_id"])
     field = f"slots.{slot_key(entry_id)}"
-    fence: Query = {"_id": key, "kind": PROCESS_KIND, "last_seen_at": beat.get("last_seen_at"),
-                    f"{field}.session": beat.get("session")}
+    # The values as read compared as values ($eq): one written as a document shaped like an operator
+    # ({"$x": 1}) is not read as one (the server refused it, and the cleaner's pass with it, at every pass).
+    fence: Query = {"_id": {"$eq": key}, "kind": PROCESS_KIND, "last_seen_at": {"$eq": beat.get("last_seen_at")},
+                    f"{field}.session": {"$eq": beat.get("session")}}
     changed = await heartbeats.update_one({**fence, "ids": {"$type": "array"}},
                                           {"$unset": {field: ""}, "$pull": {"ids": entry_id}})
     if not changed.modified_count:
@@ -200,11 +202,31 @@ async def delete_beat(heartbeats: AsyncColl, beat: Mapping[str, object]) -> bool
 
 
 async def delete_undated(heartbeats: AsyncColl, worker_id: object) -> None:
-    """Delete an unreadable heartbeat (no date in ``last_seen_at``), which goes with its entry."""
+    """Delete the unreadable heartbeats of entry ``worker_id`` (no beat of it could be read), which
+    go with the entry: its own document without a date in ``last_seen_at``, every document naming it
+    that cannot be read at all, and its slot in a process document where only that slot cannot."""
     await heartbeats.delete_one({"_id": worker_id, "last_seen_at": {"$not": {"$type": "date"}}})
-    # A process document that names it and cannot be read (no date, or no slots): no slot of it is.
-    await heartbeats.delete_many({"kind": PROCESS_KIND, "ids": worker_id, "$or": [
-        {"last_seen_at": {"$not": {"$type": "date"}}}, {"slots": {"$not": {"$type": "object"}}}]})
+    # A document that names it and cannot be read: a process's without a date or without slots (an
+    # array of them too: ``$type`` "object" matches an array holding one), or one of no kind read
+    # (neither a process's nor, by its string ``_id``, an older version's). No slot of it is.
+    await heartbeats.delete_many({"ids": worker_id, "$or": [
+        {"kind": PROCESS_KIND, "last_seen_at": {"$not": {"$type": "date"}}},
+        {"kind": PROCESS_KIND, "slots": {"$not": {"$type": "object"}}},
+        {"kind": PROCESS_KIND, "slots": {"$type": "array"}},
+        {"kind": {"$ne": PROCESS_KIND}, "_id": {"$not": {"$type": "string"}}}]})
+    if not isinstance(worker_id, str):
+        return
+    # A readable process document whose slot of it cannot be read (not a document, another id): that
+    # slot goes, and the document with its last one. A slot readable again (its process beat since) is kept.
+    field = f"slots.{slot_key(worker_id)}"
+    unread: Query = {"kind": PROCESS_KIND, "$and": [{"ids": worker_id}, {"ids": {"$type": "array"}}],
+                     "slots": {"$type": "object"}, f"{field}.id": {"$ne": worker_id}}
+    keys = [d["_id"] for d in await heartbeats.find(unread, {"_id": 1}).to_list()]
+    if keys:
+        await heartbeats.update_many({**unread, "_id": {"$in": keys}},
+                                     {"$unset": {field: ""}, "$pull": {"ids": worker_id}})
+        await heartbeats.delete_many({"_id": {"$in": keys}, "kind": PROCESS_KIND,
+                                      "$or": [{"ids": {"$size": 0}}, {"slots": {}}]})
 
 
 

@@ -202,10 +202,17 @@ async def settled_free(roster: AsyncColl) -> tuple[int, int]:
 
 async def clear_freed(roster: AsyncColl, marks: Sequence[tuple[object, object]]) -> None:
     """Remove the ``FREED`` marks read, each ``(entry id, mark)`` only if still the same (a newer
-    mark is read by the next round)."""
-    if marks:
-        await roster.update_many({"_id": {"$in": [w for w, _ in marks]}, FREED: {"$in": [m for _, m in marks]}},
-                                 {"$unset": {FREED: ""}})
+    mark is read by the next round), in one write. A mark that is not one :func:`freed_mark` writes
+    (a hand edit) goes whatever it holds, matched by its type, never by its value: a document holding
+    a ``$`` name in the ``$in`` failed the write, and the round with it, at every round."""
+    written = [(w, m) for w, m in marks if isinstance(m, ObjectId)]
+    odd = [w for w, m in marks if not isinstance(m, ObjectId)]
+    which: list[Query] = [{"_id": {"$in": [w for w, _ in written]}, FREED: {"$in": [m for _, m in written]}}] \
+        if written else []
+    if odd:
+        which.append({"_id": {"$in": odd}, FREED: {"$not": {"$type": "objectId"}}})
+    if which:
+        await roster.update_many(which[0] if len(which) == 1 else {"$or": which}, {"$unset": {FREED: ""}})
 
 
 async def clear_outcomes(roster: AsyncColl, outcomes: Sequence[tuple[object, object]]) -> None:

@@ -16,13 +16,16 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import cast
 
 import structlog
 
 from recruiter.domain import batching, versions
 from recruiter.domain.clock import Clock
+from recruiter.domain.documents import outcome_problem
 from recruiter.domain.events import WorkerRegistered
 from recruiter.domain.liveness import (
+    MAX_BELIEVED_INTERVAL_S,
     date_or_none,
     heartbeat_document,
     process_document,
@@ -60,6 +63,29 @@ def process_exists(pid: object) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def believed_interval(stored: object, default_s: float) -> float:
+    """The heartbeat interval a previous process of our id registered, as read (untrusted: not a
+    number, or one past ``MAX_BELIEVED_INTERVAL_S``, reads as ``default_s``, ours)."""
+    if isinstance(stored, int | float) and not isinstance(stored, bool) and 0 < stored <= MAX_BELIEVED_INTERVAL_S:
+        return float(stored)
+    return default_s
+
+
+def kept_outcome(slot_id: str, stored: object) -> Raw | None:
+    """The outcome a previous process of our id recorded, kept for the recruiter if it is well-formed.
+    A malformed one is dropped, said (its entry would be skipped by every round, and so this slot),
+    and the job it names is rescued with the others the entry held."""
+    if not stored:
+        return None
+    problem = outcome_problem(stored, "outcome")
+    if problem is None:
+        return cast(Raw, stored)
+    log.warning("worker.malformed_outcome_dropped", worker_id=slot_id, reason=problem[:300],
+                detail="the outcome the previous process of this id left cannot be applied; its job is "
+                       "rescued as that process's crashed attempt")
+    return None
 
 
 class Registration:
@@ -163,11 +189,12 @@ class Registration:
         self._refuse_if_alive(slot, old, beat, now - seen if seen is not None else None)
         entry = self.document(slot, now)
         entry.update(available=False, recovering=True)
-        if old.get("outcome"):
-            entry["outcome"] = old["outcome"]
+        outcome = kept_outcome(slot.id, old.get("outcome"))
+        if outcome is not None:
+            entry["outcome"] = outcome
         if not await roster.take_over_entry(self.c.roster, old, entry):
             return False
-        held = jobs_referenced_by(old) - {(old.get("outcome") or {}).get("job")}
+        held = jobs_referenced_by(old) - ({outcome["job"]} if outcome is not None else set())
         jobs = await scheduled.read_held_jobs(self.c.scheduled, held, slot.id)
         reason = (f"worker {slot.id} (pid {old.get('pid')} on {old.get('hostname')}) was restarted; "
                   f"last seen {seen.isoformat() if seen else 'never'}")
@@ -181,7 +208,7 @@ class Registration:
 
     def _refuse_if_alive(self, slot: Slot, old: Document, beat: Document | None, silent: timedelta | None) -> None:
         """Raise :class:`WorkerIdTaken` if the process that left ``old`` may still live."""
-        interval = float((beat or old).get("heartbeat_interval_s") or self.config.heartbeat_interval_s)
+        interval = believed_interval((beat or old).get("heartbeat_interval_s"), self.config.heartbeat_interval_s)
         # On this machine we can see whether its process is gone; elsewhere, its heartbeat tells.
         gone_here = old.get("hostname") == self.hostname and not process_exists(old.get("pid"))
         if not gone_here and silent is not None and silent < timedelta(seconds=MISSED_BEATS_FOR_RESTART * interval):
