@@ -58,18 +58,20 @@ def test_concurrent_takers_never_exceed_the_gate_in_any_window(db_uri: str, db: 
 
 def test_a_grant_is_never_dated_before_a_start_already_in_the_log(db_uri: str, db: Any) -> None:
     """A write whose server time was read before another's, applied after it, finds a start later
-    than its own time in the log (here one 200 ms ahead, within the window, so not malformed). Its
+    than its own time in the log (here one 20 s ahead, within the window, so not malformed). Its
     grant is dated at that start, not before it: the log only grows in time, and no later grant's
     trim can drop a start that an earlier-dated grant had to count (CI, under load: 4 starts in
-    one 300 ms window of a gate of 3)."""
-    ahead = datetime.now(UTC) + timedelta(milliseconds=200)
+    one 300 ms window of a gate of 3). The gate's window is wide, so that the start is still ahead
+    when the write comes on a loaded machine (200 ms ahead was not, once)."""
+    gate = Gate(GROUP, None, 3, 60_000)
+    ahead = datetime.now(UTC) + timedelta(seconds=20)
     ahead = ahead.replace(microsecond=ahead.microsecond // 1000 * 1000)
     db.start_gates.insert_one({"_id": gate_id(GROUP), "s": [ahead]})
 
     async def scenario() -> Any:
         async with AsyncMongoClient(db_uri, tz_aware=True) as client:
-            return reply_of(await start_gates.take(client.get_default_database().start_gates, [GATE], "n1"),
-                            [GATE], "n1")
+            return reply_of(await start_gates.take(client.get_default_database().start_gates, [gate], "n1"),
+                            [gate], "n1")
 
     reply = asyncio.run(scenario())
     assert reply is not None
