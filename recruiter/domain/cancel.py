@@ -145,7 +145,8 @@ def _plan_assigned(job: dict[str, Any], entry: dict[str, Any], now: datetime, re
         message=reason or "cancelled",
     ).to_document()
     plan = CancelPlan(RUNS_ON if in_thread else WAS_ASSIGNED, worker=worker,
-                      delete={"_id": job_id, "lock_token": job.get("lock_token")})
+                      # $eq: the token read (untrusted) compared as a value, never read as operators.
+                      delete={"_id": job_id, "lock_token": {"$eq": job.get("lock_token")}})
     if (entry.get("assigned_to") or {}).get(worker) != job_id:
         return plan, None
     # ``job: null`` (rather than removed) is what wakes an idle worker's change stream

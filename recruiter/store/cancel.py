@@ -52,6 +52,15 @@ class CancelWrites:
     roster: list[UpdateOne] = field(default_factory=list)
 
 
+def _holder(job: Document) -> str | None:
+    """The worker a locked ``job`` names (untrusted): only a string is a roster entry's id. Any
+    other value is looked up nowhere: a document shaped like an operator (``{"$ne": null}``) put
+    in the entry's filter is read as one, and would fence another worker's entry, or fail the
+    cancel ("unknown operator") at every attempt. The job is cancelled as one no worker holds."""
+    holder = job.get("locked_by")
+    return holder if job.get("locked") and isinstance(holder, str) else None
+
+
 def _by_id(entry: Document | None) -> dict[object, Raw] | None:
     return {entry["_id"]: entry} if entry is not None else None
 
@@ -83,10 +92,11 @@ def cancel_job(db: SyncDb, job_id: ObjectId, now: datetime, reason: str | None =
         if job is None:
             return not_scheduled(job_id, inside.archived.find_one({"_id": job_id}, {"why": 1}, session=session))
         entry: Document | None = None
-        if job.get("locked"):
-            entry = inside.roster.find_one({"_id": job.get("locked_by")}, ENTRY_FIELDS, session=session)
-            entry = with_heartbeat(entry, _beat_of(entry, beats_of(inside.heartbeats, [job.get("locked_by")],
-                                                                   _by_id(entry), session=session)))
+        holder = _holder(job)
+        if holder is not None:
+            entry = inside.roster.find_one({"_id": holder}, ENTRY_FIELDS, session=session)
+            entry = with_heartbeat(entry, _beat_of(entry, beats_of(inside.heartbeats, [holder], _by_id(entry),
+                                                                   session=session)))
         plan = plan_cancel(job, entry, now, reason)
         writes = cancel_writes(plan)
         if writes.scheduled and inside.scheduled.bulk_write(writes.scheduled, session=session).deleted_count != 1:
@@ -119,10 +129,11 @@ async def cancel_job_async(db: AsyncDb, job_id: ObjectId, now: datetime, reason:
         if job is None:
             return not_scheduled(job_id, await inside.archived.find_one({"_id": job_id}, {"why": 1}, session=session))
         entry: Document | None = None
-        if job.get("locked"):
-            entry = await inside.roster.find_one({"_id": job.get("locked_by")}, ENTRY_FIELDS, session=session)
+        holder = _holder(job)
+        if holder is not None:
+            entry = await inside.roster.find_one({"_id": holder}, ENTRY_FIELDS, session=session)
             entry = with_heartbeat(entry, _beat_of(entry, await beats_of_async(
-                inside.heartbeats, [job.get("locked_by")], _by_id(entry), session=session)))
+                inside.heartbeats, [holder], _by_id(entry), session=session)))
         plan = plan_cancel(job, entry, now, reason)
         writes = cancel_writes(plan)
         if writes.scheduled and (

@@ -74,8 +74,10 @@ async def worker_gone(archived: AsyncColl, entry: Raw, now: datetime) -> bool:
     job_id = held.get("job") if isinstance(held, dict) else None
     if job_id is None:
         return False
+    # $eq: values read from the entry (untrusted), one shaped like an operator is compared, not
+    # read as one (it failed the cleaner's pass: "unknown operator").
     result = await archived.update_one(
-        {"_id": job_id, f"{HALT}.worker": entry.get("_id"), f"{HALT}.session": entry.get("session"),
-         f"{HALT}.ended_at": None},
+        {"_id": {"$eq": job_id}, f"{HALT}.worker": {"$eq": entry.get("_id")},
+         f"{HALT}.session": {"$eq": entry.get("session")}, f"{HALT}.ended_at": None},
         {"$set": {f"{HALT}.ended_at": now, f"{HALT}.worker_gone": True}})
     return result.modified_count > 0

@@ -57,7 +57,7 @@ def test_an_assigned_job_is_archived_with_a_cancelled_execution_and_its_assignme
     plan = plan_cancel(job, entry, NOW, None)
     writes = cancel_writes(plan)
     assert (plan.state, plan.worker) == (WAS_ASSIGNED, "w1")
-    assert writes.scheduled[0]._filter == {"_id": job["_id"], "lock_token": job["lock_token"]}
+    assert writes.scheduled[0]._filter == {"_id": job["_id"], "lock_token": {"$eq": job["lock_token"]}}
     archived = writes.archived[0]._doc["$setOnInsert"]
     last = archived["last_execution"]
     assert last["outcome"] == "cancelled"
