@@ -73,7 +73,8 @@ def plan_resubmit(job: Raw, at: datetime | None, now: datetime) -> ResubmitWrite
     assert isinstance(job_id, ObjectId)
     if job.get("locked") is True:
         return ResubmitWrite(
-            {"_id": job_id, "locked": True, "lock_token": job.get("lock_token")},
+            # $eq: the token read (untrusted) compared as a value, never read as operators.
+            {"_id": job_id, "locked": True, "lock_token": {"$eq": job.get("lock_token")}},
             {"$set": {"resubmit": {"at": at, "requested_at": now}}},
             Resubmitted(job_id, AFTER_ATTEMPT, at))
     due = at or now

@@ -12,6 +12,7 @@ import pytest
 from bson import ObjectId
 
 from recruiter.domain.cancel import WAS_ASSIGNED
+from recruiter.domain.resubmit import AFTER_ATTEMPT
 from tests.integration.test_processes_inproc import DEAD_AFTER_S, Harness, run, take_and_work
 from tests.workables import Record
 
@@ -70,6 +71,21 @@ def test_a_lock_token_the_cancel_deletes_on_shaped_like_an_operator_is_compared_
         assert result.state == WAS_ASSIGNED
         assert await h.job(job_id) is None
         assert (await h.archived(job_id) or {}).get("why") == "cancelled"
+
+    run(db_uri, scenario)
+
+
+def test_a_lock_token_the_resubmit_writes_on_shaped_like_an_operator_is_compared_as_a_value(db_uri: str) -> None:
+    """A resubmit of a locked job asks for it on the lock as read (its ``lock_token``): on the code
+    before ``$eq`` the server refused the update ("unknown operator"), and the resubmit failed."""
+    async def scenario(h: Harness) -> None:
+        job_id = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
+        await h.worker("w1")
+        assert (await h.round()).assigned == 1
+        await rewritten(h, job_id, lock_token={"$x": 1})
+
+        assert (await h.producer.resubmit(job_id)).state == AFTER_ATTEMPT
+        assert (await h.job(job_id) or {}).get("resubmit", {}).get("requested_at") == h.clock.now()
 
     run(db_uri, scenario)
 

@@ -71,7 +71,7 @@ def test_the_job_document_carries_the_key_and_reads_back_tolerantly() -> None:
 def test_a_resubmit_flags_a_locked_job_under_its_lock_and_reschedules_a_waiting_one() -> None:
     job = locked_job()
     write = plan_resubmit(job, None, NOW)
-    assert write.filter == {"_id": job["_id"], "locked": True, "lock_token": job["lock_token"]}
+    assert write.filter == {"_id": job["_id"], "locked": True, "lock_token": {"$eq": job["lock_token"]}}
     assert write.update == {"$set": {"resubmit": {"at": None, "requested_at": NOW}}}
     assert write.result.state == AFTER_ATTEMPT
     waiting = {"_id": job["_id"], "locked": False}
