@@ -99,7 +99,7 @@ async def release_entry(roster: AsyncColl, slot_id: str, session: ObjectId, now:
     fence = entry_as_read(slot_id, session)
     unset = {"job": "", HALTING: ""}
     if assignment is not None:
-        fence[f"assigned_to.{slot_id}"] = assignment
+        fence[f"assigned_to.{slot_id}"] = {"$eq": assignment}  # as read from the entry (untrusted)
         unset["assigned_to"] = ""
     elif recovered:
         unset["recovering"] = ""

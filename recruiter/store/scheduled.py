@@ -24,8 +24,10 @@ from recruiter.store.stats import count_by
 
 async def read_job(scheduled: AsyncColl, job_id: object) -> Document | None:
     """A job to run (a worker, for a job too big to copy): without its history, which carries
-    earlier attempts' traces and logs and which a worker never reads."""
-    return await scheduled.find_one({"_id": job_id}, {"executions": 0, "last_execution": 0})
+    earlier attempts' traces and logs and which a worker never reads. ``job_id`` is read from the
+    worker's entry (untrusted): compared as a value (``$eq``), one shaped like an operator is not
+    read as one (it failed the worker's every poll: "unknown operator")."""
+    return await scheduled.find_one({"_id": {"$eq": job_id}}, {"executions": 0, "last_execution": 0})
 
 
 async def read_held_jobs(scheduled: AsyncColl, job_ids: Iterable[object], holder: str) -> list[Document]:

@@ -90,6 +90,31 @@ def test_a_lock_token_the_resubmit_writes_on_shaped_like_an_operator_is_compared
     run(db_uri, scenario)
 
 
+def test_an_assignment_shaped_like_an_operator_is_dropped_by_the_worker_which_goes_on(db_uri: str) -> None:
+    """A worker's own entry (written whole) whose assignment names a job by a document shaped
+    like an operator: on the code before ``$eq`` the worker's read of the job by that id, and its
+    drop of the assignment, were refused ("unknown operator") at every poll. The assignment is
+    dropped as stale, the slot is available again and runs the next job."""
+    async def scenario(h: Harness) -> None:
+        process, slot = await h.worker("w1")
+        entry = await h.roster("w1")
+        assert entry is not None
+        await h.db.roster.delete_one({"_id": "w1"})
+        await h.db.roster.insert_one({**entry, "available": False, "assigned_to": {"w1": {"$x": 1}}, "job": None})
+
+        assert await process.poll(slot) == {"$x": 1}
+        await process.work(slot, {"$x": 1})
+
+        assert (await h.roster("w1") or {}).get("available") is True
+        job_id = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
+        assert (await h.round()).assigned == 1
+        assert await take_and_work(process, slot) == job_id
+        await h.settle()
+        assert (await h.archived(job_id) or {}).get("why") == "done"
+
+    run(db_uri, scenario)
+
+
 @pytest.mark.parametrize("path", ["halting.job", "session"])
 def test_a_dead_entry_value_shaped_like_an_operator_does_not_stop_the_cleaner(db_uri: str, path: str) -> None:
     """A dead worker's entry still halting a cancelled job (``halting``), written whole with its
