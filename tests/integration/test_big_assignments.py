@@ -41,7 +41,7 @@ def test_a_job_too_big_to_copy_is_assigned_by_reference_and_read_by_its_worker(d
         assert await take_and_work(process, slot) == job_id
         reads = h.commands.named("find", "scheduled")
         assert len(reads) == 1, "one read, by _id"
-        assert reads[0]["filter"] == {"_id": job_id}, "one read, by _id"
+        assert reads[0]["filter"] == {"_id": {"$eq": job_id}}, "one read, by _id (compared as a value)"
         assert [e["size"] for e in await h.ledger(job=str(job_id))] == [MAX_JOB_COPY_BYTES + KIB]
         assert (await h.round()).applied == 1
         assert (await h.archived(job_id))["why"] == "done"
