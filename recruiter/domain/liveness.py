@@ -210,6 +210,14 @@ MAX_BELIEVED_INTERVAL_S = 86_400.0
 MAX_FRESH_AHEAD = MAX_AHEAD + timedelta(seconds=FRESH_BEATS * MAX_BELIEVED_INTERVAL_S)
 
 
+def believed_interval_s(stored: object) -> float | None:
+    """A heartbeat interval as stored (untrusted): a number in (0, :data:`MAX_BELIEVED_INTERVAL_S`],
+    or None when it is not one to believe."""
+    if isinstance(stored, int | float) and not isinstance(stored, bool) and 0 < stored <= MAX_BELIEVED_INTERVAL_S:
+        return float(stored)
+    return None
+
+
 def dated_ahead(beat: Raw, now: datetime) -> str | None:
     """What makes ``beat`` malformed by its dates, or None: ``last_seen_at`` further ahead of ``now``
     than :data:`~recruiter.domain.clock.MAX_AHEAD`, or ``fresh_until`` further than
@@ -241,12 +249,10 @@ def is_dead(beat: Raw, now: datetime, considered_dead_after_s: float) -> bool:
     twice the heartbeat interval it registered, so a live worker that beats less often than the
     cleaner was told (one registered after it started) is never taken for dead. A beat whose
     dates are not believed (none, or :func:`dated_ahead`) is a dead worker's."""
-    seen, interval = date_or_none(beat.get("last_seen_at")), beat.get("heartbeat_interval_s")
+    seen, interval = date_or_none(beat.get("last_seen_at")), believed_interval_s(beat.get("heartbeat_interval_s"))
     if seen is None or dated_ahead(beat, now) is not None:
         return True
-    believed = (isinstance(interval, int | float) and not isinstance(interval, bool)
-                and 0 < interval <= MAX_BELIEVED_INTERVAL_S)
-    silent_s = max(considered_dead_after_s, 2 * float(interval) if believed else 0.0)  # type: ignore[arg-type]
+    silent_s = max(considered_dead_after_s, 2 * interval if interval is not None else 0.0)
     return seen < now - timedelta(seconds=silent_s)
 
 

@@ -25,7 +25,7 @@ from recruiter.domain.clock import Clock
 from recruiter.domain.documents import outcome_problem
 from recruiter.domain.events import WorkerRegistered
 from recruiter.domain.liveness import (
-    MAX_BELIEVED_INTERVAL_S,
+    believed_interval_s,
     date_or_none,
     heartbeat_document,
     process_document,
@@ -63,14 +63,6 @@ def process_exists(pid: object) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def believed_interval(stored: object, default_s: float) -> float:
-    """The heartbeat interval a previous process of our id registered, as read (untrusted: not a
-    number, or one past ``MAX_BELIEVED_INTERVAL_S``, reads as ``default_s``, ours)."""
-    if isinstance(stored, int | float) and not isinstance(stored, bool) and 0 < stored <= MAX_BELIEVED_INTERVAL_S:
-        return float(stored)
-    return default_s
 
 
 def kept_outcome(slot_id: str, stored: object) -> Raw | None:
@@ -208,7 +200,9 @@ class Registration:
 
     def _refuse_if_alive(self, slot: Slot, old: Document, beat: Document | None, silent: timedelta | None) -> None:
         """Raise :class:`WorkerIdTaken` if the process that left ``old`` may still live."""
-        interval = believed_interval((beat or old).get("heartbeat_interval_s"), self.config.heartbeat_interval_s)
+        # The previous process's interval, as read (untrusted): ours when it is not one to believe.
+        stored = believed_interval_s((beat or old).get("heartbeat_interval_s"))
+        interval = stored if stored is not None else self.config.heartbeat_interval_s
         # On this machine we can see whether its process is gone; elsewhere, its heartbeat tells.
         gone_here = old.get("hostname") == self.hostname and not process_exists(old.get("pid"))
         if not gone_here and silent is not None and silent < timedelta(seconds=MISSED_BEATS_FOR_RESTART * interval):
