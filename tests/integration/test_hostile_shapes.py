@@ -22,6 +22,8 @@ from recruiter.domain.start_gate import Gate, gate_id
 from recruiter.domain.versions import RELEASE
 from recruiter.processes.releases import refuse_leaders
 from recruiter.processes.worker.poller import Poller
+from recruiter.processes.worker.runtime import WorkerProcess
+from recruiter.processes.worker.state import Slot
 from tests.integration.test_fan_in_edges import _fan_in
 from tests.integration.test_processes_inproc import DEAD_AFTER_S, START, Harness, run, take_and_work
 from tests.integration.test_start_gates import GATE, _taken
@@ -33,6 +35,14 @@ PENDING_NOT_A_LIST = [
     ("after-an-array", lambda after, up: [after], "after: not a document"),
     ("pending-an-id", lambda after, up: {**after, "pending": up}, "after.pending: not a list of job ids"),
 ]
+
+
+async def _both_run(h: Harness, workers: list[tuple[WorkerProcess, Slot]]) -> None:
+    """One round gives each of the two workers a job, each runs it, the next round applies both outcomes."""
+    assert (await h.round()).assigned == 2
+    for process, slot in workers:
+        await take_and_work(process, slot)
+    assert (await h.round()).applied == 2
 
 
 async def _held_with(h: Harness, upstream: ObjectId, shape: Any) -> ObjectId:
@@ -55,10 +65,7 @@ def test_a_dependent_whose_pending_is_no_list_is_set_aside_by_the_round_that_arc
         beside = await Record(h.db_uri, n=3).as_job_of(h.producer).enqueue()
         workers = [await h.worker("w1"), await h.worker("w2")]
 
-        assert (await h.round()).assigned == 2
-        for process, slot in workers:
-            await take_and_work(process, slot)
-        assert (await h.round()).applied == 2
+        await _both_run(h, workers)
         await h.settle()
 
         assert [(await h.archived(j) or {}).get("why") for j in (upstream, beside)] == ["done", "done"]
@@ -272,10 +279,7 @@ def test_a_wide_fan_in_whose_after_is_an_array_is_left_to_the_sweep_and_the_roun
         beside = await Record(h.db_uri, n=1).as_job_of(h.producer).enqueue()
         workers = [await h.worker("w1"), await h.worker("w2")]
 
-        assert (await h.round()).assigned == 2
-        for process, slot in workers:
-            await take_and_work(process, slot)
-        assert (await h.round()).applied == 2
+        await _both_run(h, workers)
 
         assert [(await h.archived(j) or {}).get("why") for j in (parts[0], beside)] == ["done", "done"]
         rec = h.recruiter
